@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make up` runs the studio, `make test` runs the tests.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
+export NNCF_CI := 1
+
+.PHONY: up test install lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,samples]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: install
+	$(VENV)/bin/optistudio up
+
+test: install
+	$(PY) -m pytest -q -rs
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) bench/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

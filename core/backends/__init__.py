@@ -1,0 +1,23 @@
+"""Inference backends behind one interface; see `core.backends.base`."""
+
+from __future__ import annotations
+
+from core.backends.base import (
+    Availability,
+    BackendSpec,
+    InferenceBackend,
+    LoadedModel,
+    SessionOptions,
+    backends,
+    get_backend,
+)
+
+__all__ = [
+    "Availability",
+    "BackendSpec",
+    "InferenceBackend",
+    "LoadedModel",
+    "SessionOptions",
+    "backends",
+    "get_backend",
+]

@@ -1,0 +1,102 @@
+"""One interface for every inference runtime.
+
+A backend is known by a `BackendSpec` (name, label, capabilities) registered through the
+`optistudio.backends` entry-point group. The spec names the module that implements it; that
+module (and the runtime it wraps) is imported only when the backend is used, so listing backends
+never loads TensorRT or OpenVINO.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.registry import Registry
+
+
+class Availability(BaseModel):
+    """Whether a backend can run here, and if not, why (in words a user understands)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ok: bool
+    reason: str = ""
+    devices: list[str] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class SessionOptions(BaseModel):
+    """Typed runtime options shared by every backend; each maps them to its own knobs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: str = Field(default="cpu", description="Device to run on, e.g. 'cpu' or 'cuda:0'.")
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Intra-op threads. Empty means the runtime's default (all physical cores).",
+    )
+    inter_op_threads: int | None = Field(
+        default=None, ge=1, le=256, description="Inter-op threads for parallel graph branches."
+    )
+
+
+class BackendSpec(BaseModel):
+    """What the UI and the registry know about a backend without importing it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Stable lowercase name stored in the database.")
+    label: str
+    description: str
+    devices: list[str] = Field(description="Device kinds it can target.")
+    precisions: list[str]
+    implementation: str = Field(description="'module:Class' of the InferenceBackend.")
+
+    def create(self) -> InferenceBackend:
+        module_name, _, class_name = self.implementation.partition(":")
+        backend_class = getattr(importlib.import_module(module_name), class_name)
+        backend: InferenceBackend = backend_class()
+        return backend
+
+
+class LoadedModel(ABC):
+    """A model ready to run on one backend and device."""
+
+    details: dict[str, Any]
+    """What the runtime really did (e.g. the execution providers it used), for the record."""
+
+    @abstractmethod
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Run one inference; blocks until the outputs are ready."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release runtime resources."""
+
+
+class InferenceBackend(ABC):
+    """Loads models for one runtime."""
+
+    name: str
+
+    @abstractmethod
+    def availability(self) -> Availability:
+        """Whether the runtime is importable and has a usable device."""
+
+    @abstractmethod
+    def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
+        """Load a model; raise ModelLoadError with the runtime's reason when it cannot."""
+
+
+backends: Registry[BackendSpec] = Registry("backend", "optistudio.backends")
+
+
+def get_backend(name: str) -> InferenceBackend:
+    """Instantiate the backend registered under `name` (UnknownName lists the valid ones)."""
+    return backends.get(name).create()

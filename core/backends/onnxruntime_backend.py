@@ -1,0 +1,90 @@
+"""ONNX Runtime backend (CPU execution provider; other providers come with the hardware layer)."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
+from core.errors import InvalidSpec, ModelLoadError
+
+PROVIDERS_BY_DEVICE = {"cpu": "CPUExecutionProvider"}
+
+
+class OnnxRuntimeSession(LoadedModel):
+    def __init__(self, session: Any, details: dict[str, Any]) -> None:
+        self._session = session
+        self.details = details
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outputs: list[np.ndarray] = self._session.run(None, feeds)
+        return outputs
+
+    def close(self) -> None:
+        self._session = None
+
+
+class OnnxRuntimeBackend(InferenceBackend):
+    name = "onnxruntime"
+
+    def availability(self) -> Availability:
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:
+            return Availability(ok=False, reason=f"onnxruntime is not installed ({exc})")
+        return Availability(
+            ok=True,
+            devices=["cpu"],
+            versions={"onnxruntime": version("onnxruntime")},
+            reason=f"providers: {', '.join(ort.get_available_providers())}",
+        )
+
+    def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
+        import onnxruntime as ort
+
+        provider = _provider_for(options.device)
+        session_options = _session_options(ort, options)
+        try:
+            session = ort.InferenceSession(
+                str(model_path), sess_options=session_options, providers=[provider]
+            )
+        except Exception as exc:  # the runtime raises its own untyped errors
+            raise ModelLoadError(
+                f"ONNX Runtime could not load this model: {_first_line(exc)}",
+                hint="Check that its operators and opset are supported by this ONNX Runtime "
+                f"version ({ort.__version__}), or export it again with a lower opset.",
+            ) from exc
+        details = {
+            "providers": session.get_providers(),
+            "requested_provider": provider,
+            # ONNX Runtime's default intra-op pool has one thread per physical core.
+            "threads": options.threads or psutil.cpu_count(logical=False) or 1,
+        }
+        return OnnxRuntimeSession(session, details)
+
+
+def _provider_for(device: str) -> str:
+    kind = device.split(":", 1)[0]
+    if kind not in PROVIDERS_BY_DEVICE:
+        valid = ", ".join(PROVIDERS_BY_DEVICE)
+        raise InvalidSpec(f"ONNX Runtime has no device {device!r} here. Valid devices: {valid}.")
+    return PROVIDERS_BY_DEVICE[kind]
+
+
+def _session_options(ort: Any, options: SessionOptions) -> Any:
+    session_options = ort.SessionOptions()
+    session_options.log_severity_level = 3
+    if options.threads:
+        session_options.intra_op_num_threads = options.threads
+    if options.inter_op_threads:
+        session_options.inter_op_num_threads = options.inter_op_threads
+    return session_options
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:400] if text else type(exc).__name__

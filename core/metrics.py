@@ -1,0 +1,46 @@
+"""The one table of metrics: unit, label and which direction is better.
+
+Pages, comparisons and exports read direction and units from here, never from operator
+overloading or column names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    unit: str
+    higher_is_better: bool | None
+    """None for descriptive figures (sample counts, flags) that have no better direction."""
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("p10_ms", "p10 latency", "ms", False),
+        Metric("p50_ms", "p50 latency", "ms", False),
+        Metric("p90_ms", "p90 latency", "ms", False),
+        Metric("p95_ms", "p95 latency", "ms", False),
+        Metric("p99_ms", "p99 latency", "ms", False),
+        Metric("mean_ms", "mean latency", "ms", False),
+        Metric("std_ms", "latency std", "ms", False),
+        Metric("min_ms", "min latency", "ms", False),
+        Metric("max_ms", "max latency", "ms", False),
+        Metric("cv", "coefficient of variation", "", False),
+        Metric("throughput", "throughput", "inf/s", True),
+        Metric("samples", "timed runs", "", None),
+        Metric("duration_s", "measured time", "s", None),
+        Metric("window_spread", "spread of window p50s", "", False),
+        Metric("stable", "stable (1) / unstable (0)", "", None),
+        Metric("peak_rss_mb", "peak RSS", "MiB", False),
+        Metric("model_rss_mb", "RSS added by loading", "MiB", False),
+    )
+}
+
+
+def unit_of(name: str) -> str:
+    return METRICS[name].unit if name in METRICS else ""

@@ -1,0 +1,52 @@
+"""What intake learns about a model: typed, JSON-serialisable, stored with the model row."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Dim = int | str | None
+"""A tensor dimension: a fixed size, a symbolic name ("batch"), or None when unnamed."""
+
+
+class TensorSpec(BaseModel):
+    """One graph input or output."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    dtype: str = Field(description="numpy dtype name, e.g. 'float32', 'int64', 'bool'")
+    shape: list[Dim] = Field(description="dimensions; str or None marks a dynamic one")
+
+    @property
+    def dynamic_dims(self) -> list[int]:
+        """Indices of the dimensions that are not fixed sizes."""
+        return [i for i, d in enumerate(self.shape) if not isinstance(d, int) or d <= 0]
+
+
+class ModelInfo(BaseModel):
+    """The model card: everything intake checks and counts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sha256: str
+    size_bytes: int = Field(description="size of the .onnx file plus any external data")
+    ir_version: int
+    opsets: dict[str, int] = Field(description="domain ('' is ai.onnx) to opset version")
+    producer: str = ""
+    graph_name: str = ""
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    op_histogram: dict[str, int] = Field(description="op type to node count, most common first")
+    node_count: int
+    parameter_count: int = Field(description="elements in all initializers")
+    flops_estimate: int | None = Field(
+        default=None,
+        description="multiply-adds x2 for one sample (dynamic dims at their defaults); "
+        "None when shapes could not be inferred",
+    )
+    external_data: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def opset(self) -> int:
+        return self.opsets.get("", self.opsets.get("ai.onnx", 0))

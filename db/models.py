@@ -1,0 +1,178 @@
+"""SQLAlchemy 2.x typed models.
+
+Enums are stored as their string values (VARCHAR, no native enum type, no CHECK constraint), so
+adding a member needs no migration. Timestamps are always timezone-aware UTC in Python, also on
+SQLite, which keeps no zone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    false,
+    func,
+    text,
+)
+from sqlalchemy import Enum as SAEnum
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class JobStatus(str, Enum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+
+
+class JobKind(str, Enum):
+    benchmark = "benchmark"
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """DateTime(timezone=True) that always hands back aware UTC datetimes (SQLite drops zones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None or value.tzinfo is None:
+            return value
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+def _string_enum(enum_cls: type[Enum], length: int) -> SAEnum:
+    """A VARCHAR column holding the members' values (not their names)."""
+    return SAEnum(
+        enum_cls,
+        native_enum=False,
+        length=length,
+        values_callable=lambda members: [m.value for m in members],
+        validate_strings=True,
+    )
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(UtcDateTime(), server_default=func.now())
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, datetime: UtcDateTime()}
+
+
+class Model(Base):
+    """An uploaded (or sample) model artifact, deduplicated by content hash."""
+
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    filename: Mapped[str] = mapped_column(String(255))
+    path: Mapped[str] = mapped_column(String(1024))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    info: Mapped[dict[str, Any]]
+    source: Mapped[str] = mapped_column(String(32), default="upload", server_default="upload")
+    created_at: Mapped[datetime] = _created_at()
+
+
+class Environment(Base):
+    """Where measurements were taken (backend versions, device, CPU flags), deduplicated."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    data: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = _created_at()
+
+
+class Job(Base):
+    """One unit of worker work; the row is the source of truth for status and progress."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[JobKind] = mapped_column(_string_enum(JobKind, 32))
+    status: Mapped[JobStatus] = mapped_column(
+        _string_enum(JobStatus, 16), index=True, default=JobStatus.queued
+    )
+    progress: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
+    message: Mapped[str] = mapped_column(Text, default="", server_default="")
+    error_detail: Mapped[str | None] = mapped_column(Text)
+    spec: Mapped[dict[str, Any]]
+    model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("models.id", ondelete="RESTRICT"), index=True
+    )
+    environment_id: Mapped[int | None] = mapped_column(ForeignKey("environments.id"))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    celery_task_id: Mapped[str | None] = mapped_column(String(64))
+    worker: Mapped[str | None] = mapped_column(String(255))
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+
+    model: Mapped[Model | None] = relationship()
+    environment: Mapped[Environment | None] = relationship()
+    measurements: Mapped[list[Measurement]] = relationship(
+        back_populates="job", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+class Measurement(Base):
+    """One number in long format: (job, backend, batch size, threads, metric) -> value."""
+
+    __tablename__ = "measurements"
+    __table_args__ = (UniqueConstraint("job_id", "backend", "batch_size", "threads", "metric"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    backend: Mapped[str] = mapped_column(String(32))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    threads: Mapped[int] = mapped_column(Integer)
+    metric: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
+    unit: Mapped[str] = mapped_column(String(16))
+
+    job: Mapped[Job] = relationship(back_populates="measurements")

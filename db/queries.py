@@ -1,0 +1,288 @@
+"""Keyword-only query functions.
+
+None of them commits: the caller's ``transaction(...)`` does. They may flush, so ids are set.
+Missing rows are ``None`` from getters and ``LookupError`` from functions that must act on a row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, joinedload
+
+from db.models import TERMINAL, Environment, Job, JobKind, JobStatus, Measurement, Model
+
+RowT = TypeVar("RowT", Model, Environment)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _insert_or_fetch(s: Session, row: RowT, fetch: Callable[[], RowT | None]) -> tuple[RowT, bool]:
+    """Return ``(existing, False)`` or ``(row, True)``; a concurrent insert of the same key wins."""
+    found = fetch()
+    if found is not None:
+        return found, False
+    try:
+        with s.begin_nested():
+            s.add(row)
+    except IntegrityError:
+        found = fetch()
+        if found is None:
+            raise
+        return found, False
+    return row, True
+
+
+# -- models ---------------------------------------------------------------------------------
+
+
+def get_or_create_model(
+    s: Session,
+    *,
+    sha256: str,
+    name: str,
+    filename: str,
+    path: str,
+    size_bytes: int,
+    info: dict[str, Any],
+    source: str = "upload",
+) -> tuple[Model, bool]:
+    """The model with this content hash, creating it if new; the flag says it was created."""
+    row = Model(
+        sha256=sha256,
+        name=name,
+        filename=filename,
+        path=path,
+        size_bytes=size_bytes,
+        info=info,
+        source=source,
+    )
+    return _insert_or_fetch(s, row, lambda: _model_by_sha256(s, sha256))
+
+
+def _model_by_sha256(s: Session, sha256: str) -> Model | None:
+    return s.scalars(select(Model).where(Model.sha256 == sha256)).one_or_none()
+
+
+def get_model(s: Session, *, model_id: int) -> Model | None:
+    """The model with this id, or None."""
+    return s.get(Model, model_id)
+
+
+def list_models(s: Session) -> list[Model]:
+    """All models, newest first."""
+    return list(s.scalars(select(Model).order_by(Model.id.desc())))
+
+
+# -- environments ---------------------------------------------------------------------------
+
+
+def environment_fingerprint(data: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``data`` (sorted keys, no spaces)."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def get_or_create_environment(s: Session, *, data: dict[str, Any]) -> Environment:
+    """The environment row for ``data``, deduplicated by fingerprint."""
+    fingerprint = environment_fingerprint(data)
+    row = Environment(fingerprint=fingerprint, data=data)
+    env, _ = _insert_or_fetch(s, row, lambda: _environment_by_fingerprint(s, fingerprint))
+    return env
+
+
+def _environment_by_fingerprint(s: Session, fingerprint: str) -> Environment | None:
+    query = select(Environment).where(Environment.fingerprint == fingerprint)
+    return s.scalars(query).one_or_none()
+
+
+def get_environment(s: Session, *, environment_id: int) -> Environment | None:
+    """The environment with this id, or None."""
+    return s.get(Environment, environment_id)
+
+
+# -- jobs -----------------------------------------------------------------------------------
+
+
+def create_job(s: Session, *, kind: JobKind, spec: dict[str, Any], model_id: int | None) -> Job:
+    """A new queued job, flushed so its id is set (enqueue only after the commit)."""
+    job = Job(kind=kind, spec=spec, model_id=model_id, status=JobStatus.queued)
+    s.add(job)
+    s.flush()
+    return job
+
+
+def get_job(s: Session, *, job_id: int) -> Job | None:
+    """The job with this id, or None."""
+    return s.get(Job, job_id)
+
+
+def list_jobs(s: Session, *, limit: int = 200) -> list[Job]:
+    """The latest ``limit`` jobs, newest first, with their model loaded."""
+    query = select(Job).options(joinedload(Job.model)).order_by(Job.id.desc()).limit(limit)
+    return list(s.scalars(query))
+
+
+def _job_for_update(s: Session, job_id: int) -> Job:
+    job = s.get(Job, job_id, with_for_update=True, populate_existing=True)
+    if job is None:
+        raise LookupError(f"job {job_id} not found")
+    return job
+
+
+def claim_job(s: Session, *, job_id: int, worker: str, task_id: str | None) -> Job | None:
+    """Mark the job running for this worker; None when there is nothing to run.
+
+    A running job is claimed again (the broker redelivered it after a worker died): its
+    attempts go up and progress restarts. A pending cancel request is honoured here.
+    """
+    job = s.get(Job, job_id, with_for_update=True, populate_existing=True)
+    if job is None or job.status in TERMINAL:
+        return None
+    if job.cancel_requested:
+        _finish(job, JobStatus.cancelled, "Cancelled.")
+        return None
+    now = _utcnow()
+    job.status = JobStatus.running
+    job.started_at = job.heartbeat_at = now
+    job.attempts += 1
+    job.worker, job.celery_task_id = worker, task_id
+    job.progress, job.message, job.error_detail = 0.0, "Starting…", None
+    s.flush()
+    return job
+
+
+def set_progress(s: Session, *, job_id: int, progress: float, message: str) -> bool:
+    """Record progress (clamped to 0..1) and a heartbeat; returns whether a cancel is pending."""
+    query = (
+        update(Job)
+        .where(Job.id == job_id)
+        .values(progress=min(max(progress, 0.0), 1.0), message=message, heartbeat_at=_utcnow())
+        .returning(Job.cancel_requested)
+    )
+    cancel_requested = s.execute(query).scalar_one_or_none()
+    if cancel_requested is None:
+        raise LookupError(f"job {job_id} not found")
+    return cancel_requested
+
+
+def finish_job(
+    s: Session,
+    *,
+    job_id: int,
+    status: JobStatus,
+    message: str = "",
+    error_detail: str | None = None,
+    environment_id: int | None = None,
+) -> None:
+    """Put the job in a terminal state; ``error_detail`` (a traceback) is never shown in the UI."""
+    if status not in TERMINAL:
+        raise ValueError(f"finish_job needs a terminal status, got {status.value!r}")
+    job = _job_for_update(s, job_id)
+    _finish(job, status, message, error_detail)
+    if environment_id is not None:
+        job.environment_id = environment_id
+    s.flush()
+
+
+def _finish(job: Job, status: JobStatus, message: str, error_detail: str | None = None) -> None:
+    job.status = status
+    job.message = message
+    job.error_detail = error_detail
+    job.finished_at = _utcnow()
+    if status is JobStatus.succeeded:
+        job.progress = 1.0
+
+
+def request_cancel(s: Session, *, job_id: int) -> Job | None:
+    """Cancel a queued job at once, ask a running one to stop; finished jobs stay as they are."""
+    job = s.get(Job, job_id, with_for_update=True, populate_existing=True)
+    if job is None:
+        return None
+    if job.status is JobStatus.queued:
+        _finish(job, JobStatus.cancelled, "Cancelled before it started.")
+    elif job.status is JobStatus.running:
+        job.cancel_requested = True
+        job.message = "Cancelling…"
+    s.flush()
+    return job
+
+
+def set_task_id(s: Session, *, job_id: int, task_id: str) -> None:
+    """Remember the Celery task id that carries this job."""
+    _job_for_update(s, job_id).celery_task_id = task_id
+    s.flush()
+
+
+# -- measurements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeasurementRow:
+    """One measured number, before it has a job."""
+
+    backend: str
+    batch_size: int
+    threads: int
+    metric: str
+    value: float
+    unit: str
+
+
+def replace_measurements(s: Session, *, job_id: int, rows: Iterable[MeasurementRow]) -> int:
+    """Replace the job's measurements with ``rows`` (idempotent for re-run jobs); returns count."""
+    s.execute(delete(Measurement).where(Measurement.job_id == job_id))
+    measurements = [
+        Measurement(
+            job_id=job_id,
+            backend=r.backend,
+            batch_size=r.batch_size,
+            threads=r.threads,
+            metric=r.metric,
+            value=r.value,
+            unit=r.unit,
+        )
+        for r in rows
+    ]
+    s.add_all(measurements)
+    s.flush()
+    return len(measurements)
+
+
+def results_rows(
+    s: Session, *, model_id: int | None = None, job_ids: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """Measurements of succeeded jobs in long format, joined with job and model."""
+    query = (
+        select(
+            Measurement.job_id,
+            Job.model_id,
+            Model.name.label("model_name"),
+            Measurement.backend,
+            Measurement.batch_size,
+            Measurement.threads,
+            Measurement.metric,
+            Measurement.value,
+            Measurement.unit,
+            Job.finished_at,
+            Job.environment_id,
+        )
+        .join(Job, Measurement.job_id == Job.id)
+        .outerjoin(Model, Job.model_id == Model.id)
+        .where(Job.status == JobStatus.succeeded)
+        .order_by(Measurement.job_id, Measurement.id)
+    )
+    if model_id is not None:
+        query = query.where(Job.model_id == model_id)
+    if job_ids is not None:
+        query = query.where(Measurement.job_id.in_(job_ids))
+    return [dict(row._mapping) for row in s.execute(query)]

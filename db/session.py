@@ -1,0 +1,78 @@
+"""Engines, session factories and the one transaction helper every caller uses.
+
+SQLite notes: several worker processes write to one file, so every transaction starts with
+``BEGIN IMMEDIATE`` (it takes the write lock up front and waits ``busy_timeout`` for it). With
+Python's default deferred ``BEGIN`` two read-modify-write transactions both read, then one
+loses its update or fails with "database is locked" when upgrading its lock. This follows the
+SQLAlchemy recipe "Using SQLAlchemy to emit BEGIN in lieu of SQLite's transaction control":
+pysqlite's own transaction handling is switched off (``isolation_level = None``, which works on
+every Python version; ``autocommit=False`` needs 3.12) and a ``begin`` listener emits the BEGIN.
+The price: read-only transactions also take the write lock, briefly; WAL keeps plain readers
+of other connections unblocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and ``BEGIN IMMEDIATE``.
+
+    ``foreign_keys=False`` is for migrations only: SQLite's batch mode recreates tables, and
+    dropping a referenced table with enforcement on would cascade-delete its children.
+    """
+    sa_url = make_url(url)
+    if sa_url.get_backend_name() != "sqlite":
+        return create_engine(sa_url, pool_pre_ping=True)
+    _create_parent_folder(sa_url)
+    engine = create_engine(sa_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    _install_sqlite_hooks(engine, foreign_keys=foreign_keys)
+    return engine
+
+
+def _create_parent_folder(url: URL) -> None:
+    database = url.database or ""
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _install_sqlite_hooks(engine: Engine, *, foreign_keys: bool) -> None:
+    pragmas = (
+        "PRAGMA journal_mode=WAL",
+        f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+        f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}",
+        "PRAGMA synchronous=NORMAL",
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves, below
+        for pragma in pragmas:
+            dbapi_connection.execute(pragma).close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_session_factory(url_or_engine: str | URL | Engine) -> sessionmaker[Session]:
+    """A session factory whose objects stay readable after commit (``expire_on_commit=False``)."""
+    engine = url_or_engine if isinstance(url_or_engine, Engine) else make_engine(url_or_engine)
+    return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One session, one transaction: commit on success, roll back on error, always close."""
+    with factory() as session, session.begin():
+        yield session

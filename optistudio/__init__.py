@@ -1,0 +1,1 @@
+"""The application shell: settings, the command line and the process launcher."""

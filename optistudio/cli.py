@@ -1,0 +1,268 @@
+"""The `optistudio` command: the engine without the stack, and the parts of the stack.
+
+Expected failures print their message (and hint) and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.errors import InvalidSpec, OptistudioError
+
+log = logging.getLogger("optistudio")
+
+EXIT_REFUSED = 2
+
+
+def parse_int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def parse_assignment(text: str) -> tuple[str, list[int]]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,..., got {text!r}")
+    return name, parse_int_list(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="optistudio", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    bench = commands.add_parser("bench", help="benchmark an ONNX model here and now")
+    bench.add_argument("model", type=Path, help="path to an .onnx file")
+    bench.add_argument(
+        "--backend", default="onnxruntime", help="backend name (default onnxruntime)"
+    )
+    bench.add_argument("--device", default="cpu")
+    bench.add_argument("--batch", type=parse_int_list, help="batch sizes, e.g. 1,8")
+    bench.add_argument(
+        "--shape",
+        type=parse_assignment,
+        action="append",
+        default=[],
+        help="full shape of one input, NAME=D1,D2,... (repeatable)",
+    )
+    bench.add_argument(
+        "--dim",
+        type=parse_assignment,
+        action="append",
+        default=[],
+        help="size of a named dynamic dim, NAME=N (repeatable), e.g. sequence=128",
+    )
+    bench.add_argument("--threads", type=int, help="intra-op threads (default: runtime's)")
+    bench.add_argument("--warmup", type=int, help="untimed warm-up runs")
+    bench.add_argument("--min-runs", type=int)
+    bench.add_argument("--min-seconds", type=float)
+    bench.add_argument("--max-seconds", type=float)
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--save", action="store_true", help="store model and result in the database")
+    commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
+    commands.add_parser("worker", help="run a Celery worker for the configured queues")
+    commands.add_parser("ui", help="run the studio (Streamlit)")
+    commands.add_parser("migrate", help="upgrade the database to the newest schema")
+    return parser
+
+
+def bench_spec(args: argparse.Namespace) -> Any:
+    from core.benchmark import BenchmarkSpec
+
+    fields: dict[str, Any] = {
+        "backend": args.backend,
+        "device": args.device,
+        "batch_sizes": args.batch,
+        "threads": args.threads,
+        "shapes": dict(args.shape),
+        "dims": {name: _single(name, values) for name, values in args.dim},
+        "warmup_runs": args.warmup,
+        "min_runs": args.min_runs,
+        "min_seconds": args.min_seconds,
+        "max_seconds": args.max_seconds,
+    }
+    from pydantic import ValidationError
+
+    try:
+        return BenchmarkSpec(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InvalidSpec(f"Invalid benchmark options: {problems}") from None
+
+
+def _single(name: str, values: list[int]) -> int:
+    if len(values) != 1:
+        raise InvalidSpec(f"--dim {name} takes one size, got {values}.")
+    return values[0]
+
+
+def report_json(report: Any, info: Any) -> dict[str, Any]:
+    """The CLI's JSON: the same figures a worker stores, one object per batch size."""
+    results = []
+    for result in report.results:
+        row = {
+            "backend": result.backend,
+            "device": result.device,
+            "batch_size": result.batch_size,
+            "threads": result.threads,
+        }
+        row.update(result.metric_values())
+        row["stable"] = result.stable
+        row["window_p50s_ms"] = result.window_p50s_ms
+        results.append(row)
+    return {
+        "model": {
+            "sha256": info.sha256,
+            "size_bytes": info.size_bytes,
+            "opset": info.opset,
+            "inputs": [t.model_dump() for t in info.inputs],
+            "parameter_count": info.parameter_count,
+            "flops_estimate": info.flops_estimate,
+        },
+        "spec": report.spec.model_dump(),
+        "results": results,
+        "environment": report.environment,
+        "runtime": report.runtime_details,
+        "warnings": report.warnings,
+    }
+
+
+def print_table(payload: dict[str, Any]) -> None:
+    print(f"model sha256 {payload['model']['sha256'][:12]}  runtime {payload['runtime']}")
+    header = f"{'backend':<12}{'batch':>6}{'thr':>5}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}"
+    print(header + f"{'inf/s':>11}{'runs':>7}{'spread':>8}  verdict")
+    for r in payload["results"]:
+        verdict = "stable" if r["stable"] else "UNSTABLE"
+        print(
+            f"{r['backend']:<12}{r['batch_size']:>6}{r['threads']:>5}{r['p50_ms']:>10.3f}"
+            f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
+            f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict} (cv {r['cv']:.1%})"
+        )
+    for warning in payload["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def command_bench(args: argparse.Namespace) -> int:
+    from core.benchmark import run_benchmark
+    from core.intake import inspect_model
+    from optistudio.settings import get_settings
+
+    settings = get_settings()
+    spec = bench_spec(args)
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    if args.save:
+        report, saved = _bench_and_save(args.model, spec, settings)
+    else:
+        report, saved = run_benchmark(args.model, spec, info=info), {}
+    payload = report_json(report, info)
+    payload.update(saved)
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print_table(payload)
+    return 0
+
+
+def _bench_and_save(model_path: Path, spec: Any, settings: Any) -> tuple[Any, dict[str, int]]:
+    """Store the model, then run the benchmark through a job row exactly as a worker does."""
+    from core.benchmark import run_benchmark
+    from db.models import JobKind, JobStatus
+    from db.queries import create_job, get_job
+    from db.session import make_session_factory, transaction
+    from optistudio.catalog import add_model_file
+    from optistudio.migrate import upgrade
+    from workers.jobs import run_job
+    from workers.tasks import model_of, record_benchmark
+
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    factory = make_session_factory(settings.database_url)
+    entry = add_model_file(factory, settings, model_path, name=model_path.stem, origin="cli")
+    with transaction(factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=entry.model_id
+        ).id
+    reports = []
+
+    def work(job: Any, context: Any) -> tuple[str, int | None]:
+        path, info = model_of(job)
+        reports.append(run_benchmark(path, spec, info=info, progress=context.progress))
+        return record_benchmark(context.factory, job.id, reports[0])
+
+    run_job(factory, job_id, worker=f"cli@{socket.gethostname()}", task_id=None, work=work)
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        if job is None or job.status != JobStatus.succeeded:
+            raise OptistudioError(job.message if job else f"Job {job_id} vanished.")
+    return reports[0], {"model_id": entry.model_id, "job_id": job_id}
+
+
+def command_worker() -> int:
+    from optistudio.launcher import worker_command
+    from optistudio.settings import get_settings
+    from optistudio.telemetry import telemetry_off_env
+
+    command = worker_command(get_settings())
+    os.execvpe(command[0], command, telemetry_off_env())
+    return 0  # pragma: no cover - exec does not return
+
+
+def command_ui() -> int:
+    from optistudio.launcher import ui_command
+    from optistudio.settings import get_settings
+    from optistudio.telemetry import telemetry_off_env
+
+    settings = get_settings()
+    command = ui_command(settings, settings.ui_port)
+    os.execvpe(command[0], command, telemetry_off_env())
+    return 0  # pragma: no cover
+
+
+def command_migrate() -> int:
+    from optistudio.migrate import upgrade
+    from optistudio.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    print("database is at the newest schema")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "bench":
+            return command_bench(args)
+        if args.command == "up":
+            from optistudio.launcher import up
+            from optistudio.settings import get_settings
+
+            logging.getLogger("optistudio").setLevel(logging.INFO)
+            return up(get_settings())
+        if args.command == "worker":
+            return command_worker()
+        if args.command == "ui":
+            return command_ui()
+        return command_migrate()
+    except OptistudioError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

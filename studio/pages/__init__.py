@@ -1,0 +1,1 @@
+"""Page functions: UI only."""

@@ -1,0 +1,86 @@
+"""Jobs: live status and progress, with Cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from studio import state
+from studio.services import cancel_job, job_rows
+
+ACTIVE = {"queued", "running"}
+RECENT = 8
+STATUS_ICON = {"queued": "🕓", "running": "▶️", "succeeded": "✅", "failed": "❌", "cancelled": "⏹️"}
+
+
+def render() -> None:
+    st.title("Jobs")
+    st.caption("Updates every second. Heavy work runs on the workers; this page only watches.")
+    live_jobs()
+
+
+@st.fragment(run_every="1s")
+def live_jobs() -> None:
+    rows = job_rows(state.session_factory())
+    if not rows:
+        st.info("No jobs yet. Start a benchmark from the Models page.")
+        return
+    for row in rows[:RECENT]:
+        if row["status"] in ACTIVE:
+            active_job(row)
+        else:
+            finished_job(row)
+    st.markdown("**All jobs**")
+    st.dataframe(
+        jobs_table(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "progress": st.column_config.ProgressColumn(
+                "progress", min_value=0, max_value=1, format="percent"
+            ),
+        },
+    )
+
+
+def active_job(row: dict[str, Any]) -> None:
+    with st.container(border=True):
+        left, right = st.columns([5, 1])
+        label = f"{STATUS_ICON[row['status']]} Job #{row['id']} · {row['kind']} · {row['model']}"
+        left.progress(
+            min(max(row["progress"], 0.0), 1.0), text=f"{label} — {row['message'] or row['status']}"
+        )
+        if right.button("Cancel", key=f"cancel-{row['id']}", disabled=row["cancel_requested"]):
+            st.toast(
+                cancel_job(state.session_factory(), job_id=row["id"], revoke=state.revoke_task)
+            )
+
+
+def finished_job(row: dict[str, Any]) -> None:
+    with st.container(border=True):
+        text = f"{STATUS_ICON[row['status']]} Job #{row['id']} · {row['kind']} · {row['model']}"
+        st.markdown(f"{text} — **{row['status']}**")
+        if row["message"]:
+            show = st.error if row["status"] == "failed" else st.caption
+            show(row["message"])
+
+
+def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "job": r["id"],
+                "status": f"{STATUS_ICON[r['status']]} {r['status']}",
+                "model": r["model"],
+                "kind": r["kind"],
+                "progress": r["progress"],
+                "message": r["message"],
+                "created": r["created_at"],
+                "finished": r["finished_at"],
+                "worker": r["worker"],
+            }
+            for r in rows
+        ]
+    )

@@ -1,0 +1,217 @@
+"""Models: upload or pick a sample, read the model card, start a benchmark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from pydantic import ValidationError
+
+from core.benchmark import BenchmarkSpec
+from core.errors import OptistudioError
+from core.model_info import ModelInfo
+from core.samples import list_samples
+from optistudio.catalog import add_sample, add_upload
+from studio import charts, state
+from studio.services import model_choices, submit_benchmark
+
+HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
+DEFAULTS = BenchmarkSpec()
+
+
+def render() -> None:
+    st.title("Models")
+    add_col, sample_col = st.columns([3, 2])
+    with add_col:
+        upload_section()
+    with sample_col:
+        sample_section()
+    chosen = choose_model()
+    if chosen is None:
+        st.info("No models yet. Upload an `.onnx` file above, or add a sample model.")
+        return
+    info = ModelInfo.model_validate(chosen["info"])
+    model_card(chosen, info)
+    benchmark_form(chosen, info)
+
+
+def upload_section() -> None:
+    upload = st.file_uploader("Upload an ONNX model", type=["onnx"], key="upload")
+    if upload is None:
+        return
+    done: dict[str, str] = st.session_state.setdefault("uploads_done", {})
+    if upload.file_id not in done:
+        with st.spinner(f"Validating {upload.name}…"):
+            done[upload.file_id] = ingest(
+                lambda: add_upload(
+                    state.session_factory(), state.settings(), upload, filename=upload.name
+                )
+            )
+    show_outcome(done[upload.file_id])
+
+
+def sample_section() -> None:
+    samples = {s.name: s for s in list_samples()}
+    name = st.selectbox(
+        "…or pick a sample model",
+        list(samples),
+        format_func=lambda n: samples[n].label,
+        help="Samples are built in code (or copied from an installed package).",
+    )
+    if name:
+        st.caption(samples[name].description)
+    if st.button("Add sample", disabled=not name):
+        outcome = ingest(lambda: add_sample(state.session_factory(), state.settings(), name))
+        show_outcome(outcome)
+
+
+def ingest(store: Any) -> str:
+    """Run a store call; returns an outcome string: 'ok:<id>:<created>' or 'error:<message>'."""
+    try:
+        entry = store()
+    except OptistudioError as exc:
+        return f"error:{exc}"
+    st.query_params["model"] = str(entry.model_id)
+    return f"ok:{entry.model_id}:{int(entry.created)}"
+
+
+def show_outcome(outcome: str) -> None:
+    kind, _, rest = outcome.partition(":")
+    if kind == "error":
+        st.error(f"Model refused: {rest}")
+        return
+    model_id, _, created = rest.partition(":")
+    if created == "1":
+        st.success(f"Stored as model #{model_id}.")
+    else:
+        st.info(f"This file is already stored as model #{model_id} (same SHA-256).")
+
+
+def choose_model() -> dict[str, Any] | None:
+    choices = model_choices(state.session_factory())
+    if not choices:
+        return None
+    by_id = {c["id"]: c for c in choices}
+    wanted = st.query_params.get("model")
+    default = (
+        int(wanted) if wanted and wanted.isdigit() and int(wanted) in by_id else choices[0]["id"]
+    )
+    ids = list(by_id)
+    model_id = st.selectbox(
+        "Model",
+        ids,
+        index=ids.index(default),
+        format_func=lambda i: f"#{i} · {by_id[i]['name']} ({by_id[i]['sha256'][:10]})",
+    )
+    st.query_params["model"] = str(model_id)
+    return by_id[model_id]
+
+
+def model_card(chosen: dict[str, Any], info: ModelInfo) -> None:
+    st.subheader(f"Model card · {chosen['name']}")
+    cols = st.columns(5)
+    cols[0].metric("File size", f"{info.size_bytes / 2**20:.2f} MiB")
+    cols[1].metric("Parameters", f"{info.parameter_count:,}")
+    flops = f"{info.flops_estimate / 1e6:,.1f} M" if info.flops_estimate else "unknown"
+    cols[2].metric("FLOPs (batch 1)", flops)
+    cols[3].metric("Opset", info.opset)
+    cols[4].metric("Nodes", info.node_count)
+    st.caption(f"SHA-256 `{info.sha256}` · IR {info.ir_version} · producer {info.producer or '—'}")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Inputs**")
+        st.dataframe(tensor_table(info.inputs), hide_index=True, width="stretch")
+        st.markdown("**Outputs**")
+        st.dataframe(tensor_table(info.outputs), hide_index=True, width="stretch")
+    with right:
+        st.markdown("**Operators**")
+        st.plotly_chart(charts.op_histogram(info.op_histogram), width="stretch")
+    for warning in info.warnings:
+        st.warning(warning)
+
+
+def tensor_table(tensors: list[Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "name": t.name,
+                "dtype": t.dtype,
+                "shape": "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]",
+            }
+            for t in tensors
+        ]
+    )
+
+
+def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
+    st.subheader("Benchmark")
+    named_dims = sorted({d for t in info.inputs for d in t.shape[1:] if isinstance(d, str)})
+    batch_dynamic = any(t.shape and not isinstance(t.shape[0], int) for t in info.inputs)
+    with st.form("benchmark"):
+        cols = st.columns(4)
+        batches = cols[0].text_input(
+            "Batch sizes",
+            "1,8" if batch_dynamic else "",
+            help=HELP["batch_sizes"],
+            disabled=not batch_dynamic,
+        )
+        threads = cols[1].number_input("Threads (0 = default)", 0, 256, 0, help=HELP["threads"])
+        warmup = cols[2].number_input(
+            "Warm-up runs", 0, 10_000, DEFAULTS.warmup_runs, help=HELP["warmup_runs"]
+        )
+        min_runs = cols[3].number_input(
+            "Min runs", 1, 1_000_000, DEFAULTS.min_runs, help=HELP["min_runs"]
+        )
+        cols = st.columns(4)
+        min_seconds = cols[0].number_input(
+            "Min seconds", 0.0, 3600.0, DEFAULTS.min_seconds, help=HELP["min_seconds"]
+        )
+        max_seconds = cols[1].number_input(
+            "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"]
+        )
+        dims = {
+            name: cols[2 + i % 2].number_input(f"Dim '{name}'", 1, 1_000_000, 16, help=HELP["dims"])
+            for i, name in enumerate(named_dims)
+        }
+        submitted = st.form_submit_button("Benchmark", type="primary")
+    if not submitted:
+        return
+    try:
+        spec = BenchmarkSpec(
+            batch_sizes=parse_batches(batches) if batch_dynamic else None,
+            threads=int(threads) or None,
+            warmup_runs=int(warmup),
+            min_runs=int(min_runs),
+            min_seconds=float(min_seconds),
+            max_seconds=float(max_seconds),
+            dims={k: int(v) for k, v in dims.items()},
+        )
+    except (ValidationError, ValueError) as exc:
+        st.error(f"Check the benchmark settings: {readable(exc)}")
+        return
+    job_id = submit_benchmark(
+        state.session_factory(), model_id=chosen["id"], spec=spec, send=state.send_task
+    )
+    st.success(f"Benchmark job #{job_id} submitted.")
+    st.markdown("[Follow it on the Jobs page →](/jobs)")
+
+
+def parse_batches(text: str) -> list[int] | None:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        return None
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(
+            f"batch sizes must be integers separated by commas, got {text!r}"
+        ) from None
+
+
+def readable(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+    return str(exc)

@@ -1,0 +1,40 @@
+"""Results: stored benchmark figures as a table and charts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from studio import charts, state
+from studio.services import display_table, model_choices, results_frame
+
+
+def render() -> None:
+    st.title("Results")
+    choices = model_choices(state.session_factory())
+    options = [None] + [c["id"] for c in choices]
+    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+    wanted = st.query_params.get("model")
+    default = int(wanted) if wanted and wanted.isdigit() and int(wanted) in names else None
+    model_id = st.selectbox(
+        "Model",
+        options,
+        index=options.index(default),
+        format_func=lambda i: "All models" if i is None else names[i],
+    )
+    if model_id is None:
+        st.query_params.pop("model", None)
+    else:
+        st.query_params["model"] = str(model_id)
+    wide = results_frame(state.session_factory(), model_id=model_id)
+    if wide.empty:
+        st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
+        return
+    st.dataframe(display_table(wide), hide_index=True, width="stretch")
+    st.caption(
+        "p50 ± half the p10–p90 spread. 'unstable' means the windows never agreed "
+        "within the tolerance before the time cap."
+    )
+    st.subheader("Latency percentiles per batch size")
+    st.plotly_chart(charts.latency_by_batch(wide), width="stretch")
+    st.subheader("Throughput per batch size")
+    st.plotly_chart(charts.throughput_by_batch(wide), width="stretch")

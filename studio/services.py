@@ -1,0 +1,161 @@
+"""What the studio does, as plain functions that tests call without Streamlit.
+
+The studio never runs a model: it stores uploads, commits job rows and sends tasks by name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.benchmark import BenchmarkSpec
+from core.metrics import METRICS
+from db.models import Job, JobKind, JobStatus
+from db.queries import (
+    create_job,
+    finish_job,
+    list_jobs,
+    list_models,
+    request_cancel,
+    results_rows,
+    set_task_id,
+)
+from db.session import transaction
+from workers.app import TASK_BENCHMARK
+
+log = logging.getLogger(__name__)
+
+SendTask = Callable[[str, list[Any]], str]
+"""Sends a task by name with its arguments; returns the broker's task id."""
+
+BROKER_DOWN = (
+    "Could not reach the job queue, so the job was not started. Is the worker stack running? "
+    "Start it with `make up` (or `optistudio up`)."
+)
+
+
+def submit_benchmark(
+    factory: sessionmaker[Session], *, model_id: int, spec: BenchmarkSpec, send: SendTask
+) -> int:
+    """Commit a benchmark job, then send its id to the workers; returns the job id."""
+    with transaction(factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
+        ).id
+    try:
+        task_id = send(TASK_BENCHMARK, [job_id])
+    except Exception:
+        log.exception("could not send job %s to the broker", job_id)
+        with transaction(factory) as s:
+            finish_job(s, job_id=job_id, status=JobStatus.failed, message=BROKER_DOWN)
+        return job_id
+    with transaction(factory) as s:
+        set_task_id(s, job_id=job_id, task_id=task_id)
+    return job_id
+
+
+def cancel_job(
+    factory: sessionmaker[Session], *, job_id: int, revoke: Callable[[str], None]
+) -> str:
+    """Cancel a queued job at once, or ask a running one to stop; returns what happened."""
+    with transaction(factory) as s:
+        job = request_cancel(s, job_id=job_id)
+        if job is None:
+            return f"Job {job_id} does not exist."
+        status, task_id = job.status, job.celery_task_id
+    if status == JobStatus.cancelled and task_id:
+        revoke(task_id)
+    return {
+        JobStatus.cancelled: f"Job {job_id} is cancelled.",
+        JobStatus.running: f"Job {job_id} will stop at its next checkpoint.",
+    }.get(status, f"Job {job_id} had already finished.")
+
+
+def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[str, Any]]:
+    with transaction(factory) as s:
+        return [_job_row(job) for job in list_jobs(s, limit=limit)]
+
+
+def _job_row(job: Job) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "kind": job.kind.value,
+        "model": job.model.name if job.model else "",
+        "model_id": job.model_id,
+        "status": job.status.value,
+        "progress": float(job.progress or 0.0),
+        "message": job.message or "",
+        "cancel_requested": bool(job.cancel_requested),
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "worker": job.worker or "",
+        "attempts": job.attempts,
+    }
+
+
+def model_choices(factory: sessionmaker[Session]) -> list[dict[str, Any]]:
+    with transaction(factory) as s:
+        return [
+            {
+                "id": m.id,
+                "name": m.name,
+                "sha256": m.sha256,
+                "size_bytes": m.size_bytes,
+                "info": m.info,
+                "source": m.source,
+                "created_at": m.created_at,
+            }
+            for m in list_models(s)
+        ]
+
+
+RESULT_KEYS = ["job_id", "model_id", "model_name", "backend", "batch_size", "threads"]
+
+
+def results_frame(factory: sessionmaker[Session], *, model_id: int | None = None) -> pd.DataFrame:
+    """One row per (job, backend, batch size, threads) with a column per metric."""
+    with transaction(factory) as s:
+        rows = results_rows(s, model_id=model_id)
+    if not rows:
+        return pd.DataFrame(columns=[*RESULT_KEYS, "p50_ms", "p99_ms", "throughput"])
+    long = pd.DataFrame(rows)
+    wide = long.pivot_table(index=[*RESULT_KEYS, "finished_at"], columns="metric", values="value")
+    wide = wide.reset_index().sort_values(["job_id", "batch_size"], ascending=[False, True])
+    wide.columns.name = None
+    return wide
+
+
+def display_table(wide: pd.DataFrame) -> pd.DataFrame:
+    """The results table as people read it: units in headers, spread beside p50, a verdict."""
+    table = pd.DataFrame(
+        {
+            "job": wide["job_id"],
+            "model": wide["model_name"],
+            "backend": wide["backend"],
+            "batch": wide["batch_size"],
+            "threads": wide["threads"],
+        }
+    )
+    table["p50 (ms)"] = [
+        f"{p50:.3f} ± {(p90 - p10) / 2:.3f}"
+        for p50, p10, p90 in zip(
+            wide["p50_ms"],
+            wide.get("p10_ms", wide["p50_ms"]),
+            wide.get("p90_ms", wide["p50_ms"]),
+            strict=True,
+        )
+    ]
+    for metric in ("p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput", "peak_rss_mb"):
+        if metric in wide:
+            spec = METRICS[metric]
+            table[f"{spec.label} ({spec.unit})"] = wide[metric].round(3)
+    if "samples" in wide:
+        table["runs"] = wide["samples"].astype(int)
+    if "stable" in wide:
+        table["verdict"] = ["stable" if v >= 0.5 else "unstable" for v in wide["stable"]]
+    return table.reset_index(drop=True)

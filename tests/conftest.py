@@ -1,0 +1,73 @@
+"""Shared fixtures: tiny models built in code, isolated settings and a migrated database."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+os.environ.setdefault("NNCF_CI", "1")
+
+
+def build_matmul_model(path: Path, *, batch: int | str = "batch", features: int = 16) -> Path:
+    """y = relu(x @ W + b) with a dynamic (or fixed) batch dim; deterministic weights."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((features, 8)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["h"]),
+            helper.make_node("Add", ["h", "b"], ["a"]),
+            helper.make_node("Relu", ["a"], ["y"]),
+        ],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8])],
+        initializer=[weight, bias],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Path:
+    return build_matmul_model(tmp_path / "tiny.onnx")
+
+
+@pytest.fixture
+def make_model(tmp_path: Path) -> Callable[..., Path]:
+    def make(name: str = "m.onnx", **kwargs: object) -> Path:
+        return build_matmul_model(tmp_path / name, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+def app_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Settings pointing at a fresh data folder; the cached settings are reset around the test."""
+    from optistudio.settings import get_settings
+
+    monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("OPTISTUDIO_DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def db_factory(app_settings: object) -> object:
+    """A session factory on a database migrated to head."""
+    from db.session import make_session_factory
+    from optistudio.migrate import upgrade
+
+    upgrade(app_settings.database_url, lock_dir=app_settings.data_dir)  # type: ignore[attr-defined]
+    return make_session_factory(app_settings.database_url)  # type: ignore[attr-defined]

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+
+from core.backends import backends, get_backend
+from core.errors import UnknownName
+
+
+def test_onnxruntime_is_registered_through_entry_points() -> None:
+    spec = backends.get("onnxruntime")
+
+    assert spec.label == "ONNX Runtime"
+    assert "cpu" in spec.devices
+    assert get_backend("onnxruntime").availability().ok
+
+
+def test_unknown_backend_lists_valid_names() -> None:
+    with pytest.raises(UnknownName) as caught:
+        backends.get("tensorflow")
+
+    assert "onnxruntime" in caught.value.message
+    assert "'tensorflow'" in caught.value.message
+
+
+def test_unloadable_model_is_a_load_error(tmp_path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from core.backends import SessionOptions
+    from core.errors import ModelLoadError
+
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    )
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+
+    with pytest.raises(ModelLoadError, match="ONNX Runtime could not load"):
+        get_backend("onnxruntime").load(path, SessionOptions())

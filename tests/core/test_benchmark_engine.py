@@ -1,0 +1,143 @@
+"""The benchmark engine on a real ONNX Runtime session and on a synthetic backend."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.backends import LoadedModel
+from core.benchmark import BenchmarkSpec, _measure, resolve_batch_sizes, run_benchmark
+from core.errors import Cancelled, InvalidSpec
+from core.intake import inspect_model
+from core.metrics import METRICS
+from core.stats import latency_summary, windows_agree
+
+QUICK = {
+    "warmup_runs": 1,
+    "min_runs": 5,
+    "min_seconds": 0.05,
+    "max_seconds": 1.0,
+    "window_seconds": 0.02,
+}
+
+
+class SleepyModel(LoadedModel):
+    """A synthetic backend: each run sleeps for the next latency from a schedule (ms)."""
+
+    def __init__(self, schedule: list[float]) -> None:
+        self.schedule = schedule
+        self.calls = 0
+        self.details = {}
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        delay = self.schedule[min(self.calls, len(self.schedule) - 1)]
+        self.calls += 1
+        end = time.perf_counter() + delay / 1000
+        while time.perf_counter() < end:
+            pass
+        return []
+
+
+def test_onnxruntime_benchmark_reports_every_batch_size(tiny_model: Path) -> None:
+    spec = BenchmarkSpec(batch_sizes=[1, 4], threads=1, **QUICK)
+
+    report = run_benchmark(tiny_model, spec)
+
+    assert [r.batch_size for r in report.results] == [1, 4]
+    for result in report.results:
+        lat = result.latency
+        assert 0 < lat["min_ms"] <= lat["p50_ms"] <= lat["p90_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+        assert result.samples >= 5 and result.threads == 1
+        assert result.throughput == pytest.approx(
+            result.batch_size * result.samples / (lat["mean_ms"] * result.samples / 1000), rel=1e-6
+        )
+    assert report.runtime_details["providers"] == ["CPUExecutionProvider"]
+    assert report.environment["cpu_model"]
+    assert "onnxruntime" in report.environment["libraries"]
+
+
+def test_measurement_rows_use_units_from_the_metric_table(tiny_model: Path) -> None:
+    report = run_benchmark(tiny_model, BenchmarkSpec(batch_sizes=[2], **QUICK))
+
+    rows = report.measurement_rows()
+
+    metrics = {row[3]: row for row in rows}
+    assert {
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "mean_ms",
+        "std_ms",
+        "throughput",
+        "peak_rss_mb",
+        "samples",
+        "stable",
+    } <= set(metrics)
+    assert all(row[5] == METRICS[row[3]].unit for row in rows)
+    assert {row[1] for row in rows} == {2}
+
+
+def test_default_batch_sizes_follow_the_model(make_model) -> None:
+    dynamic = inspect_model(make_model("d.onnx"))
+    fixed = inspect_model(make_model("f.onnx", batch=1))
+
+    assert resolve_batch_sizes(BenchmarkSpec(), dynamic) == [1, 8]
+    assert resolve_batch_sizes(BenchmarkSpec(), fixed) == [1]
+    with pytest.raises(InvalidSpec, match="fixed batch size of 1"):
+        resolve_batch_sizes(BenchmarkSpec(batch_sizes=[8]), fixed)
+
+
+def test_stable_latency_stops_early() -> None:
+    spec = BenchmarkSpec(min_runs=5, min_seconds=0.05, max_seconds=5.0, window_seconds=0.02)
+
+    result = _measure(SleepyModel([1.0]), {}, spec, 1, 0.0, (0.0, 1.0), lambda f, m: None)
+
+    assert result.stable
+    assert result.duration_s < 1.0
+    assert result.latency["p50_ms"] == pytest.approx(1.0, rel=0.3)
+
+
+def test_drifting_latency_is_flagged_unstable_at_the_cap() -> None:
+    drifting = [0.2 * 1.08**i for i in range(400)]  # every run 8 % slower than the last
+    spec = BenchmarkSpec(min_runs=5, min_seconds=0.05, max_seconds=0.4, window_seconds=0.02)
+
+    result = _measure(SleepyModel(drifting), {}, spec, 1, 0.0, (0.0, 1.0), lambda f, m: None)
+
+    assert not result.stable
+    assert result.duration_s >= 0.4
+    assert result.window_spread > 0.1
+
+
+def test_progress_callback_can_cancel(tiny_model: Path) -> None:
+    def cancel_after_load(fraction: float, message: str) -> None:
+        if message.startswith("Timing"):
+            raise Cancelled("Cancelled while running.")
+
+    with pytest.raises(Cancelled):
+        run_benchmark(tiny_model, BenchmarkSpec(**QUICK), progress=cancel_after_load)
+
+
+@pytest.mark.parametrize(
+    ("p50s", "expected"),
+    [([10, 10.5, 9.8], True), ([10, 13, 10], False), ([10, 10], False)],
+    ids=["agree", "one-window-off", "too-few-windows"],
+)
+def test_windows_agree(p50s: list[float], expected: bool) -> None:
+    assert windows_agree(p50s, windows=3, tolerance=0.10) is expected
+
+
+def test_latency_summary_percentiles() -> None:
+    summary = latency_summary(list(range(1, 101)))
+
+    assert summary["p50_ms"] == pytest.approx(50.5)
+    assert summary["p99_ms"] == pytest.approx(99.01)
+    assert summary["min_ms"] == 1 and summary["max_ms"] == 100
+
+
+def test_spec_rejects_unknown_fields() -> None:
+    with pytest.raises(ValueError, match="min_run"):
+        BenchmarkSpec(min_run=3)

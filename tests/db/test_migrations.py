@@ -1,0 +1,118 @@
+"""Migrations: upgrade from empty, no autogenerate drift, one head, clean downgrade."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect, text
+
+from db.models import Base
+from db.session import make_engine
+
+ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
+APP_TABLES = {"models", "environments", "jobs", "measurements"}
+
+
+def alembic_config(url: str | None) -> Config:
+    cfg = Config(str(ALEMBIC_INI))
+    cfg.attributes["configure_logger"] = False
+    if url is not None:
+        cfg.attributes["url"] = url
+    return cfg
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'nested' / 'optistudio.db'}"
+
+
+@pytest.fixture
+def engine(url: str) -> Iterator[Engine]:
+    engine = make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+def table_names(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names())
+
+
+def test_upgrade_from_empty_creates_every_table(url: str, engine: Engine) -> None:
+    command.upgrade(alembic_config(url), "head")
+
+    assert table_names(engine) == APP_TABLES | {"alembic_version"}
+    with engine.connect() as conn:
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0001"
+
+
+def test_autogenerate_finds_no_difference(url: str, engine: Engine) -> None:
+    command.upgrade(alembic_config(url), "head")
+
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(context, Base.metadata)
+
+    assert diff == []
+
+
+def test_there_is_exactly_one_head() -> None:
+    heads = ScriptDirectory.from_config(alembic_config(None)).get_heads()
+
+    assert len(heads) == 1
+
+
+def test_downgrade_to_base_and_up_again(url: str, engine: Engine) -> None:
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "head")
+
+    command.downgrade(cfg, "base")
+    assert table_names(engine) == {"alembic_version"}
+
+    command.upgrade(cfg, "head")
+    assert table_names(engine) >= APP_TABLES
+
+
+def test_missing_url_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPTISTUDIO_DATABASE_URL", raising=False)
+
+    with pytest.raises(RuntimeError, match="OPTISTUDIO_DATABASE_URL"):
+        command.upgrade(alembic_config(None), "head")
+
+
+@pytest.mark.parametrize(
+    ("foreign_keys", "measurements_left"),
+    [(False, 1), (True, 0)],
+    ids=["fk-off-keeps-children", "fk-on-cascades-on-table-rebuild"],
+)
+def test_batch_rebuild_of_a_parent_table_needs_foreign_keys_off(
+    url: str, foreign_keys: bool, measurements_left: int
+) -> None:
+    command.upgrade(alembic_config(url), "head")
+    engine = make_engine(url, foreign_keys=foreign_keys)
+    with engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO jobs (kind, status, spec) VALUES ('benchmark', 'queued', '{}')")
+        )
+        conn.execute(
+            text(
+                "INSERT INTO measurements (job_id, backend, batch_size, threads, metric, value, unit)"
+                " VALUES (1, 'onnxruntime', 1, 1, 'latency_p50', 1.0, 'ms')"
+            )
+        )
+
+    with engine.begin() as conn:
+        ops = Operations(MigrationContext.configure(conn))
+        with ops.batch_alter_table("jobs", recreate="always"):
+            pass
+
+    with engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM measurements")) == measurements_left
+    engine.dispose()

@@ -1,0 +1,109 @@
+"""A real stack for integration tests: Redis and a Celery worker as separate processes."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optistudio.launcher import Stack, free_port, redis_command, redis_ready, worker_command
+from optistudio.settings import Settings
+from optistudio.telemetry import telemetry_off_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RunningStack:
+    settings: Settings
+    factory: Any
+    app: Any
+    log_path: Path
+
+    def send(self, name: str, args: list[Any]) -> str:
+        return str(self.app.send_task(name, args=args).id)
+
+    def wait_for_job(self, job_id: int, *, statuses: set[str], timeout: float = 90.0) -> Any:
+        from db.queries import get_job
+        from db.session import transaction
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with transaction(self.factory) as s:
+                job = get_job(s, job_id=job_id)
+                if job is not None and job.status.value in statuses:
+                    return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} not in {statuses} after {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
+    from celery import Celery
+
+    from db.session import make_session_factory
+    from optistudio.migrate import upgrade
+
+    redis_port = free_port()
+    env = telemetry_off_env()
+    env.update(
+        OPTISTUDIO_DATA_DIR=str(tmp_path / "data"),
+        OPTISTUDIO_BROKER_URL=f"redis://127.0.0.1:{redis_port}/0",
+        OPTISTUDIO_JOB_TIME_LIMIT_S="120",
+    )
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    settings = Settings(data_dir=tmp_path / "data", broker_url=env["OPTISTUDIO_BROKER_URL"])
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    stack = Stack()
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log:
+        stack.children.append(
+            (
+                "redis",
+                subprocess.Popen(
+                    redis_command(redis_port, tmp_path / "redis"),
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                ),
+            )
+        )
+        _wait(lambda: redis_ready(redis_port), "redis")
+        stack.children.append(
+            (
+                "worker",
+                subprocess.Popen(
+                    worker_command(settings),
+                    env=env,
+                    cwd=REPO,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                ),
+            )
+        )
+        app = Celery("optistudio-test", broker=settings.broker_url)
+        app.conf.task_default_queue = "cpu"
+        try:
+            _wait(lambda: bool(app.control.ping(timeout=0.5)), "celery worker", timeout=60)
+            yield RunningStack(settings, make_session_factory(settings.database_url), app, log_path)
+        finally:
+            stack.stop()
+            app.close()
+
+
+def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not start within {timeout} s")

@@ -1,0 +1,135 @@
+"""run_job against a real (SQLite) database, without a broker: outcomes and their messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.benchmark import BenchmarkSpec
+from db.models import JobKind, JobStatus
+from db.queries import create_job, get_job, request_cancel, results_rows
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from workers.jobs import run_job
+from workers.tasks import benchmark_job
+
+QUICK = BenchmarkSpec(
+    batch_sizes=[1, 2],
+    warmup_runs=1,
+    min_runs=5,
+    min_seconds=0.05,
+    max_seconds=1.0,
+    window_seconds=0.02,
+)
+
+
+def submit(factory, model_id: int | None, spec: dict) -> int:
+    with transaction(factory) as s:
+        return create_job(s, kind=JobKind.benchmark, spec=spec, model_id=model_id).id
+
+
+def job_of(factory, job_id: int):
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        _ = job.model
+        return job
+
+
+@pytest.fixture
+def stored_model(db_factory, app_settings, tiny_model: Path) -> int:
+    return add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+
+
+def test_benchmark_job_stores_measurements_once_even_when_run_twice(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+
+    run_job(db_factory, job_id, worker="test", task_id="t1", work=benchmark_job)
+    with transaction(db_factory) as s:
+        first = results_rows(s, job_ids=[job_id])
+    # A redelivered task finds the job finished and does nothing; a forced rerun replaces rows.
+    run_job(db_factory, job_id, worker="test", task_id="t1", work=benchmark_job)
+    benchmark_job(job_of(db_factory, job_id), _NullContext(db_factory, job_id))
+    with transaction(db_factory) as s:
+        second = results_rows(s, job_ids=[job_id])
+
+    job = job_of(db_factory, job_id)
+    assert job.status == JobStatus.succeeded and job.progress == 1.0
+    assert job.environment_id is not None
+    assert len(first) == len(second) > 0
+    assert {(r["batch_size"], r["metric"]) for r in first} >= {(1, "p50_ms"), (2, "p99_ms")}
+
+
+def test_invalid_spec_fails_with_a_readable_message(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, {"min_runs": -1, "colour": "red"})
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
+
+    job = job_of(db_factory, job_id)
+    assert job.status == JobStatus.failed
+    assert "min_runs" in job.message and "colour" in job.message
+    assert job.error_detail is None
+
+
+def test_missing_model_file_fails_cleanly(db_factory, app_settings, stored_model):
+    with transaction(db_factory) as s:
+        from db.queries import get_model
+
+        Path(get_model(s, model_id=stored_model).path).unlink()
+    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
+
+    job = job_of(db_factory, job_id)
+    assert job.status == JobStatus.failed
+    assert "missing" in job.message and "Upload the model again" in job.message
+
+
+def test_a_bug_is_an_internal_error_with_the_traceback_kept(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, {})
+
+    def broken(job, context):
+        raise ZeroDivisionError("oops")
+
+    with pytest.raises(ZeroDivisionError):
+        run_job(db_factory, job_id, worker="test", task_id=None, work=broken)
+
+    job = job_of(db_factory, job_id)
+    assert job.status == JobStatus.failed
+    assert job.message == f"Internal error (job {job_id}). The details are in the worker log."
+    assert "ZeroDivisionError" in job.error_detail
+
+
+def test_cancel_requested_while_running_stops_the_job(db_factory, stored_model):
+    slow = QUICK.model_copy(update={"min_seconds": 30.0, "max_seconds": 60.0})
+    job_id = submit(db_factory, stored_model, slow.model_dump(mode="json"))
+
+    def cancel_then_run(job, context):
+        with transaction(db_factory) as s:
+            request_cancel(s, job_id=job.id)
+        return benchmark_job(job, context)
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=cancel_then_run)
+
+    job = job_of(db_factory, job_id)
+    assert job.status == JobStatus.cancelled
+    assert job.finished_at is not None
+
+
+def test_cancelled_queued_job_never_runs(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+    with transaction(db_factory) as s:
+        request_cancel(s, job_id=job_id)
+    ran = []
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=lambda j, c: ran.append(j))
+
+    assert ran == [] and job_of(db_factory, job_id).status == JobStatus.cancelled
+
+
+class _NullContext:
+    def __init__(self, factory, job_id):
+        self.factory, self.job_id = factory, job_id
+
+    def progress(self, fraction: float, message: str) -> None:
+        pass

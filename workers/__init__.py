@@ -1,0 +1,1 @@
+"""Celery app and thin tasks: load the job row, call core, write the results."""

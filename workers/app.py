@@ -1,0 +1,39 @@
+"""The Celery app, configured from settings.
+
+Only job ids travel through the broker; the job row is the source of truth. Tasks are acked
+late and re-queued if their worker dies, so every task must be safe to run twice.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from optistudio.settings import Settings, get_settings
+
+TASK_BENCHMARK = "optistudio.benchmark"
+DEFAULT_QUEUE = "cpu"
+
+
+def create_app(settings: Settings) -> Celery:
+    app = Celery("optistudio", broker=settings.broker_url, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_default_queue=DEFAULT_QUEUE,
+        task_routes={TASK_BENCHMARK: {"queue": DEFAULT_QUEUE}},
+        task_time_limit=settings.job_time_limit_s + 60,
+        task_soft_time_limit=settings.job_time_limit_s,
+        # Longer than the longest job, or Redis redelivers a task that is still running.
+        broker_transport_options={"visibility_timeout": 2 * settings.job_time_limit_s + 600},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+    )
+    return app
+
+
+app = create_app(get_settings())
