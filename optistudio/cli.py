@@ -151,8 +151,6 @@ def print_table(payload: dict[str, Any]) -> None:
             f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
             f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict} (cv {r['cv']:.1%})"
         )
-    for warning in payload["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -169,6 +167,8 @@ def command_bench(args: argparse.Namespace) -> int:
         report, saved = run_benchmark(args.model, spec, info=info), {}
     payload = report_json(report, info)
     payload.update(saved)
+    for warning in payload["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
     else:

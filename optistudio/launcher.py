@@ -51,69 +51,49 @@ def redis_server_binary() -> str:
     return str(bundled)
 
 
+def as_flags(options: dict[str, str]) -> list[str]:
+    """{"port": "1"} -> ["--port", "1"]."""
+    return [item for key, value in options.items() for item in (f"--{key}", value)]
+
+
 def redis_command(port: int, data_dir: Path) -> list[str]:
     data_dir.mkdir(parents=True, exist_ok=True)
-    return [
-        redis_server_binary(),
-        "--bind",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dir",
-        str(data_dir),
-        "--appendonly",
-        "yes",
-        "--save",
-        "",
-        "--protected-mode",
-        "yes",
-        "--daemonize",
-        "no",
-    ]
+    options = {
+        "bind": "127.0.0.1",
+        "port": str(port),
+        "dir": str(data_dir),
+        "appendonly": "yes",
+        "save": "",
+        "protected-mode": "yes",
+        "daemonize": "no",
+        "loglevel": "warning",
+    }
+    return [redis_server_binary(), *as_flags(options)]
 
 
 def worker_command(settings: Settings) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "workers.app",
-        "worker",
-        "--queues",
-        settings.queues,
-        "--pool",
-        "prefork",
-        "--concurrency",
-        str(settings.worker_concurrency),
-        "--hostname",
-        "cpu@%h",
-        "--loglevel",
-        "INFO",
-    ]
+    options = {
+        "queues": settings.queues,
+        "pool": "prefork",
+        "concurrency": str(settings.worker_concurrency),
+        "hostname": "cpu@%h",
+        "loglevel": "INFO",
+    }
+    return [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *as_flags(options)]
 
 
 def ui_command(settings: Settings, port: int) -> list[str]:
     app = Path(__file__).resolve().parent.parent / "studio" / "app.py"
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app),
-        "--server.headless",
-        "true",
-        "--server.address",
-        settings.host,
-        "--server.port",
-        str(port),
-        "--server.maxUploadSize",
-        str(settings.max_upload_mb),
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
+    options = {
+        "server.headless": "true",
+        "server.address": settings.host,
+        "server.port": str(port),
+        "server.maxUploadSize": str(settings.max_upload_mb),
+        "server.fileWatcherType": "none",
+        "browser.gatherUsageStats": "false",
+        "client.toolbarMode": "viewer",
+    }
+    return [sys.executable, "-m", "streamlit", "run", str(app), *as_flags(options)]
 
 
 @dataclass

@@ -6,12 +6,12 @@ import streamlit as st
 
 from studio.pages import jobs, models, results
 
-st.set_page_config(page_title="Optistudio", page_icon="⚡", layout="wide")
+st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
 PAGES = [
-    st.Page(models.render, title="Models", icon="📦", url_path="models", default=True),
-    st.Page(jobs.render, title="Jobs", icon="⏱️", url_path="jobs"),
-    st.Page(results.render, title="Results", icon="📊", url_path="results"),
+    st.Page(models.render, title="Models", icon=":material/deployed_code:", url_path="models", default=True),
+    st.Page(jobs.render, title="Jobs", icon=":material/pending_actions:", url_path="jobs"),
+    st.Page(results.render, title="Results", icon=":material/monitoring:", url_path="results"),
 ]
 
 st.navigation(PAGES).run()

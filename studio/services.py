@@ -153,7 +153,8 @@ def display_table(wide: pd.DataFrame) -> pd.DataFrame:
     for metric in ("p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput", "peak_rss_mb"):
         if metric in wide:
             spec = METRICS[metric]
-            table[f"{spec.label} ({spec.unit})"] = wide[metric].round(3)
+            label = spec.label.removesuffix(" latency")
+            table[f"{label} ({spec.unit})"] = wide[metric].round(3)
     if "samples" in wide:
         table["runs"] = wide["samples"].astype(int)
     if "stable" in wide:

@@ -12,7 +12,13 @@ from studio.services import cancel_job, job_rows
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
-STATUS_ICON = {"queued": "🕓", "running": "▶️", "succeeded": "✅", "failed": "❌", "cancelled": "⏹️"}
+STATUS_ICON = {
+    "queued": ":material/schedule:",
+    "running": ":material/play_circle:",
+    "succeeded": ":green[:material/check_circle:]",
+    "failed": ":red[:material/error:]",
+    "cancelled": ":gray[:material/cancel:]",
+}
 
 
 def render() -> None:
@@ -72,7 +78,7 @@ def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         [
             {
                 "job": r["id"],
-                "status": f"{STATUS_ICON[r['status']]} {r['status']}",
+                "status": r["status"],
                 "model": r["model"],
                 "kind": r["kind"],
                 "progress": r["progress"],

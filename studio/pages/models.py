@@ -14,6 +14,7 @@ from core.model_info import ModelInfo
 from core.samples import list_samples
 from optistudio.catalog import add_sample, add_upload
 from studio import charts, state
+from studio.formatting import human_bytes, human_count
 from studio.services import model_choices, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
@@ -111,10 +112,10 @@ def choose_model() -> dict[str, Any] | None:
 def model_card(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.subheader(f"Model card · {chosen['name']}")
     cols = st.columns(5)
-    cols[0].metric("File size", f"{info.size_bytes / 2**20:.2f} MiB")
-    cols[1].metric("Parameters", f"{info.parameter_count:,}")
-    flops = f"{info.flops_estimate / 1e6:,.1f} M" if info.flops_estimate else "unknown"
-    cols[2].metric("FLOPs (batch 1)", flops)
+    cols[0].metric("File size", human_bytes(info.size_bytes))
+    cols[1].metric("Parameters", human_count(info.parameter_count))
+    cols[2].metric("FLOPs (batch 1)", human_count(info.flops_estimate),
+                   help="2 x multiply-adds of Conv/MatMul/Gemm for one sample, dynamic dims at 1.")
     cols[3].metric("Opset", info.opset)
     cols[4].metric("Nodes", info.node_count)
     st.caption(f"SHA-256 `{info.sha256}` · IR {info.ir_version} · producer {info.producer or '—'}")

@@ -101,6 +101,7 @@ def page(studio: Studio) -> Iterator[object]:
 def shot(page: object, name: str) -> None:
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(2500)  # type: ignore[attr-defined] # let charts and tables paint
         page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
@@ -119,6 +120,10 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     expect(page.get_by_text("Stored as model #1.")).to_be_visible()
     expect(page.get_by_text("Model card · tiny")).to_be_visible()
     expect(page.get_by_text("Parameters")).to_be_visible()
+
+    page.get_by_role("button", name="Add sample").click()  # the default sample: Tiny CNN
+    expect(page.get_by_text("Stored as model #2.")).to_be_visible()
+    expect(page.get_by_text("Model card · tiny_cnn")).to_be_visible()
     shot(page, "models")
 
     page.get_by_role("button", name="Benchmark").click()
@@ -127,20 +132,32 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     page.goto(f"{studio.url}/jobs")
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
     expect(page.get_by_text("succeeded").first).to_be_visible(timeout=90_000)
+    expect(page.get_by_text("Measured batch sizes 1, 8.")).to_be_visible()
     shot(page, "jobs")
 
-    page.goto(f"{studio.url}/results?model=1")
+    page.goto(f"{studio.url}/results?model=2")
     expect(page.get_by_role("heading", name="Latency percentiles per batch size")).to_be_visible()
     expect(page.locator(".js-plotly-plot").first).to_be_visible()
     expect(page.get_by_text(re.compile("p50 ± half the p10"))).to_be_visible()
     shot(page, "results")
 
-    bad = tmp_path / "notes.onnx"
-    bad.write_text("these are my notes, not a model")
+
+def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    notes = tmp_path / "notes.onnx"
+    notes.write_text("these are my notes, not a model")
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
     page.goto(studio.url)
-    upload(page, bad)
+
+    upload(page, notes)
     expect(page.get_by_text(re.compile("Model refused: .*not an ONNX", re.I))).to_be_visible()
+    upload(page, empty)
+    expect(page.get_by_text(re.compile("Model refused: .*empty", re.I))).to_be_visible()
+
     expect(page.get_by_text("Traceback")).to_have_count(0)
+    expect(page.get_by_text("No models yet")).to_be_visible()
 
 
 def test_ctrl_c_stops_every_process_and_frees_the_port(studio: Studio) -> None:

@@ -47,10 +47,9 @@ class RunningStack:
 
 @pytest.fixture
 def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
-    from celery import Celery
-
     from db.session import make_session_factory
     from optistudio.migrate import upgrade
+    from workers.app import create_app
 
     redis_port = free_port()
     env = telemetry_off_env()
@@ -90,8 +89,7 @@ def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
                 ),
             )
         )
-        app = Celery("optistudio-test", broker=settings.broker_url)
-        app.conf.task_default_queue = "cpu"
+        app = create_app(settings)
         try:
             _wait(lambda: bool(app.control.ping(timeout=0.5)), "celery worker", timeout=60)
             yield RunningStack(settings, make_session_factory(settings.database_url), app, log_path)

@@ -1,0 +1,90 @@
+"""The `optistudio` command as a user runs it: a real process, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+
+
+def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    return subprocess.run([sys.executable, "-m", "optistudio.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bench_json_has_the_stored_fields(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("bench", str(tiny_model), "--batch", "1,4", "--threads", "1", "--json",
+                      *QUICK, data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert [r["batch_size"] for r in payload["results"]] == [1, 4]
+    first = payload["results"][0]
+    assert {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "std_ms", "throughput",
+            "peak_rss_mb", "threads", "stable", "samples"} <= set(first)
+    assert first["threads"] == 1
+    assert "isa_flags" in payload["environment"]
+    assert not (tmp_path / "data" / "optistudio.db").exists()
+
+
+def test_bench_save_stores_model_and_result(tiny_model: Path, tmp_path: Path) -> None:
+    from db.queries import get_job, results_rows
+    from db.session import make_session_factory, transaction
+
+    data = tmp_path / "data"
+    first = json.loads(optistudio("bench", str(tiny_model), "--json", "--save", *QUICK,
+                                  data_dir=data).stdout)
+    second = json.loads(optistudio("bench", str(tiny_model), "--json", "--save", *QUICK,
+                                   data_dir=data).stdout)
+
+    assert first["model_id"] == second["model_id"]
+    assert first["job_id"] != second["job_id"]
+    factory = make_session_factory(f"sqlite:///{data / 'optistudio.db'}")
+    with transaction(factory) as s:
+        job = get_job(s, job_id=second["job_id"])
+        assert job.status.value == "succeeded" and job.worker.startswith("cli@")
+        p50 = [r for r in results_rows(s, job_ids=[second["job_id"]]) if r["metric"] == "p50_ms"]
+    assert len(p50) == 2  # batch 1 and 8
+
+
+def test_unset_dynamic_dim_warns_which(tmp_path: Path) -> None:
+    from core.samples import build_sample
+
+    model = build_sample("tiny_mlp_tokens", tmp_path)
+
+    done = optistudio("bench", str(model), "--batch", "1", *QUICK, data_dir=tmp_path / "d")
+
+    assert done.returncode == 0, done.stderr
+    assert "warning: dynamic dim 'sequence' set to 16" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"", "empty"), (b"hello, not a model", "not an ONNX model")],
+    ids=["empty-file", "text-file"],
+)
+def test_refused_file_exits_non_zero_without_traceback(tmp_path, content, message) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(content)
+
+    done = optistudio("bench", str(bad), data_dir=tmp_path / "data")
+
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_option_names_the_field(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("bench", str(tiny_model), "--max-seconds", "0.1", "--min-seconds", "5",
+                      data_dir=tmp_path / "data")
+
+    assert done.returncode == 2
+    assert "max_seconds must be at least min_seconds" in done.stderr
