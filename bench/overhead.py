@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,8 +48,15 @@ def bare_p50(path: Path, feeds: dict[str, np.ndarray], runs: int) -> float:
 
 
 def engine_p50(path: Path, info, runs: int) -> tuple[float, int]:
-    spec = BenchmarkSpec(batch_sizes=[BATCH], threads=THREADS, warmup_runs=5, min_runs=runs,
-                         min_seconds=0.0, max_seconds=60.0, window_seconds=0.2)
+    spec = BenchmarkSpec(
+        batch_sizes=[BATCH],
+        threads=THREADS,
+        warmup_runs=5,
+        min_runs=runs,
+        min_seconds=0.0,
+        max_seconds=60.0,
+        window_seconds=0.2,
+    )
     result = run_benchmark(path, spec, info=info).results[0]
     return result.latency["p50_ms"], result.samples
 
@@ -64,10 +70,14 @@ def engine_overhead(path: Path, rounds: int) -> None:
         engine, samples = engine_p50(path, info, runs=300)
         bare = bare_p50(path, feeds, runs=samples)
         ratios.append(engine / bare)
-        print(f"  round {index + 1}: engine p50 {engine:.4f} ms, bare p50 {bare:.4f} ms, "
-              f"ratio {engine / bare:.3f} ({samples} runs each)")
-    print(f"engine/bare p50 ratio: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {rounds} rounds; target <= 1.05")
+        print(
+            f"  round {index + 1}: engine p50 {engine:.4f} ms, bare p50 {bare:.4f} ms, "
+            f"ratio {engine / bare:.3f} ({samples} runs each)"
+        )
+    print(
+        f"engine/bare p50 ratio: median {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}) over {rounds} rounds; target <= 1.05"
+    )
 
 
 def queue_latency(model: Path, jobs: int) -> None:
@@ -92,13 +102,10 @@ def queue_latency(model: Path, jobs: int) -> None:
         stack = Stack()
         log_path = Path(scratch) / "stack.log"
         log = log_path.open("wb")
-        stack.children.append(("redis", subprocess.Popen(
-            redis_command(port, data / "redis"), stdout=log, stderr=log, start_new_session=True)))
+        stack.start("redis", redis_command(port, data / "redis"), output=log)
         while not redis_ready(port):
             time.sleep(0.1)
-        stack.children.append(("worker", subprocess.Popen(
-            worker_command(settings), env=env, cwd=REPO, stdout=log, stderr=log,
-            start_new_session=True)))
+        stack.start("worker", worker_command(settings), env, output=log, cwd=REPO)
         app = create_app(settings)
         try:
             deadline = time.monotonic() + 60
@@ -107,13 +114,23 @@ def queue_latency(model: Path, jobs: int) -> None:
                     raise SystemExit(f"the worker did not start:\n{log_path.read_text()[-3000:]}")
             factory = make_session_factory(settings.database_url)
             model_id = add_model_file(factory, settings, model, name=model.stem).model_id
-            spec = BenchmarkSpec(batch_sizes=[1], warmup_runs=1, min_runs=3, min_seconds=0.0,
-                                 max_seconds=1.0, window_seconds=0.01)
+            spec = BenchmarkSpec(
+                batch_sizes=[1],
+                warmup_runs=1,
+                min_runs=3,
+                min_seconds=0.0,
+                max_seconds=1.0,
+                window_seconds=0.01,
+            )
             delays = []
             for _ in range(jobs):
                 submitted = time.time()
-                job_id = submit_benchmark(factory, model_id=model_id, spec=spec,
-                                          send=lambda n, a: app.send_task(n, args=a).id)
+                job_id = submit_benchmark(
+                    factory,
+                    model_id=model_id,
+                    spec=spec,
+                    send=lambda n, a: app.send_task(n, args=a).id,
+                )
                 while True:
                     with transaction(factory) as s:
                         job = get_job(s, job_id=job_id)
@@ -123,8 +140,10 @@ def queue_latency(model: Path, jobs: int) -> None:
                 assert job.status.value == "succeeded", job.message
                 delays.append(job.started_at.timestamp() - submitted)
             millis = sorted(d * 1000 for d in delays)
-            print(f"submit -> worker start: median {statistics.median(millis):.1f} ms "
-                  f"(min {millis[0]:.1f}, max {millis[-1]:.1f}) over {jobs} jobs")
+            print(
+                f"submit -> worker start: median {statistics.median(millis):.1f} ms "
+                f"(min {millis[0]:.1f}, max {millis[-1]:.1f}) over {jobs} jobs"
+            )
         finally:
             stack.stop()
             log.close()

@@ -17,7 +17,9 @@ import numpy as np
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.affinity import pinned_to
 from core.backends import LoadedModel, SessionOptions, get_backend
+from core.contention import ContentionMonitor, ContentionReport
 from core.environment import fingerprint
 from core.errors import InvalidSpec
 from core.inputs import synthesize_inputs
@@ -56,6 +58,10 @@ class BenchmarkSpec(BaseModel):
     )
     threads: int | None = Field(
         default=None, ge=1, le=256, description="Intra-op threads; empty = runtime default."
+    )
+    cpu_affinity: list[int] | None = Field(
+        default=None,
+        description="Pin the run to these CPU cores, e.g. [0, 1]; empty = wherever the OS likes.",
     )
     warmup_runs: int = Field(default=5, ge=0, le=10_000, description="Untimed runs first.")
     min_runs: int = Field(default=30, ge=1, le=1_000_000, description="Least timed runs.")
@@ -101,6 +107,7 @@ class BatchResult(BaseModel):
     stable: bool
     peak_rss_mb: float
     model_rss_mb: float
+    contention: ContentionReport
 
     def metric_values(self) -> dict[str, float]:
         values = dict(self.latency)
@@ -112,7 +119,11 @@ class BatchResult(BaseModel):
             stable=1.0 if self.stable else 0.0,
             peak_rss_mb=self.peak_rss_mb,
             model_rss_mb=self.model_rss_mb,
+            other_cores=self.contention.other_cores,
+            contended=1.0 if self.contention.contended else 0.0,
         )
+        if self.contention.steal_share is not None:
+            values["steal_share"] = self.contention.steal_share
         return values
 
 
@@ -165,30 +176,19 @@ def run_benchmark(
     batch_sizes = resolve_batch_sizes(spec, info)
     backend = get_backend(spec.backend)
     options = SessionOptions(device=spec.device, threads=spec.threads)
-    rss_before = _rss_mb()
     report_progress(0.0, f"Loading the model on {spec.backend} ({spec.device})")
-    model = backend.load(model_path, options)
-    try:
-        model_rss = _rss_mb() - rss_before
-        results: list[BatchResult] = []
-        warnings: list[str] = []
-        for index, batch_size in enumerate(batch_sizes):
-            feeds, feed_warnings = synthesize_inputs(
-                info.inputs,
-                batch_size=batch_size,
-                dims=spec.dims,
-                overrides=spec.shapes,
-                seed=spec.seed,
+    with pinned_to(spec.cpu_affinity):
+        rss_before = _rss_mb()
+        model = backend.load(model_path, options)
+        try:
+            model_rss = _rss_mb() - rss_before
+            results, warnings = _measure_all(
+                model, info, spec, batch_sizes, model_rss, report_progress
             )
-            warnings.extend(w for w in feed_warnings if w not in warnings)
-            share = (index / len(batch_sizes), 1 / len(batch_sizes))
-            results.append(
-                _measure(model, feeds, spec, batch_size, model_rss, share, report_progress)
-            )
-    finally:
-        model.close()
+        finally:
+            model.close()
+        environment = fingerprint(threads=spec.threads)
     report_progress(1.0, "Done")
-    environment = fingerprint(threads=spec.threads)
     return BenchmarkReport(
         spec=spec,
         results=results,
@@ -196,6 +196,30 @@ def run_benchmark(
         runtime_details=model.details,
         warnings=warnings,
     )
+
+
+def _measure_all(
+    model: LoadedModel,
+    info: ModelInfo,
+    spec: BenchmarkSpec,
+    batch_sizes: list[int],
+    model_rss: float,
+    report_progress: ProgressCallback,
+) -> tuple[list[BatchResult], list[str]]:
+    results: list[BatchResult] = []
+    warnings: list[str] = []
+    for index, batch_size in enumerate(batch_sizes):
+        feeds, feed_warnings = synthesize_inputs(
+            info.inputs,
+            batch_size=batch_size,
+            dims=spec.dims,
+            overrides=spec.shapes,
+            seed=spec.seed,
+        )
+        warnings.extend(w for w in feed_warnings if w not in warnings)
+        share = (index / len(batch_sizes), 1 / len(batch_sizes))
+        results.append(_measure(model, feeds, spec, batch_size, model_rss, share, report_progress))
+    return results, warnings
 
 
 def _measure(
@@ -214,12 +238,15 @@ def _measure(
     latencies: list[float] = []
     window_p50s: list[float] = []
     peak_rss = _rss_mb()
+    monitor = ContentionMonitor()
+    monitor.start()
     start = time.perf_counter()
     while True:
         window = _timed_window(model, feeds, spec.window_seconds, start + spec.max_seconds)
         latencies.extend(window)
         window_p50s.append(float(np.median(window)))
         peak_rss = max(peak_rss, _rss_mb())
+        monitor.sample()
         elapsed = time.perf_counter() - start
         enough = len(latencies) >= spec.min_runs and elapsed >= spec.min_seconds
         stable = windows_agree(
@@ -229,6 +256,7 @@ def _measure(
         report_progress(share[0] + share[1] * done_share, f"Timing {label}: {len(latencies)} runs")
         if (enough and stable) or elapsed >= spec.max_seconds:
             break
+    contention = monitor.stop()
     summary = latency_summary(latencies)
     return BatchResult(
         backend=spec.backend,
@@ -244,6 +272,7 @@ def _measure(
         stable=stable,
         peak_rss_mb=peak_rss,
         model_rss_mb=max(model_rss, 0.0),
+        contention=contention,
     )
 
 

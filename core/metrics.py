@@ -38,6 +38,9 @@ METRICS: dict[str, Metric] = {
         Metric("stable", "stable (1) / unstable (0)", "", None),
         Metric("peak_rss_mb", "peak RSS", "MiB", False),
         Metric("model_rss_mb", "RSS added by loading", "MiB", False),
+        Metric("other_cores", "CPU used by other processes", "cores", False),
+        Metric("contended", "contended (1) / quiet (0)", "", None),
+        Metric("steal_share", "CPU steal", "", False),
     )
 }
 

@@ -8,6 +8,7 @@ non-zero with the name of the part that failed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from optistudio.migrate import upgrade
 from optistudio.settings import Settings
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 10.0
 START_TIMEOUT_S = 60.0
+PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -102,9 +105,26 @@ class Stack:
 
     children: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
 
-    def start(self, name: str, command: list[str], env: dict[str, str]) -> None:
+    def start(
+        self,
+        name: str,
+        command: list[str],
+        env: dict[str, str] | None = None,
+        *,
+        output: IO[bytes] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        """Start a child in its own process group; it gets SIGTERM if this process dies."""
         log.info("starting %s", name)
-        process = subprocess.Popen(command, env=env, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+            preexec_fn=_terminate_with_parent,
+        )
         self.children.append((name, process))
 
     def first_dead(self) -> str | None:
@@ -121,6 +141,14 @@ class Stack:
                 process.wait()
             # Pool processes of the worker share its group; make sure none is left.
             _signal_group(process, signal.SIGKILL)
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent dies (no orphans
+    even if `up` itself is killed with SIGKILL). A no-op elsewhere."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:

@@ -9,7 +9,13 @@ from studio.pages import jobs, models, results
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
 PAGES = [
-    st.Page(models.render, title="Models", icon=":material/deployed_code:", url_path="models", default=True),
+    st.Page(
+        models.render,
+        title="Models",
+        icon=":material/deployed_code:",
+        url_path="models",
+        default=True,
+    ),
     st.Page(jobs.render, title="Jobs", icon=":material/pending_actions:", url_path="jobs"),
     st.Page(results.render, title="Results", icon=":material/monitoring:", url_path="results"),
 ]

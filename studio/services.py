@@ -18,6 +18,7 @@ from db.models import Job, JobKind, JobStatus
 from db.queries import (
     create_job,
     finish_job,
+    get_job,
     list_jobs,
     list_models,
     request_cancel,
@@ -63,16 +64,19 @@ def cancel_job(
 ) -> str:
     """Cancel a queued job at once, or ask a running one to stop; returns what happened."""
     with transaction(factory) as s:
-        job = request_cancel(s, job_id=job_id)
-        if job is None:
+        before = get_job(s, job_id=job_id)
+        if before is None:
             return f"Job {job_id} does not exist."
+        if before.is_terminal:
+            return f"Job {job_id} had already finished ({before.status.value})."
+        job = request_cancel(s, job_id=job_id)
+        assert job is not None
         status, task_id = job.status, job.celery_task_id
     if status == JobStatus.cancelled and task_id:
-        revoke(task_id)
-    return {
-        JobStatus.cancelled: f"Job {job_id} is cancelled.",
-        JobStatus.running: f"Job {job_id} will stop at its next checkpoint.",
-    }.get(status, f"Job {job_id} had already finished.")
+        revoke(task_id)  # a queued message is dropped by the worker instead of claimed
+    if status == JobStatus.cancelled:
+        return f"Job {job_id} is cancelled."
+    return f"Job {job_id} will stop at its next checkpoint."
 
 
 def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[str, Any]]:
@@ -157,6 +161,13 @@ def display_table(wide: pd.DataFrame) -> pd.DataFrame:
             table[f"{label} ({spec.unit})"] = wide[metric].round(3)
     if "samples" in wide:
         table["runs"] = wide["samples"].astype(int)
-    if "stable" in wide:
-        table["verdict"] = ["stable" if v >= 0.5 else "unstable" for v in wide["stable"]]
+    table["verdict"] = [verdict(row) for _, row in wide.iterrows()]
     return table.reset_index(drop=True)
+
+
+def verdict(row: pd.Series) -> str:
+    """'stable', 'unstable', with ', contended' when other processes competed for the CPU."""
+    words = ["stable" if row.get("stable", 0.0) >= 0.5 else "unstable"]
+    if row.get("contended", 0.0) >= 0.5:
+        words.append(f"contended ({row.get('other_cores', 0.0):.1f} cores busy elsewhere)")
+    return ", ".join(words)

@@ -16,20 +16,45 @@ QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--wa
 def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
     env.pop("OPTISTUDIO_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "optistudio.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_bench_json_has_the_stored_fields(tiny_model: Path, tmp_path: Path) -> None:
-    done = optistudio("bench", str(tiny_model), "--batch", "1,4", "--threads", "1", "--json",
-                      *QUICK, data_dir=tmp_path / "data")
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--batch",
+        "1,4",
+        "--threads",
+        "1",
+        "--json",
+        *QUICK,
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert [r["batch_size"] for r in payload["results"]] == [1, 4]
     first = payload["results"][0]
-    assert {"p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "std_ms", "throughput",
-            "peak_rss_mb", "threads", "stable", "samples"} <= set(first)
+    assert {
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "mean_ms",
+        "std_ms",
+        "throughput",
+        "peak_rss_mb",
+        "threads",
+        "stable",
+        "samples",
+    } <= set(first)
     assert first["threads"] == 1
     assert "isa_flags" in payload["environment"]
     assert not (tmp_path / "data" / "optistudio.db").exists()
@@ -40,10 +65,12 @@ def test_bench_save_stores_model_and_result(tiny_model: Path, tmp_path: Path) ->
     from db.session import make_session_factory, transaction
 
     data = tmp_path / "data"
-    first = json.loads(optistudio("bench", str(tiny_model), "--json", "--save", *QUICK,
-                                  data_dir=data).stdout)
-    second = json.loads(optistudio("bench", str(tiny_model), "--json", "--save", *QUICK,
-                                   data_dir=data).stdout)
+    first = json.loads(
+        optistudio("bench", str(tiny_model), "--json", "--save", *QUICK, data_dir=data).stdout
+    )
+    second = json.loads(
+        optistudio("bench", str(tiny_model), "--json", "--save", *QUICK, data_dir=data).stdout
+    )
 
     assert first["model_id"] == second["model_id"]
     assert first["job_id"] != second["job_id"]
@@ -83,8 +110,15 @@ def test_refused_file_exits_non_zero_without_traceback(tmp_path, content, messag
 
 
 def test_bad_option_names_the_field(tiny_model: Path, tmp_path: Path) -> None:
-    done = optistudio("bench", str(tiny_model), "--max-seconds", "0.1", "--min-seconds", "5",
-                      data_dir=tmp_path / "data")
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--max-seconds",
+        "0.1",
+        "--min-seconds",
+        "5",
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 2
     assert "max_seconds must be at least min_seconds" in done.stderr

@@ -45,6 +45,10 @@ def test_studio_uses_only_the_celery_app_object_of_workers() -> None:
     used = set()
     for path in (REPO / "studio").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("workers"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("workers")
+            ):
                 used.add(node.module)
     assert used <= allowed

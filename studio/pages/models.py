@@ -114,8 +114,11 @@ def model_card(chosen: dict[str, Any], info: ModelInfo) -> None:
     cols = st.columns(5)
     cols[0].metric("File size", human_bytes(info.size_bytes))
     cols[1].metric("Parameters", human_count(info.parameter_count))
-    cols[2].metric("FLOPs (batch 1)", human_count(info.flops_estimate),
-                   help="2 x multiply-adds of Conv/MatMul/Gemm for one sample, dynamic dims at 1.")
+    cols[2].metric(
+        "FLOPs (batch 1)",
+        human_count(info.flops_estimate),
+        help="2 x multiply-adds of Conv/MatMul/Gemm for one sample, dynamic dims at 1.",
+    )
     cols[3].metric("Opset", info.opset)
     cols[4].metric("Nodes", info.node_count)
     st.caption(f"SHA-256 `{info.sha256}` · IR {info.ir_version} · producer {info.producer or '—'}")

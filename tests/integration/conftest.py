@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,31 +63,9 @@ def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
     stack = Stack()
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
-        stack.children.append(
-            (
-                "redis",
-                subprocess.Popen(
-                    redis_command(redis_port, tmp_path / "redis"),
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                ),
-            )
-        )
+        stack.start("redis", redis_command(redis_port, tmp_path / "redis"), output=log)
         _wait(lambda: redis_ready(redis_port), "redis")
-        stack.children.append(
-            (
-                "worker",
-                subprocess.Popen(
-                    worker_command(settings),
-                    env=env,
-                    cwd=REPO,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                ),
-            )
-        )
+        stack.start("worker", worker_command(settings), env, output=log, cwd=REPO)
         app = create_app(settings)
         try:
             _wait(lambda: bool(app.control.ping(timeout=0.5)), "celery worker", timeout=60)

@@ -1,0 +1,106 @@
+"""Studio logic without Streamlit: result tables, job listing, cancel outcomes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.benchmark import BenchmarkSpec
+from db.queries import MeasurementRow, claim_job, finish_job, replace_measurements
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from studio.services import (
+    cancel_job,
+    display_table,
+    job_rows,
+    results_frame,
+    submit_benchmark,
+    verdict,
+)
+
+
+@pytest.fixture
+def model_id(db_factory, app_settings, tiny_model) -> int:
+    return add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+
+
+def finished_job_with(db_factory, model_id: int, metrics: dict[str, float]) -> int:
+    sent = []
+    job_id = submit_benchmark(
+        db_factory,
+        model_id=model_id,
+        spec=BenchmarkSpec(),
+        send=lambda name, args: sent.append((name, args)) or "task-1",
+    )
+    assert sent == [("optistudio.benchmark", [job_id])]
+    with transaction(db_factory) as s:
+        claim_job(s, job_id=job_id, worker="w", task_id="task-1")
+        rows = [
+            MeasurementRow("onnxruntime", 1, 2, name, value, "") for name, value in metrics.items()
+        ]
+        replace_measurements(s, job_id=job_id, rows=rows)
+        from db.models import JobStatus
+
+        finish_job(s, job_id=job_id, status=JobStatus.succeeded, message="ok")
+    return job_id
+
+
+def test_results_table_shows_spread_and_verdicts(db_factory, model_id) -> None:
+    finished_job_with(
+        db_factory,
+        model_id,
+        {
+            "p10_ms": 1.0,
+            "p50_ms": 2.0,
+            "p90_ms": 4.0,
+            "p99_ms": 9.0,
+            "throughput": 500.0,
+            "samples": 40,
+            "stable": 0.0,
+            "contended": 1.0,
+            "other_cores": 1.3,
+        },
+    )
+
+    table = display_table(results_frame(db_factory, model_id=model_id))
+
+    assert table.loc[0, "p50 (ms)"] == "2.000 ± 1.500"
+    assert table.loc[0, "p99 (ms)"] == 9.0
+    assert table.loc[0, "verdict"] == "unstable, contended (1.3 cores busy elsewhere)"
+    assert table.loc[0, "runs"] == 40
+
+
+def test_empty_results_are_an_empty_frame(db_factory) -> None:
+    assert results_frame(db_factory).empty
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"stable": 1.0, "contended": 0.0}, "stable"),
+        ({"stable": 0.0}, "unstable"),
+        (
+            {"stable": 1.0, "contended": 1.0, "other_cores": 0.5},
+            "stable, contended (0.5 cores busy elsewhere)",
+        ),
+    ],
+    ids=["quiet-stable", "unstable", "contended"],
+)
+def test_verdict(row, expected) -> None:
+    assert verdict(pd.Series(row)) == expected
+
+
+def test_cancel_outcomes(db_factory, model_id) -> None:
+    revoked = []
+    queued = submit_benchmark(
+        db_factory, model_id=model_id, spec=BenchmarkSpec(), send=lambda name, args: "task-q"
+    )
+
+    first = cancel_job(db_factory, job_id=queued, revoke=revoked.append)
+    again = cancel_job(db_factory, job_id=queued, revoke=revoked.append)
+
+    assert first == f"Job {queued} is cancelled."
+    assert revoked == ["task-q"]
+    assert again == f"Job {queued} had already finished (cancelled)."
+    assert cancel_job(db_factory, job_id=999, revoke=revoked.append) == "Job 999 does not exist."
+    assert [r["status"] for r in job_rows(db_factory)] == ["cancelled"]
