@@ -285,7 +285,8 @@ def compare_models(
     feeds_a = _feeds(info_a or inspect_model(path_a), spec)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec)
     backend = get_backend(spec.backend)
-    options = SessionOptions(device=spec.device, threads=spec.threads)
+    # Two sessions share this process: an idle one must not spin and steal the other's cores.
+    options = SessionOptions(device=spec.device, threads=spec.threads, spin_wait=False)
     report(0.0, f"Loading both models on {spec.backend} ({spec.device})")
     with ExitStack() as loaded:
         model_a = backend.load(path_a, options)

@@ -7,6 +7,8 @@ try next). Anything else that escapes the engine is a bug and keeps its tracebac
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class OptistudioError(Exception):
     """Base of every expected, user-facing failure."""
@@ -42,3 +44,11 @@ class BackendUnavailable(OptistudioError):
 
 class Cancelled(OptistudioError):
     """The run was stopped because its job was cancelled."""
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """'field: problem; other.field: problem' from a pydantic error, for people."""
+    return "; ".join(
+        f"{'.'.join(map(str, error['loc'])) or 'settings'}: {error['msg']}"
+        for error in exc.errors()
+    )

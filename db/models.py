@@ -54,6 +54,7 @@ TERMINAL = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled
 
 class JobKind(str, Enum):
     benchmark = "benchmark"
+    compare = "compare"
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -136,6 +137,9 @@ class Job(Base):
     message: Mapped[str] = mapped_column(Text, default="", server_default="")
     error_detail: Mapped[str | None] = mapped_column(Text)
     spec: Mapped[dict[str, Any]]
+    result: Mapped[dict[str, Any] | None]
+    """A summary the job kind defines (e.g. a comparison's ratio and interval); rows of numbers
+    go to measurements."""
     model_id: Mapped[int | None] = mapped_column(
         ForeignKey("models.id", ondelete="RESTRICT"), index=True
     )

@@ -223,6 +223,24 @@ def set_task_id(s: Session, *, job_id: int, task_id: str) -> None:
     s.flush()
 
 
+def finished_comparisons(s: Session, *, limit: int = 50) -> list[Job]:
+    """Succeeded comparison jobs, newest first, with their baseline model loaded."""
+    query = (
+        select(Job)
+        .options(joinedload(Job.model))
+        .where(Job.kind == JobKind.compare, Job.status == JobStatus.succeeded)
+        .order_by(Job.id.desc())
+        .limit(limit)
+    )
+    return list(s.scalars(query))
+
+
+def set_job_result(s: Session, *, job_id: int, result: dict[str, Any]) -> None:
+    """Store (or replace) the job's JSON result summary."""
+    _job_for_update(s, job_id).result = result
+    s.flush()
+
+
 # -- measurements ---------------------------------------------------------------------------
 
 

@@ -67,9 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--threads", type=int, help="intra-op threads (default: runtime's)")
     bench.add_argument("--warmup", type=int, help="untimed warm-up runs")
-    bench.add_argument("--min-runs", type=int)
+    bench.add_argument("--min-runs", type=int, help="least timed runs (pairs with --vs)")
     bench.add_argument("--min-seconds", type=float)
     bench.add_argument("--max-seconds", type=float)
+    bench.add_argument(
+        "--vs",
+        type=Path,
+        metavar="B.onnx",
+        help="compare against this model, interleaved: prints the B/A latency ratio and its CI",
+    )
+    bench.add_argument("--confidence", type=float, help="confidence level of --vs (default 0.95)")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--save", action="store_true", help="store model and result in the database")
     commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
@@ -82,25 +89,50 @@ def build_parser() -> argparse.ArgumentParser:
 def bench_spec(args: argparse.Namespace) -> Any:
     from core.benchmark import BenchmarkSpec
 
-    fields: dict[str, Any] = {
+    fields = _common_fields(args) | {
+        "batch_sizes": args.batch,
+        "warmup_runs": args.warmup,
+        "min_runs": args.min_runs,
+    }
+    return _validated(BenchmarkSpec, fields, "benchmark")
+
+
+def comparison_spec(args: argparse.Namespace) -> Any:
+    from core.compare import ComparisonSpec
+
+    batch = args.batch or [1]
+    if len(batch) != 1:
+        raise InvalidSpec(f"--vs compares at one batch size; got --batch {batch}.")
+    fields = _common_fields(args) | {
+        "batch_size": batch[0],
+        "warmup_runs": args.warmup,
+        "min_pairs": args.min_runs,
+        "confidence": args.confidence,
+    }
+    return _validated(ComparisonSpec, fields, "comparison")
+
+
+def _common_fields(args: argparse.Namespace) -> dict[str, Any]:
+    return {
         "backend": args.backend,
         "device": args.device,
-        "batch_sizes": args.batch,
         "threads": args.threads,
         "shapes": dict(args.shape),
         "dims": {name: _single(name, values) for name, values in args.dim},
-        "warmup_runs": args.warmup,
-        "min_runs": args.min_runs,
         "min_seconds": args.min_seconds,
         "max_seconds": args.max_seconds,
     }
+
+
+def _validated(spec_class: Any, fields: dict[str, Any], what: str) -> Any:
     from pydantic import ValidationError
 
+    from core.errors import describe_validation_error
+
     try:
-        return BenchmarkSpec(**{k: v for k, v in fields.items() if v is not None})
+        return spec_class(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise InvalidSpec(f"Invalid benchmark options: {problems}") from None
+        raise InvalidSpec(f"Invalid {what} options: {describe_validation_error(exc)}") from None
 
 
 def _single(name: str, values: list[int]) -> int:
@@ -159,6 +191,8 @@ def command_bench(args: argparse.Namespace) -> int:
     from optistudio.settings import get_settings
 
     settings = get_settings()
+    if args.vs is not None:
+        return command_compare(args, settings)
     spec = bench_spec(args)
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
     if args.save:
@@ -173,6 +207,32 @@ def command_bench(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2, default=str))
     else:
         print_table(payload)
+    return 0
+
+
+def command_compare(args: argparse.Namespace, settings: Any) -> int:
+    """`bench A --vs B`: the paired B/A latency ratio, its interval and the verdict."""
+    from core.compare import compare_models
+    from core.intake import inspect_model
+
+    if args.save:
+        raise InvalidSpec(
+            "--save is not available with --vs yet; run the comparison in the studio."
+        )
+    spec = comparison_spec(args)
+    info_a = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    info_b = inspect_model(args.vs, max_bytes=settings.max_upload_bytes)
+    comparison = compare_models(args.model, args.vs, spec, info_a=info_a, info_b=info_b)
+    payload = comparison.model_dump(mode="json") | {"a": str(args.model), "b": str(args.vs)}
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    else:
+        print(f"A = {args.model}\nB = {args.vs}")
+        print(
+            f"p50 A {comparison.a_p50_ms:.3f} ms, B {comparison.b_p50_ms:.3f} ms, "
+            f"{comparison.pairs} interleaved pairs"
+        )
+        print(comparison.sentence)
     return 0
 
 

@@ -81,3 +81,45 @@ def _spread(runs: pd.DataFrame) -> dict[str, Any] | None:
         "array": (runs["p90_ms"] - runs["p50_ms"]).tolist(),
         "arrayminus": (runs["p50_ms"] - runs["p10_ms"]).tolist(),
     }
+
+
+def ratio_intervals(rows: list[dict[str, Any]]) -> go.Figure:
+    """Each comparison's B/A ratio with its interval; the band around 1 is the margin."""
+    labels = [f"job {r['job']}: {r['B']} vs {r['A']}" for r in rows]
+    figure = go.Figure(
+        go.Scatter(
+            x=[r["ratio"] for r in rows],
+            y=labels,
+            mode="markers",
+            marker={"size": 10, "color": [VERDICT_COLOURS.get(r["verdict"], "grey") for r in rows]},
+            error_x={
+                "type": "data",
+                "symmetric": False,
+                "array": [r["high"] - r["ratio"] for r in rows],
+                "arrayminus": [r["ratio"] - r["low"] for r in rows],
+            },
+            hovertext=[r["sentence"] for r in rows],
+            hoverinfo="text",
+        )
+    )
+    margin = max((r.get("margin") or 0.0 for r in rows), default=0.0)
+    if margin:
+        figure.add_vrect(
+            x0=1 - margin,
+            x1=1 + margin,
+            fillcolor="lightgrey",
+            opacity=0.4,
+            line_width=0,
+            annotation_text="no meaningful difference",
+        )
+    figure.add_vline(x=1.0, line_dash="dash", line_color="black")
+    figure.update_layout(
+        xaxis_title="latency of B / latency of A  (< 1: B is faster)",
+        yaxis={"autorange": "reversed"},
+        height=max(220, 60 * len(rows) + 100),
+        margin={"t": 30, "b": 10},
+    )
+    return figure
+
+
+VERDICT_COLOURS = {"faster": "#2e7d32", "slower": "#c62828", "no significant difference": "#616161"}

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkSpec
@@ -18,6 +19,7 @@ from db.models import Job, JobKind, JobStatus
 from db.queries import (
     create_job,
     finish_job,
+    finished_comparisons,
     get_job,
     list_jobs,
     list_models,
@@ -26,9 +28,12 @@ from db.queries import (
     set_task_id,
 )
 from db.session import transaction
-from workers.app import TASK_BENCHMARK
+from optistudio.jobspecs import CompareJobSpec
+from workers.app import TASK_BENCHMARK, TASK_COMPARE
 
 log = logging.getLogger(__name__)
+
+TASK_OF_KIND = {JobKind.benchmark: TASK_BENCHMARK, JobKind.compare: TASK_COMPARE}
 
 SendTask = Callable[[str, list[Any]], str]
 """Sends a task by name with its arguments; returns the broker's task id."""
@@ -43,12 +48,29 @@ def submit_benchmark(
     factory: sessionmaker[Session], *, model_id: int, spec: BenchmarkSpec, send: SendTask
 ) -> int:
     """Commit a benchmark job, then send its id to the workers; returns the job id."""
+    return submit_job(factory, kind=JobKind.benchmark, model_id=model_id, spec=spec, send=send)
+
+
+def submit_comparison(
+    factory: sessionmaker[Session], *, spec: CompareJobSpec, baseline_id: int, send: SendTask
+) -> int:
+    """Commit an interleaved A/B comparison job (A = baseline), then send it."""
+    return submit_job(factory, kind=JobKind.compare, model_id=baseline_id, spec=spec, send=send)
+
+
+def submit_job(
+    factory: sessionmaker[Session],
+    *,
+    kind: JobKind,
+    model_id: int,
+    spec: BaseModel,
+    send: SendTask,
+) -> int:
+    """Commit the job row first, then send only its id; a broker that is down fails the job."""
     with transaction(factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
+        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
     try:
-        task_id = send(TASK_BENCHMARK, [job_id])
+        task_id = send(TASK_OF_KIND[kind], [job_id])
     except Exception:
         log.exception("could not send job %s to the broker", job_id)
         with transaction(factory) as s:
@@ -57,6 +79,30 @@ def submit_benchmark(
     with transaction(factory) as s:
         set_task_id(s, job_id=job_id, task_id=task_id)
     return job_id
+
+
+def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:
+    """Finished comparisons, newest first, as flat rows for a table and a chart."""
+    with transaction(factory) as s:
+        jobs = finished_comparisons(s, limit=limit)
+        return [_comparison_row(job) for job in jobs]
+
+
+def _comparison_row(job: Job) -> dict[str, Any]:
+    result = job.result or {}
+    return {
+        "job": job.id,
+        "A": f"#{job.model_id} {job.model.name if job.model else ''}",
+        "B": f"#{result.get('candidate_model_id')} {result.get('candidate_name', '')}".strip(),
+        "ratio": result.get("ratio"),
+        "low": result.get("low"),
+        "high": result.get("high"),
+        "verdict": result.get("verdict", ""),
+        "pairs": result.get("pairs"),
+        "batch": result.get("batch_size"),
+        "sentence": result.get("sentence", job.message),
+        "margin": result.get("margin", 0.0),
+    }
 
 
 def cancel_job(

@@ -122,3 +122,40 @@ def test_bad_option_names_the_field(tiny_model: Path, tmp_path: Path) -> None:
 
     assert done.returncode == 2
     assert "max_seconds must be at least min_seconds" in done.stderr
+
+
+def test_bench_vs_prints_the_paired_ratio_and_verdict(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--vs",
+        str(tiny_model),
+        "--threads",
+        "1",
+        "--min-seconds",
+        "0.3",
+        "--json",
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["verdict"] == "no significant difference"
+    assert payload["low"] <= payload["ratio"] <= payload["high"]
+    assert payload["confidence"] == 0.95
+    assert "B takes" in payload["sentence"]
+
+
+def test_bench_vs_takes_one_batch_size(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--vs",
+        str(tiny_model),
+        "--batch",
+        "1,8",
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 2
+    assert "--vs compares at one batch size" in done.stderr

@@ -5,17 +5,24 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark
+from core.compare import compare_models, describe
 from core.errors import InvalidSpec, ModelRejected
 from core.model_info import ModelInfo
-from db.models import Job
-from db.queries import MeasurementRow, get_or_create_environment, replace_measurements
+from db.models import Job, JobKind, Model
+from db.queries import (
+    MeasurementRow,
+    get_model,
+    get_or_create_environment,
+    replace_measurements,
+    set_job_result,
+)
 from db.session import make_session_factory, transaction
+from optistudio.jobspecs import CompareJobSpec, parse_job_spec
 from optistudio.settings import get_settings
-from workers.app import TASK_BENCHMARK, app
+from workers.app import TASK_BENCHMARK, TASK_COMPARE, app
 from workers.jobs import JobContext, run_job
 
 
@@ -31,11 +38,47 @@ def benchmark(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
     run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=benchmark_job)
 
 
+@app.task(name=TASK_COMPARE, bind=True)
+def compare(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
+    """Compare the job's model (A) with its candidate (B), interleaved, and store the ratio."""
+    worker = self.request.hostname or "local"
+    run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=compare_job)
+
+
 def benchmark_job(job: Job, context: JobContext) -> tuple[str, int | None]:
-    spec = parse_spec(job.spec)
+    spec: BenchmarkSpec = parse_job_spec(JobKind.benchmark, job.spec)
     model_path, info = model_of(job)
     report = run_benchmark(model_path, spec, info=info, progress=context.progress)
     return record_benchmark(context.factory, job.id, report)
+
+
+def compare_job(job: Job, context: JobContext) -> tuple[str, int | None]:
+    spec: CompareJobSpec = parse_job_spec(JobKind.compare, job.spec)
+    path_a, info_a = model_of(job)
+    with transaction(context.factory) as s:
+        candidate = get_model(s, model_id=spec.candidate_model_id)
+    if candidate is None:
+        raise InvalidSpec(f"Model #{spec.candidate_model_id} (B) does not exist any more.")
+    path_b, info_b = stored_file(candidate)
+    comparison = compare_models(
+        path_a,
+        path_b,
+        spec.comparison(),
+        info_a=info_a,
+        info_b=info_b,
+        progress=context.progress,
+    )
+    sentence = describe(comparison.interval(), a=_label(job.model), b=_label(candidate))
+    result = comparison.model_dump(mode="json") | {
+        "sentence": sentence,
+        "candidate_model_id": candidate.id,
+        "candidate_name": candidate.name,
+    }
+    with transaction(context.factory) as s:
+        environment = get_or_create_environment(s, data=comparison.environment)
+        set_job_result(s, job_id=job.id, result=result)
+        environment_id = environment.id
+    return sentence, environment_id
 
 
 def record_benchmark(
@@ -49,25 +92,28 @@ def record_benchmark(
         environment_id = environment.id
     batches = ", ".join(str(r.batch_size) for r in report.results)
     unstable = [str(r.batch_size) for r in report.results if not r.stable]
+    contended = [str(r.batch_size) for r in report.results if r.contention.contended]
     note = f" Unstable at batch {', '.join(unstable)}." if unstable else ""
+    if contended:
+        note += f" Other processes competed for the CPU at batch {', '.join(contended)}."
     return f"Measured batch sizes {batches}.{note}", environment_id
-
-
-def parse_spec(spec: dict) -> BenchmarkSpec:  # type: ignore[type-arg]
-    try:
-        return BenchmarkSpec.model_validate(spec)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise InvalidSpec(f"The benchmark settings are invalid: {problems}") from exc
 
 
 def model_of(job: Job) -> tuple[Path, ModelInfo]:
     if job.model is None:
         raise InvalidSpec(f"Job {job.id} has no model.")
-    path = Path(job.model.path)
+    return stored_file(job.model)
+
+
+def stored_file(model: Model) -> tuple[Path, ModelInfo]:
+    path = Path(model.path)
     if not path.exists():
         raise ModelRejected(
-            f"The stored file of model {job.model.name!r} is missing ({path}).",
+            f"The stored file of model {model.name!r} is missing ({path}).",
             hint="Upload the model again.",
         )
-    return path, ModelInfo.model_validate(job.model.info)
+    return path, ModelInfo.model_validate(model.info)
+
+
+def _label(model: Model | None) -> str:
+    return f"#{model.id} {model.name}" if model else "A"

@@ -45,6 +45,11 @@ class SessionOptions(BaseModel):
     inter_op_threads: int | None = Field(
         default=None, ge=1, le=256, description="Inter-op threads for parallel graph branches."
     )
+    spin_wait: bool = Field(
+        default=True,
+        description="Let idle worker threads spin for new work (lower latency, but an idle "
+        "session keeps burning CPU). Off when two sessions share a process, as in A/B runs.",
+    )
 
 
 class BackendSpec(BaseModel):

@@ -82,6 +82,9 @@ def _session_options(ort: Any, options: SessionOptions) -> Any:
         session_options.intra_op_num_threads = options.threads
     if options.inter_op_threads:
         session_options.inter_op_num_threads = options.inter_op_threads
+    if not options.spin_wait:
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return session_options
 
 

@@ -141,3 +141,41 @@ def test_latency_summary_percentiles() -> None:
 def test_spec_rejects_unknown_fields() -> None:
     with pytest.raises(ValueError, match="min_run"):
         BenchmarkSpec(min_run=3)
+
+
+def test_a_cpu_burner_beside_the_benchmark_is_flagged_as_contention(tiny_model: Path) -> None:
+    import subprocess
+    import sys
+
+    spec = BenchmarkSpec(
+        batch_sizes=[1], threads=1, min_runs=5, min_seconds=1.0, max_seconds=2.0, window_seconds=0.2
+    )
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # let it reach full speed
+        result = run_benchmark(tiny_model, spec).results[0]
+    finally:
+        burner.kill()
+        burner.wait()
+
+    assert result.contention.contended
+    assert result.contention.other_cores >= 0.5
+    assert result.metric_values()["contended"] == 1.0
+    assert any("other processes" in reason for reason in result.contention.reasons)
+
+
+def test_cpu_affinity_pins_the_run_and_is_recorded(tiny_model: Path) -> None:
+    import os
+
+    before = os.sched_getaffinity(0)
+    spec = BenchmarkSpec(batch_sizes=[1], cpu_affinity=[0], **QUICK)
+
+    report = run_benchmark(tiny_model, spec)
+
+    assert report.environment["affinity"] == [0]
+    assert os.sched_getaffinity(0) == before
+
+
+def test_unknown_core_is_refused_with_the_valid_ones(tiny_model: Path) -> None:
+    with pytest.raises(InvalidSpec, match="not available here. Valid cores"):
+        run_benchmark(tiny_model, BenchmarkSpec(cpu_affinity=[4096], **QUICK))

@@ -50,7 +50,8 @@ def test_upgrade_from_empty_creates_every_table(url: str, engine: Engine) -> Non
 
     assert table_names(engine) == APP_TABLES | {"alembic_version"}
     with engine.connect() as conn:
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0001"
+        version = conn.scalar(text("SELECT version_num FROM alembic_version"))
+    assert [version] == ScriptDirectory.from_config(alembic_config(url)).get_heads()
 
 
 def test_autogenerate_finds_no_difference(url: str, engine: Engine) -> None:
@@ -116,3 +117,17 @@ def test_batch_rebuild_of_a_parent_table_needs_foreign_keys_off(
     with engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM measurements")) == measurements_left
     engine.dispose()
+
+
+def test_upgrade_keeps_rows_written_under_the_first_revision(url: str, engine: Engine) -> None:
+    command.upgrade(alembic_config(url), "0001")
+    with engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO jobs (kind, status, spec) VALUES ('benchmark', 'queued', '{}')")
+        )
+
+    command.upgrade(alembic_config(url), "head")
+
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT kind, status, result FROM jobs")).all()
+    assert rows == [("benchmark", "queued", None)]

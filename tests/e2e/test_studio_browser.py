@@ -141,6 +141,15 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     expect(page.get_by_text(re.compile("p50 ± half the p10"))).to_be_visible()
     shot(page, "results")
 
+    page.goto(f"{studio.url}/compare")
+    expect(page.get_by_role("heading", name="Compare")).to_be_visible()
+    page.get_by_role("button", name="Compare").click()  # A = tiny, B = tiny_cnn by default
+    expect(page.get_by_text(re.compile(r"Comparison job #\d+ submitted"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Latest:.*takes .*x the time of"))).to_be_visible(
+        timeout=90_000
+    )
+    shot(page, "compare")
+
 
 def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Path) -> None:
     from playwright.sync_api import expect

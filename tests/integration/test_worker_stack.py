@@ -124,3 +124,46 @@ def test_broker_down_fails_the_job_with_advice(db_factory, tiny_model: Path, app
 
         job = get_job(s, job_id=job_id)
     assert job.status.value == "failed" and "make up" in job.message
+
+
+def test_comparison_job_stores_ratio_interval_and_verdict(worker_stack, tiny_model: Path) -> None:
+    from optistudio.jobspecs import CompareJobSpec
+    from studio.services import comparison_rows, submit_comparison
+
+    model_id = add_model_file(
+        worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"
+    ).model_id
+    spec = CompareJobSpec(
+        candidate_model_id=model_id, threads=1, min_pairs=200, min_seconds=0.5, max_seconds=5.0
+    )
+
+    job_id = submit_comparison(
+        worker_stack.factory, spec=spec, baseline_id=model_id, send=worker_stack.send
+    )
+    job = worker_stack.wait_for_job(job_id, statuses={"succeeded", "failed"})
+
+    assert job.status.value == "succeeded", job.message
+    assert job.result["verdict"] == "no significant difference"
+    assert job.result["low"] <= job.result["ratio"] <= job.result["high"]
+    assert job.result["pairs"] >= 200
+    assert "#" in job.message and "no significant difference" in job.message
+    [row] = comparison_rows(worker_stack.factory)
+    assert row["job"] == job_id and row["B"] == f"#{model_id} tiny"
+
+
+def test_comparison_with_a_deleted_candidate_fails_cleanly(worker_stack, tiny_model: Path) -> None:
+    from optistudio.jobspecs import CompareJobSpec
+    from studio.services import submit_comparison
+
+    model_id = add_model_file(
+        worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"
+    ).model_id
+    spec = CompareJobSpec(candidate_model_id=9999, min_seconds=0.1, max_seconds=1.0)
+
+    job_id = submit_comparison(
+        worker_stack.factory, spec=spec, baseline_id=model_id, send=worker_stack.send
+    )
+    job = worker_stack.wait_for_job(job_id, statuses={"succeeded", "failed"})
+
+    assert job.status.value == "failed"
+    assert job.message == "Model #9999 (B) does not exist any more."
