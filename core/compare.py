@@ -35,6 +35,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.backends import LoadedModel, SessionOptions, get_backend
+from core.contention import ContentionMonitor, ContentionReport
 from core.environment import fingerprint
 from core.inputs import synthesize_inputs
 from core.intake import inspect_model
@@ -253,6 +254,9 @@ class Comparison(BaseModel):
     threads: int
     environment: dict[str, Any]
     sentence: str = Field(description="The result in one sentence (see describe()).")
+    contention: ContentionReport | None = Field(
+        default=None, description="What other processes did to the machine during the pairs."
+    )
 
     def interval(self) -> RatioInterval:
         """The ratio, interval and verdict alone."""
@@ -314,7 +318,10 @@ def compare_loaded(
     for _ in range(spec.warmup_runs):
         model_a.run(feeds_a)
         model_b.run(feeds_b)
+    monitor = ContentionMonitor()
+    monitor.start()
     a_ms, b_ms, duration = _timed_pairs((model_a, feeds_a), (model_b, feeds_b), spec, report)
+    contention = monitor.stop()
     interval = paired_ratio_interval(
         a_ms,
         b_ms,
@@ -324,7 +331,8 @@ def compare_loaded(
         margin=spec.min_effect,
     )
     report(1.0, "Done")
-    return _comparison(interval, a_ms, b_ms, duration, model_a, spec)
+    comparison = _comparison(interval, a_ms, b_ms, duration, model_a, spec)
+    return comparison.model_copy(update={"contention": contention})
 
 
 def _feeds(info: ModelInfo, spec: ComparisonSpec) -> Feeds:

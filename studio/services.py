@@ -102,6 +102,7 @@ def _comparison_row(job: Job) -> dict[str, Any]:
         "batch": result.get("batch_size"),
         "sentence": result.get("sentence", job.message),
         "margin": result.get("margin", 0.0),
+        "contended": bool((result.get("contention") or {}).get("contended")),
     }
 
 

@@ -89,7 +89,7 @@ def show_comparisons() -> None:
                 "batch": r["batch"],
                 "B/A ratio": round(r["ratio"], 4),
                 "95 % interval": f"{r['low']:.3f} – {r['high']:.3f}",
-                "verdict": r["verdict"],
+                "verdict": r["verdict"] + (", contended" if r["contended"] else ""),
                 "pairs": r["pairs"],
             }
             for r in rows

@@ -324,3 +324,12 @@ def test_real_model_compared_with_itself_is_no_significant_difference(tiny_model
 )
 def test_verdict_margin(low: float, high: float, expected: str) -> None:
     assert verdict_of(low, high, margin=0.02) == expected
+
+
+def test_comparison_records_contention(tiny_model) -> None:
+    spec = ComparisonSpec(min_pairs=20, min_seconds=0.2, max_seconds=2.0, threads=1)
+
+    comparison = compare_models(tiny_model, tiny_model, spec)
+
+    assert comparison.contention is not None
+    assert comparison.contention.wall_s >= 0.2
