@@ -30,6 +30,10 @@ class ModelLoadError(OptistudioError):
     """A backend could not load a model that passed intake."""
 
 
+class InferenceFailed(OptistudioError):
+    """The runtime loaded the model but could not run it on the given inputs."""
+
+
 class InvalidSpec(OptistudioError):
     """A job or benchmark specification is inconsistent with the model."""
 

@@ -26,6 +26,8 @@ def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
                     mode="lines+markers",
                     name=f"{label} · {name}",
                     error_y=_spread(runs) if column == "p50_ms" else None,
+                    marker={"symbol": _flag_symbols(runs), "size": 9},
+                    hovertext=_flags(runs),
                 )
             )
     figure.update_layout(
@@ -70,6 +72,21 @@ def op_histogram(histogram: dict[str, int], *, top: int = 20) -> go.Figure:
         margin={"t": 10, "b": 10},
     )
     return figure
+
+
+def _flags(runs: pd.DataFrame) -> list[str]:
+    """Per point: 'unstable', 'contended', both, or '' (shown on hover)."""
+    unstable = runs.get("stable", pd.Series(1.0, index=runs.index)) < 0.5
+    contended = runs.get("contended", pd.Series(0.0, index=runs.index)) >= 0.5
+    return [
+        ", ".join(word for word, on in (("unstable", u), ("contended", c)) if on)
+        for u, c in zip(unstable, contended, strict=True)
+    ]
+
+
+def _flag_symbols(runs: pd.DataFrame) -> list[str]:
+    """Flagged points are drawn as open diamonds so they stand out from trustworthy ones."""
+    return ["diamond-open" if flag else "circle" for flag in _flags(runs)]
 
 
 def _spread(runs: pd.DataFrame) -> dict[str, Any] | None:

@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkSpec
 from core.metrics import METRICS
+from core.model_info import ModelInfo
+from core.samples import list_samples
 from db.models import Job, JobKind, JobStatus
 from db.queries import (
     create_job,
@@ -218,3 +220,14 @@ def verdict(row: pd.Series) -> str:
     if row.get("contended", 0.0) >= 0.5:
         words.append(f"contended ({row.get('other_cores', 0.0):.1f} cores busy elsewhere)")
     return ", ".join(words)
+
+
+def suggested_dims(info: ModelInfo, *, sample: str | None) -> dict[str, int]:
+    """Sizes for named dynamic dims that a sample model is known to need (e.g. 640x640 images)."""
+    shapes = {s.name: s.input_shapes for s in list_samples()}.get(sample or "", {})
+    dims: dict[str, int] = {}
+    for tensor in info.inputs:
+        for dim, size in zip(tensor.shape, shapes.get(tensor.name, []), strict=False):
+            if isinstance(dim, str):
+                dims.setdefault(dim, size)
+    return dims

@@ -10,7 +10,7 @@ import numpy as np
 import psutil
 
 from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
-from core.errors import InvalidSpec, ModelLoadError
+from core.errors import InferenceFailed, InvalidSpec, ModelLoadError
 
 PROVIDERS_BY_DEVICE = {"cpu": "CPUExecutionProvider"}
 
@@ -21,7 +21,15 @@ class OnnxRuntimeSession(LoadedModel):
         self.details = details
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        outputs: list[np.ndarray] = self._session.run(None, feeds)
+        try:
+            outputs: list[np.ndarray] = self._session.run(None, feeds)
+        except Exception as exc:  # the runtime raises its own untyped errors
+            shapes = ", ".join(f"{name}={list(array.shape)}" for name, array in feeds.items())
+            raise InferenceFailed(
+                f"ONNX Runtime could not run this model on inputs {shapes}: {_first_line(exc)}",
+                hint="The model may need other input sizes: set them (CLI: --shape NAME=D1,D2,... "
+                "or --dim NAME=N; studio: the dims of the benchmark form).",
+            ) from exc
         return outputs
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -12,6 +13,7 @@ from studio.services import cancel_job, job_rows
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
+STUCK_AFTER_S = 30
 STATUS_ICON = {
     "queued": ":material/schedule:",
     "running": ":material/play_circle:",
@@ -62,6 +64,19 @@ def active_job(row: dict[str, Any]) -> None:
             st.toast(
                 cancel_job(state.session_factory(), job_id=row["id"], revoke=state.revoke_task)
             )
+        waiting = queued_for(row)
+        if waiting is not None and waiting > STUCK_AFTER_S:
+            left.caption(
+                f"No worker has taken this job for {waiting:.0f} s. Is a worker running on the "
+                "'cpu' queue? `make up` starts one; `optistudio worker` adds one."
+            )
+
+
+def queued_for(row: dict[str, Any]) -> float | None:
+    """Seconds a queued job has waited, or None when it is not queued."""
+    if row["status"] != "queued" or row["created_at"] is None:
+        return None
+    return (datetime.now(timezone.utc) - row["created_at"]).total_seconds()
 
 
 def finished_job(row: dict[str, Any]) -> None:

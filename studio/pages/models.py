@@ -10,12 +10,13 @@ from pydantic import ValidationError
 
 from core.benchmark import BenchmarkSpec
 from core.errors import OptistudioError
+from core.inputs import DEFAULT_DYNAMIC_DIM
 from core.model_info import ModelInfo
 from core.samples import list_samples
 from optistudio.catalog import add_sample, add_upload
 from studio import charts, state
 from studio.formatting import human_bytes, human_count
-from studio.services import model_choices, submit_benchmark
+from studio.services import model_choices, submit_benchmark, suggested_dims
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 DEFAULTS = BenchmarkSpec()
@@ -174,8 +175,18 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         max_seconds = cols[1].number_input(
             "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"]
         )
+        suggested = suggested_dims(
+            info, sample=chosen["name"] if chosen["source"] == "sample" else None
+        )
+        dim_cols = st.columns(4) if named_dims else []
         dims = {
-            name: cols[2 + i % 2].number_input(f"Dim '{name}'", 1, 1_000_000, 16, help=HELP["dims"])
+            name: dim_cols[i % 4].number_input(
+                f"Dim '{name}'",
+                1,
+                1_000_000,
+                suggested.get(name, DEFAULT_DYNAMIC_DIM),
+                help=HELP["dims"],
+            )
             for i, name in enumerate(named_dims)
         }
         submitted = st.form_submit_button("Benchmark", type="primary")

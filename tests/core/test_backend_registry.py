@@ -44,3 +44,15 @@ def test_unloadable_model_is_a_load_error(tmp_path) -> None:
 
     with pytest.raises(ModelLoadError, match="ONNX Runtime could not load"):
         get_backend("onnxruntime").load(path, SessionOptions())
+
+
+def test_a_run_that_fails_is_an_inference_error_naming_the_shapes(tiny_model) -> None:
+    import numpy as np
+
+    from core.backends import SessionOptions
+    from core.errors import InferenceFailed
+
+    model = get_backend("onnxruntime").load(tiny_model, SessionOptions())
+
+    with pytest.raises(InferenceFailed, match=r"inputs x=\[2, 5\]"):
+        model.run({"x": np.zeros((2, 5), dtype=np.float32)})
