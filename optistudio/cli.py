@@ -34,6 +34,16 @@ def parse_int_list(text: str) -> list[int]:
     return values
 
 
+def parse_core_list(text: str) -> list[int]:
+    try:
+        cores = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected core numbers like 0,1 got {text!r}") from None
+    if not cores or min(cores) < 0:
+        raise argparse.ArgumentTypeError(f"expected core numbers like 0,1 got {text!r}")
+    return cores
+
+
 def parse_assignment(text: str) -> tuple[str, list[int]]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -66,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="size of a named dynamic dim, NAME=N (repeatable), e.g. sequence=128",
     )
     bench.add_argument("--threads", type=int, help="intra-op threads (default: runtime's)")
+    bench.add_argument(
+        "--cpus", type=parse_core_list, help="pin the run to these CPU cores, e.g. 0,1"
+    )
     bench.add_argument("--warmup", type=int, help="untimed warm-up runs")
     bench.add_argument("--min-runs", type=int, help="least timed runs (pairs with --vs)")
     bench.add_argument("--min-seconds", type=float)
@@ -91,6 +104,7 @@ def bench_spec(args: argparse.Namespace) -> Any:
 
     fields = _common_fields(args) | {
         "batch_sizes": args.batch,
+        "cpu_affinity": args.cpus,
         "warmup_runs": args.warmup,
         "min_runs": args.min_runs,
     }
@@ -100,6 +114,8 @@ def bench_spec(args: argparse.Namespace) -> Any:
 def comparison_spec(args: argparse.Namespace) -> Any:
     from core.compare import ComparisonSpec
 
+    if args.cpus:
+        raise InvalidSpec("--cpus is not available with --vs yet; pin the shell with taskset.")
     batch = args.batch or [1]
     if len(batch) != 1:
         raise InvalidSpec(f"--vs compares at one batch size; got --batch {batch}.")

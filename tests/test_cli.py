@@ -159,3 +159,13 @@ def test_bench_vs_takes_one_batch_size(tiny_model: Path, tmp_path: Path) -> None
 
     assert done.returncode == 2
     assert "--vs compares at one batch size" in done.stderr
+
+
+def test_cpus_pins_the_run_and_the_json_records_it(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("bench", str(tiny_model), "--cpus", "0", "--json", *QUICK,
+                      data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["environment"]["affinity"] == [0]
+    assert payload["spec"]["cpu_affinity"] == [0]

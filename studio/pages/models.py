@@ -175,6 +175,7 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         max_seconds = cols[1].number_input(
             "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"]
         )
+        cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"])
         suggested = suggested_dims(
             info, sample=chosen["name"] if chosen["source"] == "sample" else None
         )
@@ -194,7 +195,8 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         return
     try:
         spec = BenchmarkSpec(
-            batch_sizes=parse_batches(batches) if batch_dynamic else None,
+            batch_sizes=parse_int_list(batches, "batch sizes") if batch_dynamic else None,
+            cpu_affinity=parse_int_list(cores, "CPU cores"),
             threads=int(threads) or None,
             warmup_runs=int(warmup),
             min_runs=int(min_runs),
@@ -212,16 +214,15 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.markdown("[Follow it on the Jobs page →](/jobs)")
 
 
-def parse_batches(text: str) -> list[int] | None:
+def parse_int_list(text: str, what: str) -> list[int] | None:
+    """'1, 8' -> [1, 8]; '' -> None; anything else names the field and the expected form."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         return None
     try:
         return [int(p) for p in parts]
     except ValueError:
-        raise ValueError(
-            f"batch sizes must be integers separated by commas, got {text!r}"
-        ) from None
+        raise ValueError(f"{what} must be integers separated by commas, got {text!r}") from None
 
 
 def readable(exc: Exception) -> str:
