@@ -34,6 +34,14 @@ class InferenceFailed(OptistudioError):
     """The runtime loaded the model but could not run it on the given inputs."""
 
 
+class PassFailed(OptistudioError):
+    """An optimization pass cannot handle this model (unsupported op, calibration failed...)."""
+
+
+class DataMismatch(OptistudioError):
+    """Calibration or accuracy data does not fit the model (names, shapes, dtypes, lengths)."""
+
+
 class InvalidSpec(OptistudioError):
     """A job or benchmark specification is inconsistent with the model."""
 

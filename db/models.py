@@ -55,6 +55,7 @@ TERMINAL = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled
 class JobKind(str, Enum):
     benchmark = "benchmark"
     compare = "compare"
+    optimize = "optimize"
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -109,6 +110,13 @@ class Model(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     info: Mapped[dict[str, Any]]
     source: Mapped[str] = mapped_column(String(32), default="upload", server_default="upload")
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("models.id", ondelete="RESTRICT"), index=True
+    )
+    """The original this variant was made from; None for uploads and samples."""
+    recipe: Mapped[dict[str, Any] | None]
+    """The recipe that produced this variant from its parent (enough to reproduce it)."""
+    precision: Mapped[str] = mapped_column(String(16), default="fp32", server_default="fp32")
     created_at: Mapped[datetime] = _created_at()
 
 

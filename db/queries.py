@@ -55,6 +55,9 @@ def get_or_create_model(
     size_bytes: int,
     info: dict[str, Any],
     source: str = "upload",
+    parent_id: int | None = None,
+    recipe: dict[str, Any] | None = None,
+    precision: str = "fp32",
 ) -> tuple[Model, bool]:
     """The model with this content hash, creating it if new; the flag says it was created."""
     row = Model(
@@ -65,6 +68,9 @@ def get_or_create_model(
         size_bytes=size_bytes,
         info=info,
         source=source,
+        parent_id=parent_id,
+        recipe=recipe,
+        precision=precision,
     )
     return _insert_or_fetch(s, row, lambda: _model_by_sha256(s, sha256))
 
@@ -223,16 +229,21 @@ def set_task_id(s: Session, *, job_id: int, task_id: str) -> None:
     s.flush()
 
 
-def finished_comparisons(s: Session, *, limit: int = 50) -> list[Job]:
-    """Succeeded comparison jobs, newest first, with their baseline model loaded."""
+def finished_jobs(s: Session, *, kind: JobKind, limit: int = 50) -> list[Job]:
+    """Succeeded jobs of one kind, newest first, with their model loaded."""
     query = (
         select(Job)
         .options(joinedload(Job.model))
-        .where(Job.kind == JobKind.compare, Job.status == JobStatus.succeeded)
+        .where(Job.kind == kind, Job.status == JobStatus.succeeded)
         .order_by(Job.id.desc())
         .limit(limit)
     )
     return list(s.scalars(query))
+
+
+def finished_comparisons(s: Session, *, limit: int = 50) -> list[Job]:
+    """Succeeded comparison jobs, newest first, with their baseline model loaded."""
+    return finished_jobs(s, kind=JobKind.compare, limit=limit)
 
 
 def set_job_result(s: Session, *, job_id: int, result: dict[str, Any]) -> None:

@@ -6,10 +6,12 @@ way is the same model.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,8 +40,13 @@ def add_model_file(
     *,
     name: str,
     origin: str = "upload",
+    parent_id: int | None = None,
+    recipe: dict[str, Any] | None = None,
+    precision: str = "fp32",
 ) -> CatalogEntry:
-    """Validate and store `source`, then record it; the same bytes twice give one model."""
+    """Validate and store `source`, then record it; the same bytes twice give one model.
+
+    Variants name their `parent_id` and the `recipe` that made them from it."""
     stored = store_model(
         source, artifact_dir=settings.artifact_dir, max_bytes=settings.max_upload_bytes
     )
@@ -53,6 +60,9 @@ def add_model_file(
             size_bytes=stored.info.size_bytes,
             info=stored.info.model_dump(mode="json"),
             source=origin,
+            parent_id=parent_id,
+            recipe=recipe,
+            precision=precision,
         )
         model_id = model.id
     return CatalogEntry(model_id, created, name, stored.path, stored.info)
@@ -91,3 +101,26 @@ def _copy_bounded(stream: BinaryIO, target: Path, max_bytes: int) -> None:
                     hint="Raise OPTISTUDIO_MAX_UPLOAD_MB if this model is expected to be this big.",
                 )
             out.write(chunk)
+
+
+def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Path:
+    """Keep an uploaded calibration/accuracy file (.npz, .npy, .csv) content-addressed."""
+    suffix = Path(filename).suffix.lower()
+    if suffix not in DATASET_SUFFIXES:
+        raise ModelRejected(
+            f"{filename!r} is not a supported data file.",
+            hint=f"Use one of: {', '.join(sorted(DATASET_SUFFIXES))}.",
+        )
+    folder = settings.artifact_dir / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+        target = Path(scratch) / f"upload{suffix}"
+        _copy_bounded(stream, target, settings.max_upload_bytes)
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+        final = folder / f"{digest}{suffix}"
+        if not final.exists():
+            os.replace(target, final)
+    return final
+
+
+DATASET_SUFFIXES = {".npz", ".npy", ".csv"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from studio.pages import compare, jobs, models, results
+from studio.pages import compare, jobs, models, optimize, results
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
@@ -16,6 +16,7 @@ PAGES = [
         url_path="models",
         default=True,
     ),
+    st.Page(optimize.render, title="Optimize", icon=":material/bolt:", url_path="optimize"),
     st.Page(jobs.render, title="Jobs", icon=":material/pending_actions:", url_path="jobs"),
     st.Page(results.render, title="Results", icon=":material/monitoring:", url_path="results"),
     st.Page(compare.render, title="Compare", icon=":material/compare_arrows:", url_path="compare"),

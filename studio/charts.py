@@ -140,3 +140,30 @@ def ratio_intervals(rows: list[dict[str, Any]]) -> go.Figure:
 
 
 VERDICT_COLOURS = {"faster": "#2e7d32", "slower": "#c62828", "no significant difference": "#616161"}
+
+
+def speed_vs_accuracy(variants: list[dict[str, Any]]) -> go.Figure:
+    """Speedup over the original against output cosine; the chosen variant is a star."""
+    rows = [v for v in variants if v.get("speedup") and v.get("mean cosine") is not None]
+    figure = go.Figure(
+        go.Scatter(
+            x=[v["speedup"] for v in rows],
+            y=[v["mean cosine"] for v in rows],
+            mode="markers+text",
+            text=[v["recipe"] for v in rows],
+            textposition="top center",
+            marker={
+                "size": [16 if v["chosen"] else 10 for v in rows],
+                "symbol": ["star" if v["chosen"] else "circle" for v in rows],
+                "color": ["#2e7d32" if v["within budget"] else "#c62828" for v in rows],
+            },
+        )
+    )
+    figure.add_vline(x=1.0, line_dash="dash", line_color="black")
+    figure.update_layout(
+        xaxis_title="speedup over the original (x)",
+        yaxis_title="mean output cosine to the original",
+        height=360,
+        margin={"t": 30, "b": 10},
+    )
+    return figure

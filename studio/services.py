@@ -22,6 +22,7 @@ from db.queries import (
     create_job,
     finish_job,
     finished_comparisons,
+    finished_jobs,
     get_job,
     list_jobs,
     list_models,
@@ -30,12 +31,16 @@ from db.queries import (
     set_task_id,
 )
 from db.session import transaction
-from optistudio.jobspecs import CompareJobSpec
-from workers.app import TASK_BENCHMARK, TASK_COMPARE
+from optistudio.jobspecs import CompareJobSpec, OptimizeJobSpec
+from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE
 
 log = logging.getLogger(__name__)
 
-TASK_OF_KIND = {JobKind.benchmark: TASK_BENCHMARK, JobKind.compare: TASK_COMPARE}
+TASK_OF_KIND = {
+    JobKind.benchmark: TASK_BENCHMARK,
+    JobKind.compare: TASK_COMPARE,
+    JobKind.optimize: TASK_OPTIMIZE,
+}
 
 SendTask = Callable[[str, list[Any]], str]
 """Sends a task by name with its arguments; returns the broker's task id."""
@@ -58,6 +63,55 @@ def submit_comparison(
 ) -> int:
     """Commit an interleaved A/B comparison job (A = baseline), then send it."""
     return submit_job(factory, kind=JobKind.compare, model_id=baseline_id, spec=spec, send=send)
+
+
+def submit_optimization(
+    factory: sessionmaker[Session], *, spec: OptimizeJobSpec, model_id: int, send: SendTask
+) -> int:
+    """Commit an optimize job for the model, then send it."""
+    return submit_job(factory, kind=JobKind.optimize, model_id=model_id, spec=spec, send=send)
+
+
+def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
+    """Finished optimize jobs, newest first: the original's name and one row per variant."""
+    with transaction(factory) as s:
+        jobs = finished_jobs(s, kind=JobKind.optimize, limit=limit)
+        return [
+            {
+                "job": job.id,
+                "model": job.model.name if job.model else "",
+                "message": job.message,
+                "data": (job.result or {}).get("data", ""),
+                "variants": variant_rows(job.result or {}),
+            }
+            for job in jobs
+        ]
+
+
+def variant_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A table row per variant of an optimize result (failed ones keep their reason)."""
+    rows = []
+    for v in result.get("variants", []):
+        accuracy = v.get("accuracy") or {}
+        ratio_low, ratio_high = v.get("ratio_low"), v.get("ratio_high")
+        rows.append(
+            {
+                "recipe": v["recipe"]["label"],
+                "chosen": v["recipe"]["name"] == result.get("chosen"),
+                "precision": v.get("precision", ""),
+                "speedup": v.get("speedup"),
+                "speedup CI": f"{1 / ratio_high:.2f}–{1 / ratio_low:.2f}x" if ratio_low else "",
+                "verdict": v.get("verdict", ""),
+                "mean cosine": accuracy.get("mean_cosine"),
+                "top-1 agreement": accuracy.get("top1_agreement"),
+                "top-1 drop": accuracy.get("top1_drop"),
+                "within budget": v.get("within_budget", False),
+                "variant p50 (ms)": v.get("variant_p50_ms"),
+                "model id": v.get("model_id"),
+                "error": v.get("error") or "",
+            }
+        )
+    return rows
 
 
 def submit_job(

@@ -162,10 +162,86 @@ def test_bench_vs_takes_one_batch_size(tiny_model: Path, tmp_path: Path) -> None
 
 
 def test_cpus_pins_the_run_and_the_json_records_it(tiny_model: Path, tmp_path: Path) -> None:
-    done = optistudio("bench", str(tiny_model), "--cpus", "0", "--json", *QUICK,
-                      data_dir=tmp_path / "data")
+    done = optistudio(
+        "bench", str(tiny_model), "--cpus", "0", "--json", *QUICK, data_dir=tmp_path / "data"
+    )
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["environment"]["affinity"] == [0]
     assert payload["spec"]["cpu_affinity"] == [0]
+
+
+def test_optimize_json_lists_variants_with_files_and_figures(tiny_model: Path, tmp_path: Path):
+    out = tmp_path / "variants"
+
+    done = optistudio(
+        "optimize",
+        str(tiny_model),
+        "--recipe",
+        "graph",
+        "--seconds",
+        "0.2",
+        "--out",
+        str(out),
+        "--json",
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    [variant] = payload["variants"]
+    assert variant["recipe"]["name"] == "graph"
+    assert variant["accuracy"]["mean_cosine"] == pytest.approx(1.0, abs=1e-5)
+    assert variant["speedup"] > 0 and variant["ratio_low"] <= variant["ratio_high"]
+    assert Path(payload["files"]["graph"]).exists()
+
+
+def test_optimize_save_stores_the_variant_beside_its_original(tiny_model: Path, tmp_path: Path):
+    from db.queries import get_model
+    from db.session import make_session_factory, transaction
+
+    data = tmp_path / "data"
+    done = optistudio(
+        "optimize",
+        str(tiny_model),
+        "--recipe",
+        "graph",
+        "--seconds",
+        "0.2",
+        "--out",
+        str(tmp_path / "v"),
+        "--json",
+        "--save",
+        data_dir=data,
+    )
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    variant_id = payload["variants"][0]["model_id"]
+    factory = make_session_factory(f"sqlite:///{data / 'optistudio.db'}")
+    with transaction(factory) as s:
+        variant = get_model(s, model_id=variant_id)
+        assert variant.parent_id == payload["model_id"]
+        assert variant.recipe["name"] == "graph"
+
+
+def test_optimize_with_mismatched_data_names_the_problem(tiny_model: Path, tmp_path: Path):
+    import numpy as np
+
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, wrong_name=np.zeros((4, 16), dtype=np.float32))
+
+    done = optistudio(
+        "optimize",
+        str(tiny_model),
+        "--calib",
+        str(calib),
+        "--out",
+        str(tmp_path / "v"),
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 2
+    assert "x" in done.stderr and "wrong_name" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -12,6 +12,7 @@ from optistudio.settings import Settings, get_settings
 
 TASK_BENCHMARK = "optistudio.benchmark"
 TASK_COMPARE = "optistudio.compare"
+TASK_OPTIMIZE = "optistudio.optimize"
 DEFAULT_QUEUE = "cpu"
 
 
@@ -25,7 +26,9 @@ def create_app(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=DEFAULT_QUEUE,
-        task_routes={name: {"queue": DEFAULT_QUEUE} for name in (TASK_BENCHMARK, TASK_COMPARE)},
+        task_routes={
+            name: {"queue": DEFAULT_QUEUE} for name in (TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE)
+        },
         task_time_limit=settings.job_time_limit_s + 60,
         task_soft_time_limit=settings.job_time_limit_s,
         # Longer than the longest job, or Redis redelivers a task that is still running.

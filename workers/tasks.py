@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark
 from core.compare import compare_models, describe
-from core.errors import InvalidSpec, ModelRejected
-from core.model_info import ModelInfo
+from core.errors import InvalidSpec
 from db.models import Job, JobKind, Model
 from db.queries import (
     MeasurementRow,
@@ -22,7 +20,8 @@ from db.queries import (
 from db.session import make_session_factory, transaction
 from optistudio.jobspecs import CompareJobSpec, parse_job_spec
 from optistudio.settings import get_settings
-from workers.app import TASK_BENCHMARK, TASK_COMPARE, app
+from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, app
+from workers.artifacts import model_of, stored_file
 from workers.jobs import JobContext, run_job
 
 
@@ -43,6 +42,15 @@ def compare(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
     """Compare the job's model (A) with its candidate (B), interleaved, and store the ratio."""
     worker = self.request.hostname or "local"
     run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=compare_job)
+
+
+@app.task(name=TASK_OPTIMIZE, bind=True)
+def optimize(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
+    """Make the job's recipes into variants, check their accuracy and time them."""
+    from workers.optimize_task import optimize_job
+
+    worker = self.request.hostname or "local"
+    run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=optimize_job)
 
 
 def benchmark_job(job: Job, context: JobContext) -> tuple[str, int | None]:
@@ -97,22 +105,6 @@ def record_benchmark(
     if contended:
         note += f" Other processes competed for the CPU at batch {', '.join(contended)}."
     return f"Measured batch sizes {batches}.{note}", environment_id
-
-
-def model_of(job: Job) -> tuple[Path, ModelInfo]:
-    if job.model is None:
-        raise InvalidSpec(f"Job {job.id} has no model.")
-    return stored_file(job.model)
-
-
-def stored_file(model: Model) -> tuple[Path, ModelInfo]:
-    path = Path(model.path)
-    if not path.exists():
-        raise ModelRejected(
-            f"The stored file of model {model.name!r} is missing ({path}).",
-            hint="Upload the model again.",
-        )
-    return path, ModelInfo.model_validate(model.info)
 
 
 def _label(model: Model | None) -> str:

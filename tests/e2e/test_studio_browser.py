@@ -150,6 +150,14 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     )
     shot(page, "compare")
 
+    page.goto(f"{studio.url}/optimize?model=2")
+    expect(page.get_by_role("heading", name="Optimize")).to_be_visible()
+    page.get_by_role("button", name="Optimize").click()  # Auto on tiny_cnn, synthetic data
+    expect(page.get_by_text(re.compile(r"Optimize job #\d+ submitted"))).to_be_visible()
+    expect(page.get_by_text("No data given")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Made \d+ variant"))).to_be_visible(timeout=150_000)
+    shot(page, "optimize")
+
 
 def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Path) -> None:
     from playwright.sync_api import expect

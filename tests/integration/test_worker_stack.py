@@ -167,3 +167,35 @@ def test_comparison_with_a_deleted_candidate_fails_cleanly(worker_stack, tiny_mo
 
     assert job.status.value == "failed"
     assert job.message == "Model #9999 (B) does not exist any more."
+
+
+def test_optimize_job_stores_variants_with_their_recipe(worker_stack, tmp_path: Path) -> None:
+    from core.samples import build_sample
+    from db.queries import list_models
+    from optistudio.jobspecs import OptimizeJobSpec
+    from studio.services import optimization_runs, submit_optimization
+
+    cnn = build_sample("tiny_cnn", tmp_path)
+    model_id = add_model_file(
+        worker_stack.factory, worker_stack.settings, cnn, name="tiny_cnn"
+    ).model_id
+    spec = OptimizeJobSpec(
+        recipes=["graph", "fusion"],
+        accuracy_samples=4,
+        comparison={"min_pairs": 20, "min_seconds": 0.2, "max_seconds": 3.0},
+    )
+
+    job_id = submit_optimization(
+        worker_stack.factory, spec=spec, model_id=model_id, send=worker_stack.send
+    )
+    job = worker_stack.wait_for_job(job_id, statuses={"succeeded", "failed"}, timeout=120)
+
+    assert job.status.value == "succeeded", job.message
+    assert job.message.startswith("Made 2 variant(s).")
+    with transaction(worker_stack.factory) as s:
+        variants = [m for m in list_models(s) if m.parent_id == model_id]
+        recipes = sorted(m.recipe["name"] for m in variants)
+    assert recipes == ["fusion", "graph"]
+    [run] = optimization_runs(worker_stack.factory)
+    assert {row["recipe"] for row in run["variants"]} == {"Graph optimization", "Operator fusion"}
+    assert all(row["mean cosine"] > 0.999 for row in run["variants"])

@@ -1,0 +1,48 @@
+"""What the registry and the UI know about a fusion pattern without importing the rewriter."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.registry import Registry
+
+if TYPE_CHECKING:
+    from onnxscript.rewriter.pattern import RewriteRule
+
+ANY_BACKEND = "*"
+"""In `backends`: the fused result is standard ONNX, so every backend runs it."""
+
+
+class FusionPatternInfo(BaseModel):
+    """A named fusion pattern: what it fuses, where the result has a kernel, when it runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Stable lowercase name stored in recipes and the database.")
+    label: str
+    description: str = Field(description="What it fuses and why the result is faster.")
+    implementation: str = Field(
+        description="'module:function' returning an onnxscript RewriteRule or a list of them."
+    )
+    backends: list[str] = Field(
+        description="Backends with a kernel for the fused result; ['*'] for standard ONNX."
+    )
+    default_order: int = Field(description="Position when no order is given; lower runs first.")
+
+    def supports(self, backend: str) -> bool:
+        """Whether `backend` has a kernel for what this pattern produces."""
+        return ANY_BACKEND in self.backends or backend in self.backends
+
+    def rules(self) -> list[RewriteRule]:
+        """The rewrite rules, built by importing the implementation (and onnxscript)."""
+        module_name, _, attribute = self.implementation.partition(":")
+        built = getattr(importlib.import_module(module_name), attribute)()
+        return list(built) if isinstance(built, (list, tuple)) else [built]
+
+
+fusion_patterns: Registry[FusionPatternInfo] = Registry(
+    "fusion pattern", "optistudio.fusion_patterns"
+)

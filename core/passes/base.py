@@ -1,0 +1,92 @@
+"""The pass contract: a registered, typed, documented step from one ONNX file to another.
+
+A pass is known by a `PassInfo` registered through the `optistudio.passes` entry-point group.
+`config` and `implementation` name a pydantic config class and a run function ('module:attr');
+modules keep heavy imports (onnxruntime.quantization, onnxscript, nncf) inside their functions, so
+listing passes and rendering their forms stays cheap.
+
+A run function has the signature
+
+    run(model: Path, out: Path, config: <ConfigClass>, context: PassContext) -> PassReport
+
+It writes its result to `out` (a new file; never edits `model`), reports progress through the
+context, and raises core.errors.PassFailed (with a message for people) when the model cannot be
+handled by this pass; any other exception is a bug.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.registry import Registry
+
+ProgressCallback = Callable[[float, str], None]
+
+
+class CalibrationSource(Protocol):
+    """Streams input batches (dict of input name -> array); iterating again starts over."""
+
+    def batches(self) -> Iterator[dict[str, np.ndarray]]: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+@dataclass
+class PassContext:
+    """What a pass may use besides its config."""
+
+    work_dir: Path
+    target_backend: str = "onnxruntime"
+    calibration: CalibrationSource | None = None
+    progress: ProgressCallback = field(default=lambda fraction, message: None)
+
+
+class PassReport(BaseModel):
+    """What a pass did: its output file and pass-specific details for the report."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    output: Path
+    details: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class PassInfo(BaseModel):
+    """What the UI and the registry know about a pass without running it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Stable lowercase name stored in recipes and the database.")
+    label: str
+    description: str
+    config: str = Field(description="'module:Class' of the pass's pydantic config.")
+    implementation: str = Field(description="'module:function' that runs the pass.")
+    needs_calibration: bool = False
+    produces_precision: str = Field(default="fp32", description="fp32, fp16, int8 or mixed.")
+
+    def config_class(self) -> type[BaseModel]:
+        config: type[BaseModel] = _load(self.config)
+        return config
+
+    def run(
+        self, model: Path, out: Path, config: BaseModel | dict[str, Any], context: PassContext
+    ) -> PassReport:
+        typed = self.config_class().model_validate(config)
+        report: PassReport = _load(self.implementation)(model, out, typed, context)
+        return report
+
+
+def _load(reference: str) -> Any:
+    module_name, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+passes: Registry[PassInfo] = Registry("pass", "optistudio.passes")

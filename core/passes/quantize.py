@@ -1,0 +1,416 @@
+"""INT8 quantization passes on ONNX Runtime's quantizer: dynamic, and static (QDQ) with calibration.
+
+int8_dynamic stores weights as INT8 and quantizes activations at run time (quantize_dynamic);
+it needs no data. int8_static inserts QuantizeLinear/DequantizeLinear pairs whose activation
+scales come from calibration data.
+
+Memory: ONNX Runtime's histogram calibrators (Entropy, Percentile, Distribution) append every
+batch's intermediate outputs to a list and only histogram them once the reader is exhausted, so
+100 BERT batches hold tens of GB; and it has no MSE method. So every method's ranges come from
+`core.calibration` (one batch of activations in memory, a fixed-size histogram per tensor) and
+ONNX Runtime only quantizes. The ranges reach it as a calibration cache
+(`quantize_static(calibration_cache_path=...)`, which skips its calibration entirely) when the
+installed version has that argument; older versions get them as `TensorQuantOverrides`
+rmin/rmax, with their MinMax calibrator fed the first batch only (its ranges are overridden).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from onnx.external_data_helper import uses_external_data
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import OptistudioError, PassFailed
+from core.passes.base import (
+    CalibrationSource,
+    PassContext,
+    PassInfo,
+    PassReport,
+    ProgressCallback,
+)
+
+logger = logging.getLogger(__name__)
+
+CONV_WARNING = "dynamic quantization of convolutions is slow on CPUs; prefer int8_static for CNNs"
+REPORTED_RANGES = 8
+_QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+_CACHE_NAME = "calibration_ranges.json"
+
+
+class Int8DynamicConfig(BaseModel):
+    """Options of int8_dynamic."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    per_channel: bool = Field(
+        True, description="One scale per output channel of each weight instead of per tensor."
+    )
+    reduce_range: bool = Field(
+        False, description="Quantize weights to 7 bits; can help accuracy on CPUs without VNNI."
+    )
+    weight_type: Literal["qint8", "quint8"] = Field(
+        "qint8", description="Integer type of the quantized weights (signed or unsigned)."
+    )
+    op_types: list[str] | None = Field(
+        None,
+        description=(
+            "Op types to quantize. Default: all ONNX Runtime quantizes dynamically "
+            "(MatMul, Conv, Attention, LSTM, Gather, ...)."
+        ),
+    )
+    nodes_to_exclude: list[str] = Field(
+        default_factory=list, description="Names of nodes to keep in floating point."
+    )
+
+
+class Int8StaticConfig(BaseModel):
+    """Options of int8_static."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calibration: Literal["minmax", "entropy", "percentile", "distribution", "mse"] = Field(
+        "minmax",
+        description=(
+            "How activation ranges are chosen: minmax (observed range), entropy (TensorRT's "
+            "KL divergence), percentile (clip the rarest |x|), distribution (symmetric max |x|), "
+            "mse (minimise expected quantization error)."
+        ),
+    )
+    percentile: float = Field(
+        99.999, gt=0, le=100, description="Percentile of |x| kept by the percentile method."
+    )
+    per_channel: bool = Field(
+        True, description="One scale per output channel of each weight instead of per tensor."
+    )
+    symmetric_activations: bool = Field(
+        False, description="Symmetric activation ranges (zero point 0) instead of asymmetric."
+    )
+    symmetric_weights: bool = Field(True, description="Symmetric weight ranges (zero point 0).")
+    op_types: list[str] | None = Field(
+        None,
+        description="Op types to quantize. Default: all ONNX Runtime quantizes in QDQ format.",
+    )
+    nodes_to_exclude: list[str] = Field(
+        default_factory=list, description="Names of nodes to keep in floating point."
+    )
+    max_batches: int = Field(100, ge=1, description="At most this many calibration batches.")
+    preprocess: bool = Field(
+        True,
+        description="Run ONNX Runtime's quantization pre-processing (shape inference, graph "
+        "optimisation) first; quantization continues without it if it fails. The optimisation "
+        "is skipped when nodes_to_exclude is set, because fusing renames nodes.",
+    )
+
+
+def run_int8_dynamic(
+    model: Path, out: Path, config: Int8DynamicConfig, context: PassContext
+) -> PassReport:
+    """Quantize weights to INT8 and activations at run time with quantize_dynamic."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    context.progress(0.0, "quantizing weights")
+    before = _op_counts(model)
+    with _ort_errors("quantize this model dynamically"):
+        quantize_dynamic(
+            model,
+            out,
+            op_types_to_quantize=config.op_types,
+            per_channel=config.per_channel,
+            reduce_range=config.reduce_range,
+            weight_type=QuantType.QInt8 if config.weight_type == "qint8" else QuantType.QUInt8,
+            nodes_to_exclude=list(config.nodes_to_exclude),
+            use_external_data_format=_uses_external_data(model),
+        )
+    context.progress(1.0, "quantized")
+    replaced = _replaced_ops(before, _op_counts(out))
+    details = {"quantized_nodes": replaced, **_common_details(model, out)}
+    warnings = _exclusion_warnings(model, config.nodes_to_exclude) + _dynamic_warnings(
+        before, config, replaced
+    )
+    return PassReport(output=out, details=details, warnings=warnings)
+
+
+def _dynamic_warnings(
+    before: Counter[str], config: Int8DynamicConfig, replaced: dict[str, int]
+) -> list[str]:
+    warnings = []
+    if before["Conv"] and (config.op_types is None or "Conv" in config.op_types):
+        warnings.append(CONV_WARNING)
+    if not replaced:
+        warnings.append("No node was quantized: the model has none of the op types quantized.")
+    return warnings
+
+
+def run_int8_static(
+    model: Path, out: Path, config: Int8StaticConfig, context: PassContext
+) -> PassReport:
+    """Calibrate activation ranges by streaming, then quantize to QDQ INT8 with ONNX Runtime."""
+    from core.calibration import collect_activation_stats, compute_ranges
+
+    source = _require_calibration(context)
+    context.work_dir.mkdir(parents=True, exist_ok=True)
+    context.progress(0.0, "pre-processing")
+    prepared, warnings = _preprocess(model, context.work_dir, config)
+    op_types = config.op_types or _default_static_op_types()
+    stats = collect_activation_stats(
+        prepared,
+        source,
+        progress=_scaled(context.progress, 0.1, 0.8),
+        op_types=op_types,
+        max_batches=config.max_batches,
+        work_dir=context.work_dir,
+    )
+    ranges = compute_ranges(config.calibration, stats.collectors, config.percentile)
+    if not ranges:
+        raise PassFailed(f"No float activation feeds the op types to quantize ({op_types}).")
+    context.progress(0.8, "quantizing")
+    handover = _quantize_with_ranges(prepared, out, ranges, config, op_types, source, context)
+    context.progress(1.0, "quantized")
+    details = {
+        "preprocessed": prepared != model,
+        "calibration": _calibration_details(config, stats.batches, len(ranges), source),
+        "ranges": {name: list(pair) for name, pair in list(ranges.items())[:REPORTED_RANGES]},
+        "ranges_handed_over_as": handover,
+        "quantized_nodes": _dequantized_consumers(out),
+        "qdq_nodes": {op: _op_counts(out)[op] for op in _QDQ_OPS},
+        **_common_details(model, out),
+    }
+    warnings += _exclusion_warnings(model, config.nodes_to_exclude)
+    return PassReport(output=out, details=details, warnings=warnings)
+
+
+def _require_calibration(context: PassContext) -> CalibrationSource:
+    if context.calibration is None:
+        raise PassFailed(
+            "static INT8 needs calibration data: a few hundred representative inputs.",
+            hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
+        )
+    return context.calibration
+
+
+def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[Path, list[str]]:
+    """ORT's pre-processing; its graph optimisation renames fused nodes, so it is skipped when
+    nodes are excluded by name."""
+    if not config.preprocess:
+        return model, []
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    target = work_dir / "preprocessed.onnx"
+    try:
+        quant_pre_process(
+            model,
+            target,
+            skip_optimization=bool(config.nodes_to_exclude),
+            save_as_external_data=_uses_external_data(model),
+        )
+    except Exception as exc:  # pre-processing is an optimisation; any failure is survivable
+        logger.info("quantization pre-processing failed: %s", exc)
+        return model, [f"Pre-processing failed, so the model was quantized as it is: {exc}"]
+    return target, []
+
+
+def _default_static_op_types() -> list[str]:
+    """What quantize_static quantizes when given no op types (QOperator and QDQ registries)."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry))
+
+
+def _quantize_with_ranges(
+    model: Path,
+    out: Path,
+    ranges: dict[str, tuple[float, float]],
+    config: Int8StaticConfig,
+    op_types: list[str],
+    source: CalibrationSource,
+    context: PassContext,
+) -> str:
+    """Quantize with precomputed ranges; returns how they were handed to ONNX Runtime."""
+    from onnxruntime.quantization import quantize_static
+
+    options = _static_options(model, config, op_types)
+    if _ort_reads_range_cache():
+        cache = _write_range_cache(ranges, context.work_dir / _CACHE_NAME)
+        with _ort_errors("quantize this model statically"):
+            quantize_static(model, out, None, calibration_cache_path=cache, **options)
+        return "calibration_cache"
+    options["extra_options"]["TensorQuantOverrides"] = _range_overrides(ranges)
+    with _ort_errors("quantize this model statically"):
+        quantize_static(model, out, _FirstBatchReader(source, model), **options)
+    return "tensor_quant_overrides"
+
+
+def _ort_reads_range_cache() -> bool:
+    from onnxruntime.quantization import quantize_static
+
+    return "calibration_cache_path" in inspect.signature(quantize_static).parameters
+
+
+def _static_options(model: Path, config: Int8StaticConfig, op_types: list[str]) -> dict[str, Any]:
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType
+
+    return {
+        "quant_format": QuantFormat.QDQ,
+        "op_types_to_quantize": op_types,
+        "per_channel": config.per_channel,
+        "activation_type": QuantType.QInt8,
+        "weight_type": QuantType.QInt8,
+        "nodes_to_exclude": list(config.nodes_to_exclude),
+        "use_external_data_format": _uses_external_data(model),
+        "calibrate_method": CalibrationMethod.MinMax,
+        "extra_options": {
+            "ActivationSymmetric": config.symmetric_activations,
+            "WeightSymmetric": config.symmetric_weights,
+        },
+    }
+
+
+def _write_range_cache(ranges: dict[str, tuple[float, float]], path: Path) -> Path:
+    from onnxruntime.quantization.calibrate import (
+        CalibrationMethod,
+        TensorsData,
+        save_tensors_data,
+    )
+
+    pairs = {name: (np.float32(low), np.float32(high)) for name, (low, high) in ranges.items()}
+    path.unlink(missing_ok=True)
+    save_tensors_data(TensorsData(CalibrationMethod.MinMax, pairs), path)
+    return path
+
+
+def _range_overrides(ranges: dict[str, tuple[float, float]]) -> dict[str, list[dict[str, Any]]]:
+    return {
+        name: [{"rmin": np.array(low, np.float32), "rmax": np.array(high, np.float32)}]
+        for name, (low, high) in ranges.items()
+    }
+
+
+class _FirstBatchReader:
+    """A CalibrationDataReader that yields only the source's first batch."""
+
+    def __init__(self, source: CalibrationSource, model: Path) -> None:
+        graph = onnx.load(model, load_external_data=False).graph
+        constants = {init.name for init in graph.initializer}
+        names = [value.name for value in graph.input if value.name not in constants]
+        first = next(iter(source.batches()))
+        self._batches: Iterator[dict[str, np.ndarray]] = iter([{n: first[n] for n in names}])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+
+@contextmanager
+def _ort_errors(action: str) -> Iterator[None]:
+    """Turn ONNX Runtime's failures (untyped exceptions) into PassFailed."""
+    try:
+        yield
+    except OptistudioError:
+        raise
+    except Exception as exc:
+        raise PassFailed(
+            f"ONNX Runtime could not {action}: {type(exc).__name__}: {exc}",
+            hint="Exclude the failing nodes (nodes_to_exclude) or op types, or try another pass.",
+        ) from exc
+
+
+def _scaled(progress: ProgressCallback, start: float, end: float) -> ProgressCallback:
+    def report(fraction: float, message: str) -> None:
+        progress(start + (end - start) * fraction, message)
+
+    return report
+
+
+def _uses_external_data(model: Path) -> bool:
+    graph = onnx.load(model, load_external_data=False).graph
+    return any(uses_external_data(init) for init in graph.initializer)
+
+
+def _op_counts(model: Path) -> Counter[str]:
+    return Counter(node.op_type for node in onnx.load(model, load_external_data=False).graph.node)
+
+
+def _replaced_ops(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    """Op types whose nodes the quantizer replaced (e.g. MatMul by MatMulInteger), with counts."""
+    return {op: count - after[op] for op, count in sorted(before.items()) if after[op] < count}
+
+
+def _dequantized_consumers(model: Path) -> dict[str, int]:
+    """Op types of the nodes (other than Q/DQ) whose every input is a DequantizeLinear output."""
+    graph = onnx.load(model, load_external_data=False).graph
+    dequantized = {name for n in graph.node if n.op_type == "DequantizeLinear" for name in n.output}
+    ops = [
+        node.op_type
+        for node in graph.node
+        if node.input
+        and node.op_type not in _QDQ_OPS
+        and dequantized.issuperset(filter(None, node.input))
+    ]
+    return dict(sorted(Counter(ops).items()))
+
+
+def _calibration_details(
+    config: Int8StaticConfig, batches: int, tensors: int, source: CalibrationSource
+) -> dict[str, Any]:
+    details: dict[str, Any] = {
+        "method": config.calibration,
+        "batches": batches,
+        "tensors": tensors,
+        "source": source.description,
+    }
+    if config.calibration == "percentile":
+        details["percentile"] = config.percentile
+    return details
+
+
+def _common_details(model: Path, out: Path) -> dict[str, Any]:
+    return {"size_bytes": {"before": _total_size(model), "after": _total_size(out)}}
+
+
+def _total_size(model: Path) -> int:
+    data = model.with_name(f"{model.name}.data")
+    return model.stat().st_size + (data.stat().st_size if data.exists() else 0)
+
+
+def _exclusion_warnings(model: Path, excluded: list[str]) -> list[str]:
+    names = {node.name for node in onnx.load(model, load_external_data=False).graph.node}
+    unknown = [name for name in excluded if name not in names]
+    return [f"nodes_to_exclude names no node of the model: {', '.join(unknown)}"] if unknown else []
+
+
+INT8_DYNAMIC = PassInfo(
+    name="int8_dynamic",
+    label="INT8 dynamic quantization",
+    description=(
+        "Stores MatMul/Conv/Attention weights as INT8 and quantizes activations on the fly at "
+        "run time, so it needs no calibration data. Best for transformers and RNNs on CPU; "
+        "about 4x smaller weights. Convolutions gain little or get slower: prefer static INT8."
+    ),
+    config="core.passes.quantize:Int8DynamicConfig",
+    implementation="core.passes.quantize:run_int8_dynamic",
+    needs_calibration=False,
+    produces_precision="int8",
+)
+
+INT8_STATIC = PassInfo(
+    name="int8_static",
+    label="INT8 static quantization (QDQ)",
+    description=(
+        "Quantizes weights and activations to INT8 with fixed scales measured on calibration "
+        "data (minmax, entropy, percentile, distribution or mse ranges), written as "
+        "QuantizeLinear/DequantizeLinear pairs that ONNX Runtime, TensorRT and OpenVINO fuse "
+        "into integer kernels. Fastest INT8 for CNNs; needs a few hundred representative inputs."
+    ),
+    config="core.passes.quantize:Int8StaticConfig",
+    implementation="core.passes.quantize:run_int8_static",
+    needs_calibration=True,
+    produces_precision="int8",
+)

@@ -1,0 +1,106 @@
+"""Named recipes (ordered pass lists) and the Auto choice of candidates for a model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.environment import isa_flags
+from core.errors import UnknownName
+from core.model_info import ModelInfo
+
+
+class RecipeStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: str = Field(description="Registered pass name, e.g. 'int8_static'.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The pass's config.")
+
+
+class Recipe(BaseModel):
+    """An ordered list of passes; enough to reproduce a variant from its original."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    label: str
+    steps: list[RecipeStep]
+
+
+def _recipe(name: str, label: str, *steps: tuple[str, dict[str, Any]]) -> Recipe:
+    return Recipe(name=name, label=label, steps=[RecipeStep(step=s, config=c) for s, c in steps])
+
+
+BUILTIN_RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        _recipe("graph", "Graph optimization", ("simplify", {}), ("ort_optimize", {})),
+        _recipe("fusion", "Operator fusion", ("simplify", {}), ("fusion", {})),
+        _recipe("fp16", "FP16", ("simplify", {}), ("fp16", {})),
+        _recipe("int8_dynamic", "INT8 dynamic", ("simplify", {}), ("int8_dynamic", {})),
+        _recipe(
+            "int8_static",
+            "INT8 static (MinMax)",
+            ("simplify", {}),
+            ("int8_static", {"calibration": "minmax"}),
+        ),
+        _recipe(
+            "int8_static_entropy",
+            "INT8 static (Entropy)",
+            ("simplify", {}),
+            ("int8_static", {"calibration": "entropy"}),
+        ),
+        _recipe(
+            "int8_static_percentile",
+            "INT8 static (Percentile)",
+            ("simplify", {}),
+            ("int8_static", {"calibration": "percentile"}),
+        ),
+        _recipe(
+            "int8_static_mse",
+            "INT8 static (MSE)",
+            ("simplify", {}),
+            ("int8_static", {"calibration": "mse"}),
+        ),
+    )
+}
+
+AUTO = "auto"
+
+
+def get_recipe(name: str) -> Recipe:
+    try:
+        return BUILTIN_RECIPES[name]
+    except KeyError:
+        valid = ", ".join([AUTO, *BUILTIN_RECIPES])
+        raise UnknownName(f"Unknown recipe {name!r}. Valid recipes: {valid}.") from None
+
+
+def auto_candidates(info: ModelInfo) -> list[Recipe]:
+    """The sensible candidates for this model on a CPU.
+
+    CNNs (Conv-heavy): fusion and static INT8 (dynamic INT8 quantizes activations at run time,
+    which makes convolutions slower on CPUs). Transformers / MLPs (MatMul-heavy): dynamic INT8.
+    FP16 only when the CPU computes in FP16 natively; elsewhere ONNX Runtime emulates it slowly.
+    """
+    ops = info.op_histogram
+    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
+    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
+    names = ["graph"]
+    if convs:
+        names += ["fusion", "int8_static", "int8_static_percentile"]
+    if matmuls > convs:
+        names += ["int8_dynamic"]
+    if {"avx512_fp16", "amx_fp16"} & set(isa_flags()):
+        names += ["fp16"]
+    return [BUILTIN_RECIPES[name] for name in names]
+
+
+def resolve_recipes(names: list[str], info: ModelInfo) -> list[Recipe]:
+    """Recipe names (or 'auto') to recipes, without duplicates, in the order given."""
+    chosen: dict[str, Recipe] = {}
+    for name in names:
+        for recipe in auto_candidates(info) if name == AUTO else [get_recipe(name)]:
+            chosen.setdefault(recipe.name, recipe)
+    return list(chosen.values())

@@ -1,0 +1,178 @@
+"""Optimize: pick recipes (or Auto), data and an accuracy budget; see each variant's cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from pydantic import ValidationError
+
+from core.accuracy import AccuracyBudget
+from core.errors import OptistudioError, describe_validation_error
+from core.passes.base import passes
+from core.recipes import AUTO, BUILTIN_RECIPES
+from optistudio.catalog import store_dataset
+from optistudio.jobspecs import OptimizeJobSpec
+from studio import charts, state
+from studio.services import model_choices, optimization_runs, submit_optimization
+
+BUDGET_HELP = {n: f.description for n, f in AccuracyBudget.model_fields.items()}
+RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
+    name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
+}
+
+
+def render() -> None:
+    st.title("Optimize")
+    st.caption(
+        "Each recipe makes one variant of the model. Every variant is checked against the "
+        "original on your data (or synthetic inputs) and timed against it interleaved, so its "
+        "speedup comes with a confidence interval."
+    )
+    choices = model_choices(state.session_factory())
+    if not choices:
+        st.info("Add a model on the Models page first.")
+        return
+    optimize_form(choices)
+    with st.expander("Passes and their settings"):
+        pass_catalogue()
+    show_runs()
+
+
+def optimize_form(choices: list[dict[str, Any]]) -> None:
+    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+    wanted = st.query_params.get("model")
+    ids = list(names)
+    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
+    with st.form("optimize"):
+        model_id = st.selectbox("Model", ids, index=default, format_func=names.get)
+        recipes = st.multiselect(
+            "Recipes", list(RECIPE_LABELS), default=[AUTO], format_func=RECIPE_LABELS.get
+        )
+        left, right = st.columns(2)
+        data = left.file_uploader(
+            "Calibration / accuracy data (.npz, optional)",
+            type=["npz"],
+            help="Named input arrays, samples along the first axis.",
+        )
+        labels = right.file_uploader(
+            "Labels (.npy or .csv, optional)",
+            type=["npy", "csv"],
+            help="One class index per sample, for top-1 accuracy.",
+        )
+        cols = st.columns(3)
+        min_cosine = cols[0].number_input(
+            "Least mean cosine",
+            0.0,
+            1.0,
+            0.99,
+            step=0.001,
+            format="%.3f",
+            help=BUDGET_HELP.get("min_cosine"),
+        )
+        max_drop = cols[1].number_input(
+            "Largest top-1 drop",
+            0.0,
+            1.0,
+            0.01,
+            step=0.005,
+            format="%.3f",
+            help=BUDGET_HELP.get("max_top1_drop"),
+        )
+        seconds = cols[2].number_input(
+            "Timing seconds per variant",
+            0.2,
+            600.0,
+            1.5,
+            help="Least time each variant is timed against the original.",
+        )
+        submitted = st.form_submit_button("Optimize", type="primary")
+    if submitted:
+        submit(model_id, recipes, data, labels, min_cosine, max_drop, seconds)
+
+
+def submit(
+    model_id: int,
+    recipes: list[str],
+    data: Any,
+    labels: Any,
+    min_cosine: float,
+    max_drop: float,
+    seconds: float,
+) -> None:
+    if not recipes:
+        st.error("Pick at least one recipe, or Auto.")
+        return
+    try:
+        settings = state.settings()
+        data_path = store_dataset(settings, data, filename=data.name) if data else None
+        labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
+        spec = OptimizeJobSpec(
+            recipes=recipes,
+            budget=AccuracyBudget(min_cosine=min_cosine, max_top1_drop=max_drop),
+            comparison={"min_seconds": seconds, "max_seconds": 10 * seconds},
+            data_path=str(data_path) if data_path else None,
+            labels_path=str(labels_path) if labels_path else None,
+        )
+    except ValidationError as exc:
+        st.error(f"Check the settings: {describe_validation_error(exc)}")
+        return
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
+    job_id = submit_optimization(
+        state.session_factory(), spec=spec, model_id=model_id, send=state.send_task
+    )
+    if not data:
+        st.warning(
+            "No data given: accuracy will mean agreement with the original on synthetic "
+            "inputs, not task accuracy; static INT8 is calibrated on synthetic inputs."
+        )
+    st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
+    st.markdown("[Follow it on the Jobs page →](/jobs)")
+
+
+def pass_catalogue() -> None:
+    for info in passes:
+        st.markdown(f"**{info.label}** (`{info.name}`) — {info.description}")
+        fields = info.config_class().model_fields
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "setting": name,
+                        "default": repr(field.default),
+                        "meaning": field.description or "",
+                    }
+                    for name, field in fields.items()
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+@st.fragment(run_every="3s")
+def show_runs() -> None:
+    runs = optimization_runs(state.session_factory())
+    if not runs:
+        st.info("No optimization runs yet.")
+        return
+    for run in runs:
+        st.subheader(f"Job #{run['job']} · {run['model']}")
+        st.caption(f"{run['message']}  Data: {run['data']}")
+        table = pd.DataFrame(run["variants"])
+        st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "chosen": st.column_config.CheckboxColumn("best"),
+                "speedup": st.column_config.NumberColumn(format="%.2fx"),
+                "mean cosine": st.column_config.NumberColumn(format="%.4f"),
+            },
+        )
+        st.plotly_chart(
+            charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
+        )

@@ -1,0 +1,99 @@
+"""The optimization run end to end on tiny models: variants, accuracy, timing, the choice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.compare import ComparisonSpec
+from core.errors import UnknownName
+from core.intake import inspect_model
+from core.optimize import OptimizeSpec, VariantResult, choose, optimize
+from core.recipes import BUILTIN_RECIPES, auto_candidates, resolve_recipes
+from core.samples import build_sample
+
+QUICK = ComparisonSpec(min_pairs=20, min_seconds=0.2, max_seconds=3.0, threads=1)
+
+
+@pytest.fixture
+def cnn(tmp_path: Path) -> Path:
+    return build_sample("tiny_cnn", tmp_path)
+
+
+def test_graph_recipe_makes_a_checked_and_timed_variant(tiny_model: Path, tmp_path: Path) -> None:
+    spec = OptimizeSpec(recipes=["graph"], comparison=QUICK, accuracy_samples=4)
+
+    report = optimize(tiny_model, spec, out_dir=tmp_path / "out")
+
+    [variant] = report.variants
+    assert variant.error is None
+    assert Path(variant.path).exists()
+    assert [s.step for s in variant.steps] == ["simplify", "ort_optimize"]
+    assert variant.accuracy.mean_cosine == pytest.approx(1.0, abs=1e-5)
+    assert variant.within_budget
+    assert variant.ratio_low <= variant.ratio <= variant.ratio_high
+    assert variant.speedup == pytest.approx(1 / variant.ratio)
+    assert "synthetic" in report.data.lower()
+
+
+def test_a_failing_recipe_is_recorded_and_the_others_complete(tiny_model, tmp_path, monkeypatch):
+    from core.errors import PassFailed
+    from core.passes import graph
+
+    def broken(*args, **kwargs):
+        raise PassFailed("onnxslim could not simplify this model: boom")
+
+    monkeypatch.setattr(graph, "run_simplify", broken)
+    monkeypatch.setitem(
+        BUILTIN_RECIPES,
+        "just_ort",
+        BUILTIN_RECIPES["graph"].model_copy(
+            update={"name": "just_ort", "steps": BUILTIN_RECIPES["graph"].steps[1:]}
+        ),
+    )
+    spec = OptimizeSpec(recipes=["graph", "just_ort"], comparison=QUICK, accuracy_samples=2)
+
+    report = optimize(tiny_model, spec, out_dir=tmp_path / "out")
+
+    failed, made = report.variants
+    assert failed.error == "onnxslim could not simplify this model: boom"
+    assert failed.path is None
+    assert made.error is None and made.path
+
+
+def test_auto_picks_cnn_and_transformer_candidates(cnn: Path, tiny_model: Path) -> None:
+    cnn_names = [r.name for r in auto_candidates(inspect_model(cnn))]
+    mlp_names = [r.name for r in auto_candidates(inspect_model(tiny_model))]
+
+    assert "int8_static" in cnn_names and "int8_dynamic" not in cnn_names
+    assert "int8_dynamic" in mlp_names and "int8_static" not in mlp_names
+
+
+def test_unknown_recipe_lists_the_valid_ones(tiny_model: Path) -> None:
+    with pytest.raises(UnknownName, match="Valid recipes: auto, graph"):
+        resolve_recipes(["turbo"], inspect_model(tiny_model))
+
+
+def _variant(name: str, ratio: float, high: float, verdict: str, ok: bool) -> VariantResult:
+    return VariantResult(
+        recipe=BUILTIN_RECIPES[name],
+        precision="int8",
+        ratio=ratio,
+        ratio_low=ratio - 0.01,
+        ratio_high=high,
+        verdict=verdict,
+        within_budget=ok,
+    )
+
+
+def test_choice_is_the_fastest_significant_variant_within_budget() -> None:
+    variants = [
+        _variant("int8_dynamic", 0.30, 0.32, "faster", ok=False),  # fastest, but over budget
+        _variant("int8_static", 0.50, 0.52, "faster", ok=True),
+        _variant("graph", 0.45, 1.01, "no significant difference", ok=True),
+        _variant("fusion", 0.60, 0.62, "faster", ok=True),
+    ]
+
+    assert choose(variants).recipe.name == "int8_static"
+    assert choose([variants[0], variants[2]]) is None

@@ -1,0 +1,81 @@
+"""The optimize job: make variants of the job's model, store each as a model with its recipe."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from core.datasets import NpzDataset, load_labels
+from core.optimize import OptimizeReport, VariantResult, optimize
+from db.models import Job, JobKind
+from db.queries import get_or_create_environment, set_job_result
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from optistudio.jobspecs import OptimizeJobSpec, parse_job_spec
+from optistudio.settings import get_settings
+from workers.artifacts import model_of
+from workers.jobs import JobContext
+
+
+def optimize_job(job: Job, context: JobContext) -> tuple[str, int | None]:
+    spec: OptimizeJobSpec = parse_job_spec(JobKind.optimize, job.spec)
+    settings = get_settings()
+    model_path, info = model_of(job)
+    data = NpzDataset(Path(spec.data_path), info.inputs) if spec.data_path else None
+    labels = load_labels(Path(spec.labels_path), samples=len(data)) if spec.labels_path else None
+    out_dir = settings.artifact_dir / "jobs" / str(job.id)
+    shutil.rmtree(out_dir, ignore_errors=True)  # a redelivered job starts clean
+    report = optimize(
+        model_path,
+        spec.optimize_spec(),
+        out_dir=out_dir,
+        data=data,
+        labels=labels,
+        progress=context.progress,
+    )
+    variant_ids = [_store_variant(job, variant, context) for variant in report.variants]
+    result = report.model_dump(mode="json")
+    for stored, variant_id in zip(result["variants"], variant_ids, strict=True):
+        stored["model_id"] = variant_id
+    with transaction(context.factory) as s:
+        environment = get_or_create_environment(s, data=report.environment)
+        set_job_result(s, job_id=job.id, result=result)
+        environment_id = environment.id
+    return summary(report), environment_id
+
+
+def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
+    if variant.path is None or job.model is None:
+        return None
+    entry = add_model_file(
+        context.factory,
+        get_settings(),
+        Path(variant.path),
+        name=f"{job.model.name} · {variant.recipe.name}",
+        origin="variant",
+        parent_id=job.model.id,
+        recipe=variant.recipe.model_dump(mode="json"),
+        precision=variant.precision,
+    )
+    return entry.model_id
+
+
+def summary(report: OptimizeReport) -> str:
+    """One line for the job: how many variants, and the best one with its figures."""
+    made = [v for v in report.variants if v.error is None]
+    failed = len(report.variants) - len(made)
+    text = f"Made {len(made)} variant(s)" + (f", {failed} failed" if failed else "") + "."
+    best = next((v for v in made if v.recipe.name == report.chosen), None)
+    if best is None:
+        return text + " None is significantly faster within the accuracy budget; keep the original."
+    return text + f" Best: {best.recipe.label}, {_figures(best)}."
+
+
+def _figures(variant: VariantResult) -> str:
+    parts: list[Any] = [f"{variant.speedup:.2f}x faster" if variant.speedup else "timed"]
+    if variant.ratio_low and variant.ratio_high:
+        parts.append(f"(95 % CI {1 / variant.ratio_high:.2f}-{1 / variant.ratio_low:.2f}x)")
+    if variant.accuracy is not None:
+        parts.append(f"cosine {variant.accuracy.mean_cosine:.4f}")
+    return " ".join(str(p) for p in parts)
