@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.accuracy import AccuracyBudget, AccuracyReport, accuracy_report, within_budget
 from core.compare import ComparisonSpec, compare_models
 from core.datasets import SyntheticDataset
 from core.environment import fingerprint
-from core.errors import Cancelled, OptistudioError
+from core.errors import Cancelled, OptistudioError, UnknownName, describe_validation_error
 from core.intake import inspect_model
 from core.model_info import ModelInfo
 from core.passes.base import CalibrationSource, PassContext, passes
@@ -58,6 +58,22 @@ class OptimizeSpec(BaseModel):
     accuracy_samples: int = Field(
         default=32, ge=1, le=100_000, description="Synthetic samples when no data is given."
     )
+    pass_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Settings per pass name, laid over every recipe step of that pass, e.g. "
+        "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
+    )
+
+    @model_validator(mode="after")
+    def _check_pass_settings(self) -> OptimizeSpec:
+        for name, settings in self.pass_settings.items():
+            try:
+                passes.get(name).config_class().model_validate(settings)
+            except ValidationError as exc:
+                raise ValueError(f"{name}: {describe_validation_error(exc)}") from None
+            except UnknownName as exc:
+                raise ValueError(exc.message) from None
+        return self
 
 
 class StepReport(BaseModel):
@@ -113,7 +129,7 @@ def optimize(
     report = progress or (lambda fraction, message: None)
     info = inspect_model(model)
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
-    recipes = resolve_recipes(spec.recipes, info)
+    recipes = [with_settings(r, spec.pass_settings) for r in resolve_recipes(spec.recipes, info)]
     variants = []
     for index, recipe in enumerate(recipes):
         share = _Share(report, index, len(recipes), recipe.label)
@@ -127,6 +143,15 @@ def optimize(
         chosen=chosen.recipe.name if chosen else None,
         environment=fingerprint(threads=spec.comparison.threads),
     )
+
+
+def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> Recipe:
+    """The recipe with the user's per-pass settings laid over its steps (what really ran)."""
+    steps = [
+        step.model_copy(update={"config": step.config | pass_settings.get(step.step, {})})
+        for step in recipe.steps
+    ]
+    return recipe.model_copy(update={"steps": steps})
 
 
 def choose(variants: list[VariantResult]) -> VariantResult | None:

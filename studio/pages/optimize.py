@@ -9,7 +9,10 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core.accuracy import AccuracyBudget
+from core.datasets import NpzDataset, load_labels
 from core.errors import OptistudioError, describe_validation_error
+from core.fusion.registry import fusion_patterns
+from core.model_info import ModelInfo
 from core.passes.base import passes
 from core.recipes import AUTO, BUILTIN_RECIPES
 from optistudio.catalog import store_dataset
@@ -87,40 +90,60 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             1.5,
             help="Least time each variant is timed against the original.",
         )
+        with st.expander("Pass settings: fusion patterns (enable and order), INT8 options"):
+            pass_settings = pass_settings_inputs()
         submitted = st.form_submit_button("Optimize", type="primary")
     if submitted:
-        submit(model_id, recipes, data, labels, min_cosine, max_drop, seconds)
+        form = {
+            "recipes": recipes,
+            "min_cosine": min_cosine,
+            "max_drop": max_drop,
+            "seconds": seconds,
+            "pass_settings": pass_settings,
+        }
+        submit(choices[ids.index(model_id)], form, data, labels)
 
 
-def submit(
-    model_id: int,
-    recipes: list[str],
-    data: Any,
-    labels: Any,
-    min_cosine: float,
-    max_drop: float,
-    seconds: float,
-) -> None:
-    if not recipes:
+def pass_settings_inputs() -> dict[str, dict[str, Any]]:
+    """Fusion patterns in the order picked (the order they run in) and INT8 granularity."""
+    patterns = {p.name: p for p in fusion_patterns}
+    default = sorted(patterns, key=lambda name: patterns[name].default_order)
+    chosen = st.multiselect(
+        "Fusion patterns, in the order they run",
+        default,
+        default=default,
+        format_func=lambda name: patterns[name].label,
+        help="Remove a pattern to disable it; remove and re-add to move it to the end.",
+    )
+    for name in chosen:
+        kernels = ", ".join(patterns[name].backends).replace("*", "every backend")
+        st.caption(f"**{patterns[name].label}** ({kernels}): {patterns[name].description}")
+    per_channel = st.checkbox(
+        "INT8: per-channel weight scales",
+        value=True,
+        help="Per output channel scales keep more accuracy; per-tensor is "
+        "supported by more runtimes.",
+    )
+    return {
+        "fusion": {"patterns": chosen},
+        "int8_static": {"per_channel": per_channel},
+        "int8_dynamic": {"per_channel": per_channel},
+    }
+
+
+def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any) -> None:
+    if not form["recipes"]:
         st.error("Pick at least one recipe, or Auto.")
         return
     try:
-        settings = state.settings()
-        data_path = store_dataset(settings, data, filename=data.name) if data else None
-        labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
-        spec = OptimizeJobSpec(
-            recipes=recipes,
-            budget=AccuracyBudget(min_cosine=min_cosine, max_top1_drop=max_drop),
-            comparison={"min_seconds": seconds, "max_seconds": 10 * seconds},
-            data_path=str(data_path) if data_path else None,
-            labels_path=str(labels_path) if labels_path else None,
-        )
+        spec = build_spec(chosen, form, data, labels)
     except ValidationError as exc:
         st.error(f"Check the settings: {describe_validation_error(exc)}")
         return
     except OptistudioError as exc:
         st.error(str(exc))
         return
+    model_id = chosen["id"]
     job_id = submit_optimization(
         state.session_factory(), spec=spec, model_id=model_id, send=state.send_task
     )
@@ -131,6 +154,25 @@ def submit(
         )
     st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
     st.markdown("[Follow it on the Jobs page →](/jobs)")
+
+
+def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any) -> Any:
+    """Store the data files, check them against the model, and build the job spec."""
+    settings = state.settings()
+    data_path = store_dataset(settings, data, filename=data.name) if data else None
+    labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
+    if data_path:
+        dataset = NpzDataset(data_path, ModelInfo.model_validate(chosen["info"]).inputs)
+        if labels_path:
+            load_labels(labels_path, samples=len(dataset))
+    return OptimizeJobSpec(
+        recipes=form["recipes"],
+        budget=AccuracyBudget(min_cosine=form["min_cosine"], max_top1_drop=form["max_drop"]),
+        comparison={"min_seconds": form["seconds"], "max_seconds": 10 * form["seconds"]},
+        pass_settings=form["pass_settings"],
+        data_path=str(data_path) if data_path else None,
+        labels_path=str(labels_path) if labels_path else None,
+    )
 
 
 def pass_catalogue() -> None:

@@ -97,3 +97,25 @@ def test_choice_is_the_fastest_significant_variant_within_budget() -> None:
 
     assert choose(variants).recipe.name == "int8_static"
     assert choose([variants[0], variants[2]]) is None
+
+
+def test_pass_settings_reach_the_steps_and_are_recorded(cnn: Path, tmp_path: Path) -> None:
+    spec = OptimizeSpec(recipes=["fusion"], comparison=QUICK, accuracy_samples=2,
+                        pass_settings={"fusion": {"patterns": ["conv_relu"]}})
+
+    [variant] = optimize(cnn, spec, out_dir=tmp_path / "out").variants
+
+    fusion_step = variant.recipe.steps[-1]
+    assert fusion_step.config == {"patterns": ["conv_relu"]}
+    assert variant.steps[-1].details["matches"] == {"conv_relu": 2}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"fusion": {"patterns": "conv_relu", "colour": 1}}, "colour"),
+     ({"turbo": {}}, "Unknown pass 'turbo'")],
+    ids=["bad-field", "unknown-pass"],
+)
+def test_bad_pass_settings_name_the_problem(settings, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        OptimizeSpec(pass_settings=settings)
