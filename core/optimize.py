@@ -129,7 +129,9 @@ def optimize(
     report = progress or (lambda fraction, message: None)
     info = inspect_model(model)
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
-    recipes = [with_settings(r, spec.pass_settings) for r in resolve_recipes(spec.recipes, info)]
+    # The accuracy-aware pass searches against the run's budget unless told otherwise.
+    settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
+    recipes = [with_settings(r, settings) for r in resolve_recipes(spec.recipes, info)]
     variants = []
     for index, recipe in enumerate(recipes):
         share = _Share(report, index, len(recipes), recipe.label)

@@ -58,6 +58,12 @@ BUILTIN_RECIPES: dict[str, Recipe] = {
             ("int8_static", {"calibration": "percentile"}),
         ),
         _recipe(
+            "int8_mixed",
+            "INT8 mixed precision (accuracy-aware)",
+            ("simplify", {}),
+            ("int8_mixed", {}),
+        ),
+        _recipe(
             "int8_static_mse",
             "INT8 static (MSE)",
             ("simplify", {}),

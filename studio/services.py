@@ -80,6 +80,7 @@ def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> lis
             {
                 "job": job.id,
                 "model": job.model.name if job.model else "",
+                "model_id": job.model_id,
                 "message": job.message,
                 "data": (job.result or {}).get("data", ""),
                 "variants": variant_rows(job.result or {}),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from studio import charts, state
-from studio.services import display_table, model_choices, results_frame
+from studio.services import display_table, model_choices, optimization_runs, results_frame
 
 
 def render() -> None:
@@ -25,6 +26,8 @@ def render() -> None:
         st.query_params.pop("model", None)
     else:
         st.query_params["model"] = str(model_id)
+    if model_id is not None:
+        variants_of(model_id)
     wide = results_frame(state.session_factory(), model_id=model_id)
     if wide.empty:
         st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
@@ -38,3 +41,32 @@ def render() -> None:
     st.plotly_chart(charts.latency_by_batch(wide), width="stretch")
     st.subheader("Throughput per batch size")
     st.plotly_chart(charts.throughput_by_batch(wide), width="stretch")
+
+
+def variants_of(model_id: int) -> None:
+    """The latest optimization run of this model: its variants beside the original."""
+    runs = [r for r in optimization_runs(state.session_factory()) if r["model_id"] == model_id]
+    if not runs:
+        return
+    latest = runs[0]
+    st.subheader("Optimized variants")
+    st.caption(f"From optimize job #{latest['job']}. {latest['message']}")
+    columns = [
+        "recipe",
+        "chosen",
+        "precision",
+        "speedup",
+        "speedup CI",
+        "mean cosine",
+        "within budget",
+        "error",
+    ]
+    st.dataframe(
+        pd.DataFrame(latest["variants"])[columns],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "chosen": st.column_config.CheckboxColumn("best"),
+            "speedup": st.column_config.NumberColumn(format="%.2fx"),
+        },
+    )

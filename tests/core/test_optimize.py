@@ -100,8 +100,12 @@ def test_choice_is_the_fastest_significant_variant_within_budget() -> None:
 
 
 def test_pass_settings_reach_the_steps_and_are_recorded(cnn: Path, tmp_path: Path) -> None:
-    spec = OptimizeSpec(recipes=["fusion"], comparison=QUICK, accuracy_samples=2,
-                        pass_settings={"fusion": {"patterns": ["conv_relu"]}})
+    spec = OptimizeSpec(
+        recipes=["fusion"],
+        comparison=QUICK,
+        accuracy_samples=2,
+        pass_settings={"fusion": {"patterns": ["conv_relu"]}},
+    )
 
     [variant] = optimize(cnn, spec, out_dir=tmp_path / "out").variants
 
@@ -112,8 +116,10 @@ def test_pass_settings_reach_the_steps_and_are_recorded(cnn: Path, tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [({"fusion": {"patterns": "conv_relu", "colour": 1}}, "colour"),
-     ({"turbo": {}}, "Unknown pass 'turbo'")],
+    [
+        ({"fusion": {"patterns": "conv_relu", "colour": 1}}, "colour"),
+        ({"turbo": {}}, "Unknown pass 'turbo'"),
+    ],
     ids=["bad-field", "unknown-pass"],
 )
 def test_bad_pass_settings_name_the_problem(settings, message) -> None:

@@ -158,6 +158,10 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     expect(page.get_by_text(re.compile(r"Made \d+ variant"))).to_be_visible(timeout=150_000)
     shot(page, "optimize")
 
+    page.goto(f"{studio.url}/results?model=2")
+    shot(page, "results-variants")
+    expect(page.get_by_role("heading", name="Optimized variants")).to_be_visible()
+
 
 def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Path) -> None:
     from playwright.sync_api import expect
