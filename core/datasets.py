@@ -22,6 +22,7 @@ from typing import IO
 import numpy as np
 
 from core.errors import DataMismatch
+from core.images import ImageDataset, ImagePreprocessing
 from core.inputs import synthesize_inputs
 from core.model_info import TensorSpec
 
@@ -127,6 +128,35 @@ class SyntheticDataset:
                 self.inputs, batch_size=count, dims=self.dims, seed=self.seed + index
             )
             yield feeds
+
+
+def open_dataset(
+    path: Path,
+    inputs: list[TensorSpec],
+    *,
+    batch_size: int = 1,
+    preprocessing: ImagePreprocessing | None = None,
+) -> NpzDataset | ImageDataset:
+    """An NpzDataset for an .npz file, an ImageDataset for a folder or a .zip of images.
+
+    Images without `preprocessing` get the defaults (model's size, NCHW RGB, pixel / 255).
+    Preprocessing given with an .npz is refused rather than silently ignored.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".npz":
+        if preprocessing is not None:
+            raise DataMismatch(
+                f"Image preprocessing was given, but {path.name!r} holds arrays, not images.",
+                hint="Drop the preprocessing, or give a folder or a .zip of images.",
+            )
+        return NpzDataset(path, inputs, batch_size=batch_size)
+    if path.is_dir() or path.suffix.lower() == ".zip":
+        chosen = preprocessing or ImagePreprocessing()
+        return ImageDataset(path, inputs, chosen, batch_size=batch_size)
+    raise DataMismatch(
+        f"{path.name!r} is not a dataset this studio reads.",
+        hint="Give an .npz of named input arrays, or a folder or a .zip of images.",
+    )
 
 
 def load_labels(path: Path, *, samples: int) -> np.ndarray:

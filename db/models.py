@@ -188,3 +188,17 @@ class Measurement(Base):
     unit: Mapped[str] = mapped_column(String(16))
 
     job: Mapped[Job] = relationship(back_populates="measurements")
+
+
+class WorkerRecord(Base):
+    """A worker process and what it can serve, refreshed by its heartbeat."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255), unique=True)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    inventory: Mapped[dict[str, Any]]
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime] = mapped_column(index=True)
+    stopped_at: Mapped[datetime | None]

@@ -10,14 +10,23 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
-from db.models import TERMINAL, Environment, Job, JobKind, JobStatus, Measurement, Model
+from db.models import (
+    TERMINAL,
+    Environment,
+    Job,
+    JobKind,
+    JobStatus,
+    Measurement,
+    Model,
+    WorkerRecord,
+)
 
 RowT = TypeVar("RowT", Model, Environment)
 
@@ -315,3 +324,42 @@ def results_rows(
     if job_ids is not None:
         query = query.where(Measurement.job_id.in_(job_ids))
     return [dict(row._mapping) for row in s.execute(query)]
+
+
+# -- workers --------------------------------------------------------------------------------
+
+
+def record_worker(
+    s: Session, *, hostname: str, queues: list[str], inventory: dict[str, Any]
+) -> WorkerRecord:
+    """Insert or refresh a worker's row (its heartbeat); a restarted worker starts anew."""
+    now = _utcnow()
+    row = s.scalars(select(WorkerRecord).where(WorkerRecord.hostname == hostname)).one_or_none()
+    if row is None or row.stopped_at is not None:
+        row = row or WorkerRecord(hostname=hostname)
+        row.started_at, row.stopped_at = now, None
+        s.add(row)
+    row.queues, row.inventory, row.heartbeat_at = queues, inventory, now
+    s.flush()
+    return row
+
+
+def stop_worker(s: Session, *, hostname: str) -> None:
+    """Mark a worker as stopped (it shut down cleanly)."""
+    s.execute(
+        update(WorkerRecord).where(WorkerRecord.hostname == hostname).values(stopped_at=_utcnow())
+    )
+
+
+def list_workers(s: Session) -> list[WorkerRecord]:
+    """Every worker ever seen, most recent heartbeat first."""
+    return list(s.scalars(select(WorkerRecord).order_by(WorkerRecord.heartbeat_at.desc())))
+
+
+def live_workers(s: Session, *, max_age_s: float) -> list[WorkerRecord]:
+    """Workers not stopped whose heartbeat is at most `max_age_s` old."""
+    cutoff = _utcnow() - timedelta(seconds=max_age_s)
+    query = select(WorkerRecord).where(
+        WorkerRecord.stopped_at.is_(None), WorkerRecord.heartbeat_at >= cutoff
+    )
+    return list(s.scalars(query.order_by(WorkerRecord.heartbeat_at.desc())))

@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--save", action="store_true", help="store model and result in the database")
     add_optimize_parser(commands)
+    backends_cmd = commands.add_parser(
+        "backends", help="list the inference backends and whether each can run here"
+    )
+    backends_cmd.add_argument("--json", action="store_true", help="print JSON")
     commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
     commands.add_parser("worker", help="run a Celery worker for the configured queues")
     commands.add_parser("ui", help="run the studio (Streamlit)")
@@ -468,6 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return up(get_settings())
         if args.command == "optimize":
             return command_optimize(args)
+        if args.command == "backends":
+            from optistudio.cli_backends import command_backends
+
+            return command_backends(args)
         if args.command == "recipes":
             return command_recipes()
         if args.command == "worker":

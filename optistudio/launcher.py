@@ -20,6 +20,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
@@ -30,7 +31,7 @@ from optistudio.telemetry import opt_out_of_openvino, telemetry_off_env
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 10.0
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -79,7 +80,7 @@ def worker_command(settings: Settings) -> list[str]:
         "queues": settings.queues,
         "pool": "prefork",
         "concurrency": str(settings.worker_concurrency),
-        "hostname": "cpu@%h",
+        "hostname": f"{settings.queues.split(',')[0].strip() or 'worker'}@%h",
         "loglevel": "INFO",
     }
     return [sys.executable, "-m", "celery", "-A", "workers.app", "worker", *as_flags(options)]
@@ -187,6 +188,15 @@ def http_ready(url: str) -> bool:
         return False
 
 
+def worker_reported(settings: Settings, *, since: datetime) -> bool:
+    """True once a worker has written its inventory heartbeat after `since`."""
+    from db.queries import live_workers
+    from db.session import make_session_factory, transaction
+
+    with transaction(make_session_factory(settings.database_url)) as s:
+        return any(w.started_at >= since for w in live_workers(s, max_age_s=3600))
+
+
 def up(settings: Settings) -> int:
     """Run the whole stack in the foreground; returns the exit code."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -212,10 +222,12 @@ def up(settings: Settings) -> int:
     try:
         stack.start("redis", redis_command(redis_port, settings.data_dir / "redis"), env)
         wait_for(lambda: redis_ready(redis_port), "Redis", stack)
+        started = datetime.now(timezone.utc)
         stack.start("worker", worker_command(settings), env)
         stack.start("studio", ui_command(settings, ui_port), env)
         url = f"http://{settings.host}:{ui_port}"
         wait_for(lambda: http_ready(f"{url}/_stcore/health"), "the studio", stack)
+        wait_for(lambda: worker_reported(settings, since=started), "the worker", stack)
         print(f"Optistudio is running at {url}  (Ctrl-C stops it)", flush=True)
         while not stopping:
             dead = stack.first_dead()

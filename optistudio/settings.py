@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     )
     worker_concurrency: int = Field(default=1, ge=1, le=64, description="Worker processes.")
     queues: str = Field(default="cpu", description="Comma-separated queues a worker consumes.")
+    backends: str = Field(
+        default="", description="Comma-separated backends a worker offers; empty = all it has."
+    )
+    heartbeat_s: float = Field(
+        default=10.0, gt=0, description="Seconds between a worker's inventory heartbeats."
+    )
     job_time_limit_s: int = Field(
         default=3600, ge=10, description="Longest a job may run before it is stopped."
     )

@@ -5,31 +5,30 @@ from __future__ import annotations
 import streamlit as st
 
 from studio.guard import guarded
-from studio.pages import compare, jobs, models, optimize, results
+from studio.pages import compare, hardware, jobs, models, optimize, results
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
 PAGES = [
-    st.Page(
-        guarded(models.render),
-        title="Models",
-        icon=":material/deployed_code:",
-        url_path="models",
-        default=True,
-    ),
-    st.Page(
-        guarded(optimize.render), title="Optimize", icon=":material/bolt:", url_path="optimize"
-    ),
-    st.Page(guarded(jobs.render), title="Jobs", icon=":material/pending_actions:", url_path="jobs"),
-    st.Page(
-        guarded(results.render), title="Results", icon=":material/monitoring:", url_path="results"
-    ),
-    st.Page(
-        guarded(compare.render),
-        title="Compare",
-        icon=":material/compare_arrows:",
-        url_path="compare",
-    ),
+    # (render, title, icon, url path)
+    (models.render, "Models", "deployed_code", "models"),
+    (optimize.render, "Optimize", "bolt", "optimize"),
+    (jobs.render, "Jobs", "pending_actions", "jobs"),
+    (results.render, "Results", "monitoring", "results"),
+    (compare.render, "Compare", "compare_arrows", "compare"),
+    (hardware.render, "Hardware", "memory", "hardware"),
 ]
 
-st.navigation(PAGES).run()
+navigation = st.navigation(
+    [
+        st.Page(
+            guarded(render),
+            title=title,
+            icon=f":material/{icon}:",
+            url_path=path,
+            default=index == 0,
+        )
+        for index, (render, title, icon, path) in enumerate(PAGES)
+    ]
+)
+navigation.run()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
@@ -14,6 +15,8 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkSpec
+from core.errors import OptistudioError
+from core.inventory import offers
 from core.metrics import METRICS
 from core.model_info import ModelInfo
 from core.samples import list_samples
@@ -26,6 +29,8 @@ from db.queries import (
     get_job,
     list_jobs,
     list_models,
+    list_workers,
+    live_workers,
     request_cancel,
     results_rows,
     set_task_id,
@@ -113,6 +118,68 @@ def variant_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+class NoWorkerForTarget(OptistudioError):
+    """No live worker offers the backend and device a job asks for."""
+
+
+def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_s: float) -> str:
+    """The first queue of a live worker offering `backend` on `device`; refuse clearly if none."""
+    with transaction(factory) as s:
+        workers = [
+            (w.hostname, w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)
+        ]
+    for _hostname, queues, inventory in workers:
+        if queues and offers(inventory, backend=backend, device=device):
+            return str(queues[0])
+    if not workers:
+        raise NoWorkerForTarget(
+            "No worker is running, so the job cannot be started.",
+            hint="Start the stack with `make up`, or add a worker with `optistudio worker`.",
+        )
+    raise NoWorkerForTarget(
+        f"No live worker offers {backend} on {device}. Workers now: "
+        + "; ".join(_offer_summary(host, inventory) for host, _, inventory in workers)
+        + ".",
+        hint="Pick one of those targets, or start a worker on a machine that has it.",
+    )
+
+
+def _offer_summary(hostname: str, inventory: dict[str, Any]) -> str:
+    offered = [
+        f"{name} ({', '.join(entry['devices'])})"
+        for name, entry in inventory.get("backends", {}).items()
+        if entry.get("available")
+    ]
+    return f"{hostname}: {', '.join(offered) or 'nothing available'}"
+
+
+def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dict[str, Any]]:
+    """Every worker seen, with live / stale / stopped and what it offers."""
+    now = datetime.now(timezone.utc)
+    with transaction(factory) as s:
+        rows = []
+        for worker in list_workers(s):
+            age = (now - worker.heartbeat_at).total_seconds()
+            state = "stopped" if worker.stopped_at else ("live" if age <= max_age_s else "stale")
+            rows.append(
+                {
+                    "worker": worker.hostname,
+                    "state": state,
+                    "queues": ", ".join(worker.queues),
+                    "last heartbeat (s ago)": round(age, 1),
+                    "offers": _offer_summary(worker.hostname, worker.inventory).split(": ", 1)[1],
+                    "cpu": worker.inventory.get("cpu", {}).get("model", ""),
+                    "isa": " ".join(worker.inventory.get("cpu", {}).get("isa_flags", [])),
+                    "unavailable": "; ".join(
+                        f"{name}: {entry['reason']}"
+                        for name, entry in worker.inventory.get("backends", {}).items()
+                        if not entry.get("available")
+                    ),
+                }
+            )
+        return rows
 
 
 def submit_job(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -9,6 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from db.session import make_session_factory
 from optistudio.settings import Settings, get_settings
+
+HEARTBEAT_STALE_FACTOR = 3
 
 
 @st.cache_resource
@@ -28,14 +31,32 @@ def celery_app() -> Any:
     return app
 
 
-def send_task(name: str, args: list[Any]) -> str:
-    result = celery_app().send_task(
-        name,
-        args=args,
-        retry=True,
-        retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+def sender(queue: str) -> Callable[[str, list[Any]], str]:
+    """Sends tasks by name to `queue` (the queue routing chose for the job's target)."""
+
+    def send(name: str, args: list[Any]) -> str:
+        result = celery_app().send_task(
+            name,
+            args=args,
+            queue=queue,
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5},
+        )
+        return str(result.id)
+
+    return send
+
+
+def route_to(backend: str, device: str) -> str:
+    """The queue of a live worker that offers backend on device (NoWorkerForTarget if none)."""
+    from studio.services import route
+
+    return route(
+        session_factory(),
+        backend=backend,
+        device=device,
+        max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR,
     )
-    return str(result.id)
 
 
 def revoke_task(task_id: str) -> None:

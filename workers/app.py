@@ -17,7 +17,9 @@ DEFAULT_QUEUE = "cpu"
 
 
 def create_app(settings: Settings) -> Celery:
-    app = Celery("optistudio", broker=settings.broker_url, include=["workers.tasks"])
+    app = Celery(
+        "optistudio", broker=settings.broker_url, include=["workers.tasks", "workers.inventory"]
+    )
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

@@ -11,12 +11,15 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.registry import Registry
+
+Precision = Literal["fp32", "fp16", "bf16", "int8"]
+PerformanceHint = Literal["latency", "throughput"]
 
 
 class Availability(BaseModel):
@@ -49,6 +52,34 @@ class SessionOptions(BaseModel):
         default=True,
         description="Let idle worker threads spin for new work (lower latency, but an idle "
         "session keeps burning CPU). Off when two sessions share a process, as in A/B runs.",
+    )
+    precision: Precision = Field(
+        default="fp32",
+        description="Inference precision to request. 'int8' runs a quantized (QDQ/NNCF) model "
+        "as it is. A backend that cannot run it refuses with the precisions it can.",
+    )
+    performance_hint: PerformanceHint | None = Field(
+        default=None,
+        description="Tune for one request at a time ('latency') or many in parallel "
+        "('throughput'). Empty means the runtime's default.",
+    )
+    streams: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Parallel inference streams (OpenVINO NUM_STREAMS). Empty means the "
+        "runtime's choice for the hint.",
+    )
+    memory_pool_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Share of the device's memory a session may pool (0 < r <= 1), mapped to "
+        "each runtime's own knob; the details say what was applied. Empty means the default.",
+    )
+    cache_dir: str | None = Field(
+        default=None,
+        description="Folder for compiled models / engines, so a second load skips compilation.",
     )
 
 

@@ -54,6 +54,7 @@ class OnnxRuntimeBackend(InferenceBackend):
     def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
         import onnxruntime as ort
 
+        _check_precision(options.precision)
         provider = _provider_for(options.device)
         session_options = _session_options(ort, options)
         try:
@@ -71,6 +72,9 @@ class OnnxRuntimeBackend(InferenceBackend):
             "requested_provider": provider,
             # ONNX Runtime's default intra-op pool has one thread per physical core.
             "threads": options.threads or psutil.cpu_count(logical=False) or 1,
+            "precision": "fp32",
+            "memory_pool": _memory_pool_note(options),
+            "ignored_options": _ignored_options(options),
         }
         return OnnxRuntimeSession(session, details)
 
@@ -83,9 +87,40 @@ def _provider_for(device: str) -> str:
     return PROVIDERS_BY_DEVICE[kind]
 
 
+def _check_precision(precision: str) -> None:
+    if precision != "fp32":
+        raise InvalidSpec(
+            f"ONNX Runtime runs a model in the precision it is stored in, so it cannot be asked "
+            f"for {precision!r}. Valid precisions: fp32.",
+            hint="Benchmark an FP16 or INT8 variant of the model (made by the optimize step) "
+            "with precision fp32 instead.",
+        )
+
+
+def _memory_pool_note(options: SessionOptions) -> str:
+    if options.memory_pool_ratio is None:
+        return "CPU arena on (ONNX Runtime's default)"
+    return (
+        f"CPU arena on; memory_pool_ratio={options.memory_pool_ratio} not applied: ONNX "
+        "Runtime's CPU arena has no size limit as a share of memory (it grows as needed)"
+    )
+
+
+def _ignored_options(options: SessionOptions) -> dict[str, str]:
+    ignored = {}
+    if options.performance_hint:
+        ignored["performance_hint"] = "ONNX Runtime has no performance hints"
+    if options.streams:
+        ignored["streams"] = "ONNX Runtime has no streams; use threads / inter_op_threads"
+    if options.cache_dir:
+        ignored["cache_dir"] = "the CPU execution provider compiles nothing to cache"
+    return ignored
+
+
 def _session_options(ort: Any, options: SessionOptions) -> Any:
     session_options = ort.SessionOptions()
     session_options.log_severity_level = 3
+    session_options.enable_cpu_mem_arena = True
     if options.threads:
         session_options.intra_op_num_threads = options.threads
     if options.inter_op_threads:

@@ -15,3 +15,29 @@ ONNXRUNTIME = BackendSpec(
     precisions=["fp32", "fp16", "int8"],
     implementation="core.backends.onnxruntime_backend:OnnxRuntimeBackend",
 )
+
+OPENVINO = BackendSpec(
+    name="openvino",
+    label="OpenVINO",
+    description=(
+        "Intel's runtime, compiled natively for the CPU (and Intel GPU/NPU when present). Runs "
+        "FP32, BF16 on CPUs with AVX-512 BF16 or AMX, FP16 on GPU, and INT8 from NNCF or QDQ "
+        "models as they are; latency/throughput hints, streams and a compiled-model cache."
+    ),
+    devices=["cpu", "gpu", "npu"],
+    precisions=["fp32", "bf16", "fp16", "int8"],
+    implementation="core.backends.openvino_backend:OpenVinoBackend",
+)
+
+TENSORRT = BackendSpec(
+    name="tensorrt",
+    label="TensorRT",
+    description=(
+        "NVIDIA's engine builder for CUDA GPUs: builds a serialized .engine from the ONNX model "
+        "with FP16 or INT8 enabled, reuses a timing cache, and covers dynamic shapes with an "
+        "optimization profile. Needs TensorRT 10 and a CUDA device."
+    ),
+    devices=["cuda"],
+    precisions=["fp32", "fp16", "int8"],
+    implementation="core.backends.tensorrt_backend:TensorRtBackend",
+)

@@ -9,7 +9,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core.compare import ComparisonSpec
-from core.errors import describe_validation_error
+from core.errors import OptistudioError, describe_validation_error
 from optistudio.jobspecs import CompareJobSpec
 from studio import charts, state
 from studio.services import comparison_rows, model_choices, submit_comparison
@@ -66,8 +66,13 @@ def comparison_form(choices: list[dict[str, Any]]) -> None:
     except ValidationError as exc:
         st.error(f"Check the comparison settings: {describe_validation_error(exc)}")
         return
+    try:
+        queue = state.route_to(spec.backend, spec.device)
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
     job_id = submit_comparison(
-        state.session_factory(), spec=spec, baseline_id=baseline, send=state.send_task
+        state.session_factory(), spec=spec, baseline_id=baseline, send=state.sender(queue)
     )
     st.success(f"Comparison job #{job_id} submitted. Its result appears below when it is done.")
     st.markdown("[Follow it on the Jobs page →](/jobs)")

@@ -207,8 +207,13 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     except (ValidationError, ValueError) as exc:
         st.error(f"Check the benchmark settings: {readable(exc)}")
         return
+    try:
+        queue = state.route_to(spec.backend, spec.device)
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
     job_id = submit_benchmark(
-        state.session_factory(), model_id=chosen["id"], spec=spec, send=state.send_task
+        state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
     )
     st.success(f"Benchmark job #{job_id} submitted.")
     st.markdown("[Follow it on the Jobs page →](/jobs)")

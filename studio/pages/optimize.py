@@ -137,6 +137,7 @@ def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any)
         return
     try:
         spec = build_spec(chosen, form, data, labels)
+        queue = state.route_to(spec.target_backend, "cpu")
     except ValidationError as exc:
         st.error(f"Check the settings: {describe_validation_error(exc)}")
         return
@@ -145,7 +146,7 @@ def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any)
         return
     model_id = chosen["id"]
     job_id = submit_optimization(
-        state.session_factory(), spec=spec, model_id=model_id, send=state.send_task
+        state.session_factory(), spec=spec, model_id=model_id, send=state.sender(queue)
     )
     if not data:
         st.warning(

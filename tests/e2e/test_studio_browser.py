@@ -70,7 +70,7 @@ def studio(tmp_path: Path) -> Iterator[Studio]:
     )
     url = f"http://127.0.0.1:{port}"
     studio = Studio(url, process, port, log_path)
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240
     while "Optistudio is running at" not in log_path.read_text():
         if process.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"optistudio up did not start:\n{studio.log()}")

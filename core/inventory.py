@@ -1,0 +1,47 @@
+"""What a machine can serve: its backends (with availability) and its CPU, for the worker table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.backends import backends
+from core.environment import cpu_model, isa_flags, library_versions
+
+
+def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
+    """Backends this machine offers (all registered, or only `offered`) and its CPU.
+
+    A backend that is registered but cannot run here is listed with available=False and the
+    reason, so the studio can say why a target is missing.
+    """
+    import psutil
+
+    entries = {}
+    for spec in backends:
+        if offered and spec.name not in offered:
+            continue
+        availability = spec.create().availability()
+        entries[spec.name] = {
+            "available": availability.ok,
+            "reason": availability.reason,
+            "devices": availability.devices if availability.ok else [],
+            "precisions": spec.precisions,
+            "versions": availability.versions,
+        }
+    return {
+        "backends": entries,
+        "cpu": {
+            "model": cpu_model(),
+            "isa_flags": isa_flags(),
+            "logical_cores": psutil.cpu_count(logical=True),
+            "physical_cores": psutil.cpu_count(logical=False),
+        },
+        "libraries": library_versions(),
+    }
+
+
+def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:
+    """True when the inventory has `backend` available on `device` (kind before any ':')."""
+    entry = inventory.get("backends", {}).get(backend)
+    kind = device.split(":", 1)[0]
+    return bool(entry and entry["available"] and kind in entry["devices"])

@@ -1,0 +1,91 @@
+"""Routing jobs to the queue of a live worker that offers their target."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from db.models import WorkerRecord
+from db.queries import record_worker, stop_worker
+from db.session import transaction
+from studio.services import NoWorkerForTarget, route, worker_rows
+
+
+def inventory(*available: str, unavailable: dict[str, str] | None = None) -> dict:
+    entries = {
+        name: {
+            "available": True,
+            "reason": "",
+            "devices": ["cpu"],
+            "precisions": ["fp32"],
+            "versions": {},
+        }
+        for name in available
+    }
+    for name, reason in (unavailable or {}).items():
+        entries[name] = {
+            "available": False,
+            "reason": reason,
+            "devices": [],
+            "precisions": ["fp16"],
+            "versions": {},
+        }
+    return {"backends": entries, "cpu": {"model": "Test CPU", "isa_flags": ["avx2"]}}
+
+
+@pytest.fixture
+def two_workers(db_factory):
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="cpu@a", queues=["cpu"], inventory=inventory("onnxruntime"))
+        record_worker(
+            s,
+            hostname="vino@b",
+            queues=["vino"],
+            inventory=inventory("openvino", unavailable={"tensorrt": "no CUDA device"}),
+        )
+    return db_factory
+
+
+@pytest.mark.parametrize(
+    ("backend", "queue"),
+    [("onnxruntime", "cpu"), ("openvino", "vino")],
+    ids=["ort-to-cpu", "openvino-to-vino"],
+)
+def test_a_target_goes_to_the_worker_that_offers_it(two_workers, backend, queue) -> None:
+    assert route(two_workers, backend=backend, device="cpu", max_age_s=30) == queue
+
+
+def test_an_unserved_target_is_refused_naming_the_workers(two_workers) -> None:
+    with pytest.raises(NoWorkerForTarget) as refused:
+        route(two_workers, backend="tensorrt", device="cuda:0", max_age_s=30)
+
+    message = refused.value.message
+    assert "No live worker offers tensorrt on cuda:0" in message
+    assert "cpu@a: onnxruntime (cpu)" in message and "vino@b: openvino (cpu)" in message
+
+
+def test_no_worker_at_all_says_how_to_start_one(db_factory) -> None:
+    with pytest.raises(NoWorkerForTarget, match="No worker is running") as refused:
+        route(db_factory, backend="onnxruntime", device="cpu", max_age_s=30)
+    assert "make up" in refused.value.hint
+
+
+def test_stale_and_stopped_workers_do_not_count(two_workers) -> None:
+    with transaction(two_workers) as s:
+        s.query(WorkerRecord).filter_by(hostname="cpu@a").update(
+            {"heartbeat_at": datetime.now(timezone.utc) - timedelta(seconds=120)}
+        )
+        stop_worker(s, hostname="vino@b")
+
+    with pytest.raises(NoWorkerForTarget, match="No worker is running"):
+        route(two_workers, backend="onnxruntime", device="cpu", max_age_s=30)
+    states = {row["worker"]: row["state"] for row in worker_rows(two_workers, max_age_s=30)}
+    assert states == {"cpu@a": "stale", "vino@b": "stopped"}
+
+
+def test_worker_rows_show_why_a_backend_is_missing(two_workers) -> None:
+    rows = {row["worker"]: row for row in worker_rows(two_workers, max_age_s=30)}
+
+    assert rows["vino@b"]["unavailable"] == "tensorrt: no CUDA device"
+    assert rows["cpu@a"]["state"] == "live"

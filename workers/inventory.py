@@ -1,0 +1,70 @@
+"""Each worker records what it can serve at start and on a heartbeat, so jobs can be routed.
+
+The heartbeat runs in a daemon thread of the worker's main process; a worker that dies stops
+beating and is shown as stale after HEARTBEAT_STALE_FACTOR intervals.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
+
+from core.inventory import hardware_inventory
+from db.queries import record_worker, stop_worker
+from db.session import make_session_factory, transaction
+from optistudio.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_STALE_FACTOR = 3
+_stop = threading.Event()
+_state: dict[str, Any] = {}
+
+
+def queues_of(text: str) -> list[str]:
+    return [queue.strip() for queue in text.split(",") if queue.strip()]
+
+
+@worker_ready.connect
+def start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
+    settings = get_settings()
+    offered = queues_of(settings.backends) or None
+    _state.update(
+        hostname=getattr(sender, "hostname", None) or "worker",
+        inventory=hardware_inventory(offered),
+        factory=make_session_factory(settings.database_url),
+    )
+    beat()
+    thread = threading.Thread(target=_beat_forever, args=(settings.heartbeat_s,), daemon=True)
+    thread.start()
+
+
+@worker_shutdown.connect
+def record_shutdown(**kwargs: Any) -> None:
+    _stop.set()
+    if "factory" in _state:
+        with transaction(_state["factory"]) as s:
+            stop_worker(s, hostname=_state["hostname"])
+
+
+def beat() -> None:
+    """Write this worker's row now."""
+    settings = get_settings()
+    with transaction(_state["factory"]) as s:
+        record_worker(
+            s,
+            hostname=_state["hostname"],
+            queues=queues_of(settings.queues),
+            inventory=_state["inventory"],
+        )
+
+
+def _beat_forever(interval: float) -> None:
+    while not _stop.wait(interval):
+        try:
+            beat()
+        except Exception:  # a database hiccup must not kill the worker; the next beat retries
+            log.exception("heartbeat failed")
