@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark an ONNX model here and now")
     bench.add_argument("model", type=Path, help="path to an .onnx file")
     bench.add_argument(
-        "--backend", default="onnxruntime", help="backend name (default onnxruntime)"
+        "--backend",
+        default="onnxruntime",
+        help="backend name (default onnxruntime), or 'all' for every available backend",
     )
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--batch", type=parse_int_list, help="batch sizes, e.g. 1,8")
@@ -350,6 +352,8 @@ def command_bench(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.vs is not None:
         return command_compare(args, settings)
+    if args.backend == "all":
+        return command_bench_all(args, settings)
     spec = bench_spec(args)
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
     if args.save:
@@ -364,6 +368,38 @@ def command_bench(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2, default=str))
     else:
         print_table(payload)
+    return 0
+
+
+def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
+    """`bench --backend all`: the same measurement on every backend available here."""
+    from core.backends import backends
+    from core.benchmark import run_benchmark
+    from core.errors import OptistudioError
+    from core.intake import inspect_model
+
+    if args.save:
+        raise InvalidSpec("--save takes one backend; run one `bench --save` per backend.")
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    runs, skipped = [], {}
+    for backend in backends:
+        availability = backend.create().availability()
+        if not availability.ok:
+            skipped[backend.name] = availability.reason
+            continue
+        args.backend = backend.name
+        try:
+            runs.append(report_json(run_benchmark(args.model, bench_spec(args), info=info), info))
+        except OptistudioError as exc:  # one backend failing must not lose the others
+            skipped[backend.name] = str(exc)
+    payload = {"runs": runs, "skipped": skipped}
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        for run in runs:
+            print_table(run)
+        for name, reason in skipped.items():
+            print(f"{name}: skipped ({reason})")
     return 0
 
 

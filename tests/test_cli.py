@@ -245,3 +245,29 @@ def test_optimize_with_mismatched_data_names_the_problem(tiny_model: Path, tmp_p
     assert done.returncode == 2
     assert "x" in done.stderr and "wrong_name" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_bench_all_runs_every_available_backend_and_says_why_others_are_skipped(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    from core.backends import backends
+
+    done = optistudio("bench", str(tiny_model), "--backend", "all", "--batch", "1", "--json",
+                      *QUICK, data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    ran = {run["results"][0]["backend"] for run in payload["runs"]}
+    available = {b.name for b in backends if b.create().availability().ok}
+    assert ran == available and "onnxruntime" in ran
+    assert set(payload["skipped"]) == {b.name for b in backends} - available
+    assert all(reason for reason in payload["skipped"].values())
+
+
+def test_backends_json_lists_availability_with_reasons(tmp_path: Path) -> None:
+    done = optistudio("backends", "--json", data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    listed = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    assert listed["onnxruntime"]["available"] is True
+    assert listed["tensorrt"]["available"] is False and listed["tensorrt"]["reason"]
