@@ -45,6 +45,7 @@ class AccuracyReport(BaseModel):
     samples: int = Field(description="Samples compared (rows along the first axis).")
     data: Literal["synthetic", "user"] = Field(description="Where the inputs came from.")
     max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
+    output: str = Field(default="", description="The output that cosine and top-1 judge.")
     mean_abs_error: float = Field(description="Mean |reference - candidate| over all elements.")
     mean_cosine: float = Field(description="Per-sample cosine of the first output, averaged.")
     min_cosine: float = Field(description="The worst sample's cosine of the first output.")
@@ -97,6 +98,7 @@ def accuracy_report(
     *,
     labels: np.ndarray | None = None,
     progress: ProgressCallback | None = None,
+    output: str | None = None,
 ) -> AccuracyReport:
     """Run both models with ONNX Runtime (CPU) on every batch of `data` and compare outputs.
 
@@ -113,13 +115,22 @@ def accuracy_report(
         )
     models = [_Runner(Path(reference)), _Runner(Path(candidate))]
     try:
-        tally = _Tally(labels)
+        tally = _Tally(labels, index=_output_index(models[0].output_names, output))
         for ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
             tally.add(ref_outputs, cand_outputs)
     finally:
         for model in models:
             model.close()
     return tally.report(synthetic, names=models[0].output_names)
+
+
+def _output_index(names: list[str], output: str | None) -> int:
+    """Which output cosine and top-1 judge: the named one, else the first."""
+    if output is None:
+        return 0
+    if output not in names:
+        raise DataMismatch(f"The model has no output {output!r}. Its outputs: {', '.join(names)}.")
+    return names.index(output)
 
 
 def within_budget(report: AccuracyReport, budget: AccuracyBudget) -> tuple[bool, str]:
@@ -213,8 +224,9 @@ class _OutputErrors:
 class _Tally:
     """Running sums over batches: errors per output, cosines, top-1 counts."""
 
-    def __init__(self, labels: np.ndarray | None) -> None:
+    def __init__(self, labels: np.ndarray | None, *, index: int = 0) -> None:
         self.labels = labels
+        self.index = index
         self.samples = 0
         self.errors: list[_OutputErrors] = []
         self.nonfinite = 0
@@ -226,12 +238,12 @@ class _Tally:
 
     def add(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
         _check_same_outputs(reference, candidate)
-        ref, cand = _per_sample(reference[0]), _per_sample(candidate[0])
+        ref, cand = _per_sample(reference[self.index]), _per_sample(candidate[self.index])
         self._add_errors(reference, candidate)
         cosines = _cosines(ref, cand)
         self.cosine_sum += float(cosines.sum())
         self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
-        self._add_top1(reference[0], candidate[0])
+        self._add_top1(reference[self.index], candidate[self.index])
         self.samples += len(ref)
 
     def _add_errors(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
@@ -276,6 +288,7 @@ class _Tally:
             data="synthetic" if synthetic else "user",
             max_abs_error=max(errors.max for errors in self.errors),
             mean_abs_error=sum(errors.total for errors in self.errors) / max(counted, 1),
+            output=names[self.index] if names else "",
             mean_cosine=self.cosine_sum / self.samples,
             min_cosine=self.cosine_min,
             per_output_max_abs_error={

@@ -58,6 +58,11 @@ class OptimizeSpec(BaseModel):
     accuracy_samples: int = Field(
         default=32, ge=1, le=100_000, description="Synthetic samples when no data is given."
     )
+    accuracy_output: str | None = Field(
+        default=None,
+        description="The output the accuracy budget judges, e.g. 'sentence_embedding'; "
+        "empty = the first output.",
+    )
     pass_settings: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Settings per pass name, laid over every recipe step of that pass, e.g. "
@@ -202,7 +207,9 @@ def _variant(
         )
         result.path = str(path)
         share(0.5, "checking accuracy")
-        result.accuracy = accuracy_report(model, path, source, labels=labels)
+        result.accuracy = accuracy_report(
+            model, path, source, labels=labels, output=spec.accuracy_output
+        )
         result.within_budget, result.budget_note = within_budget(result.accuracy, spec.budget)
         share(0.7, "timing against the original")
         _timed(result, model, path, spec.comparison, share.scaled(0.7, 1.0))

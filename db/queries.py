@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
@@ -32,7 +32,7 @@ RowT = TypeVar("RowT", Model, Environment)
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _insert_or_fetch(s: Session, row: RowT, fetch: Callable[[], RowT | None]) -> tuple[RowT, bool]:

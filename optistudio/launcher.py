@@ -20,7 +20,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -222,7 +222,7 @@ def up(settings: Settings) -> int:
     try:
         stack.start("redis", redis_command(redis_port, settings.data_dir / "redis"), env)
         wait_for(lambda: redis_ready(redis_port), "Redis", stack)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         stack.start("worker", worker_command(settings), env)
         stack.start("studio", ui_command(settings, ui_port), env)
         url = f"http://{settings.host}:{ui_port}"

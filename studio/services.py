@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -157,7 +157,7 @@ def _offer_summary(hostname: str, inventory: dict[str, Any]) -> str:
 
 def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dict[str, Any]]:
     """Every worker seen, with live / stale / stopped and what it offers."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with transaction(factory) as s:
         rows = []
         for worker in list_workers(s):

@@ -252,8 +252,17 @@ def test_bench_all_runs_every_available_backend_and_says_why_others_are_skipped(
 ) -> None:
     from core.backends import backends
 
-    done = optistudio("bench", str(tiny_model), "--backend", "all", "--batch", "1", "--json",
-                      *QUICK, data_dir=tmp_path / "data")
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--backend",
+        "all",
+        "--batch",
+        "1",
+        "--json",
+        *QUICK,
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,19 +36,29 @@ class FusionConfig(BaseModel):
     )
 
 
+def _check_feeds(model: Path, context: PassContext) -> tuple[dict[str, Any], list[str]]:
+    """The first calibration batch when there is data (real shapes), else synthetic inputs."""
+    from core.inputs import synthesize_inputs
+    from core.intake import inspect_model
+
+    if context.calibration is not None:
+        first = next(iter(context.calibration.batches()), None)
+        if first is not None:
+            return first, []
+    specs = inspect_model(model, max_bytes=sys.maxsize).inputs
+    return synthesize_inputs(specs, batch_size=1)
+
+
 def run_fusion(model: Path, out: Path, config: FusionConfig, context: PassContext) -> PassReport:
     """Fuse, then compare the outputs on synthetic batch-1 inputs; raises PassFailed on drift."""
     from core.fusion.apply import apply_fusions, numerical_check
-    from core.inputs import synthesize_inputs
-    from core.intake import inspect_model
 
     context.progress(0.0, "Applying fusion patterns")
     result = apply_fusions(
         model, out, names=_pattern_names(config), target_backend=context.target_backend
     )
     context.progress(0.6, "Comparing outputs before and after fusion")
-    specs = inspect_model(model, max_bytes=sys.maxsize).inputs
-    feeds, warnings = synthesize_inputs(specs, batch_size=1)
+    feeds, warnings = _check_feeds(model, context)
     max_abs_diff = numerical_check(model, out, feeds=feeds, atol=config.check_tolerance)
     context.progress(1.0, f"Fused {sum(result.matches.values())} pattern instance(s)")
     details = {

@@ -16,6 +16,7 @@ rmin/rmax, with their MinMax calibrator fed the first batch only (its ranges are
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from collections import Counter
@@ -160,6 +161,8 @@ def run_int8_static(
     context.work_dir.mkdir(parents=True, exist_ok=True)
     context.progress(0.0, "pre-processing")
     prepared, warnings = _preprocess(model, context.work_dir, config)
+    prepared, config, opset_notes = _per_channel_ready(prepared, context.work_dir, config)
+    warnings += opset_notes
     op_types = config.op_types or _default_static_op_types()
     stats = collect_activation_stats(
         prepared,
@@ -206,16 +209,47 @@ def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[
 
     target = work_dir / "preprocessed.onnx"
     try:
-        quant_pre_process(
-            model,
-            target,
-            skip_optimization=bool(config.nodes_to_exclude),
-            save_as_external_data=_uses_external_data(model),
-        )
+        # It leaves temporary files in the working directory when it fails: keep them ours.
+        with contextlib.chdir(work_dir):
+            quant_pre_process(
+                model,
+                target,
+                skip_optimization=bool(config.nodes_to_exclude),
+                save_as_external_data=_uses_external_data(model),
+            )
     except Exception as exc:  # pre-processing is an optimisation; any failure is survivable
         logger.info("quantization pre-processing failed: %s", exc)
         return model, [f"Pre-processing failed, so the model was quantized as it is: {exc}"]
     return target, []
+
+
+PER_CHANNEL_MIN_OPSET = 13
+
+
+def _per_channel_ready(
+    model: Path, work_dir: Path, config: Int8StaticConfig
+) -> tuple[Path, Int8StaticConfig, list[str]]:
+    """Per-channel QDQ needs DequantizeLinear's `axis` (opset 13): upgrade older models, or
+    fall back to per-tensor scales when the upgrade fails, and say which happened."""
+    import onnx
+
+    proto = onnx.load(model, load_external_data=False)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if not config.per_channel or opset >= PER_CHANNEL_MIN_OPSET:
+        return model, config, []
+    try:
+        upgraded = onnx.version_converter.convert_version(onnx.load(model), PER_CHANNEL_MIN_OPSET)
+        onnx.checker.check_model(upgraded)
+    except Exception as exc:  # the converter raises untyped errors
+        note = (
+            f"The model's opset {opset} has no per-channel DequantizeLinear and could not "
+            f"be upgraded to {PER_CHANNEL_MIN_OPSET} ({exc}); quantized per tensor instead."
+        )
+        return model, config.model_copy(update={"per_channel": False}), [note]
+    target = work_dir / f"opset{PER_CHANNEL_MIN_OPSET}.onnx"
+    onnx.save(upgraded, target)
+    note = f"Upgraded the model from opset {opset} to {PER_CHANNEL_MIN_OPSET} for per-channel INT8."
+    return target, config, [note]
 
 
 def _default_static_op_types() -> list[str]:

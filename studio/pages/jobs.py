@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -76,7 +76,7 @@ def queued_for(row: dict[str, Any]) -> float | None:
     """Seconds a queued job has waited, or None when it is not queued."""
     if row["status"] != "queued" or row["created_at"] is None:
         return None
-    return (datetime.now(timezone.utc) - row["created_at"]).total_seconds()
+    return (datetime.now(UTC) - row["created_at"]).total_seconds()
 
 
 def finished_job(row: dict[str, Any]) -> None:

@@ -201,3 +201,45 @@ def test_budget_checks_can_be_switched_off() -> None:
     report = report_with(mean_cosine=0.1, top1_drop=0.5)
 
     assert within_budget(report, AccuracyBudget(min_cosine=None, max_top1_drop=None))[0]
+
+
+def test_the_budget_can_judge_a_named_output(tmp_path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    from core.accuracy import accuracy_report
+    from core.datasets import SyntheticDataset
+    from core.errors import DataMismatch
+    from core.intake import inspect_model
+
+    def two_outputs(path, scale: float):
+        nodes = [
+            helper.make_node("Identity", ["x"], ["first"]),
+            helper.make_node("Mul", ["x", "s"], ["second"]),
+        ]
+        graph = helper.make_graph(
+            nodes,
+            "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+            [
+                helper.make_tensor_value_info("first", TensorProto.FLOAT, ["n", 4]),
+                helper.make_tensor_value_info("second", TensorProto.FLOAT, ["n", 4]),
+            ],
+            initializer=[helper.make_tensor("s", TensorProto.FLOAT, [4], [scale, 1, 1, -1])],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, path)
+        return path
+
+    reference = two_outputs(tmp_path / "a.onnx", 1.0)
+    candidate = two_outputs(tmp_path / "b.onnx", -1.0)  # only the second output differs
+    data = SyntheticDataset(inspect_model(reference).inputs, samples=8)
+
+    first = accuracy_report(reference, candidate, data)
+    second = accuracy_report(reference, candidate, data, output="second")
+
+    assert first.output == "first" and first.mean_cosine == pytest.approx(1.0)
+    assert second.output == "second" and second.mean_cosine < 0.9
+    with pytest.raises(DataMismatch, match="no output 'third'. Its outputs: first, second"):
+        accuracy_report(reference, candidate, data, output="third")

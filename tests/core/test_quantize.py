@@ -361,3 +361,20 @@ def test_passes_are_registered_through_entry_points() -> None:
     assert points["int8_dynamic"].load() is INT8_DYNAMIC
     assert points["int8_static"].load() is INT8_STATIC
     assert (INT8_STATIC.needs_calibration, INT8_STATIC.produces_precision) == (True, "int8")
+
+
+def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path) -> None:
+    import onnx
+
+    from core.passes.quantize import INT8_STATIC
+
+    model = onnx.load(cnn)
+    model.opset_import[0].version = 12
+    onnx.save(model, cnn)
+    context = _context(tmp_path, RandomBatches((2, 3, 16, 16), count=4))
+
+    report = INT8_STATIC.run(cnn, tmp_path / "q.onnx", {"per_channel": True}, context)
+
+    onnx.checker.check_model(onnx.load(report.output))
+    assert any("Upgraded the model from opset 12 to 13" in w for w in report.warnings)
+    assert not list(Path.cwd().glob("sym_shape_infer_temp.onnx"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -133,7 +133,7 @@ def test_job_lifecycle_queued_running_succeeded(factory: sessionmaker[Session]) 
     assert job.status is JobStatus.succeeded
     assert (job.progress, job.attempts, job.worker, job.celery_task_id) == (1.0, 1, "w1", "t1")
     assert job.environment_id == env.id
-    assert job.started_at.tzinfo is timezone.utc
+    assert job.started_at.tzinfo is UTC
     assert job.started_at <= job.heartbeat_at <= job.finished_at
 
 
@@ -271,7 +271,7 @@ def test_results_rows_joins_job_and_model_for_succeeded_jobs_only(
 
     assert len(by_model) == 1
     row = by_model[0]
-    assert row["finished_at"].tzinfo is timezone.utc
+    assert row["finished_at"].tzinfo is UTC
     assert {k: v for k, v in row.items() if k != "finished_at"} == {
         "job_id": done,
         "model_id": model_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -74,7 +74,7 @@ def test_no_worker_at_all_says_how_to_start_one(db_factory) -> None:
 def test_stale_and_stopped_workers_do_not_count(two_workers) -> None:
     with transaction(two_workers) as s:
         s.query(WorkerRecord).filter_by(hostname="cpu@a").update(
-            {"heartbeat_at": datetime.now(timezone.utc) - timedelta(seconds=120)}
+            {"heartbeat_at": datetime.now(UTC) - timedelta(seconds=120)}
         )
         stop_worker(s, hostname="vino@b")
 
