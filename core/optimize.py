@@ -25,7 +25,13 @@ from core.accuracy import AccuracyBudget, AccuracyReport, accuracy_report, withi
 from core.compare import ComparisonSpec, compare_models
 from core.datasets import SyntheticDataset
 from core.environment import fingerprint
-from core.errors import Cancelled, OptistudioError, UnknownName, describe_validation_error
+from core.errors import (
+    Cancelled,
+    DataMismatch,
+    OptistudioError,
+    UnknownName,
+    describe_validation_error,
+)
 from core.intake import inspect_model
 from core.model_info import ModelInfo
 from core.passes.base import CalibrationSource, PassContext, passes
@@ -133,6 +139,7 @@ def optimize(
     """Make one variant per recipe, check and time each; see the module docstring."""
     report = progress or (lambda fraction, message: None)
     info = inspect_model(model)
+    _check_output(info, spec.accuracy_output)
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
     # The accuracy-aware pass searches against the run's budget unless told otherwise.
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
@@ -150,6 +157,12 @@ def optimize(
         chosen=chosen.recipe.name if chosen else None,
         environment=fingerprint(threads=spec.comparison.threads),
     )
+
+
+def _check_output(info: ModelInfo, output: str | None) -> None:
+    names = [tensor.name for tensor in info.outputs]
+    if output is not None and output not in names:
+        raise DataMismatch(f"The model has no output {output!r}. Its outputs: {', '.join(names)}.")
 
 
 def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> Recipe:

@@ -120,6 +120,9 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
     optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
     optimize.add_argument("--seconds", type=float, help="timing per variant vs the original")
+    optimize.add_argument(
+        "--accuracy-output", help="output the accuracy budget judges (default: the first)"
+    )
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
     optimize.add_argument("--json", action="store_true", help="print one JSON object")
     optimize.add_argument("--save", action="store_true", help="store everything in the database")
@@ -135,6 +138,7 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "budget": {k: v for k, v in budget.items() if v is not None},
         "data_path": str(args.calib.resolve()) if args.calib else None,
         "labels_path": str(args.labels.resolve()) if args.labels else None,
+        "accuracy_output": args.accuracy_output,
     }
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}

@@ -280,3 +280,11 @@ def test_backends_json_lists_availability_with_reasons(tmp_path: Path) -> None:
     listed = {entry["name"]: entry for entry in json.loads(done.stdout)}
     assert listed["onnxruntime"]["available"] is True
     assert listed["tensorrt"]["available"] is False and listed["tensorrt"]["reason"]
+
+
+def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("optimize", str(tiny_model), "--recipe", "graph", "--accuracy-output",
+                      "embedding", "--out", str(tmp_path / "v"), data_dir=tmp_path / "data")
+
+    assert done.returncode == 2
+    assert "no output 'embedding'. Its outputs: y" in done.stderr

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from core.accuracy import AccuracyBudget
 from core.datasets import NpzDataset, load_labels
-from core.errors import OptistudioError, describe_validation_error
+from core.errors import DataMismatch, OptistudioError, describe_validation_error
 from core.fusion.registry import fusion_patterns
 from core.model_info import ModelInfo
 from core.passes.base import passes
@@ -90,6 +90,12 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             1.5,
             help="Least time each variant is timed against the original.",
         )
+        accuracy_output = st.text_input(
+            "Output the budget judges (empty = the first output)",
+            "",
+            help="For models with several outputs, name the one people use, e.g. "
+            "'sentence_embedding' rather than 'last_hidden_state'.",
+        )
         with st.expander("Pass settings: fusion patterns (enable and order), INT8 options"):
             pass_settings = pass_settings_inputs()
         submitted = st.form_submit_button("Optimize", type="primary")
@@ -100,6 +106,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "max_drop": max_drop,
             "seconds": seconds,
             "pass_settings": pass_settings,
+            "accuracy_output": accuracy_output.strip() or None,
         }
         submit(choices[ids.index(model_id)], form, data, labels)
 
@@ -162,8 +169,15 @@ def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: 
     settings = state.settings()
     data_path = store_dataset(settings, data, filename=data.name) if data else None
     labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
+    info = ModelInfo.model_validate(chosen["info"])
+    outputs = [tensor.name for tensor in info.outputs]
+    if form["accuracy_output"] and form["accuracy_output"] not in outputs:
+        raise DataMismatch(
+            f"The model has no output {form['accuracy_output']!r}. Its outputs: "
+            f"{', '.join(outputs)}."
+        )
     if data_path:
-        dataset = NpzDataset(data_path, ModelInfo.model_validate(chosen["info"]).inputs)
+        dataset = NpzDataset(data_path, info.inputs)
         if labels_path:
             load_labels(labels_path, samples=len(dataset))
     return OptimizeJobSpec(
@@ -171,6 +185,7 @@ def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: 
         budget=AccuracyBudget(min_cosine=form["min_cosine"], max_top1_drop=form["max_drop"]),
         comparison={"min_seconds": form["seconds"], "max_seconds": 10 * form["seconds"]},
         pass_settings=form["pass_settings"],
+        accuracy_output=form["accuracy_output"],
         data_path=str(data_path) if data_path else None,
         labels_path=str(labels_path) if labels_path else None,
     )
