@@ -123,4 +123,4 @@ def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Pat
     return final
 
 
-DATASET_SUFFIXES = {".npz", ".npy", ".csv"}
+DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv"}

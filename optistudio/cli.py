@@ -115,7 +115,16 @@ def add_optimize_parser(commands: Any) -> None:
         default=[],
         help="recipe name or 'auto' (repeatable; default auto). See `optistudio recipes`.",
     )
-    optimize.add_argument("--calib", type=Path, help=".npz of named input arrays (samples first)")
+    optimize.add_argument(
+        "--calib",
+        type=Path,
+        help=".npz of named input arrays (samples first), or a folder or .zip of images",
+    )
+    optimize.add_argument("--image-size", type=parse_int_list, help="images: H,W to resize to")
+    optimize.add_argument("--image-layout", choices=["NCHW", "NHWC"], help="images: layout")
+    optimize.add_argument("--image-color", choices=["RGB", "BGR", "GRAY"], help="images: colour")
+    optimize.add_argument("--image-mean", type=parse_float_list, help="images: per-channel mean")
+    optimize.add_argument("--image-std", type=parse_float_list, help="images: per-channel std")
     optimize.add_argument("--labels", type=Path, help="labels (.npy or .csv) for top-1 accuracy")
     optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
     optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
@@ -139,10 +148,32 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "data_path": str(args.calib.resolve()) if args.calib else None,
         "labels_path": str(args.labels.resolve()) if args.labels else None,
         "accuracy_output": args.accuracy_output,
+        "image_preprocessing": _image_preprocessing(args),
     }
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return _validated(OptimizeJobSpec, fields, "optimize")
+
+
+def _image_preprocessing(args: argparse.Namespace) -> dict[str, Any] | None:
+    given = {
+        "size": args.image_size,
+        "layout": args.image_layout,
+        "color": args.image_color,
+        "mean": args.image_mean,
+        "std": args.image_std,
+    }
+    chosen = {key: value for key, value in given.items() if value is not None}
+    return chosen or None
+
+
+def parse_float_list(text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers like 0.5,0.5,0.5 got {text!r}"
+        ) from None
 
 
 def command_optimize(args: argparse.Namespace) -> int:
@@ -167,11 +198,9 @@ def command_optimize(args: argparse.Namespace) -> int:
 
 
 def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> dict[str, Any]:
-    from core.datasets import NpzDataset, load_labels
     from core.optimize import optimize
 
-    data = NpzDataset(Path(spec.data_path), info.inputs) if spec.data_path else None
-    labels = load_labels(Path(spec.labels_path), samples=len(data)) if spec.labels_path else None
+    data, labels = spec.open_data(info.inputs)
     report = optimize(model, spec.optimize_spec(), out_dir=out / "work", data=data, labels=labels)
     return report.model_dump(mode="json")
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from core.benchmark import BenchmarkSpec
 from core.compare import ComparisonSpec
+from core.datasets import load_labels, open_dataset
 from core.errors import InvalidSpec, describe_validation_error
+from core.images import ImagePreprocessing
+from core.model_info import TensorSpec
 from core.optimize import OptimizeSpec
 from db.models import JobKind
 
@@ -31,6 +35,10 @@ class OptimizeJobSpec(OptimizeSpec):
     labels_path: str | None = Field(
         default=None, description="Stored labels (.npy or .csv) for top-1 accuracy."
     )
+    image_preprocessing: ImagePreprocessing | None = Field(
+        default=None,
+        description="How images are turned into inputs when the data is a folder or .zip.",
+    )
 
     @model_validator(mode="after")
     def _labels_need_data(self) -> OptimizeJobSpec:
@@ -39,7 +47,18 @@ class OptimizeJobSpec(OptimizeSpec):
         return self
 
     def optimize_spec(self) -> OptimizeSpec:
-        return OptimizeSpec(**self.model_dump(exclude={"data_path", "labels_path"}))
+        excluded = {"data_path", "labels_path", "image_preprocessing"}
+        return OptimizeSpec(**self.model_dump(exclude=excluded))
+
+    def open_data(self, inputs: list[TensorSpec]) -> tuple[Any, Any]:
+        """The dataset (.npz, image folder or zip) and labels this job names, validated."""
+        if not self.data_path:
+            return None, None
+        data = open_dataset(Path(self.data_path), inputs, preprocessing=self.image_preprocessing)
+        labels = (
+            load_labels(Path(self.labels_path), samples=len(data)) if self.labels_path else None
+        )
+        return data, labels
 
 
 SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {

@@ -288,3 +288,28 @@ def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path:
 
     assert done.returncode == 2
     assert "no output 'embedding'. Its outputs: y" in done.stderr
+
+
+def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from core.samples import build_sample
+
+    model = build_sample("tiny_cnn", tmp_path)  # input image: [batch, 1, 28, 28]
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for index in range(6):
+        pixels = rng.integers(0, 255, size=(40, 30), dtype=np.uint8)
+        Image.fromarray(pixels, mode="L").save(images / f"digit{index}.png")
+
+    done = optistudio("optimize", str(model), "--recipe", "int8_static", "--calib", str(images),
+                      "--image-color", "GRAY", "--seconds", "0.2", "--out", str(tmp_path / "v"),
+                      "--json", data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert "6 images" in payload["data"] and "28x28" in payload["data"]
+    [variant] = payload["variants"]
+    assert variant["error"] is None and variant["accuracy"]["data"] == "user"

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.datasets import NpzDataset, load_labels
 from core.optimize import OptimizeReport, VariantResult, optimize
 from db.models import Job, JobKind
 from db.queries import get_or_create_environment, set_job_result
@@ -22,8 +21,7 @@ def optimize_job(job: Job, context: JobContext) -> tuple[str, int | None]:
     spec: OptimizeJobSpec = parse_job_spec(JobKind.optimize, job.spec)
     settings = get_settings()
     model_path, info = model_of(job)
-    data = NpzDataset(Path(spec.data_path), info.inputs) if spec.data_path else None
-    labels = load_labels(Path(spec.labels_path), samples=len(data)) if spec.labels_path else None
+    data, labels = spec.open_data(info.inputs)
     out_dir = settings.artifact_dir / "jobs" / str(job.id)
     shutil.rmtree(out_dir, ignore_errors=True)  # a redelivered job starts clean
     report = optimize(

@@ -9,9 +9,10 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core.accuracy import AccuracyBudget
-from core.datasets import NpzDataset, load_labels
+from core.datasets import load_labels, open_dataset
 from core.errors import DataMismatch, OptistudioError, describe_validation_error
 from core.fusion.registry import fusion_patterns
+from core.images import ImagePreprocessing
 from core.model_info import ModelInfo
 from core.passes.base import passes
 from core.recipes import AUTO, BUILTIN_RECIPES
@@ -55,9 +56,10 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         )
         left, right = st.columns(2)
         data = left.file_uploader(
-            "Calibration / accuracy data (.npz, optional)",
-            type=["npz"],
-            help="Named input arrays, samples along the first axis.",
+            "Calibration / accuracy data (.npz or .zip of images, optional)",
+            type=["npz", "zip"],
+            help="An .npz of named input arrays (samples along the first axis), or a .zip of "
+            "images (set how they become inputs under 'Image preprocessing').",
         )
         labels = right.file_uploader(
             "Labels (.npy or .csv, optional)",
@@ -96,6 +98,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             help="For models with several outputs, name the one people use, e.g. "
             "'sentence_embedding' rather than 'last_hidden_state'.",
         )
+        with st.expander("Image preprocessing (for a .zip of images)"):
+            image_settings = image_inputs()
         with st.expander("Pass settings: fusion patterns (enable and order), INT8 options"):
             pass_settings = pass_settings_inputs()
         submitted = st.form_submit_button("Optimize", type="primary")
@@ -107,8 +111,46 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "seconds": seconds,
             "pass_settings": pass_settings,
             "accuracy_output": accuracy_output.strip() or None,
+            "image_preprocessing": image_settings,
         }
         submit(choices[ids.index(model_id)], form, data, labels)
+
+
+def image_inputs() -> ImagePreprocessing:
+    """Resize to the model's size; layout, colour order and normalisation as the model expects."""
+    help_of = {n: f.description for n, f in ImagePreprocessing.model_fields.items()}
+    cols = st.columns(4)
+    layout = cols[0].selectbox("Layout", ["NCHW", "NHWC"], help=help_of["layout"])
+    color = cols[1].selectbox("Colour", ["RGB", "BGR", "GRAY"], help=help_of["color"])
+    mean = cols[2].text_input("Mean per channel", "0, 0, 0", help=help_of["mean"])
+    std = cols[3].text_input("Std per channel", "1, 1, 1", help=help_of["std"])
+    channels = 1 if color == "GRAY" else 3
+    try:
+        return ImagePreprocessing(
+            layout=layout,
+            color=color,
+            mean=tuple(_floats(mean, channels)),
+            std=tuple(_floats(std, channels)),
+        )
+    except ValidationError as exc:
+        st.error(
+            f"Image preprocessing: {describe_validation_error(exc)}. "
+            f"Using the defaults for {color} instead."
+        )
+        return ImagePreprocessing(layout=layout, color=color)
+
+
+def _floats(text: str, count: int) -> list[float]:
+    """'0.5, 0.5, 0.5' -> floats; a single value is repeated for every channel."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    return values * count if len(values) == 1 else values or [0.0] * count
+
+
+def _is_zip(upload: Any) -> bool:
+    return bool(upload) and str(upload.name).lower().endswith(".zip")
 
 
 def pass_settings_inputs() -> dict[str, dict[str, Any]]:
@@ -177,7 +219,8 @@ def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: 
             f"{', '.join(outputs)}."
         )
     if data_path:
-        dataset = NpzDataset(data_path, info.inputs)
+        preprocessing = form["image_preprocessing"] if _is_zip(data) else None
+        dataset = open_dataset(data_path, info.inputs, preprocessing=preprocessing)
         if labels_path:
             load_labels(labels_path, samples=len(dataset))
     return OptimizeJobSpec(
@@ -186,6 +229,7 @@ def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: 
         comparison={"min_seconds": form["seconds"], "max_seconds": 10 * form["seconds"]},
         pass_settings=form["pass_settings"],
         accuracy_output=form["accuracy_output"],
+        image_preprocessing=form["image_preprocessing"] if _is_zip(data) else None,
         data_path=str(data_path) if data_path else None,
         labels_path=str(labels_path) if labels_path else None,
     )
