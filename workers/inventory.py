@@ -6,13 +6,15 @@ beating and is shown as stale after HEARTBEAT_STALE_FACTOR intervals.
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
 
-from core.inventory import hardware_inventory
 from db.queries import record_worker, stop_worker
 from db.session import make_session_factory, transaction
 from optistudio.settings import get_settings
@@ -34,7 +36,7 @@ def start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
     offered = queues_of(settings.backends) or None
     _state.update(
         hostname=getattr(sender, "hostname", None) or "worker",
-        inventory=hardware_inventory(offered),
+        inventory=inventory_in_subprocess(offered),
         factory=make_session_factory(settings.database_url),
     )
     beat()
@@ -48,6 +50,27 @@ def record_shutdown(**kwargs: Any) -> None:
     if "factory" in _state:
         with transaction(_state["factory"]) as s:
             stop_worker(s, hostname=_state["hostname"])
+
+
+def inventory_in_subprocess(offered: list[str] | None) -> dict[str, Any]:
+    """The inventory, taken in a throw-away process.
+
+    Checking availability starts runtimes (OpenVINO's thread pool, CUDA); doing that in the
+    worker's main process would leave threads behind in every pool child forked later.
+    """
+    code = (
+        "import json, sys; from core.inventory import hardware_inventory; "
+        "print(json.dumps(hardware_inventory(json.loads(sys.argv[1]) or None)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(offered or [])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    inventory: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return inventory
 
 
 def beat() -> None:
