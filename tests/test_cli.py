@@ -283,8 +283,17 @@ def test_backends_json_lists_availability_with_reasons(tmp_path: Path) -> None:
 
 
 def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path: Path) -> None:
-    done = optistudio("optimize", str(tiny_model), "--recipe", "graph", "--accuracy-output",
-                      "embedding", "--out", str(tmp_path / "v"), data_dir=tmp_path / "data")
+    done = optistudio(
+        "optimize",
+        str(tiny_model),
+        "--recipe",
+        "graph",
+        "--accuracy-output",
+        "embedding",
+        "--out",
+        str(tmp_path / "v"),
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 2
     assert "no output 'embedding'. Its outputs: y" in done.stderr
@@ -304,9 +313,22 @@ def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
         pixels = rng.integers(0, 255, size=(40, 30), dtype=np.uint8)
         Image.fromarray(pixels, mode="L").save(images / f"digit{index}.png")
 
-    done = optistudio("optimize", str(model), "--recipe", "int8_static", "--calib", str(images),
-                      "--image-color", "GRAY", "--seconds", "0.2", "--out", str(tmp_path / "v"),
-                      "--json", data_dir=tmp_path / "data")
+    done = optistudio(
+        "optimize",
+        str(model),
+        "--recipe",
+        "int8_static",
+        "--calib",
+        str(images),
+        "--image-color",
+        "GRAY",
+        "--seconds",
+        "0.2",
+        "--out",
+        str(tmp_path / "v"),
+        "--json",
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)

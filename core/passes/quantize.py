@@ -208,6 +208,7 @@ def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     target = work_dir / "preprocessed.onnx"
+    before = set(work_dir.iterdir())
     try:
         # It leaves temporary files in the working directory when it fails: keep them ours.
         with contextlib.chdir(work_dir):
@@ -219,6 +220,9 @@ def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[
             )
     except Exception as exc:  # pre-processing is an optimisation; any failure is survivable
         logger.info("quantization pre-processing failed: %s", exc)
+        for leftover in set(work_dir.iterdir()) - before:
+            if leftover.is_file():
+                leftover.unlink()
         return model, [f"Pre-processing failed, so the model was quantized as it is: {exc}"]
     return target, []
 

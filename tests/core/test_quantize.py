@@ -378,3 +378,22 @@ def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path
     onnx.checker.check_model(onnx.load(report.output))
     assert any("Upgraded the model from opset 12 to 13" in w for w in report.warnings)
     assert not list(Path.cwd().glob("sym_shape_infer_temp.onnx"))
+
+
+def test_failed_preprocessing_leaves_nothing_behind(cnn: Path, tmp_path: Path, monkeypatch) -> None:
+    import onnxruntime.quantization.shape_inference as shape_inference
+
+    from core.passes.quantize import INT8_STATIC
+
+    def failing_pre_process(*args, **kwargs):
+        Path("sym_shape_infer_temp.onnx").write_bytes(b"temp")  # what ORT leaves in the cwd
+        raise RuntimeError("Incomplete symbolic shape inference")
+
+    monkeypatch.setattr(shape_inference, "quant_pre_process", failing_pre_process)
+    context = _context(tmp_path, RandomBatches((2, 3, 16, 16), count=2))
+
+    report = INT8_STATIC.run(cnn, tmp_path / "q.onnx", {}, context)
+
+    assert any("Pre-processing failed" in w for w in report.warnings)
+    assert not (tmp_path / "work" / "sym_shape_infer_temp.onnx").exists()
+    assert not Path("sym_shape_infer_temp.onnx").exists()
