@@ -143,7 +143,10 @@ def optimize(
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
     # The accuracy-aware pass searches against the run's budget unless told otherwise.
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
-    recipes = [with_settings(r, settings) for r in resolve_recipes(spec.recipes, info)]
+    recipes = [
+        with_settings(r, settings)
+        for r in resolve_recipes(spec.recipes, info, target_backend=spec.target_backend)
+    ]
     variants = []
     for index, recipe in enumerate(recipes):
         share = _Share(report, index, len(recipes), recipe.label)
@@ -225,7 +228,8 @@ def _variant(
         )
         result.within_budget, result.budget_note = within_budget(result.accuracy, spec.budget)
         share(0.7, "timing against the original")
-        _timed(result, model, path, spec.comparison, share.scaled(0.7, 1.0))
+        timing = spec.comparison.model_copy(update={"backend": spec.target_backend})
+        _timed(result, model, path, timing, share.scaled(0.7, 1.0))
     except Cancelled:
         raise
     except OptistudioError as exc:

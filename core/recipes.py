@@ -69,6 +69,7 @@ BUILTIN_RECIPES: dict[str, Recipe] = {
             ("simplify", {}),
             ("int8_static", {"calibration": "mse"}),
         ),
+        _recipe("int8_nncf", "INT8 NNCF (for OpenVINO)", ("simplify", {}), ("int8_nncf", {})),
     )
 }
 
@@ -83,12 +84,14 @@ def get_recipe(name: str) -> Recipe:
         raise UnknownName(f"Unknown recipe {name!r}. Valid recipes: {valid}.") from None
 
 
-def auto_candidates(info: ModelInfo) -> list[Recipe]:
+def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> list[Recipe]:
     """The sensible candidates for this model on a CPU.
 
     CNNs (Conv-heavy): fusion and static INT8 (dynamic INT8 quantizes activations at run time,
-    which makes convolutions slower on CPUs). Transformers / MLPs (MatMul-heavy): dynamic INT8.
-    FP16 only when the CPU computes in FP16 natively; elsewhere ONNX Runtime emulates it slowly.
+    which makes convolutions slower on CPUs), plus NNCF's INT8 when the target is OpenVINO
+    (its quantizer placement follows OpenVINO's fusions). Transformers / MLPs (MatMul-heavy):
+    dynamic INT8. FP16 only when the CPU computes in FP16 natively; elsewhere ONNX Runtime
+    emulates it slowly.
     """
     ops = info.op_histogram
     convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
@@ -96,6 +99,8 @@ def auto_candidates(info: ModelInfo) -> list[Recipe]:
     names = ["graph"]
     if convs:
         names += ["fusion", "int8_static", "int8_static_percentile"]
+        if target_backend == "openvino":
+            names += ["int8_nncf"]
     if matmuls > convs:
         names += ["int8_dynamic"]
     if {"avx512_fp16", "amx_fp16"} & set(isa_flags()):
@@ -103,10 +108,16 @@ def auto_candidates(info: ModelInfo) -> list[Recipe]:
     return [BUILTIN_RECIPES[name] for name in names]
 
 
-def resolve_recipes(names: list[str], info: ModelInfo) -> list[Recipe]:
+def resolve_recipes(
+    names: list[str], info: ModelInfo, *, target_backend: str = "onnxruntime"
+) -> list[Recipe]:
     """Recipe names (or 'auto') to recipes, without duplicates, in the order given."""
     chosen: dict[str, Recipe] = {}
     for name in names:
-        for recipe in auto_candidates(info) if name == AUTO else [get_recipe(name)]:
+        if name == AUTO:
+            found = auto_candidates(info, target_backend=target_backend)
+        else:
+            found = [get_recipe(name)]
+        for recipe in found:
             chosen.setdefault(recipe.name, recipe)
     return list(chosen.values())

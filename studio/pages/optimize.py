@@ -9,6 +9,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core.accuracy import AccuracyBudget
+from core.backends import backends
 from core.datasets import load_labels, open_dataset
 from core.errors import DataMismatch, OptistudioError, describe_validation_error
 from core.fusion.registry import fusion_patterns
@@ -51,8 +52,15 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
     default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
     with st.form("optimize"):
         model_id = st.selectbox("Model", ids, index=default, format_func=names.get)
-        recipes = st.multiselect(
+        left, right = st.columns([3, 1])
+        recipes = left.multiselect(
             "Recipes", list(RECIPE_LABELS), default=[AUTO], format_func=RECIPE_LABELS.get
+        )
+        target = right.selectbox(
+            "Target backend",
+            [spec.name for spec in backends],
+            help="Variants are timed on this backend; Auto picks candidates for it (e.g. NNCF "
+            "INT8 for OpenVINO). The job goes to a worker that offers it.",
         )
         left, right = st.columns(2)
         data = left.file_uploader(
@@ -106,6 +114,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
     if submitted:
         form = {
             "recipes": recipes,
+            "target": target,
             "min_cosine": min_cosine,
             "max_drop": max_drop,
             "seconds": seconds,
@@ -225,6 +234,7 @@ def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: 
             load_labels(labels_path, samples=len(dataset))
     return OptimizeJobSpec(
         recipes=form["recipes"],
+        target_backend=form["target"],
         budget=AccuracyBudget(min_cosine=form["min_cosine"], max_top1_drop=form["max_drop"]),
         comparison={"min_seconds": form["seconds"], "max_seconds": 10 * form["seconds"]},
         pass_settings=form["pass_settings"],

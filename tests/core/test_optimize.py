@@ -125,3 +125,23 @@ def test_pass_settings_reach_the_steps_and_are_recorded(cnn: Path, tmp_path: Pat
 def test_bad_pass_settings_name_the_problem(settings, message) -> None:
     with pytest.raises(ValueError, match=message):
         OptimizeSpec(pass_settings=settings)
+
+
+def test_openvino_target_gets_nncf_and_is_timed_on_openvino(cnn: Path, tmp_path: Path) -> None:
+    from core.backends import get_backend
+
+    if not get_backend("openvino").availability().ok:
+        pytest.skip("openvino is not available here")
+    spec = OptimizeSpec(
+        recipes=["int8_nncf"], target_backend="openvino", comparison=QUICK, accuracy_samples=8
+    )
+
+    [variant] = optimize(cnn, spec, out_dir=tmp_path / "out").variants
+
+    assert variant.error is None, variant.error
+    assert variant.precision == "int8"
+    assert variant.accuracy.mean_cosine > 0.98
+    assert variant.ratio_low <= variant.ratio <= variant.ratio_high
+    assert [
+        r.name for r in resolve_recipes(["auto"], inspect_model(cnn), target_backend="openvino")
+    ].count("int8_nncf") == 1

@@ -1,0 +1,241 @@
+"""INT8 post-training quantization with NNCF (OpenVINO's toolkit), on its ONNX backend.
+
+NNCF measures activation ranges on calibration data (min/max by default, with its per-op
+hardware rules for OpenVINO), inserts QuantizeLinear/DequantizeLinear pairs, and corrects the
+shift quantization adds to each layer's output mean (fast bias correction). The result is a
+QDQ ONNX file: OpenVINO runs its quantized layers in INT8; ONNX Runtime runs it too, but the
+placement follows OpenVINO's fusion rules, so it may be slower there than int8_static.
+
+Calibration samples: when every model input has a dynamic leading (batch) dim, each batch
+from the source is split into single rows, as NNCF recommends (its statistics then see one
+sample per inference); otherwise whole feeds are given, each counting as one sample. Either
+way at most `subset_size` samples are read, and each pass NNCF makes over the data starts
+the source over.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import DataMismatch, OptistudioError, PassFailed
+from core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
+
+logger = logging.getLogger(__name__)
+
+OPENVINO_WARNING = (
+    "Quantized by NNCF for OpenVINO: quantizers sit where OpenVINO fuses them, so ONNX Runtime "
+    "may run this model slower than an int8_static one."
+)
+_QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+_EXTERNAL_DATA_BYTES = 2**31 - 2**27
+
+
+class NncfConfig(BaseModel):
+    """Options of int8_nncf."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: Literal["performance", "mixed"] = Field(
+        "performance",
+        description="performance: symmetric weights and activations (fastest); mixed: "
+        "asymmetric activations, for activations not centred on zero (e.g. after GELU).",
+    )
+    subset_size: int = Field(300, ge=1, description="Calibration samples NNCF measures.")
+    fast_bias_correction: bool = Field(
+        True,
+        description="Correct each quantized layer's output mean with one cheap pass; off uses "
+        "NNCF's slower, more exact bias correction.",
+    )
+    model_type: Literal["default", "transformer"] = Field(
+        "default",
+        description="transformer keeps attention's sensitive ops (softmax, layer norm, ...) in "
+        "float and applies smooth quant.",
+    )
+    ignored_types: list[str] = Field(
+        default_factory=list, description="Op types kept in float, e.g. ['Add', 'Gemm']."
+    )
+
+
+def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassContext) -> PassReport:
+    """Quantize to QDQ INT8 with nncf.quantize, calibrating on the context's data."""
+    source = _require_calibration(context)
+    os.environ.setdefault("NNCF_CI", "1")  # before nncf is imported: no telemetry
+    import nncf
+
+    proto = onnx.load(model)
+    warnings = [OPENVINO_WARNING, *_ignored_type_warnings(proto, config.ignored_types)]
+    samples = CalibrationSamples(source, proto, config.subset_size, context)
+    context.progress(0.0, "calibrating with NNCF")
+    with _nncf_errors():
+        quantized = nncf.quantize(proto, nncf.Dataset(samples), **_quantize_options(config))
+    context.progress(0.95, "saving")
+    _save(quantized, out)
+    onnx.checker.check_model(out)
+    context.progress(1.0, "quantized")
+    details = {
+        **_qdq_details(out),
+        "preset": config.preset,
+        "model_type": config.model_type,
+        "calibration": {
+            "samples": samples.used,
+            "split_batches": samples.split,
+            "source": source.description,
+        },
+        "nncf_version": nncf.__version__,
+    }
+    if not details["qdq_nodes"]["QuantizeLinear"]:
+        warnings.append("NNCF quantized no node: the model has no op it quantizes.")
+    return PassReport(output=out, details=details, warnings=warnings)
+
+
+def _require_calibration(context: PassContext) -> CalibrationSource:
+    if context.calibration is None:
+        raise PassFailed(
+            "NNCF INT8 needs calibration data: a few hundred representative inputs.",
+            hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
+        )
+    return context.calibration
+
+
+def _quantize_options(config: NncfConfig) -> dict[str, Any]:
+    import nncf
+
+    return {
+        "preset": nncf.QuantizationPreset(config.preset),
+        "subset_size": config.subset_size,
+        "fast_bias_correction": config.fast_bias_correction,
+        "model_type": nncf.ModelType.TRANSFORMER if config.model_type == "transformer" else None,
+        # validate=False: a type the model lacks is a warning of ours, not NNCF's error.
+        "ignored_scope": nncf.IgnoredScope(types=list(config.ignored_types), validate=False),
+    }
+
+
+class CalibrationSamples:
+    """An iterable of feed dicts for nncf.Dataset: every iteration restarts the source and
+    stops after `limit` samples (single rows when the batch dim is dynamic)."""
+
+    def __init__(
+        self, source: CalibrationSource, proto: onnx.ModelProto, limit: int, context: PassContext
+    ) -> None:
+        self._source = source
+        self._inputs = _feed_names(proto.graph)
+        self._limit = limit
+        self._progress = context.progress
+        self.split = _dynamic_batch(proto.graph, self._inputs)
+        self.used = 0
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        samples = itertools.islice(self._samples(), self._limit)
+        for count, sample in enumerate(samples, start=1):
+            self.used = max(self.used, count)
+            yield sample
+        if self.used == 0:
+            raise DataMismatch(f"The calibration data ({self._source.description}) is empty.")
+
+    def _samples(self) -> Iterator[dict[str, np.ndarray]]:
+        for number, batch in enumerate(self._source.batches(), start=1):
+            feed = self._feed(batch, number)
+            yield from _rows(feed) if self.split else [feed]
+            self._progress(0.9 * min(1.0, self.used / self._limit), f"calibration batch {number}")
+
+    def _feed(self, batch: dict[str, np.ndarray], number: int) -> dict[str, np.ndarray]:
+        missing = [name for name in self._inputs if name not in batch]
+        if missing:
+            raise DataMismatch(
+                f"Calibration batch {number} lacks input(s) {', '.join(missing)}; the model "
+                f"expects {', '.join(self._inputs)} and the batch has {', '.join(batch)}."
+            )
+        return {name: np.asarray(batch[name]) for name in self._inputs}
+
+
+def _feed_names(graph: onnx.GraphProto) -> list[str]:
+    constants = {init.name for init in graph.initializer}
+    return [value.name for value in graph.input if value.name not in constants]
+
+
+def _dynamic_batch(graph: onnx.GraphProto, names: list[str]) -> bool:
+    """Whether every input's leading dim is symbolic or unknown (so rows can be fed alone)."""
+    shapes = {v.name: v.type.tensor_type.shape for v in graph.input if v.name in names}
+    return all(shapes[name].dim and not shapes[name].dim[0].HasField("dim_value") for name in names)
+
+
+def _rows(feed: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
+    """One feed per row; a feed whose inputs disagree on the row count is kept whole."""
+    counts = {array.shape[0] if array.ndim else -1 for array in feed.values()}
+    if len(counts) != 1 or -1 in counts:
+        yield feed
+        return
+    for row in range(counts.pop()):
+        yield {name: array[row : row + 1] for name, array in feed.items()}
+
+
+@contextmanager
+def _nncf_errors() -> Iterator[None]:
+    """NNCF's failures (its own errors and those of the ONNX Runtime it calibrates with)."""
+    try:
+        yield
+    except OptistudioError:
+        raise
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PassFailed(
+            f"NNCF could not quantize this model: {type(exc).__name__}: {first_line}",
+            hint="Keep the failing op types in float (ignored_types), try the 'mixed' preset, "
+            "or use int8_static.",
+        ) from exc
+
+
+def _save(proto: onnx.ModelProto, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    big = sum(len(init.raw_data) for init in proto.graph.initializer) > _EXTERNAL_DATA_BYTES
+    onnx.save_model(proto, path, save_as_external_data=big, location=f"{path.name}.data")
+
+
+def _qdq_details(model: Path) -> dict[str, Any]:
+    """Q/DQ counts and the op types of the nodes that consume a DequantizeLinear output."""
+    graph = onnx.load(model, load_external_data=False).graph
+    ops = Counter(node.op_type for node in graph.node)
+    dequantized = {name for n in graph.node if n.op_type == "DequantizeLinear" for name in n.output}
+    wrapped = Counter(
+        node.op_type
+        for node in graph.node
+        if node.op_type not in _QDQ_OPS and dequantized.intersection(node.input)
+    )
+    return {
+        "qdq_nodes": {op: ops[op] for op in _QDQ_OPS},
+        "quantized_nodes": dict(sorted(wrapped.items())),
+    }
+
+
+def _ignored_type_warnings(proto: onnx.ModelProto, ignored: list[str]) -> list[str]:
+    present = {node.op_type for node in proto.graph.node}
+    absent = [op for op in ignored if op not in present]
+    return [f"ignored_types names no op of the model: {', '.join(absent)}"] if absent else []
+
+
+INT8_NNCF = PassInfo(
+    name="int8_nncf",
+    label="INT8 (NNCF post-training quantization)",
+    description=(
+        "Quantizes weights and activations to INT8 with NNCF, OpenVINO's compression toolkit: "
+        "ranges measured on calibration data, quantizers placed by OpenVINO's fusion rules, "
+        "then a bias correction that restores each layer's output mean. Writes QDQ ONNX; "
+        "best for models served with OpenVINO (ONNX Runtime may run it slower). Needs a few "
+        "hundred representative inputs."
+    ),
+    config="core.passes.nncf_quantize:NncfConfig",
+    implementation="core.passes.nncf_quantize:run_int8_nncf",
+    needs_calibration=True,
+    produces_precision="int8",
+)
