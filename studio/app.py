@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from studio.guard import guarded
-from studio.pages import compare, hardware, jobs, models, optimize, results
+from studio.views import compare, hardware, jobs, models, optimize, results
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 

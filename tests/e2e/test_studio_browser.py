@@ -113,7 +113,7 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     from playwright.sync_api import expect
 
     page.goto(studio.url)
-    expect(page.get_by_role("heading", name="Models")).to_be_visible()
+    expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(page.get_by_text("No models yet")).to_be_visible()
 
     upload(page, tiny_model)
@@ -192,3 +192,14 @@ def test_ctrl_c_stops_every_process_and_frees_the_port(studio: Studio) -> None:
     assert alive == [], f"orphans left: {[p.pid for p in alive]}"
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", studio.port), timeout=1):
         pass
+
+
+def test_hardware_page_lists_the_live_worker_and_what_it_offers(studio: Studio, page) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{studio.url}/hardware")
+
+    expect(page.get_by_role("heading", name="Hardware")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_text("Live workers")).to_be_visible()
+    expect(page.get_by_test_id("stMetricValue").first).to_have_text("1")
+    shot(page, "hardware")

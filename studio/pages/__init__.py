@@ -1,1 +1,0 @@
-"""Page functions: UI only."""

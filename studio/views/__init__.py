@@ -1,0 +1,1 @@
+"""Page functions: UI only. (Not named pages/, which Streamlit would list on its own.)"""
