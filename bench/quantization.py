@@ -1,16 +1,24 @@
 """Quantization: Optistudio Auto against the standard anchors, on real models, in one run.
 
 For each model: the FP32 ONNX Runtime model is the baseline; the anchors run with their default
-settings (ONNX Runtime `quantize_dynamic`, `quantize_static` = MinMax, QDQ, per-tensor, and NNCF
-when installed); then `core.optimize.optimize` with recipes ["auto"]. Every candidate is checked
-against FP32 on the same data (core.accuracy) and timed against FP32 with an interleaved A/B
-comparison (core.compare), so each speedup carries a 95 % interval. The anchors' static
-calibration gets exactly the data Optistudio gets.
+settings (ONNX Runtime `quantize_dynamic`, `quantize_static` = MinMax, QDQ, per-tensor); then
+`core.optimize.optimize` with recipes ["auto"]. Every candidate is checked against FP32 on the
+same data (core.accuracy) and timed against FP32 with an interleaved A/B comparison
+(core.compare), so each speedup carries a 95 % interval. The anchors' static calibration gets
+exactly the data Optistudio gets.
+
+OpenVINO (when nncf and openvino are installed): the NNCF anchor is Optistudio's `int8_nncf` pass
+with an empty config (= `nncf.quantize` with NNCF's defaults: preset performance, subset_size
+300), calibrated on the same data, and "Auto (target openvino)" is `optimize` with recipes
+["auto"] and target_backend "openvino" (its CNN candidates include int8_nncf). Both are timed on
+OpenVINO against the FP32 model on OpenVINO (the runtime NNCF targets), so their speedups have
+that second baseline; their accuracy is checked exactly as the other candidates'.
 
 Target: Auto's chosen variant is within budget (mean cosine >= 0.99, top-1 drop <= 1 point) and
 at least as fast as the fastest anchor within budget; overlapping intervals count as a tie.
 When both exist, the two are also timed head to head (interleaved), and that comparison, with
-core.compare's 2 % practical margin, decides. Auto keeping FP32 counts as 1.00x.
+core.compare's 2 % practical margin, decides. Auto keeping FP32 counts as 1.00x. The same rule,
+on OpenVINO, gives a second verdict: Auto (target openvino)'s chosen variant vs the NNCF anchor.
 
 Models (bench/reference_models.py, cached under data/bench-models/):
   digits    small CNN trained on scikit-learn digits (32x32), 450 held-out images + labels
@@ -54,13 +62,15 @@ from core.compare import Comparison, ComparisonSpec, compare_models  # noqa: E40
 from core.datasets import NpzDataset, load_labels  # noqa: E402
 from core.intake import inspect_model  # noqa: E402
 from core.optimize import OptimizeReport, OptimizeSpec, VariantResult, optimize  # noqa: E402
+from core.passes.base import PassContext, passes  # noqa: E402
 
 MODELS = ("digits", "rapidocr", "resnet50", "minilm")
 BUDGET = AccuracyBudget(min_cosine=0.99, max_top1_drop=0.01)
 # An embedding has no classes: the argmax of its last axis is one of 384 near-tied dimensions,
 # so "top-1 agreement" on it measures nothing. Judged on cosine alone (None = check off).
 EMBEDDING_BUDGET = AccuracyBudget(min_cosine=0.99, max_top1_drop=None)
-NNCF_SKIPPED = "NNCF: skipped (nncf not installed)"
+NNCF_SKIPPED = "NNCF: skipped (nncf or openvino not installed)"
+NNCF_ANCHOR = "NNCF quantize (defaults: performance, subset 300)"
 RUNS = reference_models.DEFAULT_FOLDER / "quantization-runs"
 
 
@@ -213,23 +223,48 @@ def _ort_static(model: Path, out: Path, case: Case) -> Path:
     return out
 
 
+def _nncf(model: Path, out: Path, case: Case) -> Path:
+    """Optistudio's int8_nncf pass with an empty config: nncf.quantize with NNCF's defaults."""
+    os.environ.setdefault("NNCF_CI", "1")  # no telemetry (the pass sets it too)
+    context = PassContext(
+        work_dir=out.parent / "nncf-work", target_backend="openvino", calibration=case.data
+    )
+    context.work_dir.mkdir(parents=True, exist_ok=True)
+    with _quiet(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = passes.get("int8_nncf").run(model, out, {}, context)
+    return report.output
+
+
+def _nncf_available() -> bool:
+    return bool(importlib.util.find_spec("nncf") and importlib.util.find_spec("openvino"))
+
+
+def _openvino(spec: ComparisonSpec) -> ComparisonSpec:
+    return spec.model_copy(update={"backend": "openvino"})
+
+
 ANCHORS = (
     ("ORT quantize_dynamic", _ort_dynamic),
     ("ORT quantize_static (MinMax, QDQ, per-tensor)", _ort_static),
 )
 
 
-def run_anchor(name: str, make, case: Case, folder: Path) -> Row:
+def run_anchor(
+    name: str, make, case: Case, folder: Path, comparison: ComparisonSpec | None = None
+) -> Row:
     row = Row(name, "anchor")
     t0 = time.perf_counter()
     out = folder / (name.split()[1] + ".onnx")
+    if make is _nncf:
+        out = folder / "nncf.onnx"
     try:
-        make(case.path, out, case)
+        out = make(case.path, out, case)
         row.accuracy = accuracy_report(
             case.path, out, case.data, labels=case.labels, output=case.output
         )
         row.within, row.budget_note = within_budget(row.accuracy, case.budget)
-        _fill_timing(row, compare_models(case.path, out, case.comparison))
+        _fill_timing(row, compare_models(case.path, out, comparison or case.comparison))
     except Exception as exc:  # an anchor that cannot handle the model is a result too
         row.error = f"{type(exc).__name__}: {exc}"
     row.extra["path"] = out
@@ -243,16 +278,16 @@ def _fill_timing(row: Row, comparison: Comparison) -> None:
     row.base_ms, row.variant_ms = comparison.a_p50_ms, comparison.b_p50_ms
 
 
-def auto_rows(report: OptimizeReport) -> list[Row]:
+def auto_rows(report: OptimizeReport, prefix: str = "Auto") -> list[Row]:
     rows = []
     for variant in report.variants:
-        rows.append(_auto_row(variant, chosen=variant.recipe.name == report.chosen))
+        rows.append(_auto_row(variant, chosen=variant.recipe.name == report.chosen, prefix=prefix))
     return rows
 
 
-def _auto_row(v: VariantResult, *, chosen: bool) -> Row:
+def _auto_row(v: VariantResult, *, chosen: bool, prefix: str = "Auto") -> Row:
     row = Row(
-        f"Auto: {v.recipe.name}",
+        f"{prefix}: {v.recipe.name}",
         "auto",
         accuracy=v.accuracy,
         within=v.within_budget,
@@ -281,7 +316,9 @@ def best_anchor(anchors: list[Row]) -> Row | None:
     return max(good, key=lambda a: a.speedup, default=None)
 
 
-def target_line(auto: Row | None, anchors: list[Row], duel: Comparison | None = None) -> str:
+def target_line(
+    auto: Row | None, anchors: list[Row], duel: Comparison | None = None, *, kept: str = "FP32"
+) -> str:
     """'target met' / 'target MISSED' with the reason.
 
     Each candidate was timed against FP32 in its own comparison; intervals that overlap are a
@@ -290,7 +327,7 @@ def target_line(auto: Row | None, anchors: list[Row], duel: Comparison | None = 
     practical margin, decides, because it is not exposed to drift between separate runs.
     """
     if auto is None:  # Auto kept the original: 1.0x, exact
-        label, speed, interval = "Auto kept FP32", 1.0, (1.0, 1.0)
+        label, speed, interval = f"Auto kept {kept}", 1.0, (1.0, 1.0)
     else:
         label, speed, interval = auto.name, auto.speedup, auto.speedup_interval
         if not auto.within:
@@ -342,7 +379,7 @@ def _accuracy_text(row: Row) -> str:
     return text
 
 
-def table(case: Case, rows: list[Row]) -> list[str]:
+def table(case: Case, rows: list[Row], baseline: str = "FP32 on ORT") -> list[str]:
     bases = [r.base_ms for r in rows if r.base_ms]
     base = float(np.median(bases)) if bases else None
     judged = f" (on `{case.output}`)" if case.output else ""
@@ -361,7 +398,9 @@ def table(case: Case, rows: list[Row]) -> list[str]:
         None,
     )
     base_acc = f"top-1 {ref_top1:.2%}" if ref_top1 is not None else "reference"
-    lines.append(f"| FP32 ORT (baseline; median p50) | 1.00x | {base or 0:.2f} | {base_acc} | - |")
+    lines.append(
+        f"| {baseline} (baseline; median p50) | 1.00x | {base or 0:.2f} | {base_acc} | - |"
+    )
     for row in rows:
         name = f"**{row.name}** (chosen)" if row.chosen else row.name
         if row.error:
@@ -395,59 +434,94 @@ def run_case(name: str, args) -> tuple[list[str], str]:
     for anchor, make in ANCHORS:
         rows.append(run_anchor(anchor, make, case, folder / "anchors"))
         print(f"  {anchor}: {rows[-1].seconds:.0f} s", flush=True)
-    nncf = importlib.util.find_spec("nncf") and importlib.util.find_spec("openvino")
+    nncf = _nncf_available()
+    ov_rows: list[Row] = []
     if nncf:
-        print("  NNCF is installed but not wired in yet; skipped", flush=True)
+        ov_rows.append(run_anchor(NNCF_ANCHOR, _nncf, case, folder / "anchors", _openvino(spec)))
+        print(f"  {NNCF_ANCHOR} (timed on OpenVINO): {ov_rows[-1].seconds:.0f} s", flush=True)
     t1 = time.perf_counter()
-    with _quiet():
-        report = optimize(
-            case.path,
-            OptimizeSpec(
-                recipes=["auto"],
-                budget=case.budget,
-                comparison=spec,
-                accuracy_output=case.output,
-            ),
-            out_dir=folder / "auto",
-            data=case.data,
-            labels=case.labels,
-        )
+    report = _auto(case, folder / "auto", "onnxruntime")
     autos = auto_rows(report)
-    judged = {r.accuracy.output for r in rows + autos if r.accuracy is not None}
-    if case.output and judged - {case.output}:  # the figures must be on the output named
-        raise RuntimeError(f"{name}: accuracy judged on {judged}, not {case.output!r}")
     print(
         f"  Auto ({', '.join(v.recipe.name for v in report.variants)}): "
         f"{time.perf_counter() - t1:.0f} s",
         flush=True,
     )
+    ov_autos: list[Row] = []
+    if nncf:
+        t1 = time.perf_counter()
+        ov_report = _auto(case, folder / "auto-openvino", "openvino")
+        ov_autos = auto_rows(ov_report, prefix="Auto (target openvino)")
+        print(
+            f"  Auto, target openvino ({', '.join(v.recipe.name for v in ov_report.variants)}): "
+            f"{time.perf_counter() - t1:.0f} s",
+            flush=True,
+        )
+    judged = {r.accuracy.output for r in rows + autos + ov_rows + ov_autos if r.accuracy}
+    if case.output and judged - {case.output}:  # the figures must be on the output named
+        raise RuntimeError(f"{name}: accuracy judged on {judged}, not {case.output!r}")
     chosen = next((r for r in autos if r.chosen), None)
     best, duel = best_anchor(rows), None
     if chosen is not None and best is not None:
         duel = compare_models(best.extra["path"], chosen.extra["path"], spec)
         print(f"  head to head {chosen.name} / {best.name}: {duel.sentence}", flush=True)
-    verdict = target_line(chosen, rows, duel)
-    lines = table(case, rows + autos)
-    lines.append(
-        f"| NNCF quantize | {'not wired in' if nncf else 'skipped: not installed'} | | | |"
-    )
+    verdict = "ORT " + target_line(chosen, rows, duel)
+    ov_verdict = None
+    if nncf:
+        ov_chosen = next((r for r in ov_autos if r.chosen), None)
+        ov_best, ov_duel = best_anchor(ov_rows), None
+        if ov_chosen is not None and ov_best is not None:
+            ov_duel = compare_models(
+                ov_best.extra["path"], ov_chosen.extra["path"], _openvino(spec)
+            )
+            print(
+                f"  head to head on OpenVINO {ov_chosen.name} / {ov_best.name}: {ov_duel.sentence}",
+                flush=True,
+            )
+        ov_verdict = "OpenVINO " + target_line(ov_chosen, ov_rows, ov_duel, kept="FP32 (OpenVINO)")
+    lines = ["Timed on ONNX Runtime (speedup vs FP32 on ORT):", ""]
+    lines += table(case, rows + autos, "FP32 on ORT")
     if chosen is None:
         lines.append("")
         lines.append("Auto chose nothing (kept the FP32 original, 1.00x).")
-    for row in autos:
+    if nncf:
+        lines += ["", "Timed on OpenVINO (speedup vs FP32 on OpenVINO):", ""]
+        lines += table(case, ov_rows + ov_autos, "FP32 on OpenVINO")
+        if not any(r.chosen for r in ov_autos):
+            lines += ["", "Auto (target openvino) chose nothing (kept FP32, 1.00x)."]
+    else:
+        lines += ["", NNCF_SKIPPED]
+    for row in autos + ov_autos + ov_rows:
         if row.error is None and not row.within:
             lines.append(f"- {row.name}: {row.budget_note}")
         for warning in row.extra.get("warnings", []):
             text = " ".join(warning.split())
             lines.append(f"- {row.name}, {text if len(text) <= 240 else text[:237] + '...'}")
-    lines += [
-        "",
-        f"**{verdict}**",
-        "",
-        f"({name}: {time.perf_counter() - t0:.0f} s in all; data: {case.data_note})",
-    ]
+    lines += ["", f"**{verdict}**"]
+    if ov_verdict:
+        lines += ["", f"**{ov_verdict}**"]
+    lines += ["", f"({name}: {time.perf_counter() - t0:.0f} s in all; data: {case.data_note})"]
     print("\n".join(lines), flush=True)
-    return lines, verdict
+    return lines, [verdict] + ([ov_verdict] if ov_verdict else [])
+
+
+def _auto(case: Case, out_dir: Path, backend: str) -> OptimizeReport:
+    with _quiet(), warnings.catch_warnings():
+        if backend != "onnxruntime":
+            warnings.simplefilter("ignore")  # NNCF's own chatter
+        return optimize(
+            case.path,
+            OptimizeSpec(
+                recipes=["auto"],
+                target_backend=backend,
+                budget=case.budget,
+                comparison=case.comparison,
+                accuracy_output=case.output,
+            ),
+            out_dir=out_dir,
+            data=case.data,
+            labels=case.labels,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -491,11 +565,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(os.sched_getaffinity(0))} cores; budget: mean cosine >= {BUDGET.min_cosine}, "
         f"top-1 drop <= {BUDGET.max_top1_drop:.0%} (minilm: cosine on sentence_embedding only)"
     )
-    print(
-        NNCF_SKIPPED
-        if not (importlib.util.find_spec("nncf") and importlib.util.find_spec("openvino"))
-        else "NNCF: present"
-    )
+    if _nncf_available():
+        import nncf
+        import openvino
+
+        print(f"NNCF {nncf.__version__}, OpenVINO {openvino.__version__.split('-')[0]}")
+    else:
+        print(NNCF_SKIPPED)
     verdicts = {}
     for name in names:
         # Each model runs in a scratch working directory, so that nothing a quantizer writes
@@ -505,8 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.chdir(RUNS / "cwd"):
             _, verdicts[name] = run_case(name, args)
     print("\nsummary")
-    for name, verdict in verdicts.items():
-        print(f"  {name:<9} {verdict}")
+    for name, lines in verdicts.items():
+        for verdict in lines:
+            print(f"  {name:<9} {verdict}")
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
