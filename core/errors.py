@@ -64,3 +64,9 @@ def describe_validation_error(exc: ValidationError) -> str:
         f"{'.'.join(map(str, error['loc'])) or 'settings'}: {error['msg']}"
         for error in exc.errors()
     )
+
+
+def first_line(exc: BaseException, *, limit: int = 400) -> str:
+    """The first line of a library's error message (runtimes append pages of context)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

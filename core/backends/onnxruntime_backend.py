@@ -10,7 +10,7 @@ import numpy as np
 import psutil
 
 from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
-from core.errors import InferenceFailed, InvalidSpec, ModelLoadError
+from core.errors import InferenceFailed, InvalidSpec, ModelLoadError, first_line
 
 PROVIDERS_BY_DEVICE = {"cpu": "CPUExecutionProvider"}
 
@@ -26,7 +26,7 @@ class OnnxRuntimeSession(LoadedModel):
         except Exception as exc:  # the runtime raises its own untyped errors
             shapes = ", ".join(f"{name}={list(array.shape)}" for name, array in feeds.items())
             raise InferenceFailed(
-                f"ONNX Runtime could not run this model on inputs {shapes}: {_first_line(exc)}",
+                f"ONNX Runtime could not run this model on inputs {shapes}: {first_line(exc)}",
                 hint="The model may need other input sizes: set them (CLI: --shape NAME=D1,D2,... "
                 "or --dim NAME=N; studio: the dims of the benchmark form).",
             ) from exc
@@ -63,7 +63,7 @@ class OnnxRuntimeBackend(InferenceBackend):
             )
         except Exception as exc:  # the runtime raises its own untyped errors
             raise ModelLoadError(
-                f"ONNX Runtime could not load this model: {_first_line(exc)}",
+                f"ONNX Runtime could not load this model: {first_line(exc)}",
                 hint="Check that its operators and opset are supported by this ONNX Runtime "
                 f"version ({ort.__version__}), or export it again with a lower opset.",
             ) from exc
@@ -129,8 +129,3 @@ def _session_options(ort: Any, options: SessionOptions) -> Any:
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session_options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return session_options
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:400] if text else type(exc).__name__

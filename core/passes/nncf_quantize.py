@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.errors import DataMismatch, OptistudioError, PassFailed
+from core.errors import DataMismatch, OptistudioError, PassFailed, first_line
 from core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
 
 logger = logging.getLogger(__name__)
@@ -188,9 +188,8 @@ def _nncf_errors() -> Iterator[None]:
     except OptistudioError:
         raise
     except Exception as exc:
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise PassFailed(
-            f"NNCF could not quantize this model: {type(exc).__name__}: {first_line}",
+            f"NNCF could not quantize this model: {type(exc).__name__}: {first_line(exc)}",
             hint="Keep the failing op types in float (ignored_types), try the 'mixed' preset, "
             "or use int8_static.",
         ) from exc

@@ -9,7 +9,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from core.benchmark import BenchmarkSpec
-from core.errors import OptistudioError
+from core.errors import OptistudioError, describe_validation_error
 from core.inputs import DEFAULT_DYNAMIC_DIM
 from core.model_info import ModelInfo
 from core.samples import list_samples
@@ -232,7 +232,5 @@ def parse_int_list(text: str, what: str) -> list[int] | None:
 
 def readable(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
+        return describe_validation_error(exc)
     return str(exc)
