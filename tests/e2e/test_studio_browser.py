@@ -2,111 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
-
-from optistudio.launcher import free_port
+from browser import UI_TIMEOUT_MS, Studio, shot, upload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SCREENSHOTS = os.environ.get("OPTISTUDIO_SCREENSHOTS")
-UI_TIMEOUT_MS = 60_000
-
-
-@dataclass
-class Studio:
-    url: str
-    process: subprocess.Popen[str]
-    port: int
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:]
-
-
-def _require_chromium() -> None:
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing in CI: .ci/run must install Debian's chromium")
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-
-
-@pytest.fixture
-def studio(tmp_path: Path) -> Iterator[Studio]:
-    _require_chromium()
-    port = free_port()
-    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(tmp_path / "data"), OPTISTUDIO_UI_PORT=str(port))
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    log_path = tmp_path / "up.log"
-    log = log_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "optistudio.cli", "up"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    studio = Studio(url, process, port, log_path)
-    deadline = time.monotonic() + 240
-    while "Optistudio is running at" not in log_path.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"optistudio up did not start:\n{studio.log()}")
-        time.sleep(0.3)
-    try:
-        yield studio
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            process.wait(timeout=40)
-        log.close()
-
-
-@pytest.fixture
-def page(studio: Studio) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(UI_TIMEOUT_MS)
-        yield page
-        browser.close()
-
-
-def shot(page: object, name: str) -> None:
-    if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.wait_for_timeout(2500)  # type: ignore[attr-defined] # let charts and tables paint
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
-
-
-def upload(page: object, path: Path) -> None:
-    page.locator("input[type='file']").first.set_input_files(str(path))  # type: ignore[attr-defined]
 
 
 def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: Path, tmp_path):

@@ -1,0 +1,56 @@
+"""Harness for the browser tests: a real `optistudio up` stack and headless Chromium.
+
+Fixtures `studio` and `page` are in conftest.py; test modules import the helpers from here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = os.environ.get("OPTISTUDIO_SCREENSHOTS")
+UI_TIMEOUT_MS = 60_000
+
+
+@dataclass
+class Studio:
+    url: str
+    process: subprocess.Popen[str]
+    port: int
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing in CI: .ci/run must install Debian's chromium")
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+
+
+def shot(page: object, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.wait_for_timeout(2500)  # type: ignore[attr-defined] # let charts and tables paint
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
+
+def upload(page: object, path: Path) -> None:
+    page.locator("input[type='file']").first.set_input_files(str(path))  # type: ignore[attr-defined]
