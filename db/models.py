@@ -202,3 +202,18 @@ class WorkerRecord(Base):
     started_at: Mapped[datetime]
     heartbeat_at: Mapped[datetime] = mapped_column(index=True)
     stopped_at: Mapped[datetime | None]
+
+
+class Share(Base):
+    """A read-only snapshot of a comparison behind an unguessable token; revocable by its owner."""
+
+    __tablename__ = "shares"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    token: Mapped[str] = mapped_column(String(64), unique=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    title: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    snapshot: Mapped[dict[str, Any]]
+    """Frozen at creation: what the shared page renders; later results never change it."""
+    created_at: Mapped[datetime] = _created_at()
+    revoked_at: Mapped[datetime | None]

@@ -18,7 +18,7 @@ from db.models import Base
 from db.session import make_engine
 
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
-APP_TABLES = {"models", "environments", "jobs", "measurements", "workers"}
+APP_TABLES = {"models", "environments", "jobs", "measurements", "workers", "shares"}
 
 
 def alembic_config(url: str | None) -> Config:
