@@ -1,0 +1,1 @@
+"""Serving pipeline with dynamic batching, its simulator, load generator and tuner."""
