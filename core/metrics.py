@@ -41,9 +41,29 @@ METRICS: dict[str, Metric] = {
         Metric("other_cores", "CPU used by other processes", "cores", False),
         Metric("contended", "contended (1) / quiet (0)", "", None),
         Metric("steal_share", "CPU steal", "", False),
+        # accuracy of a variant against its original (the original itself is the reference)
+        Metric("mean_cosine", "mean cosine vs original", "", True),
+        Metric("cosine_error", "error vs original (1 − mean cosine)", "", False),
+        Metric("max_abs_error", "max abs error vs original", "", False),
+        Metric("top1_agreement", "top-1 agreement with original", "", True),
+        Metric("top1_drop", "top-1 accuracy drop", "", False),
     )
 }
 
 
 def unit_of(name: str) -> str:
     return METRICS[name].unit if name in METRICS else ""
+
+
+def direction(name: str) -> str:
+    """'lower is better', 'higher is better' or '' (descriptive), from the table."""
+    better = METRICS[name].higher_is_better if name in METRICS else None
+    return "" if better is None else ("higher is better" if better else "lower is better")
+
+
+def is_better(name: str, value: float, other: float) -> bool:
+    """Whether `value` is strictly better than `other` for this metric (needs a direction)."""
+    better = METRICS[name].higher_is_better
+    if better is None:
+        raise ValueError(f"metric {name!r} has no better direction")
+    return value > other if better else value < other
