@@ -2,8 +2,10 @@
 
 Checks run cheapest and safest first: the file's size before reading it; the protobuf parsed
 without external data; external-data locations validated (relative, inside the model's folder)
-before any of that data is opened; then onnx.checker on the file path, which handles models
-over protobuf's 2 GB limit. Everything after that only describes the model.
+before any of that data is opened; declared sizes (every stored tensor, fixed-shape inputs,
+outputs and value infos, constant-shaped ConstantOfShape) against a memory budget, from the
+protobuf's dims alone, without materialising a tensor; then onnx.checker on the file path, which
+handles models over protobuf's 2 GB limit. Everything after that only describes the model.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -22,6 +23,12 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
+from core.declared_sizes import (
+    check_declared_sizes,
+    default_tensor_budget,
+    graph_tensors,
+    model_tensors,
+)
 from core.errors import ModelRejected
 from core.flops import estimate_flops
 from core.model_info import ModelInfo, TensorSpec
@@ -57,18 +64,25 @@ class StoredModel:
     info: ModelInfo
 
 
-def inspect_model(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> ModelInfo:
+def inspect_model(
+    path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_tensor_bytes: int | None = None
+) -> ModelInfo:
     """Validate an .onnx file (and its external data) and return its model card.
 
     Raises ModelRejected, with a message naming the problem, for a missing, empty, oversized,
     non-ONNX, truncated or invalid file, and for external data that is missing or would be read
-    from outside the model's folder. `max_bytes` applies to the file plus its external data.
+    from outside the model's folder. `max_bytes` applies to the file plus its external data;
+    `max_tensor_bytes` (default: half of this machine's memory) to any one declared tensor.
     """
-    return _inspect(Path(path), max_bytes)[0]
+    return _inspect(Path(path), max_bytes, max_tensor_bytes)[0]
 
 
 def store_model(
-    source: Path, *, artifact_dir: Path, max_bytes: int = DEFAULT_MAX_BYTES
+    source: Path,
+    *,
+    artifact_dir: Path,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_tensor_bytes: int | None = None,
 ) -> StoredModel:
     """Inspect `source`, then copy it to artifact_dir/models/<sha[:2]>/<sha>/model.onnx.
 
@@ -78,7 +92,7 @@ def store_model(
     The address is the hash of the .onnx file alone, not of its external data.
     """
     source = Path(source)
-    info, locations = _inspect(source, max_bytes)
+    info, locations = _inspect(source, max_bytes, max_tensor_bytes)
     folder = Path(artifact_dir) / "models" / info.sha256[:2] / info.sha256
     for location in locations:
         _copy_atomic(source.parent / location, folder / location)
@@ -87,7 +101,9 @@ def store_model(
     return StoredModel(path=target, info=info)
 
 
-def _inspect(path: Path, max_bytes: int) -> tuple[ModelInfo, list[str]]:
+def _inspect(
+    path: Path, max_bytes: int, max_tensor_bytes: int | None
+) -> tuple[ModelInfo, list[str]]:
     """The model card and the external data locations (relative to the model's folder)."""
     file_size = _file_size(path)
     _check_size(file_size, max_bytes)
@@ -95,6 +111,7 @@ def _inspect(path: Path, max_bytes: int) -> tuple[ModelInfo, list[str]]:
     locations = _external_locations(model, path.parent)
     total_size = file_size + sum((path.parent / loc).stat().st_size for loc in locations)
     _check_size(total_size, max_bytes)
+    check_declared_sizes(model, max_tensor_bytes or default_tensor_budget())
     _run_checker(path)
     return _describe(model, path, total_size, bool(locations)), locations
 
@@ -167,7 +184,7 @@ def _sniff(path: Path) -> str | None:
 
 def _external_locations(model: onnx.ModelProto, folder: Path) -> list[str]:
     """Validated external data locations: relative, inside `folder`, present and long enough."""
-    tensors = [t for t in _model_tensors(model) if uses_external_data(t)]
+    tensors = [t for t in model_tensors(model) if uses_external_data(t)]
     infos = [_external_info(t) for t in tensors]
     locations = sorted({info.location for info in infos})
     for location in locations:
@@ -223,35 +240,6 @@ def _check_extent(name: str, info: ExternalDataInfo, folder: Path) -> None:
             f"({size} bytes, needs {(info.offset or 0) + info.length}).",
             hint="The data file looks truncated; upload the complete file again.",
         )
-
-
-def _model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every dense tensor stored in the model, its subgraphs and its local functions."""
-    yield from _graph_tensors(model.graph)
-    for function in model.functions:
-        for node in function.node:
-            for attr in node.attribute:
-                yield from _attribute_tensors(attr)
-
-
-def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            yield from _attribute_tensors(attr)
-
-
-def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[onnx.TensorProto]:
-    kinds = onnx.AttributeProto
-    if attr.type == kinds.TENSOR:
-        yield attr.t
-    elif attr.type == kinds.TENSORS:
-        yield from attr.tensors
-    elif attr.type == kinds.GRAPH:
-        yield from _graph_tensors(attr.g)
-    elif attr.type == kinds.GRAPHS:
-        for graph in attr.graphs:
-            yield from _graph_tensors(graph)
 
 
 def _run_checker(path: Path) -> None:
@@ -344,7 +332,7 @@ def _op_histogram(graph: onnx.GraphProto) -> dict[str, int]:
 
 def _parameter_count(graph: onnx.GraphProto) -> int:
     """Elements of every stored tensor (initializers, Constant values, subgraphs) + sparse values."""
-    dense = sum(_elements(tensor) for tensor in _graph_tensors(graph))
+    dense = sum(_elements(tensor) for tensor in graph_tensors(graph))
     return dense + sum(_elements(sparse.values) for sparse in graph.sparse_initializer)
 
 

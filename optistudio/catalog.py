@@ -21,6 +21,7 @@ from core.model_info import ModelInfo
 from core.samples import build_sample
 from db.queries import get_or_create_model
 from db.session import transaction
+from optistudio.artifact_store import store_for
 from optistudio.settings import Settings
 
 
@@ -46,17 +47,22 @@ def add_model_file(
 ) -> CatalogEntry:
     """Validate and store `source`, then record it; the same bytes twice give one model.
 
-    Variants name their `parent_id` and the `recipe` that made them from it."""
+    Variants name their `parent_id` and the `recipe` that made them from it. The row records the
+    model's address in the artifact store (a shared-folder path or an s3:// URL)."""
     stored = store_model(
-        source, artifact_dir=settings.artifact_dir, max_bytes=settings.max_upload_bytes
+        source,
+        artifact_dir=settings.artifact_dir,
+        max_bytes=settings.max_upload_bytes,
+        max_tensor_bytes=settings.max_tensor_bytes,
     )
+    address = store_for(settings).publish(stored)
     with transaction(factory) as s:
         model, created = get_or_create_model(
             s,
             sha256=stored.info.sha256,
             name=name,
             filename=source.name,
-            path=str(stored.path),
+            path=address,
             size_bytes=stored.info.size_bytes,
             info=stored.info.model_dump(mode="json"),
             source=origin,

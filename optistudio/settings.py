@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -42,6 +42,33 @@ class Settings(BaseSettings):
         default=3600, ge=10, description="Longest a job may run before it is stopped."
     )
 
+    artifact_store: str = Field(
+        default="",
+        description="Where models live for every worker: empty = the shared folder "
+        "DATA_DIR/artifacts; s3://bucket/prefix = an S3-compatible bucket (AWS_* credentials).",
+    )
+    s3_endpoint_url: str = Field(
+        default="", description="URL of an S3-compatible server (MinIO, Ceph...); empty = AWS."
+    )
+    max_tensor_mb: int = Field(
+        default=0,
+        ge=0,
+        description="Largest tensor a model may declare (initializer or fixed-shape input/output); "
+        "0 = half of this machine's memory.",
+    )
+    studio_password: SecretStr = Field(
+        default=SecretStr(""),
+        description="Password the studio asks for (empty = no login); never logged or shown.",
+    )
+
+    @field_validator("artifact_store")
+    @classmethod
+    def _s3_url(cls, value: str) -> str:
+        bucket = value.removeprefix("s3://").split("/")[0]
+        if value and (not value.startswith("s3://") or not bucket):
+            raise ValueError(f"{value!r} is not s3://bucket/prefix (empty: the shared folder)")
+        return value
+
     @model_validator(mode="after")
     def _resolve(self) -> Settings:
         self.data_dir = self.data_dir.expanduser().resolve()
@@ -56,6 +83,11 @@ class Settings(BaseSettings):
     @property
     def max_upload_bytes(self) -> int:
         return self.max_upload_mb * 1024 * 1024
+
+    @property
+    def max_tensor_bytes(self) -> int | None:
+        """None lets intake use half of this machine's memory."""
+        return self.max_tensor_mb * 1024 * 1024 or None
 
 
 @lru_cache(maxsize=1)

@@ -1,12 +1,14 @@
-"""Finding a job's stored model files."""
+"""Finding a job's stored model files, on this machine (downloaded once from S3 if need be)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import InvalidSpec, ModelRejected
+from core.errors import InvalidSpec
 from core.model_info import ModelInfo
 from db.models import Job, Model
+from optistudio.artifact_store import store_for
+from optistudio.settings import get_settings
 
 
 def model_of(job: Job) -> tuple[Path, ModelInfo]:
@@ -16,10 +18,5 @@ def model_of(job: Job) -> tuple[Path, ModelInfo]:
 
 
 def stored_file(model: Model) -> tuple[Path, ModelInfo]:
-    path = Path(model.path)
-    if not path.exists():
-        raise ModelRejected(
-            f"The stored file of model {model.name!r} is missing ({path}).",
-            hint="Upload the model again.",
-        )
+    path = store_for(get_settings()).local_model(model.path, model.sha256)
     return path, ModelInfo.model_validate(model.info)

@@ -1,0 +1,62 @@
+"""The shared-folder store: concurrent uploads of one file keep one copy, and workers find a
+model by its hash under their own mount of the folder."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from core.errors import ModelRejected
+from core.intake import store_model
+from optistudio.artifact_store import SharedFolderStore, model_folder
+from optistudio.catalog import add_upload
+
+UPLOADS = 8
+
+
+def test_concurrent_uploads_of_the_same_file_store_one_copy(db_factory, app_settings, tiny_model):
+    from db.models import Model
+    from db.session import transaction
+
+    start = threading.Barrier(UPLOADS)
+
+    def upload(index: int) -> int:
+        start.wait()
+        with tiny_model.open("rb") as stream:
+            return add_upload(
+                db_factory, app_settings, stream, filename=f"copy{index}.onnx"
+            ).model_id
+
+    with ThreadPoolExecutor(UPLOADS) as pool:
+        ids = list(pool.map(upload, range(UPLOADS)))
+
+    assert len(set(ids)) == 1
+    with transaction(db_factory) as s:
+        assert s.query(Model).count() == 1
+    stored = sorted(
+        p.relative_to(app_settings.artifact_dir)
+        for p in app_settings.artifact_dir.rglob("*")
+        if p.is_file()
+    )
+    assert [p.name for p in stored] == ["model.onnx"]  # no second copy, no temp file left
+    assert not any((app_settings.data_dir / "incoming").iterdir())
+
+
+def test_a_worker_finds_a_model_under_its_own_mount_of_the_folder(tmp_path, tiny_model):
+    studio_dir = tmp_path / "studio-mount"
+    stored = store_model(tiny_model, artifact_dir=studio_dir)
+    address = SharedFolderStore(studio_dir).publish(stored)
+    worker_dir = tmp_path / "worker-mount"  # the same share, mounted at another path
+    shutil.copytree(studio_dir, worker_dir)
+    shutil.rmtree(studio_dir)
+
+    local = SharedFolderStore(worker_dir).local_model(address, stored.info.sha256)
+
+    assert local == model_folder(worker_dir, stored.info.sha256) / "model.onnx"
+    with pytest.raises(ModelRejected, match="mount the shared artifact folder"):
+        SharedFolderStore(tmp_path / "empty").local_model(address, stored.info.sha256)
+    assert Path(address).name == "model.onnx"
