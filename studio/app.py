@@ -9,6 +9,12 @@ from studio.views import compare, hardware, jobs, models, optimize, results
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
+if "share" in st.query_params:  # a share link shows its snapshot only: no navigation, no login
+    from studio.share_view import render_shared
+
+    guarded(lambda: render_shared(st.query_params["share"]))()
+    st.stop()
+
 PAGES = [
     # (render, title, icon, url path)
     (models.render, "Models", "deployed_code", "models"),

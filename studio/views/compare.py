@@ -1,4 +1,4 @@
-"""Compare: interleaved A/B runs of two models, with the ratio's interval and a verdict."""
+"""Compare: stored results side by side (Pareto view, share, report) and interleaved A/B runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,18 @@ from core.compare import ComparisonSpec
 from core.errors import OptistudioError, describe_validation_error
 from optistudio.jobspecs import CompareJobSpec
 from studio import charts, state
+from studio.compare_services import (
+    Selection,
+    build_snapshot,
+    owned_shares,
+    read_selection,
+    result_options,
+    revoke,
+    share_snapshot,
+    write_selection,
+)
 from studio.services import comparison_rows, model_choices, submit_comparison
+from studio.share_view import download_buttons, show_snapshot
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}
 DEFAULTS = ComparisonSpec()
@@ -20,6 +31,9 @@ DEFAULTS = ComparisonSpec()
 
 def render() -> None:
     st.title("Compare")
+    side_by_side()
+    st.divider()
+    st.subheader("Head-to-head run")
     st.caption(
         "A and B run alternately in one worker process (A B, B A, …), so noise from the machine "
         "hits both alike. The result is the median of the per-pair latency ratios B/A with a "
@@ -104,3 +118,117 @@ def show_comparisons() -> None:
     latest = rows[0]
     st.markdown(f"**Latest:** {latest['sentence']}")
     st.plotly_chart(charts.ratio_intervals(rows[:15]), width="stretch")
+
+
+# -- stored results side by side ------------------------------------------------------------
+
+SELECTED = "compare_selected"
+
+
+def side_by_side() -> None:
+    st.subheader("Stored results side by side")
+    factory = state.session_factory()
+    options = result_options(factory)
+    wanted = read_selection(st.query_params)
+    for problem in wanted.problems:
+        st.warning(problem)
+    if not options:
+        st.info(
+            "No stored results yet. Benchmark a model on the Models page (or "
+            "`optistudio bench model.onnx --save`); its results can then be picked here."
+        )
+        return
+    gone = [key for key in wanted.keys if key not in options]
+    if gone:
+        st.warning(
+            f"{len(gone)} result(s) in the link are not stored (deleted, or never existed) and "
+            f"were left out: {', '.join(gone[:5])}{' …' if len(gone) > 5 else ''}"
+        )
+    selection = pick(options, wanted)
+    write_selection(st.query_params, selection)
+    if not selection.keys:
+        st.info("Pick results above (two or more) to see them side by side.")
+        return
+    snapshot, missing = build_snapshot(factory, selection, title=_title(selection, options))
+    if not snapshot.rows:
+        st.info("None of the picked results has figures stored.")
+        return
+    show_snapshot(snapshot)
+    share_and_download(snapshot)
+
+
+def pick(options: dict[str, str], wanted: Selection) -> Selection:
+    """The widgets: results, baseline and latency budget, first filled from the URL."""
+    if SELECTED not in st.session_state:
+        st.session_state[SELECTED] = [key for key in wanted.keys if key in options]
+    keys = st.multiselect(
+        "Results",
+        list(options),
+        format_func=options.get,
+        key=SELECTED,
+        placeholder="Pick stored results (model · backend · batch · threads)",
+    )
+    left, right = st.columns(2)
+    baselines = [None, *keys]
+    baseline = left.selectbox(
+        "Baseline for the deltas",
+        baselines,
+        index=baselines.index(wanted.baseline) if wanted.baseline in keys else 0,
+        format_func=lambda k: "none" if k is None else options[k],
+    )
+    budget = right.number_input(
+        "Latency budget, p50 (ms; 0 = none)",
+        min_value=0.0,
+        value=float(wanted.budget_ms or 0.0),
+        step=0.5,
+        help="The sweet spot is the most accurate result within it, then the fastest.",
+    )
+    return Selection(keys=list(keys), baseline=baseline, budget_ms=budget or None)
+
+
+def _title(selection: Selection, options: dict[str, str]) -> str:
+    models = sorted({options[k].split(" · ")[0].split(" ", 1)[-1] for k in selection.keys})
+    shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
+    return f"{len(selection.keys)} results: {shown}"
+
+
+def share_and_download(snapshot: Any) -> None:
+    st.subheader("Share and download")
+    download_buttons(snapshot)
+    if st.button("Share", help="Freeze this view into a read-only link anyone can open."):
+        token = share_snapshot(state.session_factory(), snapshot, owner=current_owner())
+        st.success("Share link created. It shows this snapshot only; revoke it below any time.")
+        st.code(share_url(token), language=None)
+    my_shares()
+
+
+def share_url(token: str) -> str:
+    base = (st.context.url or "").split("?")[0].rstrip("/")
+    for suffix in ("/compare",):
+        base = base.removesuffix(suffix)
+    return f"{base}/?share={token}"
+
+
+def current_owner() -> str:
+    """Who owns new share links: the logged-in user when a login is set up, else 'local'."""
+    user = st.user
+    if getattr(user, "is_logged_in", False):
+        return str(user.get("email") or user.get("name") or "local")
+    return "local"
+
+
+def my_shares() -> None:
+    shares = owned_shares(state.session_factory(), owner=current_owner())
+    if not shares:
+        return
+    with st.expander(f"Your share links ({len(shares)})"):
+        for entry in shares:
+            cols = st.columns([6, 2])
+            state_text = "revoked" if entry["revoked"] else "live"
+            cols[0].markdown(
+                f"`…{entry['token'][-8:]}` · {entry['title']} · {entry['results']} results · "
+                f"{entry['created']:%Y-%m-%d %H:%M} · **{state_text}**"
+            )
+            if not entry["revoked"] and cols[1].button("Revoke", key=f"revoke-{entry['token']}"):
+                revoke(state.session_factory(), token=entry["token"], owner=current_owner())
+                st.rerun()

@@ -1,0 +1,67 @@
+"""Stored results for the Compare page: what can be picked, and what a picked set needs.
+
+A result is one (benchmark job, backend, batch size, threads). Keyword-only, no commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.models import Environment, Job, JobKind, JobStatus, Measurement, Model
+
+
+def result_index(s: Session) -> list[dict[str, Any]]:
+    """Every stored result (distinct job, backend, batch, threads), newest job first."""
+    query = (
+        select(
+            Measurement.job_id,
+            Measurement.backend,
+            Measurement.batch_size,
+            Measurement.threads,
+            Job.model_id,
+            Model.name.label("model_name"),
+        )
+        .distinct()
+        .join(Job, Measurement.job_id == Job.id)
+        .outerjoin(Model, Job.model_id == Model.id)
+        .where(Job.status == JobStatus.succeeded)
+        .order_by(Measurement.job_id.desc(), Measurement.backend, Measurement.batch_size)
+    )
+    return [dict(row._mapping) for row in s.execute(query)]
+
+
+def models_by_id(s: Session, *, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Name, original and precision of each model in `ids`."""
+    query = select(Model.id, Model.name, Model.parent_id, Model.precision).where(Model.id.in_(ids))
+    return {row.id: dict(row._mapping) for row in s.execute(query)}
+
+
+def environments_by_id(s: Session, *, ids: set[int]) -> dict[int, dict[str, Any]]:
+    """The recorded environment data of each id in `ids`."""
+    query = select(Environment.id, Environment.data).where(Environment.id.in_(ids))
+    return {row.id: row.data for row in s.execute(query)}
+
+
+def variant_accuracy(s: Session, *, original_ids: set[int]) -> dict[int, dict[str, Any]]:
+    """Variant model id -> its accuracy report, from succeeded optimize jobs of those originals.
+
+    A variant made more than once (same content) keeps the newest report.
+    """
+    query = (
+        select(Job.id, Job.result)
+        .where(
+            Job.kind == JobKind.optimize,
+            Job.status == JobStatus.succeeded,
+            Job.model_id.in_(original_ids),
+        )
+        .order_by(Job.id)
+    )
+    found: dict[int, dict[str, Any]] = {}
+    for job_id, result in s.execute(query):
+        for variant in (result or {}).get("variants", []):
+            if variant.get("model_id") and variant.get("accuracy"):
+                found[variant["model_id"]] = variant["accuracy"] | {"optimize_job": job_id}
+    return found

@@ -1,0 +1,142 @@
+"""A comparison snapshot on screen: used by the Compare page and by the read-only shared page.
+
+`render_shared(token)` is all a share link shows: the frozen snapshot, no navigation, no job
+submission, no other data. An unknown, revoked or malformed token gets the same plain "not
+found", so a link's page never tells whether it ever existed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.compare_figures import distribution_figure, pareto_figure, throughput_figure
+from core.compare_snapshot import (
+    TABLE_METRICS,
+    CompareSnapshot,
+    column_title,
+    environment_differences,
+    table_records,
+)
+from core.report_html import report_csv, report_html, report_json
+from studio import state
+from studio.compare_services import shared_snapshot
+
+NOT_FOUND = "This shared comparison was not found. It may never have existed or be withdrawn."
+
+
+def render_shared(token: str) -> None:
+    snapshot = shared_snapshot(state.session_factory(), token)
+    if snapshot is None:
+        st.title("Not found")
+        st.write(NOT_FOUND)
+        return
+    st.title(snapshot.title)
+    st.caption(
+        f"Read-only snapshot shared from Optistudio, taken {snapshot.created_at}. "
+        "Results stored after it do not change it."
+    )
+    show_snapshot(snapshot)
+    download_buttons(snapshot)
+
+
+def show_snapshot(snapshot: CompareSnapshot) -> None:
+    """Warnings, the sweet spot, the table with directions and deltas, and the three charts."""
+    differences = environment_differences(snapshot)
+    if differences:
+        st.warning(
+            "**Environments differ**: these figures were not all measured alike.\n\n"
+            + "\n".join(f"- {d}" for d in differences)
+        )
+    sweet_spot_box(snapshot)
+    st.dataframe(styled_table(snapshot), hide_index=True, width="stretch")
+    st.caption(
+        "↓ lower is better, ↑ higher is better; best value per column in green. Δ is the change "
+        "against the baseline (⚑). ◆ on the Pareto frontier of latency and error, ★ sweet spot. "
+        "Error is 1 − mean cosine of each variant against its own original (the original: 0)."
+    )
+    st.subheader("Error vs latency")
+    st.plotly_chart(pareto_figure(snapshot), width="stretch")
+    left, right = st.columns(2)
+    left.subheader("Throughput vs p99 latency")
+    left.plotly_chart(throughput_figure(snapshot), width="stretch")
+    right.subheader("Latency spread")
+    right.plotly_chart(distribution_figure(snapshot), width="stretch")
+    right.caption("Box p10–p90 with the p50 line, whiskers min–p99, from the stored percentiles.")
+    with st.expander("Where the accuracy figures come from"):
+        st.dataframe(
+            pd.DataFrame([{"result": r.label, "accuracy": r.accuracy_note} for r in snapshot.rows]),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def sweet_spot_box(snapshot: CompareSnapshot) -> None:
+    if snapshot.budget_ms is None:
+        return
+    index = snapshot.sweet_spot()
+    if index is None:
+        st.info(f"Nothing selected has a p50 latency within {snapshot.budget_ms:g} ms.")
+        return
+    row = snapshot.rows[index]
+    error = snapshot.value(row, snapshot.quality_metric)
+    st.success(
+        f"**Sweet spot within {snapshot.budget_ms:g} ms**: {row.label}, p50 "
+        f"{snapshot.value(row, 'p50_ms'):.3f} ms"
+        + (f", error {error:.2e}" if error is not None else ", no accuracy figures")
+    )
+
+
+def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
+    """One row per result; a value column per metric (and its Δ), best cells in green."""
+    records = table_records(snapshot)
+    metrics = [m for m in TABLE_METRICS if any(r[m] is not None for r in records)]
+    table = pd.DataFrame(
+        {
+            "": ["⚑" * r["baseline"] + "◆" * r["pareto"] + "★" * r["sweet spot"] for r in records],
+            "result": [r["result"] for r in records],
+        }
+    )
+    best = pd.DataFrame(False, index=table.index, columns=table.columns)
+    for metric in metrics:
+        title = column_title(metric)
+        table[title] = [r[metric] for r in records]
+        best[title] = [r[f"{metric} best"] for r in records]
+        if snapshot.baseline is not None:
+            table[f"Δ {metric.removesuffix('_ms')}"] = [r[f"{metric} delta"] for r in records]
+    best = best.reindex(columns=table.columns, fill_value=False)
+    styler = table.style.apply(lambda _: best.map(_green), axis=None)
+    deltas = [c for c in table.columns if c.startswith("Δ ")]
+    return styler.format("{:+.1%}", subset=deltas, na_rep="").format(
+        "{:.4g}", subset=[column_title(m) for m in metrics], na_rep=""
+    )
+
+
+def _green(is_best: bool) -> str:
+    return "background-color: #d9f2d9; font-weight: 600" if is_best else ""
+
+
+def download_buttons(snapshot: CompareSnapshot) -> None:
+    """HTML report (Plotly inlined, works offline), CSV and JSON; built only when clicked."""
+    cols = st.columns(3)
+    cols[0].download_button(
+        "Download report (HTML)",
+        data=lambda: report_html(snapshot),
+        file_name="optistudio-report.html",
+        mime="text/html",
+        on_click="ignore",
+    )
+    cols[1].download_button(
+        "Download CSV",
+        data=lambda: report_csv(snapshot),
+        file_name="optistudio-report.csv",
+        mime="text/csv",
+        on_click="ignore",
+    )
+    cols[2].download_button(
+        "Download JSON",
+        data=lambda: report_json(snapshot),
+        file_name="optistudio-report.json",
+        mime="application/json",
+        on_click="ignore",
+    )
