@@ -245,6 +245,11 @@ def _check_extent(name: str, info: ExternalDataInfo, folder: Path) -> None:
 def _run_checker(path: Path) -> None:
     try:
         onnx.checker.check_model(str(path))
+    except UnicodeDecodeError:  # the checker's message quotes a name that is not UTF-8
+        raise ModelRejected(
+            "The ONNX checker rejected the model, and a name or string in it is not valid UTF-8.",
+            hint="The file is probably corrupted; export or upload it again.",
+        ) from None
     except onnx.checker.ValidationError as exc:
         lines = str(exc).strip().splitlines()
         first = lines[0] if lines else type(exc).__name__
