@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from diagnostic_models import build_unloadable
+from onnx import TensorProto, helper
+
+from core.backends import LoadedModel, SessionOptions, get_backend
+from core.errors import ModelLoadError
+from core.intake import inspect_model
+from core.soak import SoakSpec, fit_growth, input_variants, soak, soak_loaded
+
+LEAK_BYTES = 64 * 1024
+
+
+class LeakingModel(LoadedModel):
+    """A real session whose wrapper keeps a buffer from every run (a deliberate leak)."""
+
+    def __init__(self, inner: LoadedModel, leak_bytes: int) -> None:
+        self.inner, self.leak_bytes, self.kept = inner, leak_bytes, []
+        self.details = inner.details
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.kept.append(np.ones(self.leak_bytes, dtype=np.uint8))  # written, so resident
+        return self.inner.run(feeds)
+
+
+def _variants(model: Path) -> list[dict[str, np.ndarray]]:
+    return input_variants(inspect_model(model), SoakSpec())[0]
+
+
+def test_a_leaking_wrapper_is_flagged(tiny_model: Path) -> None:
+    leaking = LeakingModel(
+        get_backend("onnxruntime").load(tiny_model, SessionOptions()), LEAK_BYTES
+    )
+    spec = SoakSpec(seconds=60, max_inferences=500, sample_interval_s=0.001, min_growth_mb=2)
+
+    report = soak_loaded(leaking, _variants(tiny_model), spec)
+
+    assert report.verdict == "leak suspected"
+    assert report.slope_low <= LEAK_BYTES * 1.05 and report.slope_high >= LEAK_BYTES * 0.9
+    assert "Leak suspected" in report.sentence and "per inference" in report.sentence
+
+
+def test_a_clean_session_is_stable(tiny_model: Path) -> None:
+    report = soak(tiny_model, SoakSpec(seconds=1.5, sample_interval_s=0.02))
+
+    assert report.verdict == "stable"
+    assert report.fitted_growth_mb < 2
+    assert report.inferences > 100
+    assert {tuple(v["x"]) for v in report.variants} == {(1, 16), (2, 16), (4, 16), (8, 16)}
+    assert "GPU" not in report.gpu_memory or "not sampled" in report.gpu_memory
+
+
+def test_fit_growth_recovers_a_linear_slope_and_its_interval() -> None:
+    rng = np.random.default_rng(0)
+    samples = [
+        (i * 100, i * 0.1, 100 + i * 100 * 2000 / 2**20 + rng.normal(0, 0.01)) for i in range(50)
+    ]
+
+    slope, low, high = fit_growth(samples)  # type: ignore[misc]
+
+    assert low < 2000 < high
+    assert abs(slope - 2000) < 100
+
+
+def test_fit_growth_of_flat_noise_straddles_zero() -> None:
+    rng = np.random.default_rng(1)
+    samples = [(i * 100, i * 0.1, 100 + rng.normal(0, 0.05)) for i in range(60)]
+
+    _, low, high = fit_growth(samples)  # type: ignore[misc]
+
+    assert low < 0 < high
+
+
+def test_too_few_samples_cannot_be_judged(tiny_model: Path) -> None:
+    model = get_backend("onnxruntime").load(tiny_model, SessionOptions())
+    spec = SoakSpec(seconds=60, max_inferences=10, sample_interval_s=30)
+
+    report = soak_loaded(model, _variants(tiny_model), spec)
+
+    assert report.verdict == "too short"
+    assert fit_growth([(0, 0.0, 1.0)]) is None
+
+
+def test_dynamic_dims_are_cycled(tmp_path: Path) -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "seq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "sequence"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "seq.onnx")
+
+    variants = input_variants(inspect_model(tmp_path / "seq.onnx"), SoakSpec(batch_sizes=[1, 2]))[0]
+
+    assert sorted(v["x"].shape for v in variants) == [(1, 8), (1, 16), (2, 8), (2, 16)]
+
+
+def test_soak_of_a_model_that_does_not_load_says_why(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError):
+        soak(build_unloadable(tmp_path / "custom.onnx"), SoakSpec(seconds=1))
