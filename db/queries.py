@@ -154,11 +154,25 @@ def _job_for_update(s: Session, job_id: int) -> Job:
     return job
 
 
-def claim_job(s: Session, *, job_id: int, worker: str, task_id: str | None) -> Job | None:
+MAX_ATTEMPTS = 3
+"""How many times a job is started before a worker death ends it as failed."""
+
+
+def claim_job(
+    s: Session,
+    *,
+    job_id: int,
+    worker: str,
+    task_id: str | None,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> Job | None:
     """Mark the job running for this worker; None when there is nothing to run.
 
-    A running job is claimed again (the broker redelivered it after a worker died): its
-    attempts go up and progress restarts. A pending cancel request is honoured here.
+    A running job delivered again with the task id it runs under was redelivered after its
+    worker process died: its attempts go up and progress restarts, up to ``max_attempts``
+    starts, after which it ends as failed. A running job delivered under another task id is
+    left alone: it was sent again after its worker stopped responding and that newer delivery
+    carries it now. A pending cancel request is honoured here.
     """
     job = s.get(Job, job_id, with_for_update=True, populate_existing=True)
     if job is None or job.status in TERMINAL:
@@ -166,6 +180,12 @@ def claim_job(s: Session, *, job_id: int, worker: str, task_id: str | None) -> J
     if job.cancel_requested:
         _finish(job, JobStatus.cancelled, "Cancelled.")
         return None
+    if job.status is JobStatus.running:
+        if task_id is not None and job.celery_task_id not in (None, task_id):
+            return None
+        if job.attempts >= max_attempts:
+            _finish(job, JobStatus.failed, gave_up_message(job.attempts, job.worker))
+            return None
     now = _utcnow()
     job.status = JobStatus.running
     job.started_at = job.heartbeat_at = now
@@ -174,6 +194,53 @@ def claim_job(s: Session, *, job_id: int, worker: str, task_id: str | None) -> J
     job.progress, job.message, job.error_detail = 0.0, "Starting…", None
     s.flush()
     return job
+
+
+def gave_up_message(attempts: int, worker: str | None) -> str:
+    return (
+        f"Failed after {attempts} attempts: the worker running it ({worker or 'unknown'}) "
+        "died or stopped responding each time. It is not retried again; if it happens with "
+        "this model only, the model may crash the runtime."
+    )
+
+
+def touch_jobs(s: Session, *, job_ids: Iterable[int], worker: str) -> int:
+    """Refresh the heartbeat of these running jobs of ``worker``; returns how many."""
+    ids = list(job_ids)
+    if not ids:
+        return 0
+    query = (
+        update(Job)
+        .where(Job.id.in_(ids), Job.worker == worker, Job.status == JobStatus.running)
+        .values(heartbeat_at=_utcnow())
+    )
+    result: Any = s.execute(query)
+    return int(result.rowcount or 0)
+
+
+def stale_jobs(s: Session, *, max_age_s: float) -> list[Job]:
+    """Running jobs nobody has vouched for in ``max_age_s`` seconds, locked for update.
+
+    A job's heartbeat is refreshed by its progress and by its worker's heartbeat while the
+    worker runs it, so a stale running job has lost its worker.
+    """
+    cutoff = _utcnow() - timedelta(seconds=max_age_s)
+    query = (
+        select(Job)
+        .where(Job.status == JobStatus.running, Job.heartbeat_at < cutoff)
+        .order_by(Job.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return list(s.scalars(query))
+
+
+def requeue_job(s: Session, *, job: Job, task_id: str, message: str) -> None:
+    """Put a running job whose worker was lost back in the queue under a new task id."""
+    job.status = JobStatus.queued
+    job.celery_task_id = task_id
+    job.progress, job.message = 0.0, message
+    s.flush()
 
 
 def set_progress(s: Session, *, job_id: int, progress: float, message: str) -> bool:

@@ -9,10 +9,19 @@ pysqlite's own transaction handling is switched off (``isolation_level = None``,
 every Python version; ``autocommit=False`` needs 3.12) and a ``begin`` listener emits the BEGIN.
 The price: read-only transactions also take the write lock, briefly; WAL keeps plain readers
 of other connections unblocked.
+
+Availability: ``transaction`` opens its connection (and, on SQLite, takes the write lock) before
+the caller's code runs, and retries that step with a growing pause for up to ``retry_s``
+seconds, so a database that restarts or is briefly locked delays the caller instead of failing
+it. Only that step is retried: nothing of the caller's has run yet. Past the deadline it raises
+``DatabaseUnavailable``; a connection lost in the middle of a transaction raises SQLAlchemy's
+own error, which ``is_unavailable`` also recognises.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +29,31 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+DB_RETRY_S = 15.0
+"""How long ``transaction`` keeps trying to reach the database before giving up."""
+_FIRST_PAUSE_S, _MAX_PAUSE_S = 0.1, 2.0
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database could not be reached (or locked) within the retry window."""
+
+    def __init__(self, seconds: float, cause: BaseException) -> None:
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause)
+        super().__init__(f"The database could not be reached for {seconds:.0f} s ({first_line}).")
+        self.seconds = seconds
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for errors that mean the database went away, not that a statement was wrong."""
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
@@ -72,7 +103,34 @@ def make_session_factory(url_or_engine: str | URL | Engine) -> sessionmaker[Sess
 
 
 @contextmanager
-def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One session, one transaction: commit on success, roll back on error, always close."""
-    with factory() as session, session.begin():
+def transaction(
+    factory: sessionmaker[Session], *, retry_s: float | None = None
+) -> Iterator[Session]:
+    """One session, one transaction: commit on success, roll back on error, always close.
+
+    Connecting is retried for ``retry_s`` seconds (default ``DB_RETRY_S``); see the module notes.
+    """
+    session, begun = _begin_with_retry(factory, DB_RETRY_S if retry_s is None else retry_s)
+    with session, begun:
         yield session
+
+
+def _begin_with_retry(
+    factory: sessionmaker[Session], retry_s: float
+) -> tuple[Session, SessionTransaction]:
+    started = time.monotonic()
+    pause = _FIRST_PAUSE_S
+    while True:
+        session = factory()
+        try:
+            begun = session.begin()
+            session.connection()
+            return session, begun
+        except (OperationalError, InterfaceError) as exc:
+            session.close()
+            waited = time.monotonic() - started
+            if waited + pause > retry_s:
+                raise DatabaseUnavailable(waited, exc) from exc
+            log.warning("database unreachable (%s); retrying in %.1f s", exc.orig, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, _MAX_PAUSE_S)

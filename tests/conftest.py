@@ -71,3 +71,28 @@ def db_factory(app_settings: object) -> object:
 
     upgrade(app_settings.database_url, lock_dir=app_settings.data_dir)  # type: ignore[attr-defined]
     return make_session_factory(app_settings.database_url)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A throw-away PostgreSQL server (tests/pgserver.py); skipped locally if not installed,
+    a failure in CI."""
+    from pgserver import remove_server, start_server
+
+    from optistudio.launcher import free_port
+
+    server = start_server(free_port())
+    yield server
+    remove_server(server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each kind: SQLite in tmp_path, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'data' / 'optistudio.db'}"
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = server.create_database()
+    yield url
+    server.drop_database(url)

@@ -1,7 +1,8 @@
 """Each worker records what it can serve at start and on a heartbeat, so jobs can be routed.
 
 The heartbeat runs in a daemon thread of the worker's main process; a worker that dies stops
-beating and is shown as stale after HEARTBEAT_STALE_FACTOR intervals.
+beating and is shown as stale after HEARTBEAT_STALE_FACTOR intervals. Each beat also vouches
+for the jobs this worker is running and recovers jobs that lost theirs (``workers.recovery``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from celery.signals import worker_ready, worker_shutdown
 from db.queries import record_worker, stop_worker
 from db.session import make_session_factory, transaction
 from optistudio.settings import get_settings
+from workers.recovery import recover_stale_jobs, send_with_app, vouch_for_active_jobs
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,10 @@ def start_heartbeat(sender: Any = None, **kwargs: Any) -> None:
         factory=make_session_factory(settings.database_url),
     )
     beat()
+    try:
+        _recover()
+    except Exception:  # the next beat tries again
+        log.exception("recovering stale jobs failed")
     thread = threading.Thread(target=_beat_forever, args=(settings.heartbeat_s,), daemon=True)
     thread.start()
 
@@ -74,7 +80,7 @@ def inventory_in_subprocess(offered: list[str] | None) -> dict[str, Any]:
 
 
 def beat() -> None:
-    """Write this worker's row now."""
+    """Write this worker's row now, and the heartbeat of the jobs it is running."""
     settings = get_settings()
     with transaction(_state["factory"]) as s:
         record_worker(
@@ -83,11 +89,19 @@ def beat() -> None:
             queues=queues_of(settings.queues),
             inventory=_state["inventory"],
         )
+    vouch_for_active_jobs(_state["factory"], worker=_state["hostname"])
+
+
+def _recover() -> None:
+    """Run again (or end) the jobs of workers that stopped responding."""
+    max_age_s = get_settings().heartbeat_s * HEARTBEAT_STALE_FACTOR
+    recover_stale_jobs(_state["factory"], max_age_s=max_age_s, send=send_with_app)
 
 
 def _beat_forever(interval: float) -> None:
     while not _stop.wait(interval):
-        try:
-            beat()
-        except Exception:  # a database hiccup must not kill the worker; the next beat retries
-            log.exception("heartbeat failed")
+        for step in (beat, _recover):
+            try:
+                step()
+            except Exception:  # a database hiccup must not kill the worker; the next beat retries
+                log.exception("heartbeat step %s failed", step.__name__)

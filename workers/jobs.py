@@ -13,17 +13,19 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.errors import Cancelled, OptistudioError
 from db.models import Job, JobStatus
 from db.queries import claim_job, finish_job, set_progress
-from db.session import transaction
+from db.session import DatabaseUnavailable, is_unavailable, transaction
 
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 0.25
+OUTCOME_RETRY_S = 60.0
+"""How long a finished job keeps trying to record its outcome while the database is away."""
 
 
 @dataclass
@@ -55,10 +57,14 @@ Work = Callable[[Job, JobContext], tuple[str, int | None]]
 def run_job(
     factory: sessionmaker[Session], job_id: int, *, worker: str, task_id: str | None, work: Work
 ) -> None:
-    with transaction(factory) as s:
-        job = claim_job(s, job_id=job_id, worker=worker, task_id=task_id)
-        if job is not None:
-            _ = job.model  # loaded now: the work runs after this session closes
+    try:
+        with transaction(factory) as s:
+            job = claim_job(s, job_id=job_id, worker=worker, task_id=task_id)
+            if job is not None:
+                _ = job.model  # loaded now: the work runs after this session closes
+    except DatabaseUnavailable as exc:
+        log.warning("job %s: could not claim it (%s); handing it back to the broker", job_id, exc)
+        raise Reject(str(exc), requeue=True) from exc
     if job is None:
         log.info("job %s is finished or cancelled; nothing to do", job_id)
         return
@@ -72,7 +78,12 @@ def run_job(
     except OptistudioError as exc:
         log.info("job %s failed: %s", job_id, exc)
         _finish(factory, job_id, JobStatus.failed, str(exc))
-    except Exception:
+    except Exception as exc:
+        if is_unavailable(exc):
+            log.warning("job %s: database unavailable: %s", job_id, exc)
+            message = f"{_first_line(exc)} The job was stopped; submit it again."
+            _finish(factory, job_id, JobStatus.failed, message)
+            return
         log.exception("internal error in job %s", job_id)
         message = f"Internal error (job {job_id}). The details are in the worker log."
         _finish(factory, job_id, JobStatus.failed, message, traceback.format_exc())
@@ -90,12 +101,25 @@ def _finish(
     *,
     environment_id: int | None = None,
 ) -> None:
-    with transaction(factory) as s:
-        finish_job(
-            s,
-            job_id=job_id,
-            status=status,
-            message=message,
-            error_detail=error_detail,
-            environment_id=environment_id,
-        )
+    try:
+        with transaction(factory, retry_s=OUTCOME_RETRY_S) as s:
+            finish_job(
+                s,
+                job_id=job_id,
+                status=status,
+                message=message,
+                error_detail=error_detail,
+                environment_id=environment_id,
+            )
+    except Exception as exc:
+        if not is_unavailable(exc):
+            raise
+        # Left running without a worker vouching for it: heartbeat recovery takes it over.
+        log.error("job %s: could not record %s (%s)", job_id, status.value, exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, DatabaseUnavailable):
+        return str(exc)
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"The database connection was lost ({text[0] if text else type(exc).__name__})."

@@ -26,8 +26,8 @@ ROWS = [
 
 
 @pytest.fixture
-def factory(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
-    url = f"sqlite:///{tmp_path / 'optistudio.db'}"
+def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
+    url = database_url  # SQLite and PostgreSQL (tests/conftest.py)
     cfg = Config(str(ALEMBIC_INI))
     cfg.attributes.update(url=url, configure_logger=False)
     command.upgrade(cfg, "head")

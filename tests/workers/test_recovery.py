@@ -1,0 +1,210 @@
+"""Jobs that lost their worker, on SQLite and PostgreSQL: claim rules, stale detection, recovery,
+and writes that wait for a database that went away."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from db.models import Job, JobKind, JobStatus
+from db.queries import (
+    claim_job,
+    create_job,
+    get_job,
+    record_worker,
+    request_cancel,
+    stale_jobs,
+    touch_jobs,
+)
+from db.session import DatabaseUnavailable, make_session_factory, transaction
+from optistudio.migrate import upgrade
+from workers.recovery import TASK_OF_KIND, recover_stale_jobs, target_of
+
+ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
+
+
+@pytest.fixture
+def factory(database_url: str, tmp_path) -> Iterator[sessionmaker[Session]]:
+    upgrade(database_url, lock_dir=tmp_path)
+    factory = make_session_factory(database_url)
+    yield factory
+    factory.kw["bind"].dispose()
+
+
+def new_job(factory, spec: dict | None = None, kind: JobKind = JobKind.benchmark) -> int:
+    with transaction(factory) as s:
+        return create_job(s, kind=kind, spec=spec or {}, model_id=None).id
+
+
+def claim(factory, job_id: int, task_id: str, worker: str = "cpu@a") -> bool:
+    with transaction(factory) as s:
+        return claim_job(s, job_id=job_id, worker=worker, task_id=task_id) is not None
+
+
+def job(factory, job_id: int) -> Job:
+    with transaction(factory) as s:
+        return get_job(s, job_id=job_id)
+
+
+def age(factory, job_id: int, seconds: float) -> None:
+    """Make the job's heartbeat `seconds` old, as if its worker had stopped vouching for it."""
+    with transaction(factory) as s:
+        then = datetime.now(UTC) - timedelta(seconds=seconds)
+        s.execute(update(Job).where(Job.id == job_id).values(heartbeat_at=then))
+
+
+def add_worker(factory, hostname: str = "cpu@b", queues=("cpu",), inventory=ORT) -> None:
+    with transaction(factory) as s:
+        record_worker(s, hostname=hostname, queues=list(queues), inventory=inventory)
+
+
+class Sent(list):
+    def __call__(self, name: str, job_id: int, queue: str) -> str:
+        self.append((name, job_id, queue))
+        return f"new-{len(self)}"
+
+
+def test_a_delivery_under_another_task_id_does_not_run_a_running_job(factory) -> None:
+    job_id = new_job(factory)
+    assert claim(factory, job_id, "t1")
+
+    assert not claim(factory, job_id, "t2")
+    assert claim(factory, job_id, "t1")  # the same task redelivered: its process died
+    assert job(factory, job_id).attempts == 2
+
+
+def test_a_redelivered_job_past_its_attempts_ends_failed(factory) -> None:
+    job_id = new_job(factory)
+    for _ in range(3):
+        assert claim(factory, job_id, "t1")
+
+    assert not claim(factory, job_id, "t1")
+    row = job(factory, job_id)
+    assert row.status is JobStatus.failed and row.attempts == 3
+    assert "Failed after 3 attempts" in row.message and "cpu@a" in row.message
+
+
+def test_only_jobs_nobody_vouched_for_are_stale(factory) -> None:
+    fresh, old, vouched = (new_job(factory) for _ in range(3))
+    for job_id in (fresh, old, vouched):
+        claim(factory, job_id, f"t{job_id}")
+    age(factory, old, 60)
+    age(factory, vouched, 60)
+    with transaction(factory) as s:
+        assert touch_jobs(s, job_ids=[vouched], worker="cpu@a") == 1
+        assert touch_jobs(s, job_ids=[fresh], worker="someone-else") == 0
+
+    with transaction(factory) as s:
+        assert [j.id for j in stale_jobs(s, max_age_s=30)] == [old]
+
+
+def test_a_lost_job_is_sent_again_to_a_live_worker_and_the_old_delivery_is_ignored(
+    factory,
+) -> None:
+    job_id = new_job(factory, {"backend": "onnxruntime", "device": "cpu"})
+    claim(factory, job_id, "t1", worker="cpu@dead")
+    age(factory, job_id, 60)
+    add_worker(factory)
+    sent = Sent()
+
+    outcomes = recover_stale_jobs(factory, max_age_s=30, send=sent)
+
+    assert outcomes == [(job_id, "requeued to cpu")]
+    assert sent == [(TASK_OF_KIND[JobKind.benchmark], job_id, "cpu")]
+    row = job(factory, job_id)
+    assert (row.status, row.celery_task_id) == (JobStatus.queued, "new-1")
+    assert "cpu@dead" in row.message and "Attempt 2 of 3" in row.message
+    assert recover_stale_jobs(factory, max_age_s=30, send=sent) == []
+    assert claim(factory, job_id, "new-1", worker="cpu@b")
+    assert not claim(factory, job_id, "t1")  # the old message, if the broker redelivers it
+    assert job(factory, job_id).attempts == 2
+
+
+def test_a_lost_job_at_its_limit_ends_failed_with_the_reason(factory) -> None:
+    job_id = new_job(factory)
+    for _ in range(3):
+        claim(factory, job_id, "t1", worker="cpu@dead")
+    age(factory, job_id, 60)
+    add_worker(factory)
+    sent = Sent()
+
+    assert recover_stale_jobs(factory, max_age_s=30, send=sent) == [(job_id, "failed")]
+    assert sent == []
+    row = job(factory, job_id)
+    assert row.status is JobStatus.failed and "Failed after 3 attempts" in row.message
+
+
+def test_a_lost_job_no_live_worker_can_serve_ends_failed(factory) -> None:
+    job_id = new_job(factory, {"target_backend": "openvino"}, kind=JobKind.optimize)
+    claim(factory, job_id, "t1", worker="vino@dead")
+    age(factory, job_id, 60)
+    add_worker(factory)  # offers onnxruntime only
+
+    assert recover_stale_jobs(factory, max_age_s=30, send=Sent()) == [(job_id, "failed")]
+    message = job(factory, job_id).message
+    assert "vino@dead" in message and "no live worker offers openvino on cpu" in message
+
+
+def test_a_lost_job_with_a_cancel_pending_ends_cancelled(factory) -> None:
+    job_id = new_job(factory)
+    claim(factory, job_id, "t1", worker="cpu@dead")
+    with transaction(factory) as s:
+        request_cancel(s, job_id=job_id)
+    age(factory, job_id, 60)
+
+    assert recover_stale_jobs(factory, max_age_s=30, send=Sent()) == [(job_id, "cancelled")]
+    assert job(factory, job_id).status is JobStatus.cancelled
+
+
+def test_target_of_reads_the_spec_of_each_kind() -> None:
+    optimize = Job(kind=JobKind.optimize, spec={"target_backend": "openvino"})
+    compare = Job(kind=JobKind.compare, spec={"backend": "tensorrt", "device": "cuda:0"})
+    assert target_of(optimize) == ("openvino", "cpu")
+    assert target_of(compare) == ("tensorrt", "cuda:0")
+    assert target_of(Job(kind=JobKind.benchmark, spec={})) == ("onnxruntime", "cpu")
+
+
+@pytest.fixture
+def pg_factory(postgres_server) -> Iterator[tuple[object, sessionmaker[Session]]]:
+    url = postgres_server.create_database()
+    upgrade(url, lock_dir=postgres_server.data_dir.parent / "locks")
+    factory = make_session_factory(url)
+    yield postgres_server, factory
+    factory.kw["bind"].dispose()
+    postgres_server.drop_database(url)
+
+
+def test_a_write_waits_for_a_restarting_postgresql(pg_factory) -> None:
+    server, factory = pg_factory
+    job_id = new_job(factory)
+    server.stop()
+    restart = threading.Timer(2.0, server.start)
+    restart.start()
+    try:
+        started = time.monotonic()
+        with transaction(factory, retry_s=30) as s:
+            request_cancel(s, job_id=job_id)
+        waited = time.monotonic() - started
+    finally:
+        restart.join()
+    assert waited >= 1.0  # it really waited for the server rather than finding it up
+    assert job(factory, job_id).status is JobStatus.cancelled
+
+
+def test_a_database_down_past_the_window_raises_database_unavailable(pg_factory) -> None:
+    server, factory = pg_factory
+    server.stop()
+    try:
+        with (
+            pytest.raises(DatabaseUnavailable, match=r"could not be reached for \d+ s"),
+            transaction(factory, retry_s=1.0),
+        ):
+            pass
+    finally:
+        server.start()
