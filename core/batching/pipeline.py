@@ -1,0 +1,406 @@
+"""A serving pipeline: requests queue per model instance and leave in dynamic batches.
+
+Batch rule, per instance and per shape bucket (requests whose non-batch dims and dtypes agree):
+a batch leaves as soon as the instance is free and either
+  - the bucket holds at least `settings.dispatch_threshold()` rows (max batch size, the eager
+    threshold or the smallest preferred size, whichever is least), or
+  - its oldest request has waited `timeout_ms`.
+It takes `settings.cut_size(rows)` rows: the largest preferred size that fits, else everything
+up to max_batch_size. Requests are concatenated along dim 0, run once, and the outputs are split
+back by row offsets. A failed run fails only the requests of that batch. Shape and dtype are
+checked at `submit`, so a malformed request is refused alone and never joins a batch.
+Instances are chosen by `core.batching.balancer.Balancer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.backends import LoadedModel, SessionOptions, get_backend
+from core.batching.applicability import require_batch_dim
+from core.batching.balancer import Balancer
+from core.batching.settings import BatchingSettings
+from core.errors import Cancelled, InferenceFailed, InvalidSpec, OptistudioError, first_line
+from core.intake import inspect_model
+from core.model_info import TensorSpec
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+"""Runs one batch: feeds by input name to outputs in model order (LoadedModel.run)."""
+
+Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+class QueueFull(OptistudioError):
+    """The pipeline's queue holds max_queue requests; the new one is refused (backpressure)."""
+
+
+class PipelineClosed(OptistudioError):
+    """The pipeline is shutting down and takes no new requests."""
+
+
+@dataclass(frozen=True)
+class Response:
+    """One request's outputs and where its time went."""
+
+    outputs: list[np.ndarray]
+    queue_ms: float
+    compute_ms: float
+    batch_size: int
+    instance: int
+
+
+@dataclass
+class _Request:
+    feeds: dict[str, np.ndarray]
+    rows: int
+    signature: Signature
+    future: Future[Response]
+    arrived: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class PipelineStats:
+    """Counters since start: batches run, rows in them, requests per instance."""
+
+    batches: int = 0
+    rows: int = 0
+    failed_batches: int = 0
+    batch_sizes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.rows / self.batches if self.batches else 0.0
+
+
+class _Instance:
+    """One runner with its own queue, drained by one thread."""
+
+    def __init__(self, index: int, runner: Runner) -> None:
+        self.index, self.runner = index, runner
+        self.buckets: dict[Signature, deque[_Request]] = {}
+        self.queued_rows = 0
+        self.running_rows = 0
+        self.condition = threading.Condition()
+
+    @property
+    def rows_ahead(self) -> int:
+        return self.queued_rows + self.running_rows
+
+
+class Pipeline:
+    """Dynamic batching over one or more runners of the same model; use as a context manager."""
+
+    def __init__(
+        self,
+        runners: Sequence[Runner],
+        inputs: list[TensorSpec],
+        settings: BatchingSettings | None = None,
+        *,
+        balancer: Balancer | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings or BatchingSettings()
+        if len(runners) != self.settings.instances:
+            raise ValueError(f"{len(runners)} runners for {self.settings.instances} instances")
+        self.inputs = inputs
+        self.balancer = balancer or Balancer(len(runners))
+        self.stats = PipelineStats()
+        self._instances = [_Instance(i, runner) for i, runner in enumerate(runners)]
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self._closing = False
+        self._on_close = on_close
+        self._threads = [
+            threading.Thread(target=self._serve, args=(inst,), name=f"batcher-{inst.index}")
+            for inst in self._instances
+        ]
+        for thread in self._threads:
+            thread.daemon = True
+            thread.start()
+
+    @classmethod
+    def load(
+        cls,
+        model_path: Path,
+        settings: BatchingSettings | None = None,
+        *,
+        backend: str = "onnxruntime",
+        options: SessionOptions | None = None,
+    ) -> Pipeline:
+        """Load `settings.instances` sessions of a model on a backend behind one pipeline.
+
+        Raises InvalidSpec when the model has no dynamic batch dim. Without explicit threads,
+        the CPU cores are shared out between instances.
+        """
+        settings = settings or BatchingSettings()
+        info = inspect_model(model_path)
+        require_batch_dim(info)
+        options = _instance_options(options or SessionOptions(), settings)
+        runtime = get_backend(backend)
+        loaded: list[LoadedModel] = []
+        try:
+            for _ in range(settings.instances):
+                loaded.append(runtime.load(model_path, options))
+        except BaseException:
+            _close_all(loaded)
+            raise
+        return cls(
+            [model.run for model in loaded],
+            info.inputs,
+            settings,
+            on_close=lambda: _close_all(loaded),
+        )
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(drain=True)
+
+    def submit(self, feeds: dict[str, np.ndarray], *, key: str | None = None) -> Future[Response]:
+        """Queue one request (rows along dim 0) and return its future at once.
+
+        Raises InvalidSpec for a malformed request, QueueFull when max_queue requests wait
+        already, PipelineClosed after `close`.
+        """
+        rows, signature = self._check(feeds)
+        request = _Request(feeds, rows, signature, Future())
+        with self._lock:
+            if self._closing:
+                raise PipelineClosed("The pipeline is shutting down; the request was not queued.")
+            if self._waiting >= self.settings.max_queue:
+                raise QueueFull(
+                    f"The queue is full ({self.settings.max_queue} requests waiting); "
+                    "request refused.",
+                    hint="Retry later, add instances, or raise max_queue.",
+                )
+            self._waiting += 1
+        instance = self._instances[self._route(key)]
+        with instance.condition:
+            instance.buckets.setdefault(signature, deque()).append(request)
+            instance.queued_rows += rows
+            instance.condition.notify()
+        return request.future
+
+    def infer(
+        self, feeds: dict[str, np.ndarray], *, key: str | None = None, timeout: float | None = None
+    ) -> Response:
+        """Submit and wait for the response (raises the request's error)."""
+        return self.submit(feeds, key=key).result(timeout=timeout)
+
+    async def infer_async(
+        self, feeds: dict[str, np.ndarray], *, key: str | None = None
+    ) -> Response:
+        """Submit and await the response without blocking the event loop."""
+        return await asyncio.wrap_future(self.submit(feeds, key=key))
+
+    def close(self, *, drain: bool = True, timeout: float | None = None) -> None:
+        """Stop taking requests; run what is queued (drain) or fail it with Cancelled."""
+        with self._lock:
+            self._closing = True
+        if not drain:
+            self._cancel_queued()
+        for instance in self._instances:
+            with instance.condition:
+                instance.condition.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        if self._on_close is not None:
+            self._on_close()
+            self._on_close = None
+
+    def _route(self, key: str | None) -> int:
+        if len(self._instances) == 1:
+            return 0
+        return self.balancer.choose([inst.rows_ahead for inst in self._instances], key)
+
+    def _check(self, feeds: dict[str, np.ndarray]) -> tuple[int, Signature]:
+        names = {spec.name for spec in self.inputs}
+        if set(feeds) != names:
+            raise InvalidSpec(
+                f"Request inputs {sorted(feeds)} do not match the model's {sorted(names)}.",
+                hint="Send one array per model input, by name.",
+            )
+        rows = {_check_tensor(spec, feeds[spec.name]) for spec in self.inputs}
+        if len(rows) != 1:
+            raise InvalidSpec(f"Request inputs disagree on the batch dim (dim 0): {sorted(rows)}.")
+        count = rows.pop()
+        if not 1 <= count <= self.settings.max_batch_size:
+            raise InvalidSpec(
+                f"A request carries {count} rows; it must carry 1..{self.settings.max_batch_size} "
+                "(max_batch_size).",
+            )
+        signature = tuple(
+            (spec.name, str(feeds[spec.name].dtype), feeds[spec.name].shape[1:])
+            for spec in self.inputs
+        )
+        return count, signature
+
+    def _serve(self, instance: _Instance) -> None:
+        while True:
+            batch = self._next_batch(instance)
+            if batch is None:
+                return
+            self._run(instance, batch)
+
+    def _next_batch(self, instance: _Instance) -> list[_Request] | None:
+        with instance.condition:
+            while True:
+                batch, wait = self._ready(instance, time.perf_counter())
+                if batch:
+                    return batch
+                if self._closing and not instance.queued_rows:
+                    return None
+                instance.condition.wait(wait)
+
+    def _ready(self, instance: _Instance, now: float) -> tuple[list[_Request], float | None]:
+        """A batch to send now, or none and how long to wait for the next timeout."""
+        settings, due, wait = self.settings, [], None
+        for signature, queue in instance.buckets.items():
+            if not queue:
+                continue
+            rows = sum(request.rows for request in queue)
+            left = queue[0].arrived + settings.timeout_s - now
+            if rows >= settings.dispatch_threshold() or left <= 0 or self._closing:
+                due.append((queue[0].arrived, signature, rows))
+            else:
+                wait = left if wait is None else min(wait, left)
+        if not due:
+            return [], wait
+        _, signature, rows = min(due)
+        return self._cut(instance, instance.buckets[signature], settings.cut_size(rows)), None
+
+    def _cut(self, instance: _Instance, queue: deque[_Request], size: int) -> list[_Request]:
+        batch, rows = [queue.popleft()], 0
+        rows = batch[0].rows
+        while queue and rows + queue[0].rows <= size:
+            rows += queue[0].rows
+            batch.append(queue.popleft())
+        instance.queued_rows -= rows
+        instance.running_rows = rows
+        with self._lock:
+            self._waiting -= len(batch)
+        return batch
+
+    def _run(self, instance: _Instance, batch: list[_Request]) -> None:
+        started = time.perf_counter()
+        rows = sum(request.rows for request in batch)
+        try:
+            outputs = instance.runner(_concat([request.feeds for request in batch]))
+            _check_outputs(outputs, rows)
+        except Exception as exc:  # noqa: BLE001 - the batch's callers get the error
+            self._fail(batch, exc)
+        else:
+            finished = time.perf_counter()
+            self.balancer.observe(instance.index, (finished - started) / rows)
+            self._deliver(instance, batch, outputs, started, finished)
+        finally:
+            instance.running_rows = 0
+
+    def _deliver(
+        self,
+        instance: _Instance,
+        batch: list[_Request],
+        outputs: list[np.ndarray],
+        started: float,
+        finished: float,
+    ) -> None:
+        rows = sum(request.rows for request in batch)
+        self.stats.batches += 1
+        self.stats.rows += rows
+        self.stats.batch_sizes[rows] = self.stats.batch_sizes.get(rows, 0) + 1
+        offset, compute_ms = 0, (finished - started) * 1000
+        for request in batch:
+            part = [output[offset : offset + request.rows] for output in outputs]
+            offset += request.rows
+            queue_ms = (started - request.arrived) * 1000
+            request.future.set_result(Response(part, queue_ms, compute_ms, rows, instance.index))
+
+    def _fail(self, batch: list[_Request], exc: Exception) -> None:
+        self.stats.failed_batches += 1
+        log.warning("batch of %d requests failed: %s", len(batch), first_line(exc))
+        reason = exc.message if isinstance(exc, OptistudioError) else first_line(exc)
+        error = InferenceFailed(
+            f"The batch this request ran in ({len(batch)} requests) failed: {reason}",
+            hint="Only this batch failed; other requests were served. Check the inputs.",
+        )
+        for request in batch:
+            request.future.set_exception(error)
+
+    def _cancel_queued(self) -> None:
+        for instance in self._instances:
+            with instance.condition:
+                for queue in instance.buckets.values():
+                    while queue:
+                        request = queue.popleft()
+                        request.future.set_exception(
+                            Cancelled("The pipeline shut down before this request ran.")
+                        )
+                        with self._lock:
+                            self._waiting -= 1
+                instance.queued_rows = 0
+
+
+def _check_tensor(spec: TensorSpec, array: Any) -> int:
+    if not isinstance(array, np.ndarray):
+        raise InvalidSpec(f"Input {spec.name!r} must be a numpy array, got {type(array).__name__}.")
+    if str(array.dtype) != spec.dtype:
+        raise InvalidSpec(
+            f"Input {spec.name!r} has dtype {array.dtype}; the model takes {spec.dtype}.",
+            hint=f"Convert it, e.g. array.astype('{spec.dtype}').",
+        )
+    if array.ndim != len(spec.shape) or array.ndim == 0:
+        raise InvalidSpec(
+            f"Input {spec.name!r} has shape {list(array.shape)}; the model takes "
+            f"{len(spec.shape)} dims {spec.shape} (dim 0 is the batch)."
+        )
+    for index, dim in enumerate(spec.shape[1:], start=1):
+        if isinstance(dim, int) and dim > 0 and array.shape[index] != dim:
+            raise InvalidSpec(
+                f"Input {spec.name!r} has size {array.shape[index]} at dim {index}; "
+                f"the model needs {dim} (shape {spec.shape})."
+            )
+    return int(array.shape[0])
+
+
+def _concat(feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if len(feeds) == 1:
+        return feeds[0]
+    return {name: np.concatenate([feed[name] for feed in feeds]) for name in feeds[0]}
+
+
+def _check_outputs(outputs: list[np.ndarray], rows: int) -> None:
+    for index, output in enumerate(outputs):
+        if output.ndim == 0 or output.shape[0] != rows:
+            raise InferenceFailed(
+                f"Output {index} has shape {list(output.shape)}, not {rows} rows on dim 0, "
+                "so it cannot be split back to the requests.",
+            )
+
+
+def _instance_options(options: SessionOptions, settings: BatchingSettings) -> SessionOptions:
+    updates: dict[str, Any] = {}
+    if settings.memory_pool_ratio is not None:
+        updates["memory_pool_ratio"] = settings.memory_pool_ratio
+    if options.threads is None and settings.instances > 1:
+        updates["threads"] = max(1, (os.cpu_count() or 1) // settings.instances)
+    return options.model_copy(update=updates)
+
+
+def _close_all(models: list[LoadedModel]) -> None:
+    for model in models:
+        model.close()

@@ -1,0 +1,86 @@
+"""What a load run gave, predicted by the simulator or measured by the load generator.
+
+Both are summarised by one function, so prediction and measurement are computed alike:
+latency = finish - send, queue wait = batch start - send, throughput = completed requests in the
+window / (last finish - first send in the window), where the window skips the first
+`warmup_share` of requests. A run is saturated when throughput falls under 97 % of the offered
+rate or requests were refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.errors import InvalidSpec
+
+
+class LoadResult(BaseModel):
+    """What a load run gave, predicted (simulation) or measured (load generator)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    throughput: float = Field(description="Completed requests per second.")
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    mean_queue_ms: float = Field(description="Mean wait before the request's batch started.")
+    mean_compute_ms: float = Field(description="Mean run time of the request's batch.")
+    mean_batch_size: float
+    completed: int
+    rejected: int = Field(default=0, description="Refused because the queue was full.")
+    failed: int = 0
+    offered_rate: float | None = Field(default=None, description="Arrival rate asked for.")
+    saturated: bool = Field(
+        default=False, description="Arrivals outpaced service: the queue kept growing."
+    )
+    batch_histogram: dict[int, int] = Field(default_factory=dict)
+
+
+def summarize(
+    sent: Sequence[float],
+    started: Sequence[float],
+    finished: Sequence[float],
+    batch_sizes: Sequence[int],
+    *,
+    rejected: int = 0,
+    failed: int = 0,
+    rate: float | None = None,
+    warmup_share: float = 0.1,
+) -> LoadResult:
+    """Summary of per-request times in seconds (NaN finish = not served)."""
+    send, start, finish = (np.asarray(x, dtype=np.float64) for x in (sent, started, finished))
+    batch = np.asarray(batch_sizes)
+    served = ~np.isnan(finish)
+    window = served.copy()
+    window[: int(len(send) * warmup_share)] = False
+    if not window.any():
+        raise InvalidSpec("No request was served; lower the rate or raise max_queue.")
+    latency = (finish[window] - send[window]) * 1000
+    span = finish[window].max() - send[window].min()
+    throughput = float(window.sum() / span) if span > 0 else 0.0
+    return LoadResult(
+        throughput=throughput,
+        p50_ms=float(np.percentile(latency, 50)),
+        p90_ms=float(np.percentile(latency, 90)),
+        p99_ms=float(np.percentile(latency, 99)),
+        mean_ms=float(latency.mean()),
+        mean_queue_ms=float((start[window] - send[window]).mean() * 1000),
+        mean_compute_ms=float((finish[window] - start[window]).mean() * 1000),
+        mean_batch_size=float(batch[window].mean()),
+        completed=int(served.sum()),
+        rejected=rejected,
+        failed=failed,
+        offered_rate=rate,
+        saturated=bool(rate is not None and (throughput < 0.97 * rate or rejected)),
+        batch_histogram=_batch_histogram(batch[served]),
+    )
+
+
+def _batch_histogram(batch_sizes: np.ndarray) -> dict[int, int]:
+    """Number of batches of each size (each batch of b rows counted once, not b times)."""
+    sizes, counts = np.unique(batch_sizes, return_counts=True)
+    return {int(size): int(count // size) for size, count in zip(sizes, counts, strict=True)}

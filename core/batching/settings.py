@@ -1,0 +1,92 @@
+"""The batching policy's settings, validated once and shared by the runtime, simulator and UI."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.errors import InvalidSpec
+
+
+class BatchingSettings(BaseModel):
+    """How requests are grouped into batches and spread over model instances."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_batch_size: int = Field(
+        default=8, ge=1, le=1024, description="Most requests (rows) in one batch."
+    )
+    timeout_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=10_000,
+        description="Longest the oldest queued request waits for batch mates before its batch "
+        "is sent anyway (Triton's max_queue_delay).",
+    )
+    eager_threshold: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Send a batch at once when this many requests are queued, without waiting "
+        "for the timeout. Empty: off.",
+    )
+    preferred_batch_sizes: list[int] = Field(
+        default_factory=list,
+        description="Batch sizes sent as soon as they can be formed; the largest that fits is "
+        "preferred when a batch is cut.",
+    )
+    instances: int = Field(default=1, ge=1, le=64, description="Model instances (sessions).")
+    max_queue: int = Field(
+        default=1024,
+        ge=1,
+        le=1_000_000,
+        description="Most requests waiting at once; a full queue rejects new ones at once.",
+    )
+    memory_pool_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Share of device memory each instance's session may pool. Empty: default.",
+    )
+
+    @model_validator(mode="after")
+    def _preferred_fit(self) -> BatchingSettings:
+        bad = [size for size in self.preferred_batch_sizes if not 1 <= size <= self.max_batch_size]
+        if bad:
+            raise ValueError(
+                f"preferred batch sizes {bad} must lie in 1..max_batch_size ({self.max_batch_size})"
+            )
+        self.preferred_batch_sizes = sorted(set(self.preferred_batch_sizes))
+        return self
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000.0
+
+    def dispatch_threshold(self) -> int:
+        """Queue length at which a batch leaves without waiting for the timeout."""
+        thresholds = [self.max_batch_size]
+        if self.eager_threshold is not None:
+            thresholds.append(self.eager_threshold)
+        thresholds.extend(self.preferred_batch_sizes)
+        return min(thresholds)
+
+    def cut_size(self, queued: int) -> int:
+        """Rows to take when a batch is sent with `queued` requests waiting."""
+        fit = min(queued, self.max_batch_size)
+        preferred = [size for size in self.preferred_batch_sizes if size <= fit]
+        return preferred[-1] if preferred else fit
+
+
+def settings_from(values: dict[str, object]) -> BatchingSettings:
+    """Settings from untrusted values, with an InvalidSpec naming each bad field."""
+    from pydantic import ValidationError
+
+    from core.errors import describe_validation_error
+
+    try:
+        return BatchingSettings.model_validate(values)
+    except ValidationError as exc:
+        raise InvalidSpec(
+            f"Batching settings out of range: {describe_validation_error(exc)}",
+            hint="See the help of each setting for its allowed range.",
+        ) from None

@@ -1,0 +1,54 @@
+"""The load generator on a real pipeline: open and closed loops, counts and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from batching_helpers import row
+
+from core.batching.loadgen import run_load
+from core.batching.pipeline import Pipeline
+from core.batching.settings import BatchingSettings
+from core.errors import InvalidSpec
+
+
+@pytest.fixture
+def pipe(tiny_model: Path):
+    with Pipeline.load(tiny_model, BatchingSettings(max_batch_size=8, timeout_ms=1)) as pipeline:
+        yield pipeline
+
+
+def test_open_loop_serves_every_request_with_a_time_split(pipe: Pipeline) -> None:
+    run = run_load(pipe, [row(1.0), row(2.0)], process="poisson", rate=500, requests=200, seed=1)
+
+    assert run.result.completed == 200 and run.result.failed == 0
+    assert len(run.queue_ms) == 200
+    for queue, compute, total in zip(run.queue_ms, run.compute_ms, run.latency_ms, strict=True):
+        assert queue >= 0 and compute > 0 and queue + compute == pytest.approx(total)
+    assert run.result.p50_ms <= run.result.p90_ms <= run.result.p99_ms
+
+
+def test_poisson_schedule_repeats_with_its_seed(pipe: Pipeline) -> None:
+    first = run_load(pipe, [row(1.0)], rate=400, requests=40, seed=5)
+    again = run_load(pipe, [row(1.0)], rate=400, requests=40, seed=5)
+    gaps = [b - a for a, b in zip(first.sent_ms, first.sent_ms[1:], strict=False)]
+    gaps_again = [b - a for a, b in zip(again.sent_ms, again.sent_ms[1:], strict=False)]
+    assert sum(gaps) == pytest.approx(sum(gaps_again), rel=0.25)
+
+
+def test_closed_loop_by_count(pipe: Pipeline) -> None:
+    run = run_load(pipe, [row(1.0)], process="closed", clients=4, requests=100)
+
+    assert run.result.completed == 100 and run.result.offered_rate is None
+
+
+def test_duration_bounds_an_open_loop(pipe: Pipeline) -> None:
+    run = run_load(pipe, [row(1.0)], process="constant", rate=200, seconds=0.25)
+
+    assert 45 <= run.result.completed <= 52
+
+
+def test_a_run_needs_a_length() -> None:
+    with pytest.raises(InvalidSpec, match="number of requests or a duration"):
+        run_load(None, [row(1.0)], rate=10)  # type: ignore[arg-type]

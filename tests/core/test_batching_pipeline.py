@@ -1,0 +1,206 @@
+"""The batching runtime: batch formation, routing, isolation, backpressure, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from batching_helpers import Recorder, build_double_model, row
+
+from core.batching.pipeline import Pipeline, PipelineClosed, QueueFull
+from core.batching.settings import BatchingSettings, settings_from
+from core.errors import Cancelled, InferenceFailed, InvalidSpec
+from core.intake import inspect_model
+
+WAIT = 5  # seconds a future may take; the held tests use a 9 s timeout, so a missed trigger fails
+
+
+@pytest.fixture
+def double(tmp_path: Path) -> Path:
+    return build_double_model(tmp_path / "double.onnx")
+
+
+def pipeline(model: Path, recorder: Recorder, **settings: object) -> Pipeline:
+    return Pipeline([recorder], inspect_model(model).inputs, BatchingSettings(**settings))
+
+
+def submit_held(pipe: Pipeline, recorder: Recorder, values: list[float]) -> list:
+    """Hold the instance on a first, full batch, queue `values` behind it, then let it go."""
+    recorder.gate.clear()
+    first = pipe.submit(row(-1.0, rows=pipe.settings.max_batch_size))
+    assert recorder.entered.wait(WAIT)
+    futures = [pipe.submit(row(v)) for v in values]
+    recorder.gate.set()
+    return [first, *futures]
+
+
+def test_size_trigger_sends_full_batches_without_waiting(double: Path) -> None:
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=4, timeout_ms=9_000) as pipe:
+        futures = submit_held(pipe, recorder, [float(i) for i in range(8)])
+        [future.result(WAIT) for future in futures[1:]]
+    assert recorder.sizes == [4, 4, 4]
+
+
+def test_timeout_trigger_sends_a_partial_batch_after_the_wait(double: Path) -> None:
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=64, timeout_ms=50) as pipe:
+        responses = [f.result(WAIT) for f in [pipe.submit(row(v)) for v in (1.0, 2.0, 3.0)]]
+    assert recorder.sizes == [3]
+    assert responses[0].queue_ms >= 45 and responses[0].batch_size == 3
+
+
+def test_eager_threshold_sends_before_the_timeout(double: Path) -> None:
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=64, timeout_ms=9_000, eager_threshold=3) as p:
+        [f.result(WAIT) for f in [p.submit(row(v)) for v in (1.0, 2.0, 3.0)]]
+    assert recorder.sizes == [3]
+
+
+def test_preferred_sizes_cut_the_queue(double: Path) -> None:
+    recorder = Recorder(double)
+    settings = {"max_batch_size": 8, "timeout_ms": 9_000, "preferred_batch_sizes": [2]}
+    with pipeline(double, recorder, **settings) as pipe:
+        futures = submit_held(pipe, recorder, [1.0, 2.0, 3.0, 4.0])
+        [future.result(WAIT) for future in futures[1:]]
+    assert recorder.sizes == [8, 2, 2]
+
+
+def test_shapes_are_batched_only_with_their_own(double: Path) -> None:
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=8, timeout_ms=20) as pipe:
+        recorder.gate.clear()
+        first = pipe.submit(row(0.0, length=3))
+        assert recorder.entered.wait(WAIT)
+        futures = [pipe.submit(row(float(i), length=3 + 2 * (i % 2))) for i in range(6)]
+        recorder.gate.set()
+        responses = [f.result(WAIT) for f in [first, *futures]]
+    assert sorted(recorder.shapes[1:]) == [(3, 3), (3, 5)]
+    for i, response in enumerate(responses[1:]):
+        np.testing.assert_array_equal(response.outputs[0], 2 * row(float(i), 3 + 2 * (i % 2))["x"])
+
+
+def test_results_go_back_to_their_callers(tiny_model: Path) -> None:
+    single = Recorder(tiny_model)
+    rng = np.random.default_rng(0)
+    requests = [{"x": rng.standard_normal((n, 16)).astype(np.float32)} for n in (1, 3, 2, 1, 4)]
+    expected = [single.model.run(feeds)[0] for feeds in requests]
+    with pipeline(tiny_model, Recorder(tiny_model), max_batch_size=16, timeout_ms=30) as pipe:
+        responses = [f.result(WAIT) for f in [pipe.submit(feeds) for feeds in requests]]
+    for response, want in zip(responses, expected, strict=True):
+        np.testing.assert_allclose(response.outputs[0], want, rtol=1e-5, atol=1e-6)
+    assert {response.batch_size for response in responses} == {11}
+
+
+def test_a_failing_batch_fails_only_its_own_requests(double: Path) -> None:
+    recorder = Recorder(double)
+    recorder.poison = 99.0
+    with pipeline(double, recorder, max_batch_size=2, timeout_ms=9_000) as pipe:
+        futures = submit_held(pipe, recorder, [1.0, 99.0, 3.0, 4.0])
+        with pytest.raises(InferenceFailed, match="poisoned row"):
+            futures[2].result(WAIT)
+        assert futures[1].exception(WAIT) is not None
+        assert [f.result(WAIT).outputs[0][0, 0] for f in futures[3:]] == [6.0, 8.0]
+    assert pipe.stats.failed_batches == 1
+
+
+@pytest.mark.parametrize(
+    ("feeds", "message"),
+    [
+        ({"x": np.ones((1, 16), dtype=np.float64)}, "dtype float64; the model takes float32"),
+        ({"x": np.ones((1, 4), dtype=np.float32)}, "size 4 at dim 1"),
+        ({"x": np.ones(16, dtype=np.float32)}, "takes 2 dims"),
+        ({"y": np.ones((1, 16), dtype=np.float32)}, "do not match"),
+        ({"x": np.ones((9, 16), dtype=np.float32)}, "1..8"),
+    ],
+    ids=["dtype", "shape", "rank", "name", "too-many-rows"],
+)
+def test_a_malformed_request_is_refused_alone(tiny_model: Path, feeds: dict, message: str) -> None:
+    recorder = Recorder(tiny_model)
+    with pipeline(tiny_model, recorder, max_batch_size=8, timeout_ms=30) as pipe:
+        mate = pipe.submit(row(1.0))
+        with pytest.raises(InvalidSpec, match=message):
+            pipe.submit(feeds)
+        other = pipe.submit(row(2.0))
+        assert mate.result(WAIT).batch_size == 2 and other.result(WAIT).batch_size == 2
+
+
+def test_full_queue_refuses_new_requests_until_it_drains(double: Path) -> None:
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=1, timeout_ms=0, max_queue=2) as pipe:
+        recorder.gate.clear()
+        running = pipe.submit(row(0.0))
+        assert recorder.entered.wait(WAIT)
+        queued = [pipe.submit(row(1.0)), pipe.submit(row(2.0))]
+        with pytest.raises(QueueFull, match="2 requests waiting"):
+            pipe.submit(row(3.0))
+        recorder.gate.set()
+        [f.result(WAIT) for f in [running, *queued]]
+        assert pipe.submit(row(4.0)).result(WAIT).outputs[0][0, 0] == 8.0
+
+
+def test_close_drains_the_queue(double: Path) -> None:
+    recorder = Recorder(double)
+    pipe = pipeline(double, recorder, max_batch_size=2, timeout_ms=9_000)
+    futures = submit_held(pipe, recorder, [1.0, 2.0, 3.0])
+    pipe.close(drain=True, timeout=WAIT)
+    assert [f.result(0).outputs[0][0, 0] for f in futures[1:]] == [2.0, 4.0, 6.0]
+    with pytest.raises(PipelineClosed):
+        pipe.submit(row(1.0))
+
+
+def test_close_without_drain_cancels_what_waits(double: Path) -> None:
+    recorder = Recorder(double)
+    pipe = pipeline(double, recorder, max_batch_size=1, timeout_ms=0)
+    recorder.gate.clear()
+    running = pipe.submit(row(1.0))
+    assert recorder.entered.wait(WAIT)
+    queued = [pipe.submit(row(2.0)), pipe.submit(row(3.0))]
+    closer = threading.Thread(target=pipe.close, kwargs={"drain": False, "timeout": WAIT})
+    closer.start()
+    for future in queued:
+        assert isinstance(future.exception(WAIT), Cancelled)
+    recorder.gate.set()
+    closer.join(WAIT)
+    assert running.result(0).outputs[0][0, 0] == 2.0
+
+
+def test_asyncio_api_serves_concurrent_requests(tiny_model: Path) -> None:
+    async def main(pipe: Pipeline) -> list:
+        return await asyncio.gather(*(pipe.infer_async(row(float(i))) for i in range(6)))
+
+    with pipeline(tiny_model, Recorder(tiny_model), max_batch_size=8, timeout_ms=20) as pipe:
+        responses = asyncio.run(main(pipe))
+    assert len(responses) == 6 and all(r.outputs[0].shape == (1, 8) for r in responses)
+
+
+def test_load_refuses_a_model_without_batch_dim(make_model) -> None:
+    with pytest.raises(InvalidSpec, match="does not apply.*fixed first dimension of 1"):
+        Pipeline.load(make_model(batch=1))
+
+
+def test_load_runs_instances_on_the_backend(tiny_model: Path) -> None:
+    settings = BatchingSettings(max_batch_size=4, timeout_ms=1, instances=2)
+    with Pipeline.load(tiny_model, settings) as pipe:
+        responses = [pipe.infer(row(1.0), timeout=WAIT) for _ in range(4)]
+    assert all(r.outputs[0].shape == (1, 8) for r in responses)
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"max_batch_size": 0}, "max_batch_size"),
+        ({"timeout_ms": -1}, "timeout_ms"),
+        ({"max_batch_size": 4, "preferred_batch_sizes": [8]}, "preferred batch sizes"),
+        ({"instances": 0}, "instances"),
+        ({"max_queue": 0}, "max_queue"),
+        ({"batch": 4}, "batch"),
+    ],
+    ids=["batch", "timeout", "preferred", "instances", "queue", "misspelt"],
+)
+def test_settings_out_of_range_are_named(values: dict, field: str) -> None:
+    with pytest.raises(InvalidSpec, match=field):
+        settings_from(values)

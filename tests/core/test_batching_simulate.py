@@ -1,0 +1,119 @@
+"""The batching simulator against closed forms, and the tuner built on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.batching.profile import LatencyProfile, default_batch_sizes
+from core.batching.settings import BatchingSettings
+from core.batching.simulate import simulate
+from core.batching.tuner import recommend
+from core.errors import InvalidSpec
+
+ONE_MS = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
+NO_BATCHING = BatchingSettings(max_batch_size=1, timeout_ms=0)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.6, 0.85], ids=lambda r: f"rho={r}")
+def test_single_instance_without_batching_is_md1(rho: float) -> None:
+    service_ms = 1.0
+    result = simulate(ONE_MS, NO_BATCHING, rate=rho / service_ms * 1000, requests=60_000, seed=3)
+
+    wait_ms = rho * service_ms / (2 * (1 - rho))  # Pollaczek-Khinchine for deterministic service
+    assert result.mean_queue_ms == pytest.approx(wait_ms, rel=0.08)
+    assert result.mean_ms == pytest.approx(service_ms + wait_ms, rel=0.05)
+    assert result.throughput == pytest.approx(rho * 1000, rel=0.03)
+
+
+def test_share_of_requests_that_never_wait_is_one_minus_rho() -> None:
+    from core.batching.simulate import _Simulation
+
+    rho = 0.5
+    sim = _Simulation(ONE_MS, NO_BATCHING, 0.0)
+    sim.run(_poisson(rho * 1000, 40_000), 0, 0)
+    waited = [start - sent for start, sent in zip(sim.started, sim.sent, strict=True)]
+    assert sum(w < 1e-12 for w in waited) / len(waited) == pytest.approx(1 - rho, abs=0.02)
+
+
+def _poisson(rate: float, count: int):
+    from core.batching.simulate import _open_arrivals
+
+    return _open_arrivals("poisson", rate, count, 7)
+
+
+def test_constant_arrivals_fill_batches_by_the_timeout() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 4], mean_ms=[0.1, 0.4])
+    settings = BatchingSettings(max_batch_size=100, timeout_ms=3.5)
+
+    result = simulate(profile, settings, rate=1000, process="constant", requests=1000)
+
+    assert result.mean_batch_size == pytest.approx(4.0)
+    assert result.batch_histogram == {4: 250}
+    assert result.p99_ms == pytest.approx(3.5 + 0.4)  # the first of each batch waits it all
+
+
+def test_eager_threshold_cuts_the_wait() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 4], mean_ms=[0.1, 0.4])
+    settings = BatchingSettings(max_batch_size=100, timeout_ms=3.5, eager_threshold=2)
+
+    result = simulate(profile, settings, rate=1000, process="constant", requests=1000)
+
+    assert result.batch_histogram == {2: 500}
+    assert result.p99_ms == pytest.approx(1.0 + 0.2)
+
+
+def test_closed_loop_throughput_is_clients_over_cycle() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 3.0])
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
+
+    result = simulate(profile, settings, process="closed", clients=16, requests=8000)
+
+    assert result.mean_batch_size == pytest.approx(8.0)
+    assert result.throughput == pytest.approx(8 / 0.003, rel=0.01)
+
+
+def test_overload_is_flagged_saturated_and_queue_limit_rejects() -> None:
+    settings = BatchingSettings(max_batch_size=1, timeout_ms=0, max_queue=50)
+
+    result = simulate(ONE_MS, settings, rate=2000, requests=5000)
+
+    assert result.saturated and result.rejected > 0
+    assert result.throughput == pytest.approx(1000, rel=0.03)
+
+
+def test_profile_interpolates_and_finds_its_ceiling() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8, 16], mean_ms=[1.0, 2.0, 4.0])
+    assert profile.latency_ms(4) == pytest.approx(1.0 + 3 / 7)
+    assert profile.latency_ms(32) == pytest.approx(8.0)
+    assert profile.ceiling(16) == (pytest.approx(4000.0), 8)
+    assert default_batch_sizes(12) == [1, 2, 4, 8, 12]
+
+
+def test_recommendation_meets_the_budget_at_the_rate() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8, 32], mean_ms=[1.0, 3.0, 10.0])
+
+    advice = recommend(profile, p99_budget_ms=20, rate=1500, max_batch_size=32)
+
+    assert advice.feasible and advice.predicted.p99_ms <= 20
+    assert advice.settings.max_batch_size > 1  # 1500 req/s is beyond unbatched capacity
+    assert "1500 req/s" in advice.reason
+
+
+def test_impossible_budget_says_so_with_the_best_p99() -> None:
+    advice = recommend(ONE_MS, p99_budget_ms=0.5, rate=100, max_batch_size=4)
+
+    assert not advice.feasible and "No setting" in advice.reason
+
+
+def test_max_throughput_mode_beats_no_batching() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 2.0])
+
+    advice = recommend(profile, p99_budget_ms=15, max_batch_size=8, requests=1500)
+
+    assert advice.predicted.throughput > 2 * 1000
+    assert advice.predicted.p99_ms <= 15
+
+
+def test_bad_rates_are_refused() -> None:
+    with pytest.raises(InvalidSpec, match="rate must be positive"):
+        simulate(ONE_MS, NO_BATCHING, rate=0)
