@@ -11,6 +11,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.models import Environment, Job, JobKind, JobStatus, Measurement, Model
+from db.queries import results_rows
+
+RESULT_FIELDS = (
+    "job_id",
+    "model_id",
+    "model_name",
+    "backend",
+    "batch_size",
+    "threads",
+    "environment_id",
+)
 
 
 def result_index(s: Session) -> list[dict[str, Any]]:
@@ -65,3 +76,34 @@ def variant_accuracy(s: Session, *, original_ids: set[int]) -> dict[int, dict[st
             if variant.get("model_id") and variant.get("accuracy"):
                 found[variant["model_id"]] = variant["accuracy"] | {"optimize_job": job_id}
     return found
+
+
+def stored_results(
+    s: Session, *, job_ids: list[int] | None = None, model_id: int | None = None
+) -> list[dict[str, Any]]:
+    """One record per result (job, backend, batch, threads) with its figures under "metrics"."""
+    found: dict[tuple[int, str, int, int], dict[str, Any]] = {}
+    for r in results_rows(s, job_ids=job_ids, model_id=model_id):
+        key = (r["job_id"], r["backend"], r["batch_size"], r["threads"])
+        record = found.setdefault(key, {k: r[k] for k in RESULT_FIELDS} | {"metrics": {}})
+        record["metrics"][r["metric"]] = r["value"]
+    return list(found.values())
+
+
+def variant_origin(s: Session, *, model_id: int, parent_id: int) -> dict[str, Any] | None:
+    """The newest succeeded optimize job of `parent_id` that made `model_id`: its id, spec and
+    that variant's entry of the result (recipe, accuracy, timing); None when none is stored."""
+    query = (
+        select(Job.id, Job.spec, Job.result)
+        .where(
+            Job.kind == JobKind.optimize,
+            Job.status == JobStatus.succeeded,
+            Job.model_id == parent_id,
+        )
+        .order_by(Job.id.desc())
+    )
+    for job_id, spec, result in s.execute(query):
+        for variant in (result or {}).get("variants", []):
+            if variant.get("model_id") == model_id:
+                return {"job_id": job_id, "spec": spec, "variant": variant}
+    return None

@@ -16,8 +16,13 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.compare_snapshot import CompareSnapshot, ResultRow
-from db.queries import results_rows
-from db.selection import environments_by_id, models_by_id, result_index, variant_accuracy
+from db.selection import (
+    environments_by_id,
+    models_by_id,
+    result_index,
+    stored_results,
+    variant_accuracy,
+)
 from db.session import transaction
 from db.shares import create_share, list_shares, open_share, revoke_share
 
@@ -96,7 +101,7 @@ def build_snapshot(
     """The selected results as a snapshot, and the keys that are not stored (deleted, unknown)."""
     job_ids = sorted({int(key.split(".", 1)[0]) for key in selection.keys})
     with transaction(factory) as s:
-        measured = _metrics_by_key(results_rows(s, job_ids=job_ids), set(selection.keys))
+        measured = _by_key(stored_results(s, job_ids=job_ids), set(selection.keys))
         models = models_by_id(s, ids={r["model_id"] for r in measured.values() if r["model_id"]})
         parents = {m["parent_id"] for m in models.values() if m["parent_id"]}
         accuracy = variant_accuracy(s, original_ids=parents) if parents else {}
@@ -114,27 +119,15 @@ def build_snapshot(
     return snapshot, [key for key in selection.keys if key not in measured]
 
 
-def _metrics_by_key(long_rows: list[dict[str, Any]], keys: set[str]) -> dict[str, dict[str, Any]]:
-    """Long measurement rows folded into one record per selected result key."""
-    found: dict[str, dict[str, Any]] = {}
-    for r in long_rows:
-        key = result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"])
-        if key not in keys:
-            continue
-        record = found.setdefault(key, {k: r[k] for k in _RESULT_FIELDS} | {"metrics": {}})
-        record["metrics"][r["metric"]] = r["value"]
+def _by_key(records: list[dict[str, Any]], keys: set[str]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for record in records:
+        key = result_key(
+            record["job_id"], record["backend"], record["batch_size"], record["threads"]
+        )
+        if key in keys:
+            found[key] = record
     return found
-
-
-_RESULT_FIELDS = (
-    "job_id",
-    "model_id",
-    "model_name",
-    "backend",
-    "batch_size",
-    "threads",
-    "environment_id",
-)
 
 
 def _row(

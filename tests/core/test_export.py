@@ -1,0 +1,125 @@
+"""Export bundles: contents, manifest checksums, the Triton config read back, real OpenVINO IR."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from core.batching.triton import parse_pbtxt
+from core.export import BundleSource, safe_name, verify_bundle, write_bundle
+from core.intake import inspect_model
+
+
+def source_of(path: Path, **kwargs: object) -> BundleSource:
+    info = inspect_model(path)
+    return BundleSource(name="tiny · int8", model_path=path, info=info, **kwargs)  # type: ignore[arg-type]
+
+
+def members(bundle: Path) -> set[str]:
+    with zipfile.ZipFile(bundle) as z:
+        return set(z.namelist())
+
+
+def test_bundle_has_every_part_and_checksums_match(tiny_model: Path, tmp_path: Path) -> None:
+    steps: list[str] = []
+    report = write_bundle(
+        source_of(tiny_model, batch_sizes=[1, 8], benchmarks=[{"p50_ms": 1.0}]),
+        tmp_path / "out" / "bundle.zip",
+        progress=lambda fraction, step: steps.append(step),
+    )
+    assert members(report.path) == {
+        "model/tiny.onnx",
+        "recipe.json",
+        "reports/accuracy.json",
+        "reports/benchmark.json",
+        "pipeline.json",
+        "triton/tiny_int8/config.pbtxt",
+        "triton/tiny_int8/1/model.onnx",
+        "openvino/tiny_int8.xml",
+        "openvino/tiny_int8.bin",
+        "SHA256SUMS",
+        "manifest.json",
+    }
+    assert verify_bundle(report.path) == []
+    assert set(report.skipped) == {"tensorrt"}  # no TensorRT worker here: said, not faked
+    assert steps[-1] == "Bundle written"
+    with zipfile.ZipFile(report.path) as z:
+        sums = dict(line.split("  ")[::-1] for line in z.read("SHA256SUMS").decode().splitlines())
+        for member, digest in sums.items():
+            assert hashlib.sha256(z.read(member)).hexdigest() == digest
+        assert z.read("triton/tiny_int8/1/model.onnx") == tiny_model.read_bytes()
+        assert set(sums) == members(report.path) - {"SHA256SUMS", "manifest.json"}
+    assert not list(tmp_path.glob("out/*.partial"))
+
+
+def test_triton_config_parses_back(tiny_model: Path, tmp_path: Path) -> None:
+    bundle = write_bundle(source_of(tiny_model, batch_sizes=[1, 4, 8]), tmp_path / "b.zip").path
+    with zipfile.ZipFile(bundle) as z:
+        config = parse_pbtxt(z.read("triton/tiny_int8/config.pbtxt").decode())
+    assert config["name"] == "tiny_int8"
+    assert config["platform"] == "onnxruntime_onnx"
+    assert config["max_batch_size"] == 8
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4, 8]
+    assert config["input"][0]["name"] == "x" and config["input"][0]["dims"] == [16]
+    assert config["output"][0]["dims"] == [8]
+
+
+def test_openvino_ir_runs_like_the_onnx_model(tiny_model: Path, tmp_path: Path) -> None:
+    import onnxruntime as ort
+    import openvino as ov
+
+    bundle = write_bundle(source_of(tiny_model), tmp_path / "b.zip").path
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(tmp_path / "unzipped")
+    x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
+    xml = str(tmp_path / "unzipped/openvino/tiny_int8.xml")
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled(x)[0]
+    expected = ort.InferenceSession(str(tiny_model)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fixed_batch_model_skips_triton_with_the_reason(make_model, tmp_path: Path) -> None:
+    report = write_bundle(source_of(make_model("fixed.onnx", batch=1)), tmp_path / "b.zip")
+    assert "Dynamic batching does not apply" in report.skipped["triton"]
+    assert not any(m.startswith("triton/") for m in members(report.path))
+    assert verify_bundle(report.path) == []
+
+
+def test_external_data_travels_with_the_model(tiny_model: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    model = onnx.load(str(tiny_model))
+    onnx.save(
+        model,
+        folder / "model.onnx",
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    report = write_bundle(source_of(folder / "model.onnx"), tmp_path / "b.zip")
+    assert {"model/model.onnx", "model/weights.bin", "triton/tiny_int8/1/weights.bin"} <= members(
+        report.path
+    )
+
+
+def test_a_tampered_bundle_is_caught(tiny_model: Path, tmp_path: Path) -> None:
+    bundle = write_bundle(source_of(tiny_model), tmp_path / "b.zip").path
+    tampered = tmp_path / "t.zip"
+    with zipfile.ZipFile(bundle) as src, zipfile.ZipFile(tampered, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, b"evil" if item.filename == "pipeline.json" else data)
+    assert verify_bundle(tampered) == ["pipeline.json"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [("tiny · int8", "tiny_int8"), ("../../etc", "etc"), ("···", "model")]
+)
+def test_names_are_made_safe(name: str, expected: str) -> None:
+    assert safe_name(name) == expected
