@@ -1,0 +1,71 @@
+"""Measure a batching setting for real: load the Pipeline, drive it with the load generator.
+
+Requests carry one row of synthetic inputs (`core.inputs.synthesize_inputs`, shapes from the
+user's overrides), a few distinct ones cycled so no cache flatters the run. The pipeline is
+warmed up with one full batch per instance before the clock starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from core.backends import SessionOptions
+from core.batching.loadgen import LoadRun, run_load
+from core.batching.pipeline import Pipeline
+from core.batching.settings import BatchingSettings
+from core.batching.simulate import Process
+from core.inputs import synthesize_inputs
+from core.intake import inspect_model
+
+DISTINCT_REQUESTS = 8
+
+
+def request_feeds(
+    model_path: Path, shapes: dict[str, list[int]] | None = None, count: int = DISTINCT_REQUESTS
+) -> list[dict[str, np.ndarray]]:
+    """`count` distinct one-row requests for the model (dim 0 of each override is replaced)."""
+    info = inspect_model(model_path)
+    return [
+        synthesize_inputs(info.inputs, batch_size=1, overrides=shapes or {}, seed=seed)[0]
+        for seed in range(count)
+    ]
+
+
+def measure_load(
+    model_path: Path,
+    settings: BatchingSettings,
+    *,
+    rate: float | None,
+    process: Process = "poisson",
+    clients: int = 0,
+    seconds: float | None = 5.0,
+    requests: int | None = None,
+    backend: str = "onnxruntime",
+    options: SessionOptions | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    seed: int = 0,
+) -> LoadRun:
+    """Serve the model with `settings` under the given arrivals and measure what happens."""
+    feeds = request_feeds(model_path, shapes)
+    with Pipeline.load(model_path, settings, backend=backend, options=options) as pipeline:
+        _warm_up(pipeline, feeds)
+        return run_load(
+            pipeline,
+            feeds,
+            process=process,
+            rate=rate,
+            clients=clients,
+            requests=requests,
+            seconds=seconds,
+            seed=seed,
+        )
+
+
+def _warm_up(pipeline: Pipeline, feeds: list[dict[str, np.ndarray]]) -> None:
+    settings = pipeline.settings
+    rounds = min(settings.max_batch_size * settings.instances, settings.max_queue)
+    futures = [pipeline.submit(feeds[i % len(feeds)]) for i in range(rounds)]
+    for future in futures:
+        future.result()
