@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from studio.auth import require_login
 from studio.guard import guarded
 from studio.views import compare, hardware, jobs, models, optimize, results
 
@@ -14,6 +15,8 @@ if "share" in st.query_params:  # a share link shows its snapshot only: no navig
 
     guarded(lambda: render_shared(st.query_params["share"]))()
     st.stop()
+
+require_login()  # everything past share links needs a login when one is configured
 
 PAGES = [
     # (render, title, icon, url path)

@@ -17,11 +17,13 @@ from optistudio.launcher import free_port
 
 
 @pytest.fixture
-def studio(tmp_path: Path) -> Iterator[Studio]:
+def studio(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Studio]:
+    """Extra environment for `optistudio up` can come as an indirect parameter (a dict)."""
     require_chromium()
     port = free_port()
     env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(tmp_path / "data"), OPTISTUDIO_UI_PORT=str(port))
     env.pop("OPTISTUDIO_DATABASE_URL", None)
+    env.update(getattr(request, "param", {}))
     log_path = tmp_path / "up.log"
     log = log_path.open("w")
     process = subprocess.Popen(

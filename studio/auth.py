@@ -1,0 +1,86 @@
+"""Who may use the studio.
+
+No login is asked unless one is configured. With `[auth]` in `.streamlit/secrets.toml`, people sign
+in through OpenID Connect (Streamlit's `st.login`, which needs Authlib); otherwise, with
+`OPTISTUDIO_STUDIO_PASSWORD` set, they type the admin's password. Only a flag is kept in
+`st.session_state`, never the password, and neither the password nor what was typed is logged or
+shown. Share links (`?share=TOKEN`) are answered before this gate and stay public.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from typing import Literal
+
+import streamlit as st
+from pydantic import SecretStr
+
+from studio.state import settings
+
+log = logging.getLogger(__name__)
+
+SIGNED_IN = "optistudio_signed_in"
+WRONG_PASSWORD_DELAY_S = 1.0
+"""A wrong password waits this long before the answer, to slow guessing down."""
+
+LoginMode = Literal["none", "password", "oidc"]
+
+
+def login_mode(password: SecretStr, *, oidc_configured: bool) -> LoginMode:
+    """OpenID Connect when secrets.toml has [auth], else a password when one is set, else none."""
+    if oidc_configured:
+        return "oidc"
+    return "password" if password.get_secret_value() else "none"
+
+
+def password_matches(given: str, expected: SecretStr) -> bool:
+    """Constant-time comparison, so the time taken says nothing about the password."""
+    return hmac.compare_digest(given.encode(), expected.get_secret_value().encode())
+
+
+def require_login() -> None:
+    """Stop the script run at a login form unless this session has signed in (or none is set)."""
+    password = settings().studio_password
+    mode = login_mode(password, oidc_configured=_oidc_configured())
+    if mode == "oidc":
+        _oidc_gate()
+    elif mode == "password":
+        _password_gate(password)
+
+
+def _oidc_configured() -> bool:
+    return st.secrets.load_if_toml_exists() and "auth" in st.secrets
+
+
+def _oidc_gate() -> None:
+    if st.user.is_logged_in:
+        st.sidebar.button("Log out", on_click=st.logout)
+        return
+    st.title("Optistudio")
+    st.write("Sign in with your organisation's account to use the studio.")
+    st.button("Log in", type="primary", on_click=st.login)
+    st.stop()
+
+
+def _password_gate(expected: SecretStr) -> None:
+    if st.session_state.get(SIGNED_IN):
+        st.sidebar.button("Sign out", on_click=_sign_out)
+        return
+    st.title("Optistudio")
+    with st.form("login"):
+        given = st.text_input("Password", type="password", help="Set by the administrator.")
+        submitted = st.form_submit_button("Sign in", type="primary")
+    if submitted:
+        if password_matches(given, expected):
+            st.session_state[SIGNED_IN] = True
+            st.rerun()
+        log.warning("studio sign-in refused: wrong password")
+        time.sleep(WRONG_PASSWORD_DELAY_S)
+        st.error("Wrong password. Ask the administrator if you do not know it.")
+    st.stop()
+
+
+def _sign_out() -> None:
+    st.session_state.pop(SIGNED_IN, None)
