@@ -1,0 +1,68 @@
+"""`optistudio batching ...`: one JSON object per action, and clear refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import optistudio
+
+SETTINGS = ["--max-batch-size", "4", "--timeout-ms", "1"]
+
+
+def test_profile_then_simulate_and_recommend_from_the_saved_profile(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    profile_file = tmp_path / "profile.json"
+    run = optistudio(
+        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "500",
+        "--out", str(profile_file), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    profiled = json.loads(run.stdout)
+    assert profiled["profile"]["batch_sizes"] == [1, 2, 4]
+    assert profiled["ceiling_throughput"] > 0 and profile_file.exists()
+
+    run = optistudio(
+        "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "500",
+        "--profile", str(profile_file), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    predicted = json.loads(run.stdout)
+    assert predicted["kind"] == "predicted" and predicted["settings"]["max_batch_size"] == 4
+    assert predicted["throughput"] == pytest.approx(500, rel=0.05)
+    assert predicted["p50_ms"] <= predicted["p99_ms"]
+
+    run = optistudio(
+        "batching", "recommend", str(tiny_model), *SETTINGS, "--rate", "500",
+        "--p99-budget-ms", "50", "--profile", str(profile_file), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    advice = json.loads(run.stdout)
+    assert advice["feasible"] and advice["p99_ms"] <= 50 and advice["candidates"]
+
+
+def test_verify_measures_the_real_pipeline(tiny_model: Path, tmp_path: Path) -> None:
+    run = optistudio(
+        "batching", "verify", str(tiny_model), *SETTINGS, "--rate", "300", "--seconds", "0.5",
+        "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    measured = json.loads(run.stdout)
+    assert measured["kind"] == "measured" and measured["completed"] > 100
+    assert measured["failed"] == 0 and measured["mean_batch_size"] >= 1
+
+
+def test_model_without_batch_dim_is_refused_with_why(make_model, tmp_path: Path) -> None:
+    run = optistudio(
+        "batching", "verify", str(make_model(batch=1)), "--rate", "10", data_dir=tmp_path
+    )
+    assert run.returncode == 2
+    assert "does not apply" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_settings_out_of_range_are_named(tiny_model: Path, tmp_path: Path) -> None:
+    run = optistudio(
+        "batching", "simulate", str(tiny_model), "--max-batch-size", "0", "--rate", "10",
+        data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2 and "max_batch_size" in run.stderr
