@@ -10,8 +10,9 @@ their original names, and the runtime adds nodes of its own (ORT 'ReorderOutput'
 'Reorder'). A node's precision is read from what it ran on: ORT's input element types, the
 suffix of OpenVINO's exec_type.
 
-Times are per inference: the sum over the profiled runs (warm-up runs excluded) divided by the
-number of runs. A node's share is its time over the sum of all nodes' times, which is less than
+Times are per inference: a node's time in each profiled run (warm-up runs excluded; 0 in a run
+where it did not execute), averaged after dropping the slowest 10 % of runs when there are at
+least 10, so one preempted run on a busy machine does not make a Flatten the bottleneck. A node's share is its time over the sum of all nodes' times, which is less than
 the wall time of a run (the runtime's own scheduling is not in any node).
 """
 
@@ -34,7 +35,7 @@ from core.environment import fingerprint
 from core.errors import InvalidSpec, ModelLoadError, first_line
 from core.inputs import synthesize_inputs
 from core.intake import inspect_model
-from core.model_info import ModelInfo
+from core.model_info import ModelInfo, TensorSpec
 
 PROFILED_BACKENDS = ("onnxruntime", "openvino")
 ORT_TYPES = {
@@ -127,8 +128,8 @@ class Profile(BaseModel):
 
     model: str = Field(description="File name of the profiled model.")
     sha256: str
-    inputs: list[str]
-    outputs: list[str]
+    inputs: list[str] = Field(description="Input signatures, 'name:dtype:[?,3,224,224]'.")
+    outputs: list[str] = Field(description="Output signatures, same form.")
     backend: str
     batch_size: int
     runs: int
@@ -191,8 +192,8 @@ def profile_model(
     return Profile(
         model=path.name,
         sha256=info.sha256,
-        inputs=[t.name for t in info.inputs],
-        outputs=[t.name for t in info.outputs],
+        inputs=[signature(t) for t in info.inputs],
+        outputs=[signature(t) for t in info.outputs],
         backend=spec.backend,
         batch_size=spec.batch_size,
         runs=spec.runs,
@@ -207,6 +208,12 @@ def profile_model(
         environment=fingerprint(threads=spec.threads),
         warnings=warnings,
     )
+
+
+def signature(tensor: TensorSpec) -> str:
+    """'name:dtype:[?,3,224,224]': what a variant keeps (dynamic dims may be renamed, so '?')."""
+    dims = ",".join(str(d) if isinstance(d, int) and d > 0 else "?" for d in tensor.shape)
+    return f"{tensor.name}:{tensor.dtype}:[{dims}]"
 
 
 def is_quantized(op_histogram: dict[str, int]) -> bool:
@@ -237,9 +244,19 @@ class _RawNode(BaseModel):
     op_type: str
     precision: str
     kernel: str = ""
-    total_us: float
-    calls: int
-    runs: int
+    per_run_us: list[float] = Field(description="Time in each profiled run.")
+    calls: int = 0
+
+    def add(self, run: int, duration_us: float) -> None:
+        self.per_run_us[run] += duration_us
+        self.calls += 1
+
+    @property
+    def time_us(self) -> float:
+        """Mean per run without the slowest 10 % of runs (when there are 10 or more)."""
+        ordered = sorted(self.per_run_us)
+        keep = len(ordered) - len(ordered) // 10
+        return float(np.mean(ordered[:keep])) if ordered else 0.0
 
 
 class _OrtProfiler:
@@ -290,7 +307,8 @@ def parse_ort_profile(events: list[dict[str, Any]], *, skip_runs: int = 0) -> li
     starts = np.array([start for start, _ in runs])
     sums: dict[str, _RawNode] = {}
     for event in events:
-        if event.get("cat") != "Node" or not _inside(event["ts"], starts, runs):
+        run = _run_of(event["ts"], starts, runs) if event.get("cat") == "Node" else None
+        if run is None:
             continue
         args = event.get("args", {})
         name = str(event["name"]).removesuffix("_kernel_time")
@@ -300,19 +318,16 @@ def parse_ort_profile(events: list[dict[str, Any]], *, skip_runs: int = 0) -> li
                 node=name,
                 op_type=str(args.get("op_name", "")),
                 precision=_ort_precision(args.get("input_type_shape", [])),
-                total_us=0.0,
-                calls=0,
-                runs=len(runs),
+                per_run_us=[0.0] * len(runs),
             ),
         )
-        entry.total_us += float(event["dur"])
-        entry.calls += 1
+        entry.add(run, float(event["dur"]))
     return list(sums.values())
 
 
-def _inside(ts: float, starts: np.ndarray, runs: list[tuple[float, float]]) -> bool:
+def _run_of(ts: float, starts: np.ndarray, runs: list[tuple[float, float]]) -> int | None:
     index = int(np.searchsorted(starts, ts, side="right")) - 1
-    return index >= 0 and ts <= runs[index][1]
+    return index if index >= 0 and ts <= runs[index][1] else None
 
 
 def _ort_precision(input_types: list[dict[str, Any]]) -> str:
@@ -357,7 +372,7 @@ def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
     if not runs:
         raise InvalidSpec("OpenVINO returned no performance counters after the warm-up runs.")
     sums: dict[str, _RawNode] = {}
-    for layers in runs:
+    for run, layers in enumerate(runs):
         for layer in layers:
             if str(layer.status).rsplit(".", 1)[-1] != "EXECUTED":
                 continue
@@ -369,13 +384,10 @@ def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
                     op_type=str(layer.node_type),
                     precision=OV_PRECISIONS.get(kernel.rsplit("_", 1)[-1].lower(), ""),
                     kernel=kernel,
-                    total_us=0.0,
-                    calls=0,
-                    runs=len(runs),
+                    per_run_us=[0.0] * len(runs),
                 ),
             )
-            entry.total_us += layer.real_time.total_seconds() * 1e6
-            entry.calls += 1
+            entry.add(run, layer.real_time.total_seconds() * 1e6)
     return list(sums.values())
 
 
@@ -383,7 +395,7 @@ _PROFILERS: dict[str, Any] = {"onnxruntime": _OrtProfiler, "openvino": _OpenVino
 
 
 def _shares(raw: list[_RawNode]) -> list[NodeTime]:
-    total = sum(node.total_us / node.runs for node in raw) or 1.0
+    total = sum(node.time_us for node in raw) or 1.0
     nodes = [
         NodeTime(
             node=node.node,
@@ -392,8 +404,8 @@ def _shares(raw: list[_RawNode]) -> list[NodeTime]:
             family=op_family(node.op_type),
             precision=node.precision,
             kernel=node.kernel,
-            time_us=node.total_us / node.runs,
-            share=node.total_us / node.runs / total,
+            time_us=node.time_us,
+            share=node.time_us / total,
             calls=node.calls,
         )
         for node in raw

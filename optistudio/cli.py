@@ -23,6 +23,7 @@ from optistudio.cli_args import (
     validated,
 )
 from optistudio.cli_batching import add_batching_parser, command_batching
+from optistudio.cli_diagnostics import add_diagnostics_parsers, command_profile, command_soak
 from optistudio.cli_export import add_export_parser, command_export
 from optistudio.cli_optimize import add_optimize_parser, command_optimize, command_recipes
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--save", action="store_true", help="store model and result in the database")
     add_optimize_parser(commands)
+    add_diagnostics_parsers(commands)
     add_export_parser(commands)
     add_batching_parser(commands)
     backends_cmd = commands.add_parser(
@@ -349,6 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_backends(args)
         if args.command == "recipes":
             return command_recipes()
+        if args.command == "profile":
+            return command_profile(args)
+        if args.command == "soak":
+            return command_soak(args)
         if args.command == "export":
             return command_export(args)
         if args.command == "batching":

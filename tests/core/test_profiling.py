@@ -91,7 +91,22 @@ def test_parse_ort_profile_sums_per_node_and_skips_warmup() -> None:
 
     assert len(nodes) == 1
     assert (nodes[0].node, nodes[0].op_type, nodes[0].precision) == ("conv1", "QLinearConv", "int8")
-    assert (nodes[0].total_us, nodes[0].calls, nodes[0].runs) == (11 + 12, 2, 2)
+    assert (nodes[0].per_run_us, nodes[0].calls, nodes[0].time_us) == ([11.0, 12.0], 2, 11.5)
+
+
+def test_the_slowest_tenth_of_runs_is_dropped_from_a_node_time() -> None:
+    events = []
+    for run in range(10):
+        ts = run * 100
+        events.append({"cat": "Session", "name": "model_run", "ts": ts, "dur": 90})
+        duration = 800 if run == 3 else 10  # one preempted run
+        events.append(
+            {"cat": "Node", "name": "flat_kernel_time", "ts": ts + 1, "dur": duration, "args": {}}
+        )
+
+    (node,) = parse_ort_profile(events)
+
+    assert node.time_us == 10.0 and node.calls == 10
 
 
 def test_parse_ort_profile_refuses_a_profile_without_runs() -> None:

@@ -1,0 +1,94 @@
+"""`optistudio profile` and `optistudio soak` as a user runs them: a real process, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "core"))
+from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+
+
+def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def cnn_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("cli_diag")
+    cnn = build_cnn(folder / "cnn.onnx")
+    return cnn, quantize_cnn(cnn, folder / "cnn_dynamic.onnx", mode="dynamic")
+
+
+def test_profile_with_a_dynamic_int8_variant_explains_it(
+    cnn_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cnn, dynamic = cnn_pair
+
+    done = optistudio(
+        "profile", str(cnn), "--variant", str(dynamic), "--runs", "3", "--json", data_dir=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {n["graph_node"] for n in report["profile"]["nodes"] if n["family"] == "Conv"} == {
+        "conv1",
+        "conv2",
+    }
+    assert "dynamic_conv" in {f["rule"] for f in report["findings"]}
+    assert report["comparison"]["families"]
+    assert report["layer_errors"][0]["rank"] == 1
+    assert [s["stage"] for s in report["breakdown"]["stages"]] == ["inference"]
+
+
+def test_profile_table_on_openvino(cnn_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    done = optistudio(
+        "profile", str(cnn_pair[0]), "--backend", "openvino", "--runs", "2", data_dir=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Convolution" in done.stdout and "precision" in done.stdout
+    assert "no INT8 to explain" in done.stdout
+
+
+def test_profile_of_a_file_that_is_not_a_model_exits_2_with_the_reason(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.onnx"
+    junk.write_text("hello")
+
+    done = optistudio("profile", str(junk), "--json", data_dir=tmp_path)
+
+    assert done.returncode == 2
+    assert "not an ONNX model" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_profile_of_two_different_models_is_refused(
+    cnn_pair: tuple[Path, Path], tiny_model: Path, tmp_path: Path
+) -> None:
+    done = optistudio(
+        "profile", str(cnn_pair[0]), "--variant", str(tiny_model), "--runs", "2", data_dir=tmp_path
+    )
+
+    assert done.returncode == 2
+    assert "different models" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_soak_json_gives_the_verdict_and_interval(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("soak", str(tiny_model), "--seconds", "1", "--json", data_dir=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "stable"
+    assert report["slope_low"] <= report["slope_bytes"] <= report["slope_high"]
