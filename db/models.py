@@ -56,6 +56,8 @@ class JobKind(str, Enum):
     benchmark = "benchmark"
     compare = "compare"
     optimize = "optimize"
+    profile = "profile"
+    soak = "soak"
 
 
 class UtcDateTime(TypeDecorator[datetime]):

@@ -10,10 +10,12 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from core.benchmark import BenchmarkSpec
 from core.compare import ComparisonSpec
 from core.datasets import load_labels, open_dataset
+from core.diagnostics import DiagnosticsSpec
 from core.errors import InvalidSpec, describe_validation_error
 from core.images import ImagePreprocessing
 from core.model_info import TensorSpec
 from core.optimize import OptimizeSpec
+from core.soak import SoakSpec
 from db.models import JobKind
 
 
@@ -61,10 +63,26 @@ class OptimizeJobSpec(OptimizeSpec):
         return data, labels
 
 
+class ProfileJobSpec(DiagnosticsSpec):
+    """A profile of the job's model; with a variant, comparison, INT8 explainer, layer error."""
+
+    variant_model_id: int | None = Field(
+        default=None, description="A variant (e.g. INT8) profiled and compared with the model."
+    )
+    data_path: str | None = Field(
+        default=None, description="Stored .npz of named input arrays for the per-layer error."
+    )
+    images_path: str | None = Field(
+        default=None, description="Stored folder or .zip of images for the pre-processing stage."
+    )
+
+
 SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {
     JobKind.benchmark: BenchmarkSpec,
     JobKind.compare: CompareJobSpec,
     JobKind.optimize: OptimizeJobSpec,
+    JobKind.profile: ProfileJobSpec,
+    JobKind.soak: SoakSpec,
 }
 
 

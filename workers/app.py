@@ -13,12 +13,16 @@ from optistudio.settings import Settings, get_settings
 TASK_BENCHMARK = "optistudio.benchmark"
 TASK_COMPARE = "optistudio.compare"
 TASK_OPTIMIZE = "optistudio.optimize"
+TASK_PROFILE = "optistudio.profile"
+TASK_SOAK = "optistudio.soak"
 DEFAULT_QUEUE = "cpu"
 
 
 def create_app(settings: Settings) -> Celery:
     app = Celery(
-        "optistudio", broker=settings.broker_url, include=["workers.tasks", "workers.inventory"]
+        "optistudio",
+        broker=settings.broker_url,
+        include=["workers.tasks", "workers.inventory", "workers.diagnostics_task"],
     )
     app.conf.update(
         task_serializer="json",
@@ -29,7 +33,8 @@ def create_app(settings: Settings) -> Celery:
         worker_prefetch_multiplier=1,
         task_default_queue=DEFAULT_QUEUE,
         task_routes={
-            name: {"queue": DEFAULT_QUEUE} for name in (TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE)
+            name: {"queue": DEFAULT_QUEUE}
+            for name in (TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, TASK_PROFILE, TASK_SOAK)
         },
         task_time_limit=settings.job_time_limit_s + 60,
         task_soft_time_limit=settings.job_time_limit_s,

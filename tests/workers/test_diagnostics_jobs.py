@@ -1,0 +1,78 @@
+"""The profile and soak jobs through run_job on a real SQLite database (no broker)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.soak import SoakSpec
+from db.models import JobKind, JobStatus
+from db.queries import create_job, get_job
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from optistudio.jobspecs import ProfileJobSpec
+from workers.diagnostics_task import profile_job, soak_job
+from workers.jobs import run_job
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+
+
+def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> object:  # type: ignore[no-untyped-def]
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=kind, spec=spec, model_id=model_id).id
+    run_job(factory, job_id, worker="test", task_id="t1", work=work)
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        s.expunge(job)
+        return job
+
+
+@pytest.fixture
+def cnn_models(db_factory, app_settings, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    cnn = build_cnn(tmp_path / "cnn.onnx")
+    dynamic = quantize_cnn(cnn, tmp_path / "dyn.onnx", mode="dynamic")
+    original = add_model_file(db_factory, app_settings, cnn, name="cnn").model_id
+    variant = add_model_file(
+        db_factory, app_settings, dynamic, name="cnn int8", parent_id=original, precision="int8"
+    ).model_id
+    return original, variant
+
+
+def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
+    original, variant = cnn_models
+    spec = ProfileJobSpec(runs=3, warmup_runs=1, variant_model_id=variant)
+
+    job = _run(db_factory, JobKind.profile, original, spec.model_dump(mode="json"), profile_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    assert job.environment_id is not None
+    assert "First finding" in job.message
+    result = job.result
+    assert result["variant_name"] == "cnn int8"
+    assert result["profile"]["nodes"] and result["variant"]["nodes"]
+    assert "dynamic_conv" in {f["rule"] for f in result["findings"]}
+    assert result["layer_errors"]
+
+
+def test_profile_job_with_a_missing_variant_fails_with_the_reason(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
+    spec = ProfileJobSpec(runs=2, variant_model_id=999)
+
+    job = _run(
+        db_factory, JobKind.profile, cnn_models[0], spec.model_dump(mode="json"), profile_job
+    )
+
+    assert job.status == JobStatus.failed
+    assert "#999" in job.message and job.error_detail is None
+
+
+def test_soak_job_stores_the_verdict(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
+    spec = SoakSpec(seconds=1.0, batch_sizes=[1, 2])
+
+    job = _run(db_factory, JobKind.soak, cnn_models[0], spec.model_dump(mode="json"), soak_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    assert job.result["verdict"] == "stable"
+    assert job.message.startswith("Stable")
