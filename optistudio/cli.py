@@ -26,6 +26,7 @@ from optistudio.cli_batching import add_batching_parser, command_batching
 from optistudio.cli_diagnostics import add_diagnostics_parsers, command_profile, command_soak
 from optistudio.cli_export import add_export_parser, command_export
 from optistudio.cli_optimize import add_optimize_parser, command_optimize, command_recipes
+from optistudio.cli_worker import add_worker_parser, command_worker
 
 log = logging.getLogger("optistudio")
 
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backends_cmd.add_argument("--json", action="store_true", help="print JSON")
     commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
-    commands.add_parser("worker", help="run a Celery worker for the configured queues")
+    add_worker_parser(commands)
     commands.add_parser("ui", help="run the studio (Streamlit)")
     commands.add_parser("migrate", help="upgrade the database to the newest schema")
     return parser
@@ -300,16 +301,6 @@ def _bench_and_save(model_path: Path, spec: Any, settings: Any) -> tuple[Any, di
     return reports[0], {"model_id": entry.model_id, "job_id": job_id}
 
 
-def command_worker() -> int:
-    from optistudio.launcher import worker_command
-    from optistudio.settings import get_settings
-    from optistudio.telemetry import telemetry_off_env
-
-    command = worker_command(get_settings())
-    os.execvpe(command[0], command, telemetry_off_env())
-    return 0  # pragma: no cover - exec does not return
-
-
 def command_ui() -> int:
     from optistudio.launcher import ui_command
     from optistudio.settings import get_settings
@@ -360,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "batching":
             return command_batching(args)
         if args.command == "worker":
-            return command_worker()
+            return command_worker(args)
         if args.command == "ui":
             return command_ui()
         return command_migrate()
