@@ -58,6 +58,8 @@ class JobKind(str, Enum):
     optimize = "optimize"
     profile = "profile"
     soak = "soak"
+    batching_profile = "batching_profile"
+    batching_verify = "batching_verify"
 
 
 class UtcDateTime(TypeDecorator[datetime]):

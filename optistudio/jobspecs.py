@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from core.benchmark import BenchmarkSpec
 from core.compare import ComparisonSpec
 from core.datasets import load_labels, open_dataset
@@ -83,6 +84,8 @@ SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {
     JobKind.optimize: OptimizeJobSpec,
     JobKind.profile: ProfileJobSpec,
     JobKind.soak: SoakSpec,
+    JobKind.batching_profile: BatchingProfileSpec,
+    JobKind.batching_verify: BatchingVerifySpec,
 }
 
 

@@ -15,6 +15,8 @@ TASK_COMPARE = "optistudio.compare"
 TASK_OPTIMIZE = "optistudio.optimize"
 TASK_PROFILE = "optistudio.profile"
 TASK_SOAK = "optistudio.soak"
+TASK_BATCHING_PROFILE = "optistudio.batching_profile"
+TASK_BATCHING_VERIFY = "optistudio.batching_verify"
 DEFAULT_QUEUE = "cpu"
 
 
@@ -22,7 +24,12 @@ def create_app(settings: Settings) -> Celery:
     app = Celery(
         "optistudio",
         broker=settings.broker_url,
-        include=["workers.tasks", "workers.inventory", "workers.diagnostics_task"],
+        include=[
+            "workers.tasks",
+            "workers.inventory",
+            "workers.diagnostics_task",
+            "workers.batching_task",
+        ],
     )
     app.conf.update(
         task_serializer="json",
@@ -34,7 +41,15 @@ def create_app(settings: Settings) -> Celery:
         task_default_queue=DEFAULT_QUEUE,
         task_routes={
             name: {"queue": DEFAULT_QUEUE}
-            for name in (TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, TASK_PROFILE, TASK_SOAK)
+            for name in (
+                TASK_BENCHMARK,
+                TASK_COMPARE,
+                TASK_OPTIMIZE,
+                TASK_PROFILE,
+                TASK_SOAK,
+                TASK_BATCHING_PROFILE,
+                TASK_BATCHING_VERIFY,
+            )
         },
         task_time_limit=settings.job_time_limit_s + 60,
         task_soft_time_limit=settings.job_time_limit_s,

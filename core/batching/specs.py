@@ -1,0 +1,58 @@
+"""Job specs of the batching tuner: a profile of the model, and a verification run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from core.batching.settings import BatchingSettings
+
+
+class BatchingProfileSpec(BaseModel):
+    """Time the model at batch sizes 1, 2, 4, ... up to max_batch_size on one backend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
+    device: str = Field(default="cpu", description="Device of that backend.")
+    max_batch_size: int = Field(default=16, ge=1, le=256, description="Largest batch to time.")
+    shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Full shape of one request per input, e.g. {'input_ids': [1, 128]}.",
+    )
+    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    min_seconds: float = Field(
+        default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
+    )
+
+
+class BatchingVerifySpec(BaseModel):
+    """Serve the model with the real Pipeline under the load generator and measure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
+    device: str = Field(default="cpu", description="Device of that backend.")
+    settings: BatchingSettings = Field(default_factory=BatchingSettings)
+    process: Literal["poisson", "constant", "closed"] = Field(
+        default="poisson", description="Arrival process: Poisson, constant rate, closed loop."
+    )
+    rate: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Arrivals per second (open loop)."
+    )
+    clients: int = Field(default=0, ge=0, le=1024, description="Concurrent clients (closed).")
+    seconds: float = Field(default=10.0, gt=0, le=600, description="How long to send.")
+    shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="Full shape of one request per input."
+    )
+    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    seed: int = Field(default=0, description="Seed of the arrival times.")
+
+    @model_validator(mode="after")
+    def _load_defined(self) -> BatchingVerifySpec:
+        if self.process == "closed" and self.clients < 1:
+            raise ValueError("a closed loop needs at least one client")
+        if self.process != "closed" and self.rate is None:
+            raise ValueError("an open loop needs an arrival rate")
+        return self

@@ -1,0 +1,69 @@
+"""The batching profile and verify jobs through run_job on a real SQLite database (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.batching.profile import LatencyProfile
+from core.batching.settings import BatchingSettings
+from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from db.models import Job, JobKind, JobStatus
+from db.queries import create_job, get_job
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from workers.batching_task import profile_job, verify_job
+from workers.jobs import run_job
+
+
+def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> Job:  # type: ignore[no-untyped-def]
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=kind, spec=spec, model_id=model_id).id
+    run_job(factory, job_id, worker="test", task_id="t1", work=work)
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        s.expunge(job)
+        return job
+
+
+@pytest.fixture
+def stored(db_factory, app_settings, make_model):  # type: ignore[no-untyped-def]
+    def store(**kwargs: object) -> int:
+        path = make_model(**kwargs)
+        return add_model_file(db_factory, app_settings, path, name=path.stem).model_id
+
+    return store
+
+
+def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
+
+    job = _run(db_factory, JobKind.batching_profile, stored(), spec.model_dump(), profile_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    profile = LatencyProfile.model_validate(job.result["profile"])
+    assert profile.batch_sizes == [1, 2, 4] and job.result["ceiling"] > 0
+    assert job.environment_id is not None
+
+
+def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+    spec = BatchingVerifySpec(
+        settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=200, seconds=0.5
+    )
+
+    job = _run(db_factory, JobKind.batching_verify, stored(), spec.model_dump(), verify_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    measured = job.result["measured"]
+    assert measured["completed"] > 50 and measured["p50_ms"] <= measured["p99_ms"]
+    assert len(job.result["requests"]["latency_ms"]) == measured["completed"]
+
+
+def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+    spec = BatchingProfileSpec(max_batch_size=4)
+
+    job = _run(
+        db_factory, JobKind.batching_profile, stored(batch=1), spec.model_dump(), profile_job
+    )
+
+    assert job.status == JobStatus.failed
+    assert "does not apply" in job.message and job.error_detail is None
