@@ -358,3 +358,23 @@ def _cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
     both_zero = (ref_norm == 0) & (cand_norm == 0)
     cosines = np.where(both_zero, 1.0, np.where((ref_norm == 0) | (cand_norm == 0), 0.0, cosines))
     return np.where(broken, 0.0, cosines)
+
+
+def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float | bool]:
+    """How closely one output matches its reference: max abs error, error relative to the
+    reference's largest magnitude, worst and mean per-sample cosine, and NaN/Inf in it."""
+    _check_same_outputs([reference], [candidate])
+    ref, cand = _per_sample(reference), _per_sample(candidate)
+    nan_inf = bool((~np.isfinite(cand)).any())
+    finite = np.isfinite(ref) & np.isfinite(cand)
+    error = np.abs(ref - cand)[finite]
+    max_abs = float(error.max()) if error.size else 0.0
+    scale = float(np.abs(ref[np.isfinite(ref)]).max()) if np.isfinite(ref).any() else 0.0
+    cosines = _cosines(ref, cand)
+    return {
+        "max_abs_error": max_abs,
+        "max_rel_error": max_abs / scale if scale else max_abs,
+        "cosine_min": float(cosines.min()) if cosines.size else 1.0,
+        "cosine_mean": float(cosines.mean()) if cosines.size else 1.0,
+        "nan_inf": nan_inf,
+    }

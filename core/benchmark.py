@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.affinity import pinned_to
 from core.backends import LoadedModel, SessionOptions, get_backend
+from core.backends.base import Precision
 from core.contention import ContentionMonitor, ContentionReport
+from core.crosscheck import OutputCheck, check_outputs, reference_outputs
 from core.environment import fingerprint
 from core.errors import InvalidSpec
 from core.inputs import synthesize_inputs
@@ -42,7 +44,27 @@ class BenchmarkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
-    device: str = Field(default="cpu", description="Device of that backend.")
+    device: str = Field(default="cpu", description="Device of that backend, e.g. cpu or cuda:0.")
+    precision: Precision = Field(
+        default="fp32",
+        description="Precision to run in (the backend refuses one it cannot run, naming those "
+        "it can).",
+    )
+    execution_provider: str | None = Field(
+        default=None,
+        description="ONNX Runtime only: cpu, cuda, tensorrt, openvino or dnnl; empty = the "
+        "device's own.",
+    )
+    io_binding: bool = Field(
+        default=False,
+        description="ONNX Runtime only: keep inputs bound on the device (times the model "
+        "without the host-to-device copy).",
+    )
+    check_outputs: bool = Field(
+        default=True,
+        description="Check the outputs against ONNX Runtime FP32 on CPU with a tolerance that "
+        "fits the precision (skipped for that reference itself).",
+    )
     batch_sizes: list[int] | None = Field(
         default=None,
         description="Batch sizes to measure. Empty: 1 and 8 when the batch dim is dynamic, "
@@ -137,6 +159,7 @@ class BenchmarkReport(BaseModel):
     environment: dict[str, Any]
     runtime_details: dict[str, Any]
     warnings: list[str]
+    output_check: OutputCheck | None = None
 
     def measurement_rows(self) -> list[tuple[str, int, int, str, float, str]]:
         """Long rows (backend, batch_size, threads, metric, value, unit) for storage."""
@@ -175,13 +198,23 @@ def run_benchmark(
     report_progress = progress or (lambda fraction, message: None)
     batch_sizes = resolve_batch_sizes(spec, info)
     backend = get_backend(spec.backend)
-    options = SessionOptions(device=spec.device, threads=spec.threads)
-    report_progress(0.0, f"Loading the model on {spec.backend} ({spec.device})")
+    options = SessionOptions(
+        device=spec.device,
+        threads=spec.threads,
+        precision=spec.precision,
+        execution_provider=spec.execution_provider,
+        io_binding=spec.io_binding,
+    )
+    report_progress(0.0, f"Loading the model on {spec.backend} ({spec.device}, {spec.precision})")
+    output_check = None
     with pinned_to(spec.cpu_affinity):
         rss_before = _rss_mb()
         model = backend.load(model_path, options)
         try:
             model_rss = _rss_mb() - rss_before
+            if spec.check_outputs and not is_reference(spec):
+                report_progress(0.0, "Checking the outputs against ONNX Runtime FP32 on CPU")
+                output_check = _check_outputs(model_path, model, info, spec, batch_sizes[0])
             results, warnings = _measure_all(
                 model, info, spec, batch_sizes, model_rss, report_progress
             )
@@ -195,6 +228,29 @@ def run_benchmark(
         environment=environment,
         runtime_details=model.details,
         warnings=warnings,
+        output_check=output_check,
+    )
+
+
+def is_reference(spec: BenchmarkSpec) -> bool:
+    """True for the run the output check compares with: ONNX Runtime, FP32, CPU provider."""
+    return (
+        spec.backend == "onnxruntime"
+        and spec.device == "cpu"
+        and spec.precision == "fp32"
+        and spec.execution_provider in (None, "cpu")
+    )
+
+
+def _check_outputs(
+    model_path: Path, model: LoadedModel, info: ModelInfo, spec: BenchmarkSpec, batch_size: int
+) -> OutputCheck:
+    feeds, _ = synthesize_inputs(
+        info.inputs, batch_size=batch_size, dims=spec.dims, overrides=spec.shapes, seed=spec.seed
+    )
+    names = [tensor.name for tensor in info.outputs]
+    return check_outputs(
+        names, reference_outputs(model_path, feeds), model.run(feeds), precision=spec.precision
     )
 
 

@@ -1,4 +1,4 @@
-"""What a machine can serve: its backends (with availability) and its CPU, for the worker table."""
+"""What a machine can serve: its backends (with availability), CPU and GPUs, for the worker table."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from core.backends import backends
 from core.environment import cpu_model, isa_flags, library_versions
+from core.gpus import nvidia_gpus
 
 
 def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
@@ -36,12 +37,20 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
             "logical_cores": psutil.cpu_count(logical=True),
             "physical_cores": psutil.cpu_count(logical=False),
         },
+        "gpus": [gpu.model_dump() for gpu in nvidia_gpus()],
         "libraries": library_versions(),
     }
 
 
 def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:
-    """True when the inventory has `backend` available on `device` (kind before any ':')."""
+    """True when the inventory has `backend` available on `device` ('cpu', 'cuda', 'cuda:1').
+
+    A CUDA device with an index must also be one of the machine's GPUs.
+    """
     entry = inventory.get("backends", {}).get(backend)
-    kind = device.split(":", 1)[0]
-    return bool(entry and entry["available"] and kind in entry["devices"])
+    kind, _, index = device.partition(":")
+    if not (entry and entry["available"] and kind in entry["devices"]):
+        return False
+    if kind == "cuda" and index:
+        return any(str(gpu.get("index")) == index for gpu in inventory.get("gpus", []))
+    return True

@@ -81,6 +81,16 @@ class SessionOptions(BaseModel):
         default=None,
         description="Folder for compiled models / engines, so a second load skips compilation.",
     )
+    execution_provider: str | None = Field(
+        default=None,
+        description="ONNX Runtime only: the execution provider (cpu, cuda, tensorrt, openvino, "
+        "dnnl). Empty means the device's own: cpu on 'cpu', cuda on 'cuda:N'.",
+    )
+    io_binding: bool = Field(
+        default=False,
+        description="ONNX Runtime only: bind inputs and outputs to the device, so a repeated "
+        "input is copied to the GPU once instead of on every run.",
+    )
 
 
 class BackendSpec(BaseModel):

@@ -1,8 +1,24 @@
-"""ONNX Runtime backend (CPU execution provider; other providers come with the hardware layer)."""
+"""ONNX Runtime backend: the CPU execution provider always, CUDA / TensorRT / OpenVINO / oneDNN
+execution providers when the installed build has them (onnxruntime-gpu, onnxruntime-openvino).
+
+Surprises worth knowing:
+- ONNX Runtime silently falls back to the CPU provider when a requested provider cannot start
+  (missing CUDA or TensorRT libraries, a mismatched cuDNN). We compare the providers the session
+  really got with the request and refuse a run that fell back: a "CUDA" figure measured on the
+  CPU would be a lie. The reason names what was requested and what was used.
+- The precision of an ONNX Runtime run is the precision the model is stored in: 'fp32' and
+  'int8' run the file as it is (an INT8 QDQ model runs its quantized kernels). Only the TensorRT
+  provider converts at build time ('fp16' / 'int8' builder flags).
+- On a GPU, ONNX Runtime's CUDA provider computes FP32 MatMul / Conv in TF32 by default
+  (Ampere and later). We turn that off (use_tf32=0): 'fp32' is FP32.
+- IO binding (`io_binding=True`) uploads an input array to the device once and keeps it bound:
+  benchmarks then time the model, not the host-to-device copy. The cache is keyed by the array
+  objects; a caller that changes an array in place must pass a new array.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -10,18 +26,50 @@ import numpy as np
 import psutil
 
 from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
-from core.errors import InferenceFailed, InvalidSpec, ModelLoadError, first_line
+from core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError, first_line
+from core.gpus import gpu_memory_bytes, nvidia_gpus
 
-PROVIDERS_BY_DEVICE = {"cpu": "CPUExecutionProvider"}
+PROVIDER_NAMES = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "dnnl": "DnnlExecutionProvider",
+}
+DEVICE_OF_PROVIDER = {
+    "cpu": "cpu",
+    "dnnl": "cpu",
+    "openvino": "cpu",
+    "cuda": "cuda",
+    "tensorrt": "cuda",
+}
+DEFAULT_PROVIDER = {"cpu": "cpu", "cuda": "cuda"}
+PACKAGE_OF_PROVIDER = {
+    "cuda": "onnxruntime-gpu",
+    "tensorrt": "onnxruntime-gpu (and TensorRT's libraries)",
+    "openvino": "onnxruntime-openvino",
+    "dnnl": "an ONNX Runtime build with oneDNN",
+}
+PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino")
 
 
 class OnnxRuntimeSession(LoadedModel):
-    def __init__(self, session: Any, details: dict[str, Any]) -> None:
+    def __init__(
+        self, session: Any, details: dict[str, Any], *, bind_to: tuple[str, int] | None = None
+    ) -> None:
         self._session = session
         self.details = details
+        self._bind_to = bind_to
+        self._binding: Any = None
+        self._bound_key: tuple[int, ...] = ()
+        self._bound_values: list[Any] = []
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if self._session is None:
+            raise InferenceFailed("This ONNX Runtime session was closed; load the model again.")
         try:
+            if self._bind_to is not None:
+                return self._run_bound(feeds)
             outputs: list[np.ndarray] = self._session.run(None, feeds)
         except Exception as exc:  # the runtime raises its own untyped errors
             shapes = ", ".join(f"{name}={list(array.shape)}" for name, array in feeds.items())
@@ -32,8 +80,36 @@ class OnnxRuntimeSession(LoadedModel):
             ) from exc
         return outputs
 
+    def _run_bound(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        import onnxruntime as ort
+
+        assert self._bind_to is not None
+        device_type, device_id = self._bind_to
+        if self._binding is None:
+            self._binding = self._session.io_binding()
+        binding = self._binding
+        key = (id(feeds), *(id(array) for array in feeds.values()))
+        if key != self._bound_key:
+            binding.clear_binding_inputs()
+            self._bound_values = []
+            for name, array in feeds.items():
+                value = ort.OrtValue.ortvalue_from_numpy(
+                    np.ascontiguousarray(array), device_type, device_id
+                )
+                binding.bind_ortvalue_input(name, value)
+                self._bound_values.append(value)  # the binding does not own them
+            self._bound_key = key
+        binding.clear_binding_outputs()
+        for output in self._session.get_outputs():
+            binding.bind_output(output.name, device_type, device_id)
+        self._session.run_with_iobinding(binding)
+        outputs: list[np.ndarray] = binding.copy_outputs_to_cpu()
+        return outputs
+
     def close(self) -> None:
         self._session = None
+        self._binding = None
+        self._bound_values = []
 
 
 class OnnxRuntimeBackend(InferenceBackend):
@@ -44,22 +120,33 @@ class OnnxRuntimeBackend(InferenceBackend):
             import onnxruntime as ort
         except ImportError as exc:
             return Availability(ok=False, reason=f"onnxruntime is not installed ({exc})")
-        return Availability(
-            ok=True,
-            devices=["cpu"],
-            versions={"onnxruntime": version("onnxruntime")},
-            reason=f"providers: {', '.join(ort.get_available_providers())}",
-        )
+        built = ort.get_available_providers()
+        ours = [key for key, name in PROVIDER_NAMES.items() if name in built]
+        devices = ["cpu"]
+        notes = [f"providers: {', '.join(ours)}"]
+        gpus = nvidia_gpus()
+        gpu_providers = [key for key in ours if DEVICE_OF_PROVIDER[key] == "cuda"]
+        if gpu_providers and gpus:
+            devices.append("cuda")
+            notes.append("GPUs: " + ", ".join(f"{gpu.device} ({gpu.name})" for gpu in gpus))
+        elif gpu_providers:
+            notes.append("no NVIDIA GPU or driver here, so the CUDA providers cannot run")
+        elif gpus:
+            notes.append(
+                "this build has no CUDA provider for the GPU here: pip install onnxruntime-gpu"
+            )
+        return Availability(ok=True, devices=devices, versions=_versions(), reason="; ".join(notes))
 
     def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
         import onnxruntime as ort
 
-        _check_precision(options.precision)
-        provider = _provider_for(options.device)
-        session_options = _session_options(ort, options)
+        kind, index = _parse_device(options.device)
+        provider = _provider_for(ort, kind, index, options.execution_provider)
+        _check_precision(options.precision, provider)
+        providers = _providers(provider, index, options)
         try:
             session = ort.InferenceSession(
-                str(model_path), sess_options=session_options, providers=[provider]
+                str(model_path), sess_options=_session_options(ort, options), providers=providers
             )
         except Exception as exc:  # the runtime raises its own untyped errors
             raise ModelLoadError(
@@ -67,53 +154,155 @@ class OnnxRuntimeBackend(InferenceBackend):
                 hint="Check that its operators and opset are supported by this ONNX Runtime "
                 f"version ({ort.__version__}), or export it again with a lower opset.",
             ) from exc
+        got = session.get_providers()
+        if PROVIDER_NAMES[provider] not in got:
+            raise BackendUnavailable(
+                f"ONNX Runtime was asked for the {provider} execution provider but started only "
+                f"{', '.join(got)}: it fell back, so a run here would not measure {provider}.",
+                hint=f"The {provider} provider's libraries are missing or of another version "
+                "(CUDA, cuDNN, TensorRT); check `optistudio backends` on that worker and the "
+                "ONNX Runtime requirements for this version.",
+            )
         details = {
-            "providers": session.get_providers(),
-            "requested_provider": provider,
+            "providers": got,
+            "requested_provider": PROVIDER_NAMES[provider],
+            "provider_options": providers[0][1] if isinstance(providers[0], tuple) else {},
+            "device": f"{kind}:{index}" if kind != "cpu" else "cpu",
             # ONNX Runtime's default intra-op pool has one thread per physical core.
             "threads": options.threads or psutil.cpu_count(logical=False) or 1,
-            "precision": "fp32",
-            "memory_pool": _memory_pool_note(options),
-            "ignored_options": _ignored_options(options),
+            "precision": options.precision,
+            "memory_pool": _memory_pool_note(options, provider, index),
+            "io_binding": options.io_binding,
+            "ignored_options": _ignored_options(options, provider),
         }
-        return OnnxRuntimeSession(session, details)
+        bind_to = (("cuda" if kind == "cuda" else "cpu"), index) if options.io_binding else None
+        return OnnxRuntimeSession(session, details, bind_to=bind_to)
 
 
-def _provider_for(device: str) -> str:
-    kind = device.split(":", 1)[0]
-    if kind not in PROVIDERS_BY_DEVICE:
-        valid = ", ".join(PROVIDERS_BY_DEVICE)
-        raise InvalidSpec(f"ONNX Runtime has no device {device!r} here. Valid devices: {valid}.")
-    return PROVIDERS_BY_DEVICE[kind]
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in PACKAGES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
-def _check_precision(precision: str) -> None:
-    if precision != "fp32":
+def _parse_device(device: str) -> tuple[str, int]:
+    kind, _, index = device.partition(":")
+    if kind not in DEFAULT_PROVIDER or (index and not index.isdigit()):
         raise InvalidSpec(
-            f"ONNX Runtime runs a model in the precision it is stored in, so it cannot be asked "
-            f"for {precision!r}. Valid precisions: fp32.",
+            f"ONNX Runtime has no device {device!r}. Valid devices: cpu, cuda:N (N = GPU index)."
+        )
+    return kind, int(index or 0)
+
+
+def _provider_for(ort: Any, kind: str, index: int, requested: str | None) -> str:
+    provider = requested or DEFAULT_PROVIDER[kind]
+    if provider not in PROVIDER_NAMES:
+        raise InvalidSpec(
+            f"ONNX Runtime has no execution provider {provider!r}. "
+            f"Valid providers: {', '.join(PROVIDER_NAMES)}."
+        )
+    if DEVICE_OF_PROVIDER[provider] != kind:
+        raise InvalidSpec(
+            f"The {provider} execution provider runs on {DEVICE_OF_PROVIDER[provider]}, not on "
+            f"{kind}.",
+            hint=f"Use device {DEVICE_OF_PROVIDER[provider]!r} with it, or another provider.",
+        )
+    if PROVIDER_NAMES[provider] not in ort.get_available_providers():
+        raise BackendUnavailable(
+            f"This ONNX Runtime build ({ort.__version__}) has no {provider} execution provider.",
+            hint=f"Install {PACKAGE_OF_PROVIDER[provider]} on the worker that should run it.",
+        )
+    if kind == "cuda":
+        gpus = [gpu.index for gpu in nvidia_gpus()]
+        if index not in gpus:
+            have = ", ".join(f"cuda:{i}" for i in gpus) or "none (no NVIDIA driver found)"
+            raise BackendUnavailable(f"No CUDA device cuda:{index} here. GPUs here: {have}.")
+    return provider
+
+
+def _check_precision(precision: str, provider: str) -> None:
+    valid = ["fp32", "int8"] + (["fp16"] if provider == "tensorrt" else [])
+    if precision not in valid:
+        raise InvalidSpec(
+            f"ONNX Runtime's {provider} provider runs a model in the precision it is stored in, so "
+            f"it cannot be asked for {precision!r}. Valid precisions: {', '.join(valid)}.",
             hint="Benchmark an FP16 or INT8 variant of the model (made by the optimize step) "
-            "with precision fp32 instead.",
+            "with precision fp32 instead, or use OpenVINO for bf16.",
         )
 
 
-def _memory_pool_note(options: SessionOptions) -> str:
+def _pool_bytes(options: SessionOptions, index: int) -> int | None:
     if options.memory_pool_ratio is None:
-        return "CPU arena on (ONNX Runtime's default)"
+        return None
+    total = gpu_memory_bytes(index)
+    return int(total * options.memory_pool_ratio) if total else None
+
+
+def _providers(provider: str, index: int, options: SessionOptions) -> list[Any]:
+    """The provider list for the session: the requested one with its options, then CPU."""
+    if provider in ("cpu", "dnnl"):
+        return [PROVIDER_NAMES[provider]] + (["CPUExecutionProvider"] if provider != "cpu" else [])
+    settings: dict[str, Any] = {}
+    pool = _pool_bytes(options, index)
+    if provider == "cuda":
+        settings = {
+            "device_id": index,
+            "arena_extend_strategy": "kSameAsRequested",
+            # fp32 means fp32: ONNX Runtime's default lets cuBLAS / cuDNN use TF32 on Ampere and
+            # later, which moved ResNet-50's logits by 2e-3 of their range on an H200.
+            "use_tf32": 0,
+        }
+        if pool:
+            settings["gpu_mem_limit"] = pool
+    elif provider == "tensorrt":
+        settings = {
+            "device_id": index,
+            "trt_fp16_enable": options.precision == "fp16",
+            "trt_int8_enable": options.precision == "int8",
+        }
+        if pool:
+            settings["trt_max_workspace_size"] = pool
+        if options.cache_dir:
+            Path(options.cache_dir).mkdir(parents=True, exist_ok=True)
+            settings.update(
+                trt_engine_cache_enable=True,
+                trt_engine_cache_path=options.cache_dir,
+                trt_timing_cache_enable=True,
+                trt_timing_cache_path=options.cache_dir,
+            )
+    elif provider == "openvino":
+        settings = {"device_type": "CPU"}
+        if options.cache_dir:
+            settings["cache_dir"] = options.cache_dir
+    return [(PROVIDER_NAMES[provider], settings), "CPUExecutionProvider"]
+
+
+def _memory_pool_note(options: SessionOptions, provider: str, index: int) -> str:
+    if options.memory_pool_ratio is None:
+        return "arena on (ONNX Runtime's default)"
+    pool = _pool_bytes(options, index)
+    if provider == "cuda" and pool:
+        return f"CUDA arena capped at {pool / 2**20:.0f} MiB (gpu_mem_limit)"
+    if provider == "tensorrt" and pool:
+        return f"TensorRT workspace capped at {pool / 2**20:.0f} MiB (trt_max_workspace_size)"
     return (
-        f"CPU arena on; memory_pool_ratio={options.memory_pool_ratio} not applied: ONNX "
-        "Runtime's CPU arena has no size limit as a share of memory (it grows as needed)"
+        f"arena on; memory_pool_ratio={options.memory_pool_ratio} not applied: ONNX Runtime's "
+        "CPU arena has no size limit as a share of memory (it grows as needed)"
     )
 
 
-def _ignored_options(options: SessionOptions) -> dict[str, str]:
+def _ignored_options(options: SessionOptions, provider: str) -> dict[str, str]:
     ignored = {}
     if options.performance_hint:
         ignored["performance_hint"] = "ONNX Runtime has no performance hints"
     if options.streams:
         ignored["streams"] = "ONNX Runtime has no streams; use threads / inter_op_threads"
-    if options.cache_dir:
-        ignored["cache_dir"] = "the CPU execution provider compiles nothing to cache"
+    if options.cache_dir and provider not in ("tensorrt", "openvino"):
+        ignored["cache_dir"] = f"the {provider} execution provider compiles nothing to cache"
     return ignored
 
 

@@ -11,7 +11,7 @@ ONNXRUNTIME = BackendSpec(
         "Microsoft's cross-platform runtime. Runs every ONNX model on CPU; CUDA, TensorRT and "
         "OpenVINO execution providers are used when the installed build has them."
     ),
-    devices=["cpu"],
+    devices=["cpu", "cuda"],
     precisions=["fp32", "fp16", "int8"],
     implementation="core.backends.onnxruntime_backend:OnnxRuntimeBackend",
 )
