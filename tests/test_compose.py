@@ -1,0 +1,130 @@
+"""docker-compose.yml and the Dockerfile, checked by reading them (no Docker engine here).
+
+These tests pin the deployment's promises: Redis 7 with appendonly, PostgreSQL 16, a one-shot
+migration everything waits for, a scalable CPU worker, a GPU worker under a profile with an NVIDIA
+reservation and one process, the studio and Flower, health checks, restart policies, required
+secrets as ${VAR:?}, and service commands that the real CLI parser accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from optistudio.cli import build_parser
+
+yaml = pytest.importorskip("yaml")
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
+COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
+SERVICES: dict[str, Any] = COMPOSE["services"]
+APP_SERVICES = ["migrate", "worker", "worker-gpu", "studio"]
+LONG_RUNNING = ["redis", "postgres", "worker", "worker-gpu", "studio", "flower"]
+REQUIRED_SECRETS = {"POSTGRES_PASSWORD", "OPTISTUDIO_STUDIO_PASSWORD", "FLOWER_PASSWORD"}
+
+
+def env_of(service: str) -> dict[str, str]:
+    return {key: str(value) for key, value in SERVICES[service].get("environment", {}).items()}
+
+
+def test_every_expected_service_is_there() -> None:
+    assert set(SERVICES) == {
+        "redis",
+        "postgres",
+        "migrate",
+        "worker",
+        "worker-gpu",
+        "studio",
+        "flower",
+    }
+
+
+def test_redis_7_keeps_queued_jobs_with_appendonly() -> None:
+    redis = SERVICES["redis"]
+    assert redis["image"].split(":")[1].startswith("7")
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert any(volume.endswith(":/data") for volume in redis["volumes"])
+
+
+def test_postgres_16_with_a_required_password() -> None:
+    postgres = SERVICES["postgres"]
+    assert postgres["image"] == "postgres:16"
+    assert postgres["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+
+
+def test_migration_runs_once_and_the_app_waits_for_it() -> None:
+    migrate = SERVICES["migrate"]
+    assert migrate["command"] == ["optistudio", "migrate"] and migrate["restart"] == "no"
+    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in ["worker", "worker-gpu", "studio"]:
+        depends = SERVICES[name]["depends_on"]
+        assert depends["migrate"]["condition"] == "service_completed_successfully", name
+        assert depends["redis"]["condition"] == "service_healthy", name
+
+
+def test_the_cpu_worker_can_be_scaled() -> None:
+    worker = SERVICES["worker"]
+    assert "container_name" not in worker and "ports" not in worker  # both would block --scale
+    assert "profiles" not in worker
+    assert worker["command"][:2] == ["optistudio", "worker"]
+    assert "cpu" in worker["command"][worker["command"].index("--queues") + 1].split(",")
+
+
+def test_the_gpu_worker_is_one_process_on_a_reserved_nvidia_device_under_a_profile() -> None:
+    gpu = SERVICES["worker-gpu"]
+    assert gpu["profiles"] == ["gpu"]
+    command = gpu["command"]
+    assert command[command.index("--queues") + 1] == "gpu"
+    assert command[command.index("--concurrency") + 1] == "1"
+    (device,) = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
+    assert len(device.get("device_ids", [])) == 1 or device.get("count") == 1
+
+
+def test_long_running_services_have_health_checks_and_restart_policies() -> None:
+    for name in LONG_RUNNING:
+        service = SERVICES[name]
+        assert service.get("restart") in {"unless-stopped", "always", "on-failure"}, name
+        assert service["healthcheck"]["test"], name
+
+
+def test_required_secrets_are_required_and_none_is_written_down() -> None:
+    required = set(re.findall(r"\$\{(\w+):\?", COMPOSE_TEXT))
+    assert required >= REQUIRED_SECRETS
+    assert env_of("studio")["OPTISTUDIO_STUDIO_PASSWORD"].startswith(
+        "${OPTISTUDIO_STUDIO_PASSWORD:?"
+    )
+    for name, service in SERVICES.items():
+        for key, value in service.get("environment", {}).items():
+            if re.search(r"PASSWORD|SECRET|AUTH", key):
+                assert "${" in str(value), f"{name}.{key} holds a literal secret"
+
+
+def test_the_app_services_share_the_database_broker_and_artifacts() -> None:
+    for name in APP_SERVICES:
+        env = env_of(name)
+        assert env["OPTISTUDIO_DATABASE_URL"].startswith("postgresql+psycopg://"), name
+        assert env["OPTISTUDIO_BROKER_URL"] == "redis://redis:6379/0", name
+        assert "OPTISTUDIO_ARTIFACT_STORE" in env, name
+        assert "artifacts:/data" in SERVICES[name]["volumes"], name
+
+
+def test_service_commands_are_real_cli_commands() -> None:
+    parser = build_parser()
+    for name in APP_SERVICES:
+        command = SERVICES[name]["command"]
+        assert command[0] == "optistudio", name
+        parser.parse_args(command[1:])  # exits (SystemExit) on an unknown command or flag
+
+
+def test_the_image_installs_what_the_services_use() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    extras = re.search(r"pip install [^\n]*-e '\.\[([\w,]+)\]'", dockerfile)
+    assert extras and {"postgres", "s3"} <= set(extras.group(1).split(","))
+    assert "ARG EXTRA_PIP" in dockerfile
+    assert SERVICES["worker-gpu"]["build"]["args"]["EXTRA_PIP"]
