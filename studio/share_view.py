@@ -108,8 +108,12 @@ def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
     styler = table.style.apply(lambda _: best.map(_green), axis=None)
     deltas = [c for c in table.columns if c.startswith("Δ ")]
     return styler.format("{:+.1%}", subset=deltas, na_rep="").format(
-        "{:.4g}", subset=[column_title(m) for m in metrics], na_rep=""
+        _number, subset=[column_title(m) for m in metrics], na_rep=""
     )
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _green(is_best: bool) -> str:

@@ -231,4 +231,4 @@ def my_shares() -> None:
             )
             if not entry["revoked"] and cols[1].button("Revoke", key=f"revoke-{entry['token']}"):
                 revoke(state.session_factory(), token=entry["token"], owner=current_owner())
-                st.rerun()
+                st.toast("Share link revoked: it now shows 'not found'.")

@@ -1,0 +1,86 @@
+"""Compare, share and download in real headless Chromium against a real `optistudio up` stack."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+
+
+def bench_save(model: Path, data_dir: Path) -> None:
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def pick(page, label: str) -> None:
+    page.locator("[data-testid='stMultiSelect']").first.click()
+    page.get_by_role("option", name=re.compile(label)).click()
+    page.keyboard.press("Escape")
+
+
+def test_select_share_open_elsewhere_download_and_revoke(
+    studio: Studio, page, tiny_model: Path, make_model, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    bench_save(tiny_model, tmp_path / "data")
+    bench_save(make_model("wide.onnx", features=64), tmp_path / "data")
+
+    page.goto(f"{studio.url}/compare")
+    expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
+    pick(page, r"#1 tiny .*batch 1 ")
+    pick(page, r"#2 wide .*batch 1 ")
+    expect(page.get_by_role("heading", name="Error vs latency")).to_be_visible()
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+    page.wait_for_url(re.compile(r"results=1\.onnxruntime\.\d+\.\d+%2C2\.onnxruntime"))
+    selected_url = page.url
+    shot(page, "compare-side-by-side")
+
+    page.goto(selected_url)  # the URL alone brings the same view back
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+    page.get_by_role("button", name="Share", exact=True).click()
+    link = page.locator("code").filter(has_text="share=").inner_text().strip()
+    assert re.search(r"/\?share=[A-Za-z0-9_-]{43}$", link), link
+
+    other = page.context.browser.new_context(accept_downloads=True)  # a colleague's browser
+    shared = other.new_page()
+    shared.set_default_timeout(UI_TIMEOUT_MS)
+    shared.goto(link)
+    expect(shared.get_by_role("heading", name="2 results: tiny, wide")).to_be_visible()
+    expect(shared.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+    expect(shared.get_by_text("Read-only snapshot")).to_be_visible()
+    expect(shared.locator("[data-testid='stSidebarNav']")).to_have_count(0)
+    expect(shared.get_by_role("button", name="Share", exact=True)).to_have_count(0)
+    with shared.expect_download() as download:
+        shared.get_by_role("button", name="Download report (HTML)").click()
+    report = tmp_path / "report.html"
+    download.value.save_as(report)
+    text = report.read_text()
+    assert "2 results: tiny, wide" in text and "plotly.js v" in text
+    assert not re.search(r"<script[^>]+src=", text)
+    shot(shared, "shared")
+
+    page.get_by_text("Your share links").click()
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.get_by_text("Share link revoked")).to_be_visible()
+    shared.goto(link)
+    expect(shared.get_by_role("heading", name="Not found")).to_be_visible()
+    expect(shared.locator(".js-plotly-plot")).to_have_count(0)
+    other.close()
