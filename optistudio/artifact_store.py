@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ from optistudio.settings import Settings
 
 S3_SCHEME = "s3://"
 MODEL_FILE = "model.onnx"
+DATA_FOLDER = "datasets"
+_SHA_NAME = re.compile(r"[0-9a-f]{64}\.\w+")
 _CHUNK = 1024**2
 
 
@@ -42,6 +45,14 @@ class ArtifactStore(Protocol):
 
     def local_model(self, address: str, sha256: str) -> Path:
         """A local path of the model at `address` (downloaded once if it must be)."""
+        ...
+
+    def publish_data(self, path: Path) -> None:
+        """Make a stored data file (datasets/<sha256><suffix>) reachable by every worker."""
+        ...
+
+    def local_data(self, recorded: str) -> Path:
+        """A local path of the data file a job names (downloaded once if it must be)."""
         ...
 
 
@@ -59,6 +70,13 @@ def store_for(settings: Settings) -> ArtifactStore:
             endpoint_url=settings.s3_endpoint_url or None,
         )
     return SharedFolderStore(settings.artifact_dir)
+
+
+def local_data_file(recorded: str) -> Path:
+    """The local path of a job's data file, through this process's configured store."""
+    from optistudio.settings import get_settings
+
+    return store_for(get_settings()).local_data(recorded)
 
 
 class SharedFolderStore:
@@ -80,6 +98,15 @@ class SharedFolderStore:
             hint="Upload the model again, or mount the shared artifact folder on this worker "
             "(OPTISTUDIO_DATA_DIR).",
         )
+
+    def publish_data(self, path: Path) -> None:
+        return None
+
+    def local_data(self, recorded: str) -> Path:
+        """The recorded path, or the same content-addressed file under this machine's mount
+        (when neither exists, the recorded path: reading it then says what is missing)."""
+        here = self.artifact_dir / DATA_FOLDER / Path(recorded).name
+        return here if not Path(recorded).exists() and here.is_file() else Path(recorded)
 
 
 class S3Store:
@@ -129,6 +156,31 @@ class S3Store:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return target / MODEL_FILE
+
+    def publish_data(self, path: Path) -> None:
+        key = "/".join(filter(None, [self.prefix, DATA_FOLDER, path.name]))
+        with _s3_errors("upload the data file to"):
+            if not self._exists(key):
+                self.client.upload_file(str(path), self.bucket, key)
+
+    def local_data(self, recorded: str) -> Path:
+        """The file itself when this machine has it, else its cached or downloaded copy."""
+        name = Path(recorded).name
+        cached = self.cache_dir / DATA_FOLDER / name
+        if Path(recorded).exists() or cached.is_file() or not _SHA_NAME.fullmatch(name):
+            return cached if cached.is_file() else Path(recorded)
+        key = "/".join(filter(None, [self.prefix, DATA_FOLDER, name]))
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=cached.parent, prefix=f".{name}.")
+        os.close(handle)
+        try:
+            with _s3_errors("download the data file from"):
+                self.client.download_file(self.bucket, key, temp)
+            _check_hash(Path(temp), Path(name).stem, f"s3://{self.bucket}/{key}")
+            os.replace(temp, cached)
+        finally:
+            Path(temp).unlink(missing_ok=True)
+        return cached
 
     def _exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError

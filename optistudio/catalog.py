@@ -126,6 +126,7 @@ def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Pat
         final = folder / f"{digest}{suffix}"
         if not final.exists():
             os.replace(target, final)
+    store_for(settings).publish_data(final)
     return final
 
 

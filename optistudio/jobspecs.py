@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -18,6 +17,7 @@ from core.model_info import TensorSpec
 from core.optimize import OptimizeSpec
 from core.soak import SoakSpec
 from db.models import JobKind
+from optistudio.artifact_store import local_data_file
 
 
 class CompareJobSpec(ComparisonSpec):
@@ -57,9 +57,12 @@ class OptimizeJobSpec(OptimizeSpec):
         """The dataset (.npz, image folder or zip) and labels this job names, validated."""
         if not self.data_path:
             return None, None
-        data = open_dataset(Path(self.data_path), inputs, preprocessing=self.image_preprocessing)
+        data_path = local_data_file(self.data_path)  # from the artifact store on this worker
+        data = open_dataset(data_path, inputs, preprocessing=self.image_preprocessing)
         labels = (
-            load_labels(Path(self.labels_path), samples=len(data)) if self.labels_path else None
+            load_labels(local_data_file(self.labels_path), samples=len(data))
+            if self.labels_path
+            else None
         )
         return data, labels
 

@@ -156,6 +156,32 @@ def test_a_missing_object_and_a_dead_endpoint_say_what_failed(s3_endpoint, tmp_p
     assert SECRET not in str(caught.value) and "OPTISTUDIO_S3_ENDPOINT_URL" in str(caught.value)
 
 
+def test_calibration_data_reaches_a_worker_through_the_bucket(s3_endpoint, tmp_path):
+    import io
+    import shutil
+
+    import numpy as np
+
+    from optistudio.catalog import store_dataset
+
+    settings = s3_settings(tmp_path / "studio", s3_endpoint, "data")
+    buffer = io.BytesIO()
+    np.savez(buffer, x=np.arange(12, dtype=np.float32).reshape(3, 4))
+    buffer.seek(0)
+    recorded = store_dataset(settings, buffer, filename="calib.npz")
+    original = recorded.read_bytes()
+    shutil.rmtree(tmp_path / "studio")  # the worker cannot see the studio's disk
+
+    worker = S3Store(
+        settings.artifact_store, cache_dir=tmp_path / "worker", endpoint_url=s3_endpoint
+    )
+    local = worker.local_data(str(recorded))
+
+    assert local == tmp_path / "worker" / "datasets" / recorded.name
+    assert local.read_bytes() == original
+    assert worker.local_data(str(recorded)) == local  # cached: no second download needed
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 def test_a_worker_without_the_shared_folder_benchmarks_a_model_from_s3(
