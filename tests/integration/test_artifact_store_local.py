@@ -60,3 +60,34 @@ def test_a_worker_finds_a_model_under_its_own_mount_of_the_folder(tmp_path, tiny
     with pytest.raises(ModelRejected, match="mount the shared artifact folder"):
         SharedFolderStore(tmp_path / "empty").local_model(address, stored.info.sha256)
     assert Path(address).name == "model.onnx"
+
+
+class EndlessStream:
+    """An upload that never ends; counts what was read from it."""
+
+    def __init__(self) -> None:
+        self.read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = b"\0" * (size if size > 0 else 1024**2)
+        self.read_bytes += len(chunk)
+        return chunk
+
+
+def test_an_oversized_upload_is_refused_while_copying_and_leaves_nothing(db_factory, app_settings):
+    from db.models import Model
+    from db.session import transaction
+
+    app_settings.max_upload_mb = 1
+    stream = EndlessStream()
+
+    with pytest.raises(ModelRejected, match="larger than the upload limit of 1 MiB"):
+        add_upload(db_factory, app_settings, stream, filename="huge.onnx")  # type: ignore[arg-type]
+
+    assert stream.read_bytes <= 2 * 1024**2  # stopped at the first chunk past the limit
+    assert not any((app_settings.data_dir / "incoming").iterdir())
+    assert not app_settings.artifact_dir.exists() or not any(
+        app_settings.artifact_dir.rglob("*.onnx")
+    )
+    with transaction(db_factory) as s:
+        assert s.query(Model).count() == 0
