@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
@@ -223,7 +224,9 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+@lru_cache(maxsize=4)
 def _s3_client(endpoint_url: str | None) -> Any:
+    """One client per endpoint and process (boto3 clients are thread-safe; making one is slow)."""
     try:
         import boto3
     except ImportError:

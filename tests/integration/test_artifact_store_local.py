@@ -91,3 +91,18 @@ def test_an_oversized_upload_is_refused_while_copying_and_leaves_nothing(db_fact
     )
     with transaction(db_factory) as s:
         assert s.query(Model).count() == 0
+
+
+def test_store_urls_are_checked_at_start() -> None:
+    from pydantic import ValidationError
+
+    from optistudio.artifact_store import S3Store, parse_s3_url, store_for
+    from optistudio.settings import Settings
+
+    assert parse_s3_url("s3://bucket/a/b/") == ("bucket", "a/b")
+    assert parse_s3_url("s3://bucket") == ("bucket", "")
+    for bad in ["http://bucket/x", "s3://", "s3:///prefix", "bucket/prefix"]:
+        with pytest.raises(ValidationError, match="artifact_store"):
+            Settings(artifact_store=bad)
+    assert isinstance(store_for(Settings(artifact_store="s3://b/p")), S3Store)
+    assert isinstance(store_for(Settings()), SharedFolderStore)
