@@ -1,0 +1,255 @@
+"""What the Batching page does, as plain functions that tests call without Streamlit.
+
+The page never runs a model: profile and verify are jobs (by task name); predictions come from
+`core.batching.simulate` over the stored profile, fast enough to follow a slider.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.batching.applicability import batch_dim_problem
+from core.batching.profile import LatencyProfile
+from core.batching.results import LoadResult
+from core.batching.settings import BatchingSettings
+from core.batching.simulate import Process, simulate
+from core.batching.triton import triton_config
+from core.batching.tuner import Recommendation
+from core.model_info import ModelInfo
+from db.models import JobKind, JobStatus
+from db.queries import create_job, finish_job, get_job, get_model, list_jobs, set_task_id
+from db.session import transaction
+from studio.services import BROKER_DOWN, SendTask
+from workers.app import TASK_BATCHING_PROFILE, TASK_BATCHING_VERIFY
+
+TASKS = {
+    JobKind.batching_profile: TASK_BATCHING_PROFILE,
+    JobKind.batching_verify: TASK_BATCHING_VERIFY,
+}
+SLIDER_REQUESTS = 5000
+"""Requests per simulation behind a slider: p99 within a few percent, well under a second."""
+SWEEP_POINTS = 9
+FIGURES = ("throughput", "p50_ms", "p90_ms", "p99_ms", "mean_batch_size", "mean_queue_ms")
+
+
+def model_info(factory: sessionmaker[Session], *, model_id: int) -> tuple[str, ModelInfo]:
+    """The stored model's name and card."""
+    with transaction(factory) as s:
+        model = get_model(s, model_id=model_id)
+        if model is None:
+            raise LookupError(f"model {model_id} is gone")
+        return model.name, ModelInfo.model_validate(model.info)
+
+
+def batching_jobs(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """Recent jobs of `kind` (any status), newest first, with their result."""
+    with transaction(factory) as s:
+        jobs = [
+            job
+            for job in list_jobs(s, limit=500)
+            if job.kind == kind and (model_id is None or job.model_id == model_id)
+        ][:limit]
+        return [
+            {
+                "job": job.id,
+                "status": job.status.value,
+                "progress": float(job.progress or 0.0),
+                "message": job.message or "",
+                "result": job.result,
+            }
+            for job in jobs
+        ]
+
+
+def job_spec(factory: sessionmaker[Session], *, job_id: int) -> dict[str, Any]:
+    """The stored spec of a job."""
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        return dict(job.spec) if job is not None else {}
+
+
+def batching_problem(info: ModelInfo) -> str | None:
+    """Why batching does not apply to this model, or None."""
+    return batch_dim_problem(info)
+
+
+def submit(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int, spec: BaseModel, send: SendTask
+) -> int:
+    """Commit the job row, then send its id by task name; a broker that is down fails it."""
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
+    try:
+        task_id = send(TASKS[kind], [job_id])
+    except Exception:
+        with transaction(factory) as s:
+            finish_job(s, job_id=job_id, status=JobStatus.failed, message=BROKER_DOWN)
+        return job_id
+    with transaction(factory) as s:
+        set_task_id(s, job_id=job_id, task_id=task_id)
+    return job_id
+
+
+def predict(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    *,
+    rate: float | None,
+    process: Process = "poisson",
+    clients: int = 0,
+) -> LoadResult:
+    """The simulator's prediction for the sliders' settings."""
+    return simulate(
+        profile, settings, rate=rate, process=process, clients=clients, requests=SLIDER_REQUESTS
+    )
+
+
+def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
+    """Highest throughput the settings can reach (req/s): instances x max_b b / latency(b)."""
+    return profile.ceiling(settings.max_batch_size)[0] * settings.instances
+
+
+def rate_sweep(profile: LatencyProfile, settings: BatchingSettings) -> pd.DataFrame:
+    """Predicted figures from 10 % to 110 % of capacity (Poisson), one row per rate."""
+    top = capacity(profile, settings)
+    rows = []
+    for share in np.linspace(0.1, 1.1, SWEEP_POINTS):
+        result = simulate(profile, settings, rate=top * share, requests=2000)
+        rows.append({"rate": top * share, **result.model_dump(include=set(FIGURES))})
+    return pd.DataFrame(rows)
+
+
+def profile_figure(profile: LatencyProfile) -> go.Figure:
+    """Latency (bars) and throughput b / latency(b) (line) per measured batch size."""
+    sizes = profile.batch_sizes
+    throughput = [b / ms * 1000 for b, ms in zip(sizes, profile.mean_ms, strict=True)]
+    figure = make_subplots(specs=[[{"secondary_y": True}]])
+    figure.add_bar(x=sizes, y=profile.mean_ms, name="latency (ms)", marker_color="#9ecae1")
+    figure.add_scatter(x=sizes, y=throughput, name="throughput (req/s)", secondary_y=True)
+    figure.update_xaxes(title="batch size", type="category")
+    figure.update_yaxes(title="ms per batch", secondary_y=False)
+    figure.update_yaxes(title="requests / s", secondary_y=True)
+    figure.update_layout(title="Measured profile", height=340, margin={"t": 50})
+    return figure
+
+
+def sweep_figure(frame: pd.DataFrame, rate: float | None) -> go.Figure:
+    """Predicted throughput and p50/p99 against the arrival rate, the chosen rate marked."""
+    figure = make_subplots(specs=[[{"secondary_y": True}]])
+    figure.add_scatter(x=frame["rate"], y=frame["throughput"], name="throughput (req/s)")
+    for column, dash in (("p50_ms", "dot"), ("p99_ms", "solid")):
+        figure.add_scatter(
+            x=frame["rate"],
+            y=frame[column],
+            name=column.replace("_ms", " (ms)"),
+            line={"dash": dash},
+            secondary_y=True,
+        )
+    if rate:
+        figure.add_vline(x=rate, line_dash="dash", line_color="#888", annotation_text="rate")
+    figure.update_xaxes(title="arrival rate (req/s)")
+    figure.update_yaxes(title="requests / s", secondary_y=False)
+    figure.update_yaxes(title="latency (ms)", secondary_y=True, type="log")
+    figure.update_layout(title="Predicted, by arrival rate", height=340, margin={"t": 50})
+    return figure
+
+
+def comparison_frame(predicted: dict[str, Any], measured: dict[str, Any]) -> pd.DataFrame:
+    """Predicted beside measured for the headline figures, with the relative error."""
+    rows = []
+    for key in FIGURES:
+        p, m = float(predicted[key]), float(measured[key])
+        rows.append(
+            {"figure": key, "predicted": p, "measured": m, "error": abs(p - m) / m if m else None}
+        )
+    return pd.DataFrame(rows)
+
+
+def comparison_figure(frame: pd.DataFrame) -> go.Figure:
+    latency = frame[frame["figure"].str.endswith("_ms")]
+    figure = go.Figure()
+    figure.add_bar(x=latency["figure"], y=latency["predicted"], name="predicted")
+    figure.add_bar(x=latency["figure"], y=latency["measured"], name="measured")
+    figure.update_layout(
+        title="Predicted vs measured latency", yaxis_title="ms", barmode="group", height=320
+    )
+    return figure
+
+
+def timeline_figure(requests: dict[str, list[float]]) -> go.Figure:
+    """Each measured request over the run: queue wait and compute stacked."""
+    figure = go.Figure()
+    sent = [t / 1000 for t in requests["sent_ms"]]
+    figure.add_scatter(x=sent, y=requests["queue_ms"], mode="markers", name="queue wait (ms)")
+    figure.add_scatter(x=sent, y=requests["latency_ms"], mode="markers", name="total (ms)")
+    figure.update_layout(
+        title="Measured requests", xaxis_title="sent at (s)", yaxis_title="ms", height=320
+    )
+    figure.update_traces(marker={"size": 4, "opacity": 0.6})
+    return figure
+
+
+def candidates_figure(advice: Recommendation) -> go.Figure:
+    """Every setting tried: throughput against p99, feasible ones coloured, the pick ringed."""
+    figure = go.Figure()
+    for feasible, colour in ((True, "#2ca02c"), (False, "#bbbbbb")):
+        chosen = [c for c in advice.candidates if c.feasible == feasible]
+        figure.add_scatter(
+            x=[c.predicted.p99_ms for c in chosen],
+            y=[c.predicted.throughput for c in chosen],
+            mode="markers",
+            marker={"color": colour, "size": 9},
+            name="meets the budget" if feasible else "misses it",
+            text=[f"max batch {c.max_batch_size}, timeout {c.timeout_ms:g} ms" for c in chosen],
+        )
+    figure.add_scatter(
+        x=[advice.predicted.p99_ms],
+        y=[advice.predicted.throughput],
+        mode="markers",
+        marker={"size": 18, "symbol": "circle-open", "color": "#d62728", "line": {"width": 3}},
+        name="recommended",
+    )
+    figure.update_layout(
+        title="Settings tried", xaxis_title="p99 (ms)", yaxis_title="throughput (req/s)", height=360
+    )
+    figure.update_xaxes(type="log")
+    return figure
+
+
+def pipeline_json(name: str, backend: str, settings: BatchingSettings, shapes: dict) -> str:
+    """The settings for our runtime: `Pipeline.load(model, BatchingSettings(**json['batching']))`."""
+    document = {
+        "model": name,
+        "backend": backend,
+        "shapes": shapes,
+        "batching": settings.model_dump(mode="json"),
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def triton_text(name: str, info: ModelInfo, settings: BatchingSettings) -> str:
+    """Triton config.pbtxt for the settings (preferred sizes: the given ones, else max)."""
+    return triton_config(
+        _triton_name(name),
+        info,
+        max_batch_size=settings.max_batch_size,
+        preferred_batch_sizes=settings.preferred_batch_sizes or [settings.max_batch_size],
+        max_queue_delay_us=round(settings.timeout_ms * 1000),
+        instances=settings.instances,
+    )
+
+
+def _triton_name(name: str) -> str:
+    stem = name.rsplit(".", 1)[0] if name.endswith(".onnx") else name
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-." else "_" for ch in stem)
+    return cleaned or "model"

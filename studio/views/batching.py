@@ -1,0 +1,366 @@
+"""Batching: what max batch size and timeout to deploy, and what they will give.
+
+Profile the model once (a job), then move the sliders: the simulator predicts throughput, p50/p99,
+batch size and queue wait at once. Verify runs the real pipeline under load (a job) and plots it
+beside the prediction; Find best settings searches under a p99 budget; Export writes the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from core.batching.profile import LatencyProfile
+from core.batching.settings import BatchingSettings
+from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from core.batching.tuner import recommend
+from core.errors import OptistudioError, describe_validation_error
+from core.inputs import parse_shape_overrides
+from db.models import JobKind
+from studio import batching_services as batching
+from studio import state
+from studio.services import model_choices
+
+KEYS = {
+    "max_batch_size": "batching_max_batch",
+    "timeout_ms": "batching_timeout",
+    "eager_threshold": "batching_eager",
+    "instances": "batching_instances",
+    "rate": "batching_rate",
+}
+
+
+def render() -> None:
+    st.title("Batching")
+    st.caption(
+        "Which max batch size and batching timeout to deploy, and what they give. Profile the "
+        "model once; the sliders then predict throughput and latency by simulating the batching "
+        "policy under your arrival rate; Verify measures the real pipeline to check."
+    )
+    choices = model_choices(state.session_factory())
+    if not choices:
+        st.info("Add a model on the Models page first, then tune its batching here.")
+        return
+    model_id = pick_model(choices)
+    name, info = batching.model_info(state.session_factory(), model_id=model_id)
+    problem = batching.batching_problem(info)
+    if problem:
+        st.warning(f"Dynamic batching does not apply to this model: {problem}")
+        st.caption("Export it with a dynamic first (batch) dimension to batch requests.")
+        return
+    profile_form(model_id)
+    profile = show_profile_job(model_id)
+    if profile is None:
+        return
+    settings, rate = sliders(profile)
+    if settings is None:
+        return
+    show_prediction(profile, settings, rate)
+    tabs = st.tabs(["Verify", "Find best settings", "Export"])
+    with tabs[0]:
+        verify_form(model_id, settings, rate)
+        show_verification(model_id, profile)
+    with tabs[1]:
+        best_settings(profile, rate)
+    with tabs[2]:
+        export(name, info, settings)
+
+
+def pick_model(choices: list[dict[str, Any]]) -> int:
+    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+    ids = list(names)
+    wanted = st.query_params.get("model")
+    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
+    model_id = int(st.selectbox("Model", ids, index=default, format_func=names.get))
+    st.query_params["model"] = str(model_id)
+    return model_id
+
+
+def profile_form(model_id: int) -> None:
+    with st.form("batching_profile"):
+        cols = st.columns([2, 1, 3])
+        backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
+        largest = cols[1].number_input("Largest batch", 1, 256, 16, help="Timed: 1, 2, 4, ...")
+        shapes = cols[2].text_input(
+            "Request shape (optional)",
+            placeholder="input_ids=1,128",
+            help="Full shape of one request per input, NAME=D1,D2,...; several with spaces.",
+        )
+        submitted = st.form_submit_button("Profile", type="primary")
+    if submitted:
+        submit_profile(model_id, backend, int(largest), shapes)
+
+
+def submit_profile(model_id: int, backend: str, largest: int, shapes: str) -> None:
+    try:
+        spec = BatchingProfileSpec(
+            backend=backend, max_batch_size=largest, shapes=parse_shape_overrides(shapes.split())
+        )
+        queue = state.route_to(spec.backend, spec.device)
+    except ValidationError as exc:
+        st.error(f"Check the profile settings: {describe_validation_error(exc)}")
+        return
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
+    job_id = batching.submit(
+        state.session_factory(),
+        kind=JobKind.batching_profile,
+        model_id=model_id,
+        spec=spec,
+        send=state.sender(queue),
+    )
+    st.session_state["batching_profile_job"] = job_id
+    st.success(f"Profile job #{job_id} submitted; the sliders appear when it is done.")
+
+
+def show_profile_job(model_id: int) -> LatencyProfile | None:
+    jobs = batching.batching_jobs(
+        state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
+    )
+    if not jobs:
+        st.info(
+            "No profile of this model yet. Press **Profile**: it times batch sizes 1, 2, 4, ..."
+        )
+        return None
+    job = jobs[0]
+    if job["status"] in ("queued", "running"):
+        wait_for_job(job, JobKind.batching_profile)
+        return None
+    if job["status"] != "succeeded" or not job["result"]:
+        st.error(f"Profile job #{job['job']} {job['status']}: {job['message']}")
+        return None
+    profile = LatencyProfile.model_validate(job["result"]["profile"])
+    with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
+        st.plotly_chart(batching.profile_figure(profile), width="stretch", key="profile")
+    return profile
+
+
+@st.fragment(run_every="2s")
+def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
+    jobs = batching.batching_jobs(state.session_factory(), kind=kind, limit=50)
+    current = next((j for j in jobs if j["job"] == job["job"]), job)
+    if current["status"] not in ("queued", "running"):
+        st.rerun()
+    st.progress(
+        min(max(current["progress"], 0.0), 1.0),
+        text=f"Job #{current['job']}: {current['message'] or current['status']}",
+    )
+
+
+def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
+    largest = profile.batch_sizes[-1]
+    ceiling = profile.ceiling(largest)[0]
+    _defaults(largest, ceiling, profile.ceiling(min(8, largest))[0])
+    st.subheader("What if")
+    cols = st.columns(5)
+    max_batch = cols[0].slider("Max batch size", 1, largest, key=KEYS["max_batch_size"])
+    timeout = cols[1].slider("Timeout (ms)", 0.0, 50.0, step=0.5, key=KEYS["timeout_ms"])
+    eager = cols[2].slider(
+        "Eager threshold (0 = off)",
+        0,
+        largest,
+        key=KEYS["eager_threshold"],
+        help="Send a batch at once when this many requests wait.",
+    )
+    instances = cols[3].slider("Instances", 1, 8, key=KEYS["instances"])
+    rate = cols[4].slider("Arrival rate (req/s)", 1.0, _top_rate(ceiling), key=KEYS["rate"])
+    values = {"max_batch_size": max_batch, "timeout_ms": timeout, "instances": instances}
+    try:
+        settings = BatchingSettings(**values, eager_threshold=eager or None)
+    except ValidationError as exc:
+        st.error(f"These settings do not fit together: {describe_validation_error(exc)}")
+        return None, rate
+    if instances > 1:
+        st.caption(
+            "Several instances are predicted as independent copies of the profiled one; on a CPU "
+            "they share cores, so verify before trusting that gain."
+        )
+    return settings, rate
+
+
+def _defaults(largest: int, ceiling: float, default_capacity: float) -> None:
+    """First values: max batch 8 (or less), 2 ms, and 60 % of what that setting can serve."""
+    defaults = {
+        "max_batch_size": min(8, largest),
+        "timeout_ms": 2.0,
+        "eager_threshold": 0,
+        "instances": 1,
+        "rate": float(max(1, round(default_capacity * 0.6))),
+    }
+    limits = {"max_batch_size": largest, "eager_threshold": largest}
+    for field, value in defaults.items():
+        st.session_state.setdefault(KEYS[field], value)
+        if field in limits and st.session_state[KEYS[field]] > limits[field]:
+            st.session_state[KEYS[field]] = value  # another model's profile was shorter
+    top = _top_rate(ceiling)
+    if st.session_state[KEYS["rate"]] > top:
+        st.session_state[KEYS["rate"]] = defaults["rate"]
+
+
+def _top_rate(ceiling: float) -> float:
+    return float(max(2, round(ceiling * 8 * 1.5)))
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _predict(profile_json: str, settings_json: str, rate: float) -> dict[str, Any]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return batching.predict(profile, settings, rate=rate).model_dump()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _sweep(profile_json: str, settings_json: str) -> Any:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return batching.rate_sweep(profile, settings)
+
+
+def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> None:
+    predicted = _predict(profile.model_dump_json(), settings.model_dump_json(), rate)
+    st.session_state["batching_predicted"] = predicted
+    cols = st.columns(5)
+    cols[0].metric("Throughput (req/s)", f"{predicted['throughput']:.1f}")
+    cols[1].metric("p50 latency (ms)", f"{predicted['p50_ms']:.2f}")
+    cols[2].metric("p99 latency (ms)", f"{predicted['p99_ms']:.2f}")
+    cols[3].metric("Mean batch size", f"{predicted['mean_batch_size']:.2f}")
+    cols[4].metric("Mean queue wait (ms)", f"{predicted['mean_queue_ms']:.2f}")
+    if predicted["saturated"]:
+        most = batching.capacity(profile, settings)
+        st.warning(
+            f"Requests arrive faster than these settings can serve (at most {most:.0f} req/s): "
+            "the queue keeps growing, so latency has no steady value. Raise the max batch size "
+            "or instances, or lower the rate."
+        )
+    frame = _sweep(profile.model_dump_json(), settings.model_dump_json())
+    st.plotly_chart(batching.sweep_figure(frame, rate), width="stretch", key="sweep")
+
+
+def verify_form(model_id: int, settings: BatchingSettings, rate: float) -> None:
+    st.caption(
+        "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
+        "and measures every request; the result is plotted beside the prediction."
+    )
+    with st.form("batching_verify"):
+        cols = st.columns([1, 2, 3])
+        seconds = cols[0].number_input("Seconds", 1.0, 600.0, 10.0)
+        shapes = cols[1].text_input("Request shape (optional)", placeholder="input_ids=1,128")
+        submitted = cols[2].form_submit_button("Verify", type="primary")
+    if not submitted:
+        return
+    try:
+        spec = BatchingVerifySpec(
+            settings=settings,
+            rate=rate,
+            seconds=seconds,
+            shapes=parse_shape_overrides(shapes.split()),
+        )
+        queue = state.route_to(spec.backend, spec.device)
+    except ValidationError as exc:
+        st.error(f"Check the verify settings: {describe_validation_error(exc)}")
+        return
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
+    job_id = batching.submit(
+        state.session_factory(),
+        kind=JobKind.batching_verify,
+        model_id=model_id,
+        spec=spec,
+        send=state.sender(queue),
+    )
+    st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
+
+
+def show_verification(model_id: int, profile: LatencyProfile) -> None:
+    jobs = batching.batching_jobs(
+        state.session_factory(), kind=JobKind.batching_verify, model_id=model_id
+    )
+    if not jobs:
+        st.info("No verification yet: press **Verify** to measure these settings for real.")
+        return
+    job = jobs[0]
+    if job["status"] in ("queued", "running"):
+        wait_for_job(job, JobKind.batching_verify)
+        return
+    if job["status"] != "succeeded" or not job["result"]:
+        st.error(f"Verify job #{job['job']} {job['status']}: {job['message']}")
+        return
+    spec = BatchingVerifySpec.model_validate(
+        batching.job_spec(state.session_factory(), job_id=job["job"])
+    )
+    predicted = _predict(profile.model_dump_json(), spec.settings.model_dump_json(), spec.rate or 1)
+    frame = batching.comparison_frame(predicted, job["result"]["measured"])
+    st.markdown(
+        f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
+        f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
+    )
+    left, right = st.columns(2)
+    left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
+    right.plotly_chart(
+        batching.timeline_figure(job["result"]["requests"]), width="stretch", key="verify-time"
+    )
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={"error": st.column_config.NumberColumn(format="percent")},
+    )
+
+
+def best_settings(profile: LatencyProfile, rate: float) -> None:
+    cols = st.columns([1, 2, 2])
+    budget = cols[0].number_input("p99 budget (ms)", 0.1, 60_000.0, 50.0, key="batching_budget")
+    mode = cols[1].radio(
+        "Aim", ["At the arrival rate above", "Max throughput"], key="batching_aim", horizontal=True
+    )
+    if not cols[2].button("Find best settings", type="primary"):
+        advice = st.session_state.get("batching_advice")
+        if advice is None:
+            st.info("Set a p99 budget and press **Find best settings**.")
+            return
+    else:
+        with st.spinner("Simulating every max batch size x timeout..."):
+            advice = recommend(
+                profile,
+                p99_budget_ms=budget,
+                rate=rate if mode.startswith("At") else None,
+                max_batch_size=profile.batch_sizes[-1],
+            )
+        st.session_state["batching_advice"] = advice
+    (st.success if advice.feasible else st.warning)(advice.reason)
+    st.plotly_chart(batching.candidates_figure(advice), width="stretch", key="candidates")
+    st.button("Apply to the sliders", on_click=_apply, args=(advice.settings,))
+
+
+def _apply(settings: BatchingSettings) -> None:
+    st.session_state[KEYS["max_batch_size"]] = settings.max_batch_size
+    st.session_state[KEYS["timeout_ms"]] = float(settings.timeout_ms)
+    st.session_state[KEYS["eager_threshold"]] = settings.eager_threshold or 0
+
+
+def export(name: str, info: Any, settings: BatchingSettings) -> None:
+    st.caption(
+        "The chosen settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
+        "['batching']))`) or for Triton Inference Server's dynamic batcher."
+    )
+    backend = "onnxruntime"
+    cols = st.columns(2)
+    cols[0].download_button(
+        "Download pipeline.json",
+        batching.pipeline_json(name, backend, settings, {}),
+        file_name="pipeline.json",
+        mime="application/json",
+    )
+    try:
+        triton = batching.triton_text(name, info, settings)
+    except OptistudioError as exc:
+        cols[1].warning(str(exc))
+        return
+    cols[1].download_button(
+        "Download config.pbtxt", triton, file_name="config.pbtxt", mime="text/plain"
+    )
+    with st.expander("config.pbtxt"):
+        st.code(triton, language="protobuf")

@@ -1,0 +1,64 @@
+"""The Batching page in real headless Chromium against a real `optistudio up` stack:
+profile a model (a real job on the real worker), move a slider, the predicted numbers change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+
+
+def store_model(model: Path, data_dir: Path) -> None:
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
+    box = page.locator("[data-testid='stMetric']").filter(has_text=label)
+    return box.locator("[data-testid='stMetricValue']").inner_text()
+
+
+def test_profile_then_a_slider_changes_the_prediction(
+    studio: Studio, page, tiny_model: Path, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    store_model(tiny_model, tmp_path / "data")
+    page.goto(f"{studio.url}/batching")
+    expect(page.get_by_text("No profile of this model yet")).to_be_visible()
+    page.get_by_role("button", name="Profile").click()
+    expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
+    expect(page.locator(".js-plotly-plot").last).to_be_visible(timeout=UI_TIMEOUT_MS)
+    before = {label: metric(page, label) for label in ("Mean batch size", "p99 latency (ms)")}
+    shot(page, "batching-before")
+
+    thumb = page.get_by_role("slider").first  # Max batch size
+    thumb.focus()
+    for _ in range(7):
+        page.keyboard.press("ArrowLeft")  # down to max batch 1: no batching at all
+    expect(thumb).to_have_value("1")
+    batch = page.locator("[data-testid='stMetric']").filter(has_text="Mean batch size")
+    expect(batch.locator("[data-testid='stMetricValue']")).to_have_text("1.00")
+    after = {label: metric(page, label) for label in before}
+    assert after != before, (before, after)
+    shot(page, "batching-after")
+
+    page.get_by_role("tab", name="Export").click()
+    expect(page.get_by_role("button", name="Download config.pbtxt")).to_be_visible()
+    assert "Traceback" not in page.content()

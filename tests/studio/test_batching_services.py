@@ -1,0 +1,72 @@
+"""The Batching page's logic without Streamlit: predictions, charts and exports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.batching.profile import LatencyProfile
+from core.batching.settings import BatchingSettings
+from core.batching.triton import parse_pbtxt
+from core.batching.tuner import recommend
+from core.intake import inspect_model
+from studio import batching_services as batching
+
+PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
+
+
+def test_a_slider_move_changes_the_prediction() -> None:
+    small = BatchingSettings(max_batch_size=1, timeout_ms=0)
+    large = BatchingSettings(max_batch_size=8, timeout_ms=2)
+
+    before = batching.predict(PROFILE, small, rate=600)
+    after = batching.predict(PROFILE, large, rate=600)
+
+    assert before.saturated and not after.saturated  # 600 req/s is past 1 / 2 ms
+    assert after.p99_ms < before.p99_ms and after.mean_batch_size > 1
+
+
+def test_rate_sweep_and_figures_cover_the_range() -> None:
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
+    frame = batching.rate_sweep(PROFILE, settings)
+
+    assert len(frame) == batching.SWEEP_POINTS
+    assert frame["rate"].iloc[-1] > batching.capacity(PROFILE, settings)
+    assert len(batching.sweep_figure(frame, 300).data) == 3
+    assert len(batching.profile_figure(PROFILE).data) == 2
+
+
+def test_comparison_frame_holds_relative_errors() -> None:
+    predicted = batching.predict(PROFILE, BatchingSettings(), rate=200).model_dump()
+    measured = dict(predicted, p99_ms=predicted["p99_ms"] * 2)
+
+    frame = batching.comparison_frame(predicted, measured).set_index("figure")
+
+    assert frame.loc["p99_ms", "error"] == pytest.approx(0.5)
+    assert frame.loc["throughput", "error"] == 0
+
+
+def test_candidates_figure_marks_the_pick() -> None:
+    advice = recommend(PROFILE, p99_budget_ms=20, rate=500, max_batch_size=8)
+    figure = batching.candidates_figure(advice)
+    assert figure.data[-1].name == "recommended"
+
+
+def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2.5, instances=2)
+    info = inspect_model(tiny_model)
+
+    document = json.loads(batching.pipeline_json("tiny.onnx", "onnxruntime", settings, {}))
+    config = parse_pbtxt(batching.triton_text("tiny v2.onnx", info, settings))
+
+    assert BatchingSettings(**document["batching"]) == settings
+    assert config["name"] == "tiny_v2"
+    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 2500
+    assert config["instance_group"][0]["count"] == 2
+
+
+def test_model_without_batch_dim_is_explained(make_model) -> None:
+    problem = batching.batching_problem(inspect_model(make_model(batch=1)))
+    assert problem is not None and "fixed first dimension" in problem
