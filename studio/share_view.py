@@ -7,6 +7,8 @@ found", so a link's page never tells whether it ever existed.
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -120,27 +122,20 @@ def _green(is_best: bool) -> str:
     return "background-color: #d9f2d9; font-weight: 600" if is_best else ""
 
 
+REPORTS = (
+    ("Download report (HTML)", report_html, "html", "text/html"),
+    ("Download CSV", report_csv, "csv", "text/csv"),
+    ("Download JSON", report_json, "json", "application/json"),
+)
+
+
 def download_buttons(snapshot: CompareSnapshot) -> None:
     """HTML report (Plotly inlined, works offline), CSV and JSON; built only when clicked."""
-    cols = st.columns(3)
-    cols[0].download_button(
-        "Download report (HTML)",
-        data=lambda: report_html(snapshot),
-        file_name="optistudio-report.html",
-        mime="text/html",
-        on_click="ignore",
-    )
-    cols[1].download_button(
-        "Download CSV",
-        data=lambda: report_csv(snapshot),
-        file_name="optistudio-report.csv",
-        mime="text/csv",
-        on_click="ignore",
-    )
-    cols[2].download_button(
-        "Download JSON",
-        data=lambda: report_json(snapshot),
-        file_name="optistudio-report.json",
-        mime="application/json",
-        on_click="ignore",
-    )
+    for column, (label, write, suffix, mime) in zip(st.columns(3), REPORTS, strict=True):
+        column.download_button(
+            label,
+            data=functools.partial(write, snapshot),
+            file_name=f"optistudio-report.{suffix}",
+            mime=mime,
+            on_click="ignore",
+        )
