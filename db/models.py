@@ -60,6 +60,7 @@ class JobKind(str, Enum):
     soak = "soak"
     batching_profile = "batching_profile"
     batching_verify = "batching_verify"
+    export = "export"
 
 
 class UtcDateTime(TypeDecorator[datetime]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from core.benchmark import BenchmarkSpec
@@ -81,6 +81,12 @@ class ProfileJobSpec(DiagnosticsSpec):
     )
 
 
+class ExportJobSpec(BaseModel):
+    """A deployable bundle of the job's model; it takes no settings (the bundle is complete)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {
     JobKind.benchmark: BenchmarkSpec,
     JobKind.compare: CompareJobSpec,
@@ -89,6 +95,7 @@ SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {
     JobKind.soak: SoakSpec,
     JobKind.batching_profile: BatchingProfileSpec,
     JobKind.batching_verify: BatchingVerifySpec,
+    JobKind.export: ExportJobSpec,
 }
 
 

@@ -16,6 +16,8 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.compare_snapshot import CompareSnapshot, ResultRow
+from db.models import JobKind
+from db.queries import finished_jobs
 from db.selection import (
     environments_by_id,
     models_by_id,
@@ -25,9 +27,13 @@ from db.selection import (
 )
 from db.session import transaction
 from db.shares import create_share, list_shares, open_share, revoke_share
+from optistudio.jobspecs import ExportJobSpec
+from studio.services import TASK_OF_KIND, SendTask, submit_job
+from workers.app import TASK_EXPORT
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 PARAM_RESULTS, PARAM_BASELINE, PARAM_BUDGET = "results", "baseline", "budget"
+TASK_OF_KIND.setdefault(JobKind.export, TASK_EXPORT)  # to fold into studio.services' table
 REFERENCE = {"mean_cosine": 1.0, "cosine_error": 0.0, "max_abs_error": 0.0, "top1_agreement": 1.0}
 """An original is its own reference: exact by definition."""
 
@@ -220,3 +226,29 @@ def owned_shares(factory: sessionmaker[Session], *, owner: str) -> list[dict[str
 def revoke(factory: sessionmaker[Session], *, token: str, owner: str) -> bool:
     with transaction(factory) as s:
         return revoke_share(s, token=token, owner=owner)
+
+
+# -- export bundles -------------------------------------------------------------------------
+
+
+def submit_export(factory: sessionmaker[Session], *, model_id: int, send: SendTask) -> int:
+    """Commit an export job for the model (a worker writes the bundle), then send it."""
+    return submit_job(
+        factory, kind=JobKind.export, model_id=model_id, spec=ExportJobSpec(), send=send
+    )
+
+
+def export_rows(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
+    """Finished export jobs, newest first, with the bundle's path when it is still there."""
+    with transaction(factory) as s:
+        jobs = finished_jobs(s, kind=JobKind.export, limit=limit)
+        return [
+            {
+                "job": job.id,
+                "model": job.model.name if job.model else "deleted model",
+                "message": job.message,
+                "bundle": (job.result or {}).get("bundle"),
+                "size_bytes": (job.result or {}).get("size_bytes", 0),
+            }
+            for job in jobs
+        ]

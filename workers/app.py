@@ -17,6 +17,7 @@ TASK_PROFILE = "optistudio.profile"
 TASK_SOAK = "optistudio.soak"
 TASK_BATCHING_PROFILE = "optistudio.batching_profile"
 TASK_BATCHING_VERIFY = "optistudio.batching_verify"
+TASK_EXPORT = "optistudio.export"
 DEFAULT_QUEUE = "cpu"
 
 
@@ -29,6 +30,7 @@ def create_app(settings: Settings) -> Celery:
             "workers.inventory",
             "workers.diagnostics_task",
             "workers.batching_task",
+            "workers.export_task",
         ],
     )
     app.conf.update(
@@ -49,6 +51,7 @@ def create_app(settings: Settings) -> Celery:
                 TASK_SOAK,
                 TASK_BATCHING_PROFILE,
                 TASK_BATCHING_VERIFY,
+                TASK_EXPORT,
             )
         },
         task_time_limit=settings.job_time_limit_s + 60,

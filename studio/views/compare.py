@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -15,11 +16,13 @@ from studio import charts, state
 from studio.compare_services import (
     Selection,
     build_snapshot,
+    export_rows,
     owned_shares,
     read_selection,
     result_options,
     revoke,
     share_snapshot,
+    submit_export,
     write_selection,
 )
 from studio.services import comparison_rows, model_choices, submit_comparison
@@ -32,6 +35,8 @@ DEFAULTS = ComparisonSpec()
 def render() -> None:
     st.title("Compare")
     side_by_side()
+    st.divider()
+    export_section()
     st.divider()
     st.subheader("Head-to-head run")
     st.caption(
@@ -232,3 +237,49 @@ def my_shares() -> None:
             if not entry["revoked"] and cols[1].button("Revoke", key=f"revoke-{entry['token']}"):
                 revoke(state.session_factory(), token=entry["token"], owner=current_owner())
                 st.toast("Share link revoked: it now shows 'not found'.")
+
+
+# -- export bundles -------------------------------------------------------------------------
+
+
+def export_section() -> None:
+    st.subheader("Export a deployable bundle")
+    st.caption(
+        "A worker writes a zip with the model, the recipe that reproduces it, accuracy and "
+        "benchmark reports, pipeline.json, a Triton model repository, OpenVINO IR and SHA-256 "
+        "checksums. No TensorRT engine: none of the workers has TensorRT. Same as "
+        "`optistudio export MODEL_ID --out bundle.zip`."
+    )
+    choices = model_choices(state.session_factory())
+    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+    model_id = st.selectbox("Model or variant", list(names), format_func=names.get)
+    if st.button("Build bundle", disabled=model_id is None):
+        try:
+            queue = state.route_to("onnxruntime", "cpu")
+        except OptistudioError as exc:
+            st.error(str(exc))
+        else:
+            job_id = submit_export(
+                state.session_factory(), model_id=model_id, send=state.sender(queue)
+            )
+            st.success(f"Export job #{job_id} submitted; its download appears below when done.")
+    show_exports()
+
+
+@st.fragment(run_every="3s")
+def show_exports() -> None:
+    for row in export_rows(state.session_factory()):
+        bundle = Path(row["bundle"] or "")
+        cols = st.columns([5, 2])
+        cols[0].markdown(f"Export job #{row['job']} · {row['model']}: {row['message']}")
+        if row["bundle"] and bundle.is_file():
+            cols[1].download_button(
+                f"Download bundle #{row['job']} ({row['size_bytes'] / 1e6:.1f} MB)",
+                data=bundle.read_bytes,  # read when clicked, once; the worker streamed it to disk
+                file_name=bundle.name,
+                mime="application/zip",
+                on_click="ignore",
+                key=f"bundle-{row['job']}",
+            )
+        else:
+            cols[1].caption("The bundle file is gone; build it again.")

@@ -1,0 +1,46 @@
+"""The export job, as a worker runs it: the bundle lands in the job's folder, checksums hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.export import verify_bundle
+from db.models import JobKind, JobStatus
+from db.queries import create_job, get_job
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from studio.compare_services import export_rows, submit_export
+from workers.app import TASK_EXPORT
+from workers.export_task import export_job
+from workers.jobs import run_job
+
+
+def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_model: Path) -> None:
+    model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+    sent: list[tuple[str, list[int]]] = []
+    job_id = submit_export(
+        db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t1"
+    )
+    assert sent == [(TASK_EXPORT, [job_id])]
+
+    run_job(db_factory, job_id, worker="test", task_id="t1", work=export_job)
+
+    with transaction(db_factory) as s:
+        job = get_job(s, job_id=job_id)
+        assert job is not None and job.status == JobStatus.succeeded, job and job.message
+        result = dict(job.result or {})
+    bundle = Path(result["bundle"])
+    assert bundle.parent == app_settings.artifact_dir / "jobs" / str(job_id)
+    assert verify_bundle(bundle) == []
+    assert "tensorrt" in result["skipped"]
+    assert export_rows(db_factory)[0]["bundle"] == str(bundle)
+
+
+def test_export_of_a_deleted_model_fails_with_a_reason(db_factory) -> None:
+    with transaction(db_factory) as s:
+        job_id = create_job(s, kind=JobKind.export, spec={}, model_id=None).id
+    run_job(db_factory, job_id, worker="test", task_id=None, work=export_job)
+    with transaction(db_factory) as s:
+        job = get_job(s, job_id=job_id)
+        assert job is not None and job.status == JobStatus.failed
+        assert "has no model to export" in job.message
