@@ -6,10 +6,13 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, shot
+
+from core.export import verify_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -35,7 +38,7 @@ def pick(page, label: str) -> None:
     page.keyboard.press("Escape")
 
 
-def test_select_share_open_elsewhere_download_and_revoke(
+def test_select_share_open_elsewhere_download_revoke_and_export(
     studio: Studio, page, tiny_model: Path, make_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
@@ -84,3 +87,15 @@ def test_select_share_open_elsewhere_download_and_revoke(
     expect(shared.get_by_role("heading", name="Not found")).to_be_visible()
     expect(shared.locator(".js-plotly-plot")).to_have_count(0)
     other.close()
+
+    page.get_by_role("button", name="Build bundle").click()  # the newest model: wide
+    expect(page.get_by_text(re.compile(r"Export job #\d+ submitted"))).to_be_visible()
+    button = page.get_by_role("button", name=re.compile(r"Download bundle #\d+"))
+    expect(button).to_be_visible(timeout=90_000)
+    with page.expect_download() as download:
+        button.click()
+    bundle = tmp_path / "bundle.zip"
+    download.value.save_as(bundle)
+    assert verify_bundle(bundle) == []
+    with zipfile.ZipFile(bundle) as z:
+        assert "triton/wide/config.pbtxt" in z.namelist()
