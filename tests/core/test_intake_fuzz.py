@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from core.errors import ModelRejected
 from core.intake import inspect_model
 
-EXAMPLES = int(os.environ.get("OPTISTUDIO_FUZZ_EXAMPLES", "2000"))
+EXAMPLES = int(os.environ.get("OPTISTUDIO_FUZZ_EXAMPLES", "800"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     derandomize=True,
