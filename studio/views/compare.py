@@ -154,7 +154,7 @@ def side_by_side() -> None:
     if not selection.keys:
         st.info("Pick results above (two or more) to see them side by side.")
         return
-    snapshot, missing = build_snapshot(factory, selection, title=_title(selection, options))
+    snapshot, _ = build_snapshot(factory, selection, title=_title(selection, options))
     if not snapshot.rows:
         st.info("None of the picked results has figures stored.")
         return
@@ -164,8 +164,8 @@ def side_by_side() -> None:
 
 def pick(options: dict[str, str], wanted: Selection) -> Selection:
     """The widgets: results, baseline and latency budget, first filled from the URL."""
-    if SELECTED not in st.session_state:
-        st.session_state[SELECTED] = [key for key in wanted.keys if key in options]
+    current = st.session_state.get(SELECTED, wanted.keys)  # the URL fills it on first render
+    st.session_state[SELECTED] = [key for key in current if key in options]  # drop deleted ones
     keys = st.multiselect(
         "Results",
         list(options),

@@ -112,13 +112,16 @@ def test_page_renders_the_url_selection_and_shares_it(db_factory, seeded, fresh_
     assert at.multiselect[0].value == seeded.keys
     assert at.query_params["results"] == ",".join(seeded.keys)  # the unknown one dropped
     assert len(at.get("plotly_chart")) == 3
+    at.multiselect[0].set_value(seeded.keys[:2]).run()  # the widget writes the URL back
+    assert at.query_params["results"] == ",".join(seeded.keys[:2])
+    assert at.query_params["budget"] == "1.5"
     next(b for b in at.button if b.label == "Share").click().run()
     token = _token(at)
     shared = AppTest.from_file("../../studio/app.py", default_timeout=60)
     shared.query_params["share"] = token
     shared.run()
     assert not shared.exception
-    assert shared.title[0].value.startswith("3 results")
+    assert shared.title[0].value.startswith("2 results")
     assert len(shared.get("plotly_chart")) == 3
     assert not shared.get("multiselect") and not shared.button  # read-only: nothing to submit
 
