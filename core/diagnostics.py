@@ -78,17 +78,24 @@ def diagnose(
     variant: Path | None = None,
     data: CalibrationSource | None = None,
     images: str | None = None,
+    names: tuple[str, str] | None = None,
     progress: ProgressCallback | None = None,
 ) -> DiagnosticsReport:
-    """Profile `model` (and `variant`), compare and explain; see the module docstring."""
+    """Profile `model` (and `variant`), compare and explain; see the module docstring.
+
+    `names` label the model and the variant in the report (default: their file names)."""
     report_progress = progress or (lambda fraction, message: None)
     report_progress(0.0, f"Profiling {model.name} on {spec.backend}")
     report = DiagnosticsReport(
         profile=profile_model(model, spec.profile_spec(), work_dir=work_dir / "a")
     )
+    if names:
+        report.profile.model = names[0]
     if variant is not None:
         report_progress(0.3, f"Profiling {variant.name}")
         report.variant = profile_model(variant, spec.profile_spec(), work_dir=work_dir / "b")
+        if names:
+            report.variant.model = names[1]
         report.comparison = compare_profiles(report.profile, report.variant)
     report_progress(0.55, "Explaining INT8")
     _explain(report, model, variant)
@@ -113,7 +120,7 @@ def _explain(report: DiagnosticsReport, model: Path, variant: Path | None) -> No
         return
     path, profile = quantized[0]
     comparison = report.comparison if path == variant else None
-    report.explained = path.name
+    report.explained = profile.model
     report.findings = explain_int8(path, profile=profile, comparison=comparison)
 
 

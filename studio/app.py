@@ -6,7 +6,7 @@ import streamlit as st
 
 from studio.auth import require_login
 from studio.guard import guarded
-from studio.views import batching, compare, hardware, jobs, models, optimize, results
+from studio.views import batching, compare, diagnostics, hardware, jobs, models, optimize, results
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
@@ -25,6 +25,7 @@ PAGES = [
     (jobs.render, "Jobs", "pending_actions", "jobs"),
     (results.render, "Results", "monitoring", "results"),
     (compare.render, "Compare", "compare_arrows", "compare"),
+    (diagnostics.render, "Diagnostics", "troubleshoot", "diagnostics"),
     (batching.render, "Batching", "stacks", "batching"),
     (hardware.render, "Hardware", "memory", "hardware"),
 ]

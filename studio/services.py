@@ -37,7 +37,7 @@ from db.queries import (
 )
 from db.session import transaction
 from optistudio.jobspecs import CompareJobSpec, OptimizeJobSpec
-from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE
+from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, TASK_PROFILE, TASK_SOAK
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ TASK_OF_KIND = {
     JobKind.benchmark: TASK_BENCHMARK,
     JobKind.compare: TASK_COMPARE,
     JobKind.optimize: TASK_OPTIMIZE,
+    JobKind.profile: TASK_PROFILE,
+    JobKind.soak: TASK_SOAK,
 }
 
 SendTask = Callable[[str, list[Any]], str]

@@ -50,6 +50,7 @@ def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
             variant=variant_path,
             data=data,
             images=spec.images_path,
+            names=(job.model.name if job.model else model_path.name, variant_name),
             progress=context.progress,
         )
     finally:

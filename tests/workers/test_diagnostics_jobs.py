@@ -52,6 +52,7 @@ def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_mod
     assert "First finding" in job.message
     result = job.result
     assert result["variant_name"] == "cnn int8"
+    assert (result["profile"]["model"], result["variant"]["model"]) == ("cnn", "cnn int8")
     assert result["profile"]["nodes"] and result["variant"]["nodes"]
     assert "dynamic_conv" in {f["rule"] for f in result["findings"]}
     assert result["layer_errors"]

@@ -1,0 +1,300 @@
+"""What the Diagnostics page does, as plain functions that tests call without Streamlit.
+
+The page submits profile and soak jobs by task name and draws what their results hold; the
+figures are built here from the stored JSON, so every chart can be checked without a browser.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.soak import SoakSpec
+from db.models import Job, JobKind, JobStatus
+from db.queries import list_jobs, list_models
+from db.session import transaction
+from optistudio.jobspecs import ProfileJobSpec
+from studio.services import SendTask, submit_job
+
+DIAGNOSTIC_KINDS = (JobKind.profile, JobKind.soak)
+QUEUE_KEY = "mean_queue_ms"
+COMPUTE_KEY = "mean_compute_ms"
+CHANGE_COLOURS = {
+    "faster": "#2ca02c",
+    "slower": "#d62728",
+    "new": "#ff7f0e",
+    "gone": "#7f7f7f",
+    "same": "#1f77b4",
+}
+
+
+def submit_profile(
+    factory: sessionmaker[Session], *, model_id: int, spec: ProfileJobSpec, send: SendTask
+) -> int:
+    """Commit a profile job for the model (and its variant), then send it."""
+    return submit_job(factory, kind=JobKind.profile, model_id=model_id, spec=spec, send=send)
+
+
+def submit_soak(
+    factory: sessionmaker[Session], *, model_id: int, spec: SoakSpec, send: SendTask
+) -> int:
+    """Commit a soak job for the model, then send it."""
+    return submit_job(factory, kind=JobKind.soak, model_id=model_id, spec=spec, send=send)
+
+
+def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[dict[str, Any]]:
+    """Models to compare with `model_id`: its variants, original and siblings first, then the
+    rest (a profile job refuses a model that is not the same network, and says why)."""
+    with transaction(factory) as s:
+        models = [(m.id, m.name, m.parent_id, m.precision) for m in list_models(s)]
+    parent = next((p for i, _, p, _ in models if i == model_id), None)
+    family = {model_id, parent} - {None}
+    others = [m for m in models if m[0] != model_id]
+    related = [m for m in others if m[2] in family or m[0] == parent]
+    unrelated = [m for m in others if m not in related]
+    return [
+        {"id": i, "label": f"#{i} · {name} ({precision})", "related": True}
+        for i, name, _, precision in related
+    ] + [
+        {"id": i, "label": f"#{i} · {name} ({precision}, not a variant of this model)"}
+        | {"related": False}
+        for i, name, _, precision in unrelated
+    ]
+
+
+def diagnostic_jobs(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Recent jobs of `kind` (any status), newest first, with their result."""
+    with transaction(factory) as s:
+        jobs = [
+            job
+            for job in list_jobs(s, limit=500)
+            if job.kind == kind and (model_id is None or job.model_id == model_id)
+        ][:limit]
+        return [_job_entry(job) for job in jobs]
+
+
+def _job_entry(job: Job) -> dict[str, Any]:
+    return {
+        "job": job.id,
+        "model": job.model.name if job.model else "",
+        "model_id": job.model_id,
+        "status": job.status.value,
+        "progress": float(job.progress or 0.0),
+        "message": job.message or "",
+        "result": job.result,
+    }
+
+
+def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> dict[str, Any] | None:
+    """The newest batching result of this model that holds a measured queue wait, or None.
+
+    Queue wait exists only where requests wait for a batch, so it comes from a dynamic-batching
+    run (another job kind); a profile cannot measure it.
+    """
+    with transaction(factory) as s:
+        jobs = [
+            (job.id, job.kind.value, job.result)
+            for job in list_jobs(s, limit=500)
+            if job.model_id == model_id
+            and job.status == JobStatus.succeeded
+            and job.kind not in DIAGNOSTIC_KINDS
+            and job.result
+        ]
+    for job_id, kind, result in jobs:
+        found = _find_key(result, QUEUE_KEY)
+        if found is not None:
+            return {"job": job_id, "kind": kind, "queue_ms": found[QUEUE_KEY], "run": found}
+    return None
+
+
+def _find_key(value: Any, key: str) -> dict[str, Any] | None:
+    """The first dict (depth first) holding a numeric `key`."""
+    if isinstance(value, dict):
+        if isinstance(value.get(key), int | float):
+            return value
+        children = list(value.values())
+    elif isinstance(value, list):
+        children = value
+    else:
+        return None
+    for child in children:
+        found = _find_key(child, key)
+        if found is not None:
+            return found
+    return None
+
+
+def top_nodes_frame(profile: dict[str, Any], n: int = 15) -> pd.DataFrame:
+    """The `n` slowest nodes as a table with units in the headers."""
+    rows = [
+        {
+            "node": node["node"],
+            "graph node": node["graph_node"] or "(added by the runtime)",
+            "op type": node["op_type"],
+            "precision": node["precision"] or "?",
+            "time (µs)": round(node["time_us"], 2),
+            "share": node["share"],
+        }
+        for node in profile["nodes"][:n]
+    ]
+    return pd.DataFrame(
+        rows, columns=["node", "graph node", "op type", "precision", "time (µs)", "share"]
+    )
+
+
+def op_type_figure(profile: dict[str, Any]) -> go.Figure:
+    """Time per op type, slowest on top, with the precisions its nodes ran in."""
+    rows = list(reversed(profile["op_types"][:20]))
+    figure = go.Figure(
+        go.Bar(
+            x=[r["time_us"] for r in rows],
+            y=[r["op_type"] for r in rows],
+            orientation="h",
+            text=[f"{r['share']:.0%}" for r in rows],
+            hovertext=[
+                f"{r['nodes']} node(s); "
+                + ", ".join(f"{k}: {v}" for k, v in r["precisions"].items())
+                for r in rows
+            ],
+        )
+    )
+    figure.update_layout(
+        xaxis_title="time per inference (µs)",
+        margin={"t": 30, "b": 10},
+        height=max(260, 28 * len(rows) + 80),
+    )
+    return figure
+
+
+def breakdown_frame(breakdown: dict[str, Any] | None, wait: dict[str, Any] | None) -> pd.DataFrame:
+    """Stages of the layered breakdown; queue wait only when a batching run measured it."""
+    stages = list((breakdown or {}).get("stages", []))
+    rows = [{"stage": s["stage"], "ms": s["ms"], "detail": s["detail"]} for s in stages]
+    if wait is not None:
+        detail = f"mean queue wait measured by {wait['kind']} job #{wait['job']}"
+        rows.insert(0, {"stage": "queue wait", "ms": float(wait["queue_ms"]), "detail": detail})
+    return pd.DataFrame(rows, columns=["stage", "ms", "detail"])
+
+
+def breakdown_figure(frame: pd.DataFrame) -> go.Figure:
+    """One stacked bar: where a batch's time goes, stage by stage."""
+    figure = go.Figure(
+        [
+            go.Bar(
+                x=[row["ms"]], y=["batch"], orientation="h", name=row["stage"], text=[row["stage"]]
+            )
+            for _, row in frame.iterrows()
+        ]
+    )
+    figure.update_layout(
+        barmode="stack", xaxis_title="ms per batch", height=200, margin={"t": 30, "b": 10}
+    )
+    return figure
+
+
+def comparison_frame(comparison: dict[str, Any]) -> pd.DataFrame:
+    rows = [
+        {
+            "op family": f["family"],
+            "A (µs)": round(f["a_us"], 2),
+            "B (µs)": round(f["b_us"], 2),
+            "B / A": f["ratio"],
+            "change": f["change"],
+            "nodes A → B": f"{f['a_nodes']} → {f['b_nodes']}",
+        }
+        for f in comparison["families"]
+    ]
+    return pd.DataFrame(
+        rows, columns=["op family", "A (µs)", "B (µs)", "B / A", "change", "nodes A → B"]
+    )
+
+
+def comparison_figure(comparison: dict[str, Any]) -> go.Figure:
+    """A and B time per op family side by side, B coloured by what changed."""
+    families = comparison["families"][:15]
+    names = [f["family"] for f in families]
+    figure = go.Figure(
+        [
+            go.Bar(name=comparison["a_model"], x=names, y=[f["a_us"] for f in families]),
+            go.Bar(
+                name=comparison["b_model"],
+                x=names,
+                y=[f["b_us"] for f in families],
+                marker_color=[CHANGE_COLOURS[f["change"]] for f in families],
+                hovertext=[f["change"] for f in families],
+            ),
+        ]
+    )
+    figure.update_layout(
+        barmode="group", yaxis_title="time per inference (µs)", height=360, margin={"t": 30}
+    )
+    return figure
+
+
+def layer_error_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per-layer error, worst first, with where each node sits in the original graph."""
+    table = [
+        {
+            "rank": r["rank"],
+            "node (original graph)": r["node"],
+            "op type": r["op_type"],
+            "graph index": r["graph_index"],
+            "fed by": ", ".join(r["fed_by"]),
+            "SQNR (dB)": round(r["sqnr_db"], 2),
+            "cosine": round(r["cosine"], 5),
+            "noise added": r["noise_added"],
+            "exclude as": r["quantized_node"],
+        }
+        for r in rows
+    ]
+    columns = ["rank", "node (original graph)", "op type", "graph index", "fed by", "SQNR (dB)"]
+    return pd.DataFrame(table, columns=[*columns, "cosine", "noise added", "exclude as"])
+
+
+def layer_error_figure(rows: list[dict[str, Any]], n: int = 25) -> go.Figure:
+    """SQNR of the worst `n` layers (ranked by noise added), labelled with their node names."""
+    worst = list(reversed(rows[:n]))
+    figure = go.Figure(
+        go.Bar(
+            x=[r["sqnr_db"] for r in worst],
+            y=[f"{r['node']} ({r['op_type']})" for r in worst],
+            orientation="h",
+            hovertext=[
+                f"graph node #{r['graph_index']}, fed by {', '.join(r['fed_by']) or 'inputs'}; "
+                f"cosine {r['cosine']:.4f}; noise added {r['noise_added']:.3g}"
+                for r in worst
+            ],
+        )
+    )
+    figure.update_layout(
+        xaxis_title="SQNR (dB, higher is better)",
+        height=max(260, 24 * len(worst) + 80),
+        margin={"t": 30, "b": 10},
+    )
+    return figure
+
+
+def soak_figure(result: dict[str, Any]) -> go.Figure:
+    """RSS against inferences, with the fitted growth line."""
+    samples = result["samples"]
+    x = [s[0] for s in samples]
+    rss = [s[2] for s in samples]
+    figure = go.Figure(go.Scatter(x=x, y=rss, mode="lines+markers", name="RSS"))
+    if samples:
+        mean_x, mean_y = sum(x) / len(x), sum(rss) / len(rss)
+        slope_mb = result["slope_bytes"] / 2**20
+        fit = [mean_y + slope_mb * (value - mean_x) for value in (x[0], x[-1])]
+        figure.add_trace(
+            go.Scatter(
+                x=[x[0], x[-1]], y=fit, mode="lines", name="fitted growth", line={"dash": "dash"}
+            )
+        )
+    figure.update_layout(
+        xaxis_title="inferences", yaxis_title="RSS (MiB)", height=340, margin={"t": 30, "b": 10}
+    )
+    return figure

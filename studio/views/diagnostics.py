@@ -1,0 +1,270 @@
+"""Diagnostics: per-operator profile, why INT8 is not faster, per-layer error, memory soak."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from core.errors import OptistudioError, describe_validation_error
+from core.soak import SoakSpec
+from db.models import JobKind
+from optistudio.catalog import store_dataset
+from optistudio.jobspecs import ProfileJobSpec
+from studio import diagnostics_services as diag
+from studio import state
+from studio.services import model_choices
+from studio.views.optimize import image_inputs
+
+SEVERITY_ICONS = {
+    "high": ":material/error:",
+    "medium": ":material/warning:",
+    "info": ":material/info:",
+}
+POST_STEPS = ["softmax", "sigmoid", "argmax", "top5"]
+
+
+def render() -> None:
+    st.title("Diagnostics")
+    st.caption(
+        "Where a model spends its time, operator by operator, from the runtime's own profiler; "
+        "why an INT8 variant is not faster; which layers quantization hurts most; and whether "
+        "memory grows over a long run."
+    )
+    choices = model_choices(state.session_factory())
+    if not choices:
+        st.info("Add a model on the Models page first, then profile it here.")
+        return
+    model_id = pick_model(choices)
+    profile_tab, soak_tab = st.tabs(["Profile", "Memory soak"])
+    with profile_tab:
+        profile_form(model_id)
+        show_profiles(model_id)
+    with soak_tab:
+        soak_form(model_id)
+        show_soaks(model_id)
+
+
+def pick_model(choices: list[dict[str, Any]]) -> int:
+    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+    wanted = st.query_params.get("model")
+    ids = list(names)
+    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
+    model_id = int(st.selectbox("Model", ids, index=default, format_func=names.get))
+    st.query_params["model"] = str(model_id)
+    return model_id
+
+
+def profile_form(model_id: int) -> None:
+    variants = diag.variant_choices(state.session_factory(), model_id=model_id)
+    labels = {v["id"]: v["label"] for v in variants}
+    with st.form("profile"):
+        cols = st.columns([3, 2, 1, 1])
+        variant = cols[0].selectbox(
+            "Compare with a variant (optional)",
+            [None, *labels],
+            format_func=lambda i: "No variant: profile this model only" if i is None else labels[i],
+            help="Pick its INT8 variant to see, op by op, what got faster or slower, and why.",
+        )
+        backend = cols[1].selectbox("Backend", ["onnxruntime", "openvino"])
+        batch = cols[2].number_input("Batch", 1, 1024, 1)
+        runs = cols[3].number_input("Runs", 1, 10_000, 30, help="Profiled runs after warm-up.")
+        with st.expander("Pipeline around the model (timed stage by stage)"):
+            images = st.checkbox("Time image pre-processing before the model", value=False)
+            pre_settings = image_inputs()
+            pre = pre_settings if images else None
+            image_zip = st.file_uploader("Images (.zip; empty = synthetic 640x480)", type=["zip"])
+            post = st.multiselect("Post-processing of the first output", POST_STEPS)
+        data = st.file_uploader(
+            "Data for the per-layer error (.npz, optional; empty = synthetic inputs)", type=["npz"]
+        )
+        submitted = st.form_submit_button("Profile", type="primary")
+    if submitted:
+        form = {"variant": variant, "backend": backend, "batch": batch, "runs": runs}
+        submit_profile(model_id, form | {"pre": pre, "post": post}, image_zip, data)
+
+
+def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: Any) -> None:
+    settings = state.settings()
+    try:
+        spec = ProfileJobSpec(
+            backend=form["backend"],
+            batch_size=int(form["batch"]),
+            runs=int(form["runs"]),
+            variant_model_id=form["variant"],
+            image_preprocessing=form["pre"],
+            postprocessing=form["post"],
+            images_path=str(store_dataset(settings, image_zip, filename=image_zip.name))
+            if image_zip and form["pre"]
+            else None,
+            data_path=str(store_dataset(settings, data, filename=data.name)) if data else None,
+        )
+        queue = state.route_to(spec.backend, "cpu")
+    except ValidationError as exc:
+        st.error(f"Check the profile settings: {describe_validation_error(exc)}")
+        return
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
+    send = state.sender(queue)
+    job_id = diag.submit_profile(state.session_factory(), model_id=model_id, spec=spec, send=send)
+    st.success(f"Profile job #{job_id} submitted. Its result appears below when it is done.")
+
+
+def soak_form(model_id: int) -> None:
+    with st.form("soak"):
+        cols = st.columns(3)
+        seconds = cols[0].number_input("Seconds", 1.0, 86_400.0, 30.0, help="How long to run.")
+        backend = cols[1].selectbox("Backend", ["onnxruntime", "openvino"], key="soak_backend")
+        batches = cols[2].text_input("Batch sizes cycled", "1, 2, 4, 8")
+        submitted = st.form_submit_button("Start soak", type="primary")
+    if not submitted:
+        return
+    try:
+        sizes = [int(part) for part in batches.split(",") if part.strip()]
+        spec = SoakSpec(seconds=seconds, backend=backend, batch_sizes=sizes)
+        queue = state.route_to(spec.backend, spec.device)
+    except ValueError as exc:
+        message = describe_validation_error(exc) if isinstance(exc, ValidationError) else exc
+        st.error(f"Check the soak settings: {message}")
+        return
+    except OptistudioError as exc:
+        st.error(str(exc))
+        return
+    send = state.sender(queue)
+    job_id = diag.submit_soak(state.session_factory(), model_id=model_id, spec=spec, send=send)
+    st.success(f"Soak job #{job_id} submitted; it runs for {seconds:g} s.")
+
+
+@st.fragment(run_every="3s")
+def show_profiles(model_id: int) -> None:
+    jobs = diag.diagnostic_jobs(state.session_factory(), kind=JobKind.profile, model_id=model_id)
+    if not jobs:
+        st.info(
+            "No profile of this model yet. Press **Profile** above; with an INT8 variant picked, "
+            "the page also explains where INT8 gains or loses time."
+        )
+        return
+    if not _finished(jobs[0]):
+        return
+    result = jobs[0]["result"]
+    st.subheader(f"Profile job #{jobs[0]['job']}")
+    st.caption(jobs[0]["message"])
+    show_profile(result["profile"], title=result["profile"]["model"])
+    if result.get("variant"):
+        show_profile(result["variant"], title=f"Variant: {result['variant_name']}")
+        show_comparison(result["comparison"])
+    show_findings(result)
+    show_layer_errors(result)
+    show_breakdown(result, model_id)
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    """Progress or the failure of the newest job; True when it has a result to show."""
+    if job["status"] in ("queued", "running"):
+        st.progress(
+            min(max(job["progress"], 0.0), 1.0),
+            text=f"Job #{job['job']}: {job['message'] or job['status']}",
+        )
+        return False
+    if job["status"] != "succeeded" or not job["result"]:
+        st.error(f"Job #{job['job']} {job['status']}: {job['message']}")
+        return False
+    return True
+
+
+def show_profile(profile: dict[str, Any], *, title: str) -> None:
+    st.markdown(
+        f"**{title}** on {profile['backend']}, batch {profile['batch_size']}: "
+        f"{profile['plain_ms']:.3f} ms per inference; profiling made runs "
+        f"{profile['overhead']:.2f}x as long."
+    )
+    left, right = st.columns([3, 2])
+    left.dataframe(
+        diag.top_nodes_frame(profile),
+        hide_index=True,
+        width="stretch",
+        column_config={"share": st.column_config.ProgressColumn("share", format="percent")},
+    )
+    right.plotly_chart(diag.op_type_figure(profile), width="stretch", key=f"ops-{title}")
+
+
+def show_comparison(comparison: dict[str, Any]) -> None:
+    st.subheader("FP32 vs variant, per op family")
+    st.caption(
+        f"{comparison['b_model']} takes {comparison['ratio']:.2f}x the time of "
+        f"{comparison['a_model']} ({comparison['b_ms']:.3f} vs {comparison['a_ms']:.3f} ms)."
+    )
+    st.plotly_chart(diag.comparison_figure(comparison), width="stretch", key="comparison")
+    st.dataframe(diag.comparison_frame(comparison), hide_index=True, width="stretch")
+    off = comparison["not_in_precision"]
+    if off:
+        names = ", ".join(n["graph_node"] or n["node"] for n in off)
+        st.warning(f"Not in {comparison['expected_precision']}: {names}.")
+
+
+def show_findings(result: dict[str, Any]) -> None:
+    st.subheader("Why INT8 is (not) faster")
+    for note in result.get("notes", []):
+        st.info(note)
+    if result.get("explained") and not result["findings"]:
+        st.success(f"No rule fired for {result['explained']}: nothing stands in INT8's way here.")
+    for finding in result["findings"]:
+        with st.container(border=True):
+            st.markdown(f"{SEVERITY_ICONS[finding['severity']]} **{finding['title']}**")
+            st.write(finding["detail"])
+            st.markdown(f"**Try:** {finding['suggestion']}")
+
+
+def show_layer_errors(result: dict[str, Any]) -> None:
+    st.subheader("Per-layer quantization error")
+    rows = result.get("layer_errors") or []
+    if not rows:
+        st.info(result.get("layer_error_note") or "Pick an INT8 variant to see per-layer error.")
+        return
+    st.caption(
+        "Ranked by the noise each layer adds (the ranking int8_mixed uses to keep layers in "
+        f"float). {result.get('layer_error_note', '')}"
+    )
+    st.plotly_chart(diag.layer_error_figure(rows), width="stretch", key="layers")
+    st.dataframe(diag.layer_error_frame(rows), hide_index=True, width="stretch")
+
+
+def show_breakdown(result: dict[str, Any], model_id: int) -> None:
+    st.subheader("Where a request's time goes")
+    wait = diag.queue_wait(state.session_factory(), model_id=model_id)
+    frame = diag.breakdown_frame(result.get("breakdown"), wait)
+    st.plotly_chart(diag.breakdown_figure(frame), width="stretch", key="stages")
+    st.dataframe(frame, hide_index=True, width="stretch")
+    for note in (result.get("breakdown") or {}).get("notes", []):
+        st.caption(note)
+    if wait is None:
+        st.caption(
+            "Queue wait comes from a dynamic-batching run of this model: none is stored yet, "
+            "so it is not shown."
+        )
+
+
+@st.fragment(run_every="3s")
+def show_soaks(model_id: int) -> None:
+    jobs = diag.diagnostic_jobs(state.session_factory(), kind=JobKind.soak, model_id=model_id)
+    if not jobs:
+        st.info(
+            "No soak of this model yet. A soak runs it for a while over several batch sizes "
+            "and says whether memory grows per inference."
+        )
+        return
+    if not _finished(jobs[0]):
+        return
+    result = jobs[0]["result"]
+    verdict = result["verdict"]
+    show = (
+        st.error if verdict == "leak suspected" else st.success if verdict == "stable" else st.info
+    )
+    show(f"Job #{jobs[0]['job']}: {result['sentence']}")
+    st.plotly_chart(diag.soak_figure(result), width="stretch", key="soak")
+    st.caption(
+        f"{result['inferences']:,} inferences in {result['duration_s']:.1f} s over shapes "
+        f"{', '.join(str(v) for v in result['variants'])}. GPU memory: {result['gpu_memory']}."
+    )

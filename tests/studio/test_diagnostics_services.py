@@ -1,0 +1,124 @@
+"""The Diagnostics page's logic on a real (SQLite) database and real profile results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.diagnostics import DiagnosticsSpec, diagnose
+from core.soak import SoakSpec, soak
+from db.models import JobKind, JobStatus
+from db.queries import create_job, finish_job, set_job_result
+from db.session import transaction
+from optistudio.catalog import add_model_file
+from optistudio.jobspecs import ProfileJobSpec
+from studio import diagnostics_services as diag
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("diag_services")
+    cnn = build_cnn(folder / "cnn.onnx")
+    qdq = quantize_cnn(cnn, folder / "qdq.onnx", mode="static")
+    spec = DiagnosticsSpec(runs=3, warmup_runs=1, postprocessing=["softmax"])
+    return diagnose(cnn, spec, work_dir=folder / "work", variant=qdq).model_dump(mode="json")
+
+
+def _finished_job(factory, model_id: int, kind: JobKind, result: dict) -> int:  # type: ignore[no-untyped-def]
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=kind, spec={}, model_id=model_id).id
+        set_job_result(s, job_id=job_id, result=result)
+        finish_job(s, job_id=job_id, status=JobStatus.succeeded, message="done")
+    return job_id
+
+
+def test_variant_choices_are_the_models_family(db_factory, app_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cnn = build_cnn(tmp_path / "cnn.onnx")
+    original = add_model_file(db_factory, app_settings, cnn, name="cnn").model_id
+    qdq = quantize_cnn(cnn, tmp_path / "q.onnx", mode="static")
+    variant = add_model_file(
+        db_factory, app_settings, qdq, name="cnn int8", parent_id=original, precision="int8"
+    ).model_id
+    unrelated = add_model_file(
+        db_factory, app_settings, quantize_cnn(cnn, tmp_path / "d.onnx", mode="dynamic"), name="x"
+    ).model_id
+
+    from_original = diag.variant_choices(db_factory, model_id=original)
+    from_variant = diag.variant_choices(db_factory, model_id=variant)
+
+    assert [(c["id"], c["related"]) for c in from_original] == [(variant, True), (unrelated, False)]
+    assert "(int8)" in from_original[0]["label"]
+    assert "not a variant" in from_original[1]["label"]
+    assert [(c["id"], c["related"]) for c in from_variant] == [(original, True), (unrelated, False)]
+
+
+def test_queue_wait_shows_only_when_a_batching_result_has_it(
+    db_factory, app_settings, tiny_model
+) -> None:  # type: ignore[no-untyped-def]
+    model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+    _finished_job(db_factory, model_id, JobKind.optimize, {"variants": []})
+
+    assert diag.queue_wait(db_factory, model_id=model_id) is None
+
+    batching = {"measured": {"mean_queue_ms": 3.5, "mean_compute_ms": 1.0, "p99_ms": 9.0}}
+    job_id = _finished_job(db_factory, model_id, JobKind.compare, batching)
+    wait = diag.queue_wait(db_factory, model_id=model_id)
+
+    assert wait is not None and wait["queue_ms"] == 3.5 and wait["job"] == job_id
+
+
+def test_breakdown_frame_puts_queue_wait_first_when_measured(report: dict[str, Any]) -> None:
+    without = diag.breakdown_frame(report["breakdown"], None)
+    wait = {"job": 7, "kind": "batching", "queue_ms": 2.0}
+    with_wait = diag.breakdown_frame(report["breakdown"], wait)
+
+    assert list(without["stage"]) == ["inference", "post-processing"]
+    assert list(with_wait["stage"]) == ["queue wait", "inference", "post-processing"]
+    assert "job #7" in with_wait["detail"].iloc[0]
+    assert len(diag.breakdown_figure(with_wait).data) == 3
+
+
+def test_profile_tables_and_charts_from_a_real_result(report: dict[str, Any]) -> None:
+    top = diag.top_nodes_frame(report["profile"], n=3)
+    comparison = diag.comparison_frame(report["comparison"])
+    layers = diag.layer_error_frame(report["layer_errors"])
+
+    assert len(top) == 3 and set(top["precision"]) <= {"fp32", "?"}
+    assert "Conv" in set(comparison["op family"])
+    assert list(layers["rank"]) == list(range(1, len(layers) + 1))
+    assert "conv2" in set(layers["node (original graph)"])
+    assert diag.op_type_figure(report["profile"]).data[0].orientation == "h"
+    assert len(diag.comparison_figure(report["comparison"]).data) == 2
+    assert len(diag.layer_error_figure(report["layer_errors"]).data[0].y) == len(layers)
+
+
+def test_soak_figure_has_rss_and_the_fit(tiny_model: Path) -> None:
+    result = soak(tiny_model, SoakSpec(seconds=0.5, sample_interval_s=0.02)).model_dump(mode="json")
+
+    figure = diag.soak_figure(result)
+
+    assert [trace.name for trace in figure.data] == ["RSS", "fitted growth"]
+
+
+def test_submitting_a_profile_commits_the_job_then_sends_its_id(
+    db_factory, app_settings, tiny_model
+) -> None:  # type: ignore[no-untyped-def]
+    model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+    sent: list[tuple[str, list[Any]]] = []
+
+    job_id = diag.submit_profile(
+        db_factory,
+        model_id=model_id,
+        spec=ProfileJobSpec(runs=2),
+        send=lambda name, args: sent.append((name, args)) or "task-1",
+    )
+
+    assert sent == [("optistudio.profile", [job_id])]
+    jobs = diag.diagnostic_jobs(db_factory, kind=JobKind.profile, model_id=model_id)
+    assert [j["job"] for j in jobs] == [job_id] and jobs[0]["status"] == "queued"
