@@ -10,6 +10,7 @@ shown. Share links (`?share=TOKEN`) are answered before this gate and stay publi
 from __future__ import annotations
 
 import hmac
+import importlib.util
 import logging
 import time
 from typing import Literal
@@ -55,6 +56,12 @@ def _oidc_configured() -> bool:
 
 
 def _oidc_gate() -> None:
+    if importlib.util.find_spec("authlib") is None:  # fail closed, with what to do
+        st.error(
+            "Sign-in through OpenID Connect is configured ([auth] in .streamlit/secrets.toml) but "
+            "Authlib is not installed. Install it with pip install 'optistudio[auth]' and restart."
+        )
+        st.stop()
     if st.user.is_logged_in:
         st.sidebar.button("Log out", on_click=st.logout)
         return
