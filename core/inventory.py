@@ -27,6 +27,10 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
             "reason": availability.reason,
             "devices": availability.devices if availability.ok else [],
             "precisions": spec.precisions,
+            "device_precisions": {
+                device: availability.precisions.get(device, spec.precisions)
+                for device in (availability.devices if availability.ok else [])
+            },
             "versions": availability.versions,
         }
     return {
@@ -54,3 +58,19 @@ def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:
     if kind == "cuda" and index:
         return any(str(gpu.get("index")) == index for gpu in inventory.get("gpus", []))
     return True
+
+
+def targets(inventory: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Every (backend, device, precision) a machine can run; CUDA devices by GPU index."""
+    found = []
+    gpus = [f"cuda:{gpu['index']}" for gpu in inventory.get("gpus", [])]
+    for backend, entry in inventory.get("backends", {}).items():
+        if not entry.get("available"):
+            continue
+        by_device = entry.get("device_precisions") or {}
+        for kind in entry.get("devices", []):
+            devices = gpus if kind == "cuda" and gpus else [kind]
+            for device in devices:
+                for precision in by_device.get(kind, entry.get("precisions", [])):
+                    found.append((backend, device, precision))
+    return found

@@ -430,3 +430,13 @@ def live_workers(s: Session, *, max_age_s: float) -> list[WorkerRecord]:
         WorkerRecord.stopped_at.is_(None), WorkerRecord.heartbeat_at >= cutoff
     )
     return list(s.scalars(query.order_by(WorkerRecord.heartbeat_at.desc())))
+
+
+def job_results(
+    s: Session, *, job_ids: list[int]
+) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """(spec, result) of each of these jobs, by id: what the results table shows beside figures."""
+    if not job_ids:
+        return {}
+    query = select(Job.id, Job.spec, Job.result).where(Job.id.in_(job_ids))
+    return {row.id: (row.spec or {}, row.result or {}) for row in s.execute(query)}

@@ -43,7 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="onnxruntime",
         help="backend name (default onnxruntime), or 'all' for every available backend",
     )
-    bench.add_argument("--device", default="cpu")
+    bench.add_argument("--device", default="cpu", help="cpu (default) or cuda:N")
+    bench.add_argument(
+        "--precision",
+        choices=["fp32", "fp16", "bf16", "int8", "all"],
+        help="precision to run in (default fp32; 'all' with --backend all: every precision "
+        "each backend lists); refused with the valid ones if unsupported",
+    )
+    bench.add_argument(
+        "--provider",
+        choices=["cpu", "cuda", "tensorrt", "openvino", "dnnl"],
+        help="ONNX Runtime execution provider (default: the device's own)",
+    )
+    bench.add_argument(
+        "--io-binding", action="store_true", help="ONNX Runtime: keep inputs bound on the device"
+    )
     bench.add_argument("--batch", type=parse_int_list, help="batch sizes, e.g. 1,8")
     bench.add_argument(
         "--shape",
@@ -99,6 +113,9 @@ def bench_spec(args: argparse.Namespace) -> Any:
         "cpu_affinity": args.cpus,
         "warmup_runs": args.warmup,
         "min_runs": args.min_runs,
+        "precision": args.precision,
+        "execution_provider": args.provider,
+        "io_binding": args.io_binding or None,
     }
     return validated(BenchmarkSpec, fields, "benchmark")
 
@@ -165,12 +182,17 @@ def report_json(report: Any, info: Any) -> dict[str, Any]:
         "results": results,
         "environment": report.environment,
         "runtime": report.runtime_details,
+        "output_check": report.output_check.model_dump() if report.output_check else None,
         "warnings": report.warnings,
     }
 
 
 def print_table(payload: dict[str, Any]) -> None:
-    print(f"model sha256 {payload['model']['sha256'][:12]}  runtime {payload['runtime']}")
+    spec = payload["spec"]
+    print(
+        f"model sha256 {payload['model']['sha256'][:12]}  {spec['backend']} {spec['device']} "
+        f"{spec['precision']}  runtime {payload['runtime']}"
+    )
     header = f"{'backend':<12}{'batch':>6}{'thr':>5}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}"
     print(header + f"{'inf/s':>11}{'runs':>7}{'spread':>8}  verdict")
     for r in payload["results"]:
@@ -180,6 +202,10 @@ def print_table(payload: dict[str, Any]) -> None:
             f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
             f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict} (cv {r['cv']:.1%})"
         )
+    check = payload.get("output_check")
+    if check:
+        verdict = "agree" if check["passed"] else "DISAGREE: " + "; ".join(check["problems"])
+        print(f"outputs vs {check['reference']} ({check['precision']} tolerance): {verdict}")
 
 
 def command_bench(args: argparse.Namespace) -> int:
@@ -192,6 +218,8 @@ def command_bench(args: argparse.Namespace) -> int:
         return command_compare(args, settings)
     if args.backend == "all":
         return command_bench_all(args, settings)
+    if args.precision == "all":
+        raise InvalidSpec("--precision all goes with --backend all; name one precision here.")
     spec = bench_spec(args)
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
     if args.save:
@@ -220,16 +248,21 @@ def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
         raise InvalidSpec("--save takes one backend; run one `bench --save` per backend.")
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
     runs, skipped = [], {}
+    every_precision = args.precision == "all"
     for backend in backends:
         availability = backend.create().availability()
         if not availability.ok:
             skipped[backend.name] = availability.reason
             continue
         args.backend = backend.name
-        try:
-            runs.append(report_json(run_benchmark(args.model, bench_spec(args), info=info), info))
-        except OptistudioError as exc:  # one backend failing must not lose the others
-            skipped[backend.name] = str(exc)
+        for precision in backend.precisions if every_precision else [args.precision]:
+            args.precision = precision
+            label = f"{backend.name} {precision}" if every_precision else backend.name
+            try:
+                report = run_benchmark(args.model, bench_spec(args), info=info)
+                runs.append(report_json(report, info))
+            except OptistudioError as exc:  # one target failing must not lose the others
+                skipped[label] = str(exc)
     payload = {"runs": runs, "skipped": skipped}
     if args.json:
         print(json.dumps(payload, indent=2, default=str))

@@ -167,3 +167,25 @@ def speed_vs_accuracy(variants: list[dict[str, Any]]) -> go.Figure:
         margin={"t": 30, "b": 10},
     )
     return figure
+
+
+def targets_bar(table: pd.DataFrame, latency_column: str) -> go.Figure:
+    """p50 latency and best throughput of each backend · device · precision, side by side."""
+    ok = ["DISAGREE" not in str(v) for v in table["outputs vs ORT FP32 CPU"]]
+    figure = go.Figure(
+        go.Bar(
+            x=table["target"],
+            y=table[latency_column],
+            marker_color=["#4C78A8" if good else "#E45756" for good in ok],
+            text=[f"{v:.3f} ms" for v in table[latency_column]],
+            hovertext=table["outputs vs ORT FP32 CPU"],
+            name=latency_column,
+        )
+    )
+    figure.update_layout(
+        yaxis_title=latency_column,
+        margin={"t": 30, "b": 10},
+        height=340,
+        title="Lower is faster · red: outputs disagree with the reference",
+    )
+    return figure

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.benchmark import BenchmarkSpec
 from core.errors import OptistudioError
-from core.inventory import offers
+from core.inventory import offers, targets
 from core.metrics import METRICS
 from core.model_info import ModelInfo
 from core.samples import list_samples
@@ -27,6 +27,7 @@ from db.queries import (
     finished_comparisons,
     finished_jobs,
     get_job,
+    job_results,
     list_jobs,
     list_models,
     list_workers,
@@ -148,6 +149,34 @@ def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_
     )
 
 
+QUANTIZED_OPS = {
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "MatMulInteger",
+    "ConvInteger",
+    "DynamicQuantizeLinear",
+}
+
+
+def live_targets(
+    factory: sessionmaker[Session], *, max_age_s: float, info: ModelInfo | None = None
+) -> list[tuple[str, str, str]]:
+    """(backend, device, precision) that some live worker runs, ONNX Runtime CPU FP32 first.
+
+    With `info`, int8 targets are listed only for a quantized model: an FP32 model "run in
+    int8" would run in FP32 (or be refused), which helps nobody.
+    """
+    with transaction(factory) as s:
+        inventories = [w.inventory for w in live_workers(s, max_age_s=max_age_s)]
+    found = {target for inventory in inventories for target in targets(inventory)}
+    if info is not None and not QUANTIZED_OPS & set(info.op_histogram):
+        found = {t for t in found if t[2] != "int8"}
+    reference = ("onnxruntime", "cpu", "fp32")
+    return sorted(found, key=lambda t: (t != reference, t[1], t[0], t[2]))
+
+
 def _offer_summary(hostname: str, inventory: dict[str, Any]) -> str:
     offered = [
         f"{name} ({', '.join(entry['devices'])})"
@@ -174,6 +203,7 @@ def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dic
                     "offers": _offer_summary(worker.hostname, worker.inventory).split(": ", 1)[1],
                     "cpu": worker.inventory.get("cpu", {}).get("model", ""),
                     "isa": " ".join(worker.inventory.get("cpu", {}).get("isa_flags", [])),
+                    "gpus": _gpu_summary(worker.inventory.get("gpus", [])),
                     "unavailable": "; ".join(
                         f"{name}: {entry['reason']}"
                         for name, entry in worker.inventory.get("backends", {}).items()
@@ -182,6 +212,16 @@ def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dic
                 }
             )
         return rows
+
+
+def _gpu_summary(gpus: list[dict[str, Any]]) -> str:
+    if not gpus:
+        return "none"
+    return ", ".join(
+        f"cuda:{gpu['index']} {gpu['name']} ({gpu['memory_mib'] / 1024:.0f} GiB, driver "
+        f"{gpu['driver']})"
+        for gpu in gpus
+    )
 
 
 def submit_job(
@@ -304,7 +344,56 @@ def results_frame(factory: sessionmaker[Session], *, model_id: int | None = None
     wide = long.pivot_table(index=[*RESULT_KEYS, "finished_at"], columns="metric", values="value")
     wide = wide.reset_index().sort_values(["job_id", "batch_size"], ascending=[False, True])
     wide.columns.name = None
+    with transaction(factory) as s:
+        jobs = job_results(s, job_ids=[int(i) for i in wide["job_id"].unique()])
+    targets = {job_id: _target_of(spec, result) for job_id, (spec, result) in jobs.items()}
+    for column in ("device", "precision", "outputs"):
+        wide[column] = [targets.get(int(j), {}).get(column, "") for j in wide["job_id"]]
     return wide
+
+
+def _target_of(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
+    """Device, precision and the output check's verdict of a benchmark job."""
+    check = result.get("output_check")
+    if check is None:
+        outputs = "reference" if "output_check" in result else "not checked"
+    elif check["passed"]:
+        worst = min((o["cosine_min"] for o in check["outputs"].values()), default=1.0)
+        outputs = f"agree (cos {worst:.5f})"
+    else:
+        outputs = "DISAGREE: " + "; ".join(check["problems"])
+    return {
+        "device": str(spec.get("device", "cpu")),
+        "precision": str(spec.get("precision", "fp32")),
+        "outputs": outputs,
+    }
+
+
+def side_by_side(wide: pd.DataFrame) -> pd.DataFrame:
+    """The latest run of each target (backend, device, precision), one row each."""
+    if wide.empty:
+        return wide
+    latest = wide.sort_values("job_id", ascending=False).drop_duplicates(
+        ["backend", "device", "precision", "batch_size"]
+    )
+    rows = []
+    for (backend, device, precision), group in latest.groupby(
+        ["backend", "device", "precision"], sort=True
+    ):
+        first = group.sort_values("batch_size").iloc[0]
+        best = group.loc[group["throughput"].idxmax()]
+        rows.append(
+            {
+                "target": f"{backend} · {device} · {precision}",
+                "job": int(first["job_id"]),
+                f"p50 at batch {int(first['batch_size'])} (ms)": round(first["p50_ms"], 3),
+                "p99 (ms)": round(first["p99_ms"], 3),
+                "best throughput (/s)": round(best["throughput"], 1),
+                "at batch": int(best["batch_size"]),
+                "outputs vs ORT FP32 CPU": first["outputs"],
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def display_table(wide: pd.DataFrame) -> pd.DataFrame:
@@ -314,6 +403,8 @@ def display_table(wide: pd.DataFrame) -> pd.DataFrame:
             "job": wide["job_id"],
             "model": wide["model_name"],
             "backend": wide["backend"],
+            "device": wide.get("device", "cpu"),
+            "precision": wide.get("precision", "fp32"),
             "batch": wide["batch_size"],
             "threads": wide["threads"],
         }
@@ -335,6 +426,8 @@ def display_table(wide: pd.DataFrame) -> pd.DataFrame:
     if "samples" in wide:
         table["runs"] = wide["samples"].astype(int)
     table["verdict"] = [verdict(row) for _, row in wide.iterrows()]
+    if "outputs" in wide:
+        table["outputs"] = wide["outputs"]
     return table.reset_index(drop=True)
 
 

@@ -59,5 +59,14 @@ def route_to(backend: str, device: str) -> str:
     )
 
 
+def live_targets(info: Any = None) -> list[tuple[str, str, str]]:
+    """(backend, device, precision) the live workers offer (for `info`'s model when given)."""
+    from studio.services import live_targets as targets
+
+    return targets(
+        session_factory(), max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR, info=info
+    )
+
+
 def revoke_task(task_id: str) -> None:
     celery_app().control.revoke(task_id)

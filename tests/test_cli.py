@@ -273,6 +273,40 @@ def test_bench_all_runs_every_available_backend_and_says_why_others_are_skipped(
     assert all(reason for reason in payload["skipped"].values())
 
 
+def test_bench_all_precisions_checks_outputs_and_says_which_precisions_were_refused(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    done = optistudio(
+        "bench",
+        str(tiny_model),
+        "--backend",
+        "all",
+        "--precision",
+        "all",
+        "--batch",
+        "1",
+        "--json",
+        *QUICK,
+        data_dir=tmp_path / "data",
+    )
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    ran = {(run["spec"]["backend"], run["spec"]["precision"]) for run in payload["runs"]}
+    assert ("onnxruntime", "fp32") in ran and ("onnxruntime", "int8") in ran
+    assert "Valid precisions: fp32, int8" in payload["skipped"]["onnxruntime fp16"]
+    for run in payload["runs"]:
+        reference = run["spec"]["backend"] == "onnxruntime" and run["spec"]["precision"] == "fp32"
+        check = run["output_check"]
+        assert (check is None) if reference else check["passed"], run["spec"]
+
+
+def test_bench_precision_all_needs_backend_all(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("bench", str(tiny_model), "--precision", "all", data_dir=tmp_path / "d")
+    assert done.returncode == 2
+    assert "--precision all goes with --backend all" in done.stderr
+
+
 def test_backends_json_lists_availability_with_reasons(tmp_path: Path) -> None:
     done = optistudio("backends", "--json", data_dir=tmp_path / "data")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -94,9 +95,22 @@ def record_benchmark(
 ) -> tuple[str, int]:
     """Store a report's measurements (replacing any from an earlier attempt) and environment."""
     rows = [MeasurementRow(*row) for row in report.measurement_rows()]
+    check = report.output_check
+    result = {
+        "target": {
+            "backend": report.spec.backend,
+            "device": report.spec.device,
+            "precision": report.spec.precision,
+            "execution_provider": report.spec.execution_provider,
+        },
+        "output_check": check.model_dump(mode="json") if check else None,
+        "runtime": json.loads(json.dumps(report.runtime_details, default=str)),
+        "warnings": report.warnings,
+    }
     with transaction(factory) as s:
         environment = get_or_create_environment(s, data=report.environment)
         replace_measurements(s, job_id=job_id, rows=rows)
+        set_job_result(s, job_id=job_id, result=result)
         environment_id = environment.id
     batches = ", ".join(str(r.batch_size) for r in report.results)
     unstable = [str(r.batch_size) for r in report.results if not r.stable]
@@ -104,6 +118,8 @@ def record_benchmark(
     note = f" Unstable at batch {', '.join(unstable)}." if unstable else ""
     if contended:
         note += f" Other processes competed for the CPU at batch {', '.join(contended)}."
+    if check is not None and not check.passed:
+        note += f" Outputs disagree with the reference: {'; '.join(check.problems)}."
     return f"Measured batch sizes {batches}.{note}", environment_id
 
 

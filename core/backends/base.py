@@ -31,6 +31,10 @@ class Availability(BaseModel):
     reason: str = ""
     devices: list[str] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
+    precisions: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Device kind -> the precisions that can run there (empty: the spec's list).",
+    )
 
 
 class SessionOptions(BaseModel):

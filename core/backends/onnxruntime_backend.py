@@ -135,7 +135,16 @@ class OnnxRuntimeBackend(InferenceBackend):
             notes.append(
                 "this build has no CUDA provider for the GPU here: pip install onnxruntime-gpu"
             )
-        return Availability(ok=True, devices=devices, versions=_versions(), reason="; ".join(notes))
+        precisions = {"cpu": ["fp32", "int8"]}
+        if "cuda" in devices:
+            precisions["cuda"] = ["fp32", "int8"] + (["fp16"] if "tensorrt" in ours else [])
+        return Availability(
+            ok=True,
+            devices=devices,
+            versions=_versions(),
+            precisions=precisions,
+            reason="; ".join(notes),
+        )
 
     def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
         import onnxruntime as ort

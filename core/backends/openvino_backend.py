@@ -78,9 +78,15 @@ class OpenVinoBackend(InferenceBackend):
         if not present:
             return Availability(ok=False, reason="OpenVINO sees no device it can run on")
         names = [f"{name} ({_device_name(core, name)})" for name in present]
+        precisions: dict[str, list[str]] = {}
+        for name in present:
+            capabilities = set(core.get_property(name, "OPTIMIZATION_CAPABILITIES"))
+            kind = precisions.setdefault(_our_device(name), [])
+            kind.extend(p for p, c in CAPABILITY_OF.items() if c in capabilities and p not in kind)
         return Availability(
             ok=True,
             devices=sorted({_our_device(name) for name in present}),
+            precisions=precisions,
             versions={"openvino": ov.__version__.split("-", 1)[0]},
             reason=f"devices: {', '.join(names)}",
         )

@@ -58,6 +58,7 @@ class TensorRtBackend(InferenceBackend):
         return Availability(
             ok=True,
             devices=["cuda"],
+            precisions={"cuda": list(PRECISIONS)},
             versions={"tensorrt": trt.__version__, "torch": torch.__version__},
             reason="devices: " + ", ".join(f"cuda:{i} ({n})" for i, n in enumerate(names)),
         )

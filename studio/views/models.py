@@ -36,6 +36,7 @@ def render() -> None:
     info = ModelInfo.model_validate(chosen["info"])
     model_card(chosen, info)
     benchmark_form(chosen, info)
+    every_target(chosen, info)
 
 
 def upload_section() -> None:
@@ -153,7 +154,15 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.subheader("Benchmark")
     named_dims = sorted({d for t in info.inputs for d in t.shape[1:] if isinstance(d, str)})
     batch_dynamic = any(t.shape and not isinstance(t.shape[0], int) for t in info.inputs)
+    targets = state.live_targets(info) or [("onnxruntime", "cpu", "fp32")]
     with st.form("benchmark"):
+        target = st.selectbox(
+            "Target (backend · device · precision)",
+            targets,
+            format_func=" · ".join,
+            help="What the live workers offer (Hardware page). The outputs of every target but "
+            "ONNX Runtime FP32 on CPU are checked against that reference.",
+        )
         cols = st.columns(4)
         batches = cols[0].text_input(
             "Batch sizes",
@@ -195,6 +204,9 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         return
     try:
         spec = BenchmarkSpec(
+            backend=target[0],
+            device=target[1],
+            precision=target[2],
             batch_sizes=parse_int_list(batches, "batch sizes") if batch_dynamic else None,
             cpu_affinity=parse_int_list(cores, "CPU cores"),
             threads=int(threads) or None,
@@ -217,6 +229,47 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     )
     st.success(f"Benchmark job #{job_id} submitted.")
     st.markdown("[Follow it on the Jobs page →](/jobs)")
+    st.session_state["last_benchmark_spec"] = spec
+
+
+def every_target(chosen: dict[str, Any], info: ModelInfo) -> None:
+    """One benchmark job per backend · precision on the chosen device, each to its worker."""
+    targets = state.live_targets(info)
+    devices = sorted({device for _, device, _ in targets})
+    if not devices:
+        return
+    cols = st.columns([2, 3])
+    device = cols[0].selectbox("Device", devices, key="all_targets_device")
+    mine = [t for t in targets if t[1] == device]
+    cols[1].caption(
+        f"{len(mine)} targets on {device}: "
+        + ", ".join(f"{b} {p}" for b, _, p in mine)
+        + ". Same settings as the last benchmark you submitted (or the defaults)."
+    )
+    if not st.button(f"Run on every target of {device}", key="run_all_targets"):
+        return
+    base = st.session_state.get("last_benchmark_spec") or BenchmarkSpec()
+    submitted, refused = [], []
+    for backend, dev, precision in mine:
+        spec = base.model_copy(update={"backend": backend, "device": dev, "precision": precision})
+        try:
+            queue = state.route_to(backend, dev)
+        except OptistudioError as exc:
+            refused.append(f"{backend} {precision}: {exc}")
+            continue
+        submitted.append(
+            submit_benchmark(
+                state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
+            )
+        )
+    if submitted:
+        st.success(
+            f"Submitted {len(submitted)} benchmark jobs: "
+            + ", ".join(f"#{j}" for j in submitted)
+            + f". [Compare them on the Results page →](/results?model={chosen['id']})"
+        )
+    for reason in refused:
+        st.error(reason)
 
 
 def parse_int_list(text: str, what: str) -> list[int] | None:

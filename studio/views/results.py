@@ -6,7 +6,13 @@ import pandas as pd
 import streamlit as st
 
 from studio import charts, state
-from studio.services import display_table, model_choices, optimization_runs, results_frame
+from studio.services import (
+    display_table,
+    model_choices,
+    optimization_runs,
+    results_frame,
+    side_by_side,
+)
 
 
 def render() -> None:
@@ -32,6 +38,9 @@ def render() -> None:
     if wide.empty:
         st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
         return
+    if model_id is not None:
+        backends_side_by_side(wide)
+    st.subheader("Every measurement")
     st.dataframe(display_table(wide), hide_index=True, width="stretch")
     st.caption(
         "p50 ± half the p10–p90 spread. 'unstable' means the windows never agreed "
@@ -70,3 +79,23 @@ def variants_of(model_id: int) -> None:
             "speedup": st.column_config.NumberColumn(format="%.2fx"),
         },
     )
+
+
+def backends_side_by_side(wide: pd.DataFrame) -> None:
+    """The latest run of each backend · device · precision of this model, with its output check."""
+    table = side_by_side(wide)
+    st.subheader("Backends side by side")
+    if len(table) < 2:
+        st.caption(
+            "One target measured so far. On the Models page, **Run on every target** "
+            "benchmarks this model on each backend and precision the workers offer."
+        )
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption(
+        "Each target's outputs are checked against ONNX Runtime FP32 on CPU on the same inputs, "
+        "with a tolerance that fits its precision (cosine >= 0.99999 for FP32, 0.999 FP16, "
+        "0.995 BF16, 0.98 INT8); NaN or Inf always fails."
+    )
+    if len(table) >= 2:
+        latency = [c for c in table.columns if c.startswith("p50 at batch")][0]
+        st.plotly_chart(charts.targets_bar(table, latency), width="stretch")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from core.inventory import hardware_inventory, offers
+from pathlib import Path
+
+from core.inventory import hardware_inventory, offers, targets
 
 
 def gpu_worker() -> dict:
@@ -31,3 +33,37 @@ def test_this_machines_inventory_has_cpu_backends_and_a_gpu_list() -> None:
     assert offers(inventory, backend="onnxruntime", device="cpu")
     assert isinstance(inventory["gpus"], list)
     assert inventory["cpu"]["logical_cores"] >= 1
+
+
+def test_targets_expand_gpus_and_use_each_devices_precisions() -> None:
+    inventory = gpu_worker()
+    inventory["backends"]["onnxruntime"]["device_precisions"] = {
+        "cpu": ["fp32", "int8"],
+        "cuda": ["fp32", "int8", "fp16"],
+    }
+    inventory["gpus"].append({"index": 1, "name": "NVIDIA T4", "memory_mib": 15360, "driver": "5"})
+    found = targets(inventory)
+    assert ("onnxruntime", "cpu", "fp32") in found
+    assert ("onnxruntime", "cuda:1", "fp16") in found
+    assert ("onnxruntime", "cpu", "fp16") not in found
+    assert not [t for t in found if t[0] == "tensorrt"]
+
+
+def test_this_machines_openvino_lists_only_precisions_its_cpu_runs(tiny_model: Path) -> None:
+    from core.backends import SessionOptions, get_backend
+    from core.errors import InvalidSpec
+
+    inventory = hardware_inventory()
+    entry = inventory["backends"]["openvino"]
+    if not entry["available"]:
+        return
+    listed = entry["device_precisions"]["cpu"]
+    assert "fp32" in listed
+    for precision in ("bf16", "fp16"):  # listed exactly when the backend accepts it
+        options = SessionOptions(precision=precision)
+        try:
+            get_backend("openvino").load(tiny_model, options).close()
+            accepted = True
+        except InvalidSpec:
+            accepted = False
+        assert (precision in listed) == accepted, precision

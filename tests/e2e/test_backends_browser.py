@@ -1,0 +1,45 @@
+"""Run a model on every backend and precision of the CPU, then see them side by side."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def test_run_on_every_target_then_compare_backends(studio: Studio, page) -> None:
+    from playwright.sync_api import expect
+
+    from core.backends import get_backend
+
+    page.goto(studio.url)
+    expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    page.get_by_role("button", name="Add sample").click()  # Tiny CNN
+    expect(page.get_by_text("Stored as model #1.")).to_be_visible()
+    expect(page.get_by_text("Target (backend · device · precision)")).to_be_visible()
+
+    page.get_by_role("button", name="Run on every target of cpu").click()
+    submitted = page.get_by_text(re.compile(r"Submitted \d+ benchmark jobs"))
+    expect(submitted).to_be_visible()
+    count = int(re.search(r"Submitted (\d+)", submitted.inner_text()).group(1))
+    openvino = get_backend("openvino").availability().ok
+    assert count >= (3 if openvino else 1)  # ORT fp32, OpenVINO fp32 and bf16 or not
+
+    page.goto(f"{studio.url}/jobs")
+    expect(page.get_by_text(re.compile(r"^Measured batch sizes")).first).to_be_visible(
+        timeout=150_000
+    )
+    expect(page.get_by_role("button", name="Cancel")).to_have_count(0, timeout=150_000)
+    expect(page.get_by_text(re.compile("failed"))).to_have_count(0)
+
+    page.goto(f"{studio.url}/results?model=1")
+    expect(page.get_by_role("heading", name="Backends side by side")).to_be_visible()
+    expect(page.get_by_text("Lower is faster")).to_be_visible()
+    shot(page, "backends")
+    table = page.locator("[data-testid='stDataFrame']").first
+    expect(table).to_contain_text("onnxruntime · cpu · fp32")
+    if openvino:
+        expect(table).to_contain_text("openvino · cpu · fp32")
