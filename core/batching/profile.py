@@ -1,7 +1,9 @@
 """Latency per batch size of a model on a backend: the input of the batching simulator.
 
 Each batch size is timed on synthetic inputs after a warm-up, for at least `min_runs` runs and
-`min_seconds`; the profile keeps the mean (what throughput depends on) and the p50/p99.
+`min_seconds`; the profile keeps the mean (what throughput depends on), the p50/p99, and the
+latency quantiles 0, 5, ..., 100 % (`quantiles_ms`), from which the simulator draws service
+times so that run-to-run spread shows in the predicted tail.
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope.
 """
@@ -22,6 +24,8 @@ from core.inputs import synthesize_inputs
 from core.intake import inspect_model
 
 ProgressCallback = Callable[[float, str], None]
+QUANTILE_COUNT = 21
+QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
 
 
 class LatencyProfile(BaseModel):
@@ -33,6 +37,10 @@ class LatencyProfile(BaseModel):
     mean_ms: list[float] = Field(description="Mean latency of one run at each batch size.")
     p50_ms: list[float] = Field(default_factory=list)
     p99_ms: list[float] = Field(default_factory=list)
+    quantiles_ms: list[list[float]] = Field(
+        default_factory=list,
+        description="Per batch size, latency at quantiles 0, 5, ..., 100 % (21 values).",
+    )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
 
@@ -44,6 +52,11 @@ class LatencyProfile(BaseModel):
             raise ValueError("batch sizes must be distinct, ascending and >= 1")
         if min(self.mean_ms) <= 0:
             raise ValueError("latencies must be positive")
+        if self.quantiles_ms and (
+            len(self.quantiles_ms) != len(self.batch_sizes)
+            or any(len(q) != QUANTILE_COUNT for q in self.quantiles_ms)
+        ):
+            raise ValueError(f"quantiles_ms needs {QUANTILE_COUNT} values per batch size")
         return self
 
     def latency_ms(self, batch_size: int) -> float:
@@ -60,6 +73,17 @@ class LatencyProfile(BaseModel):
         """The best throughput one instance can reach (rows/s) and the batch size giving it."""
         best = max(range(1, max_batch_size + 1), key=lambda b: b / self.latency_ms(b))
         return best / self.latency_ms(best) * 1000.0, best
+
+    def quantile_curve(self, batch_size: int) -> np.ndarray:
+        """21 latency quantiles (ms) at a batch size: the measured spread relative to the mean,
+        interpolated between measured sizes, times `latency_ms`. Flat without quantiles."""
+        mean = self.latency_ms(batch_size)
+        if not self.quantiles_ms:
+            return np.full(QUANTILE_COUNT, mean)
+        table = np.asarray(self.quantiles_ms) / np.asarray(self.mean_ms)[:, None]
+        sizes = np.asarray(self.batch_sizes)
+        shape = np.array([np.interp(batch_size, sizes, table[:, k]) for k in range(QUANTILE_COUNT)])
+        return shape * mean
 
 
 def default_batch_sizes(max_batch_size: int) -> list[int]:
@@ -106,6 +130,7 @@ def measure_profile(
         mean_ms=[float(np.mean(r)) for r in rows],
         p50_ms=[float(np.percentile(r, 50)) for r in rows],
         p99_ms=[float(np.percentile(r, 99)) for r in rows],
+        quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
         backend=backend,
         environment=fingerprint(threads=(options or SessionOptions()).threads),
     )

@@ -3,8 +3,8 @@
 Both are summarised by one function, so prediction and measurement are computed alike:
 latency = finish - send, queue wait = batch start - send, throughput = completed requests in the
 window / (last finish - first send in the window), where the window skips the first
-`warmup_share` of requests. A run is saturated when throughput falls under 97 % of the offered
-rate or requests were refused.
+`warmup_share` of requests. An open-loop run is saturated when requests were refused or the last
+answer trails the last send by more than 3 % of the sending span (the queue kept growing).
 """
 
 from __future__ import annotations
@@ -75,9 +75,18 @@ def summarize(
         rejected=rejected,
         failed=failed,
         offered_rate=rate,
-        saturated=bool(rate is not None and (throughput < 0.97 * rate or rejected)),
+        saturated=bool(
+            rate is not None and (_backlog_share(send[window], finish[window]) > 0.03 or rejected)
+        ),
         batch_histogram=_batch_histogram(batch[served]),
     )
+
+
+def _backlog_share(sent: np.ndarray, finished: np.ndarray) -> float:
+    """How far the last answer trails the last send, as a share of the sending span: a queue
+    that keeps up ends within a few service times; one that grows ends far behind."""
+    span = sent.max() - sent.min()
+    return float((finished.max() - sent.max()) / span) if span > 0 else 0.0
 
 
 def _batch_histogram(batch_sizes: np.ndarray) -> dict[int, int]:

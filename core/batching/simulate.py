@@ -5,7 +5,9 @@ instance with the fewest rows queued or running (the balancer's choice when inst
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
 `settings.cut_size(queued)` requests. A batch of b rows occupies its instance for
-`profile.latency_ms(b)` (+ `overhead_ms` per batch, the runtime's own cost), deterministically.
+`profile.latency_ms(b)` (+ `overhead_ms` per batch, the runtime's own cost): a fixed time with
+service="mean", or with service="measured" a draw from the profile's measured latency quantiles
+at that size (inverse CDF, linear between quantiles), so measured spread reaches the tail.
 Arrivals are Poisson (exponential gaps), constant-rate, or a closed loop of N clients that send
 again as soon as they get an answer. With max_batch_size = 1 and timeout 0 a single instance is
 an M/D/1 queue: mean wait rho * D / (2 (1 - rho)), idle share 1 - rho, which the tests check.
@@ -41,12 +43,18 @@ def simulate(
     seed: int = 0,
     overhead_ms: float = 0.0,
     warmup_share: float = 0.1,
+    service: Literal["mean", "measured"] = "measured",
 ) -> LoadResult:
-    """Predict throughput, latency percentiles, queue wait and batch sizes for one setting."""
+    """Predict throughput, latency percentiles, queue wait and batch sizes for one setting.
+
+    service="measured" only differs from "mean" when the profile carries quantiles.
+    """
     arrivals = _open_arrivals(process, rate, requests, seed) if process != "closed" else None
     if process == "closed" and clients < 1:
         raise InvalidSpec("A closed loop needs at least one client.")
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
+    if service == "measured" and profile.quantiles_ms:
+        sim.draw_service(profile, np.random.default_rng(seed + 1))
     sim.run(arrivals, clients, requests)
     return sim.result(rate if process != "closed" else None, warmup_share)
 
@@ -78,6 +86,28 @@ class _Simulation:
         self.rejected = 0
         self.waiting = 0
         self._seq = 0
+
+    def draw_service(self, profile: LatencyProfile, rng: np.random.Generator) -> None:
+        """Service times drawn from measured quantiles instead of the fixed mean."""
+        curves = {
+            b: profile.quantile_curve(b) / 1000.0
+            for b in range(1, self.settings.max_batch_size + 1)
+        }
+        overhead = {b: self.service[b] - profile.latency_ms(b) / 1000.0 for b in curves}
+        self._rng, self._draws = rng, iter(())
+        self._curves, self._overhead = curves, overhead
+
+    def service_time(self, size: int) -> float:
+        if not hasattr(self, "_curves"):
+            return self.service[size]
+        curve = self._curves[size]
+        u: float | None = next(self._draws, None)
+        if u is None:
+            self._draws = iter((self._rng.random(4096) * (len(curve) - 1)).tolist())
+            u = next(self._draws)
+        low = int(u)
+        high = min(low + 1, len(curve) - 1)
+        return float(curve[low] + (curve[high] - curve[low]) * (u - low)) + self._overhead[size]
 
     def push(self, time: float, kind: int, payload: int) -> None:
         self._seq += 1
@@ -126,7 +156,7 @@ class _Simulation:
             self.push(due, _TIMEOUT, instance)
             return
         size = settings.cut_size(len(queue))
-        done = now + self.service[size]
+        done = now + self.service_time(size)
         for _ in range(size):
             request = queue.popleft()
             self.started[request], self.finished[request] = now, done

@@ -145,10 +145,11 @@ def _reason(chosen: Candidate, feasible: int, total: int, rate: float | None, bu
     setting = f"max batch {chosen.max_batch_size}, timeout {chosen.timeout_ms:g} ms"
     p99 = chosen.predicted.p99_ms
     if not chosen.feasible:
+        load = f"{rate:g} req/s" if rate is not None else "any rate tried"
         return (
-            f"No setting of {total} tried keeps p99 within {budget:g} ms at "
-            f"{rate:g} req/s; the lowest p99 is {p99:.1f} ms ({setting}). Add instances, "
-            "lower the rate, or raise the budget."
+            f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}; the "
+            f"lowest p99 is {p99:.1f} ms ({setting}). Add instances, lower the rate, or raise "
+            "the budget."
         )
     if rate is None:
         return (

@@ -108,7 +108,9 @@ def test_impossible_budget_says_so_with_the_best_p99() -> None:
 def test_max_throughput_mode_beats_no_batching() -> None:
     profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 2.0])
 
-    advice = recommend(profile, p99_budget_ms=15, max_batch_size=8, requests=1500)
+    advice = recommend(
+        profile, p99_budget_ms=15, max_batch_size=8, requests=800, timeouts_ms=(0.0, 1.0, 5.0)
+    )
 
     assert advice.predicted.throughput > 2 * 1000
     assert advice.predicted.p99_ms <= 15
@@ -117,3 +119,28 @@ def test_max_throughput_mode_beats_no_batching() -> None:
 def test_bad_rates_are_refused() -> None:
     with pytest.raises(InvalidSpec, match="rate must be positive"):
         simulate(ONE_MS, NO_BATCHING, rate=0)
+
+
+def test_measured_spread_reaches_the_predicted_tail() -> None:
+    flat = [1.0] * 21
+    spread = [0.5] * 10 + [1.0] + [1.0] * 8 + [3.0, 6.0]  # a slow tail, as runtimes have
+    steady = LatencyProfile(batch_sizes=[1], mean_ms=[1.0], quantiles_ms=[flat])
+    jittery = LatencyProfile(batch_sizes=[1], mean_ms=[1.0], quantiles_ms=[spread])
+
+    same = simulate(steady, NO_BATCHING, rate=500, requests=20_000)
+    wider = simulate(jittery, NO_BATCHING, rate=500, requests=20_000)
+    fixed = simulate(jittery, NO_BATCHING, rate=500, requests=20_000, service="mean")
+
+    assert same.p99_ms == pytest.approx(fixed.p99_ms, rel=0.01)
+    assert wider.p99_ms > 1.5 * fixed.p99_ms
+    assert wider.throughput == pytest.approx(500, rel=0.03)
+
+
+def test_quantile_curve_interpolates_between_sizes() -> None:
+    profile = LatencyProfile(
+        batch_sizes=[1, 3],
+        mean_ms=[1.0, 3.0],
+        quantiles_ms=[[0.5] * 10 + [1.0] * 11, [3.0] * 21],
+    )
+    curve = profile.quantile_curve(2)
+    assert curve[0] == pytest.approx(0.75 * 2.0) and curve[-1] == pytest.approx(2.0)

@@ -41,7 +41,7 @@ def test_profile_then_a_slider_changes_the_prediction(
 
     store_model(tiny_model, tmp_path / "data")
     page.goto(f"{studio.url}/batching")
-    expect(page.get_by_text("No profile of this model yet")).to_be_visible()
+    expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
     page.get_by_role("button", name="Profile").click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     expect(page.locator(".js-plotly-plot").last).to_be_visible(timeout=UI_TIMEOUT_MS)
@@ -52,13 +52,16 @@ def test_profile_then_a_slider_changes_the_prediction(
     thumb.focus()
     for _ in range(7):
         page.keyboard.press("ArrowLeft")  # down to max batch 1: no batching at all
-    expect(thumb).to_have_value("1")
+    expect(thumb).to_have_value("1", timeout=UI_TIMEOUT_MS)
     batch = page.locator("[data-testid='stMetric']").filter(has_text="Mean batch size")
-    expect(batch.locator("[data-testid='stMetricValue']")).to_have_text("1.00")
+    expect(batch.locator("[data-testid='stMetricValue']")).to_have_text(
+        "1.00", timeout=UI_TIMEOUT_MS
+    )
     after = {label: metric(page, label) for label in before}
     assert after != before, (before, after)
     shot(page, "batching-after")
 
     page.get_by_role("tab", name="Export").click()
-    expect(page.get_by_role("button", name="Download config.pbtxt")).to_be_visible()
+    download = page.get_by_role("button", name="Download config.pbtxt")
+    expect(download).to_be_visible(timeout=UI_TIMEOUT_MS)
     assert "Traceback" not in page.content()
