@@ -49,8 +49,10 @@ class ResultRow(BaseModel):
 
     @property
     def label(self) -> str:
+        precision = f" [{self.precision}]" if self.precision not in ("", "fp32") else ""
         return (
-            f"#{self.job_id} {self.model} · {self.backend} · b{self.batch_size} · t{self.threads}"
+            f"#{self.job_id} {self.model}{precision} · {self.backend} · b{self.batch_size} · "
+            f"t{self.threads}"
         )
 
 

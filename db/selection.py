@@ -34,6 +34,7 @@ def result_index(s: Session) -> list[dict[str, Any]]:
             Measurement.threads,
             Job.model_id,
             Model.name.label("model_name"),
+            Model.precision,
         )
         .distinct()
         .join(Job, Measurement.job_id == Job.id)

@@ -91,11 +91,16 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
         rows = result_index(s)
     return {
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
-            f"#{r['job_id']} {r['model_name'] or 'deleted model'} · {r['backend']} · "
+            f"#{r['job_id']} {r['model_name'] or 'deleted model'}{_precision(r['precision'])} · "
+            f"{r['backend']} · "
             f"batch {r['batch_size']} · {r['threads']} threads"
         )
         for r in rows
     }
+
+
+def _precision(precision: str | None) -> str:
+    return f" [{precision}]" if precision and precision != "fp32" else ""
 
 
 def build_snapshot(

@@ -70,6 +70,8 @@ def test_snapshot_of_stored_results(db_factory, seeded: Seeded) -> None:
     assert original.metrics["cosine_error"] == 0.0  # the reference itself
     assert variant.metrics["cosine_error"] == pytest.approx(0.01)
     assert variant.parent_id == seeded.original and variant.precision == "int8"
+    assert "[int8]" in variant.label and "[int8]" in options[seeded.keys[1]]
+    assert "[" not in original.label  # fp32 goes without saying
     assert "accuracy from optimize job" in variant.accuracy_note
     assert snapshot.frontier() == [0, 1]  # the b8 run is slower and no more exact
     assert any("Test CPU" in d and "Other CPU" in d for d in environment_differences(snapshot))
