@@ -20,6 +20,11 @@ _HINT = (
     "Declared sizes over the budget would exhaust memory when the model is loaded or run. "
     "If they are real, raise OPTISTUDIO_MAX_TENSOR_MB on machines that have the memory."
 )
+_FOUR_BIT = {
+    getattr(onnx.TensorProto, name)
+    for name in ("INT4", "UINT4", "FLOAT4E2M1")
+    if hasattr(onnx.TensorProto, name)
+}
 _SHAPE_OPERAND_LIMIT = 64
 """A ConstantOfShape shape constant longer than this is not a shape; it is left to the checker."""
 
@@ -159,6 +164,14 @@ def _check(what: str, dims: Iterable[int], elem_type: int, limit: int) -> None:
             f"{_gib(limit)} budget for one tensor.",
             hint=_HINT,
         )
+
+
+def declared_bytes(tensor: onnx.TensorProto) -> int:
+    """Bytes the tensor's dims and type call for (4-bit types pack two elements a byte)."""
+    elements = math.prod(tensor.dims)
+    if tensor.data_type in _FOUR_BIT:
+        return (elements + 1) // 2
+    return elements * _itemsize(tensor.data_type)
 
 
 def _itemsize(elem_type: int) -> int:

@@ -1,11 +1,12 @@
 """Model intake: reject what we cannot handle with a reason, describe and store the rest.
 
 Checks run cheapest and safest first: the file's size before reading it; the protobuf parsed
-without external data; external-data locations validated (relative, inside the model's folder)
-before any of that data is opened; declared sizes (every stored tensor, fixed-shape inputs,
-outputs and value infos, constant-shaped ConstantOfShape) against a memory budget, from the
-protobuf's dims alone, without materialising a tensor; then onnx.checker on the file path, which
-handles models over protobuf's 2 GB limit. Everything after that only describes the model.
+without external data; declared sizes (every stored tensor, fixed-shape inputs, outputs and value
+infos, constant-shaped ConstantOfShape) against a memory budget, from the protobuf's dims alone,
+without materialising a tensor; external-data locations validated (relative, inside the model's
+folder, long enough for what each tensor declares) before any of that data is opened; then
+onnx.checker on the file path, which handles models over protobuf's 2 GB limit. Everything after
+that only describes the model.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from core.declared_sizes import (
     check_declared_sizes,
+    declared_bytes,
     default_tensor_budget,
     graph_tensors,
     model_tensors,
@@ -108,10 +110,10 @@ def _inspect(
     file_size = _file_size(path)
     _check_size(file_size, max_bytes)
     model = _parse(path)
+    check_declared_sizes(model, max_tensor_bytes or default_tensor_budget())
     locations = _external_locations(model, path.parent)
     total_size = file_size + sum((path.parent / loc).stat().st_size for loc in locations)
     _check_size(total_size, max_bytes)
-    check_declared_sizes(model, max_tensor_bytes or default_tensor_budget())
     _run_checker(path)
     return _describe(model, path, total_size, bool(locations)), locations
 
@@ -196,7 +198,7 @@ def _external_locations(model: onnx.ModelProto, folder: Path) -> list[str]:
             hint="Upload the data files with the model, or save it as one file if under 2 GB.",
         )
     for tensor, info in zip(tensors, infos, strict=True):
-        _check_extent(tensor.name, info, folder)
+        _check_extent(tensor, info, folder)
     return locations
 
 
@@ -230,15 +232,16 @@ def _check_location(location: str, folder: Path) -> None:
         )
 
 
-def _check_extent(name: str, info: ExternalDataInfo, folder: Path) -> None:
-    if info.length is None:
-        return
+def _check_extent(tensor: onnx.TensorProto, info: ExternalDataInfo, folder: Path) -> None:
+    """The data file holds what the entry says (its length, else what the dims call for)."""
     size = (folder / info.location).stat().st_size
-    if (info.offset or 0) + info.length > size:
+    wanted = info.length if info.length is not None else declared_bytes(tensor)
+    if (info.offset or 0) + wanted > size:
         raise ModelRejected(
-            f"External data file {info.location!r} is too short for tensor {name!r} "
-            f"({size} bytes, needs {(info.offset or 0) + info.length}).",
-            hint="The data file looks truncated; upload the complete file again.",
+            f"External data file {info.location!r} is too short for tensor {tensor.name!r} "
+            f"({size:,} bytes, needs {(info.offset or 0) + wanted:,}).",
+            hint="The data file looks truncated, or the tensor declares more than it stores; "
+            "upload the complete files again.",
         )
 
 

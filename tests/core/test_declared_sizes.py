@@ -50,6 +50,21 @@ def test_an_external_weight_declaring_a_terabyte_is_refused_before_loading(tmp_p
     assert "OPTISTUDIO_MAX_TENSOR_MB" in str(caught.value)
 
 
+def test_an_external_weight_declaring_more_than_its_file_holds_is_refused(tmp_path, no_checker):
+    weight = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[100, 100])  # 40,000 bytes
+    weight.data_location = TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="w.bin")  # no length: the dims decide
+    (tmp_path / "w.bin").write_bytes(b"\0" * 64)
+    model = model_of(
+        [helper.make_node("Identity", ["W"], ["y"])],
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100, 100])],
+        [weight],
+    )
+    with pytest.raises(ModelRejected, match=r"too short for tensor 'W' \(64 bytes, needs 40,000\)"):
+        inspect_model(save(model, tmp_path / "m.onnx"))
+
+
 def test_a_fixed_shape_input_too_big_to_synthesise_is_refused(tmp_path, no_checker):
     model = model_of(
         [helper.make_node("Relu", ["x"], ["y"])],
