@@ -13,7 +13,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,samples]'
+	$(PY) -m pip install --quiet -e '.[dev,samples,postgres]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -45,7 +45,8 @@ class RunningStack:
 
 
 @pytest.fixture
-def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
+def worker_stack(tmp_path: Path, database_url: str) -> Iterator[RunningStack]:
+    """Redis and one worker on SQLite and on PostgreSQL (``database_url``, tests/conftest.py)."""
     from db.session import make_session_factory
     from optistudio.migrate import upgrade
     from workers.app import create_app
@@ -56,9 +57,13 @@ def worker_stack(tmp_path: Path) -> Iterator[RunningStack]:
         OPTISTUDIO_DATA_DIR=str(tmp_path / "data"),
         OPTISTUDIO_BROKER_URL=f"redis://127.0.0.1:{redis_port}/0",
         OPTISTUDIO_JOB_TIME_LIMIT_S="120",
+        OPTISTUDIO_DATABASE_URL=database_url,
     )
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    settings = Settings(data_dir=tmp_path / "data", broker_url=env["OPTISTUDIO_BROKER_URL"])
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        broker_url=env["OPTISTUDIO_BROKER_URL"],
+        database_url=database_url,
+    )
     upgrade(settings.database_url, lock_dir=settings.data_dir)
     stack = Stack()
     log_path = tmp_path / "worker.log"
