@@ -102,7 +102,7 @@ class FaultStack:
             return set(names) <= up
 
         try:
-            wait_until(live, f"workers {names} reporting", 90)
+            wait_until(live, f"workers {names} reporting", 180)  # inventory is slow on a busy CPU
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.log()}") from None
 

@@ -24,7 +24,7 @@ from db.queries import (
 )
 from db.session import DatabaseUnavailable, make_session_factory, transaction
 from optistudio.migrate import upgrade
-from workers.recovery import TASK_OF_KIND, recover_stale_jobs, target_of
+from workers.recovery import TASK_OF_KIND, recover_stale_jobs, target_of, vouch_for_active_jobs
 
 ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
 
@@ -102,6 +102,33 @@ def test_only_jobs_nobody_vouched_for_are_stale(factory) -> None:
 
     with transaction(factory) as s:
         assert [j.id for j in stale_jobs(s, max_age_s=30)] == [old]
+
+
+class AcceptedRequest:
+    """What Celery's worker state keeps of a task its pool is running: id, name and args."""
+
+    def __init__(self, task_id: str, name: str, args: list) -> None:
+        self.id, self.name, self.args = task_id, name, args
+
+
+def test_the_worker_vouches_for_the_jobs_its_pool_is_running(factory) -> None:
+    from celery.worker import state
+
+    running, other = new_job(factory), new_job(factory)
+    claim(factory, running, "t1")
+    claim(factory, other, "t2")
+    age(factory, running, 60)
+    age(factory, other, 60)
+    request = AcceptedRequest("t1", TASK_OF_KIND[JobKind.benchmark], [running])
+    state.task_accepted(request)  # what the worker's main process does when the pool starts it
+    try:
+        assert vouch_for_active_jobs(factory, worker="cpu@a") == 1
+    finally:
+        state.task_ready(request)
+
+    with transaction(factory) as s:
+        assert [j.id for j in stale_jobs(s, max_age_s=30)] == [other]
+    assert vouch_for_active_jobs(factory, worker="cpu@a") == 0  # finished: nothing to vouch for
 
 
 def test_a_lost_job_is_sent_again_to_a_live_worker_and_the_old_delivery_is_ignored(
