@@ -10,6 +10,14 @@ of every output. A first output shaped [batch, classes] also gets top-1 agreemen
 of samples where argmax r_i == argmax c_i, and with labels the top-1 accuracy of each model.
 Only running sums are kept, so memory is bounded by one batch.
 
+Top-1 is only judged where it means something: with labels, or when the judged output is a
+classifier's (made by a Softmax / LogSoftmax / Sigmoid or a linear head: Gemm, MatMul, MatMul +
+bias). An embedding ([batch, dims] made by pooling or normalization, e.g. MiniLM's
+sentence_embedding) has an argmax too, but its agreement says nothing, so it is not computed.
+
+The candidate can run on another backend (e.g. an NNCF model on OpenVINO, whose INT8 kernels are
+what a deployment gets); the reference always runs on ONNX Runtime's CPU provider.
+
 Any NaN or Inf in the candidate's outputs sets `nan_or_inf`, a failure whatever the other numbers
 say; non-finite elements are left out of the error sums and their sample's cosine counts as 0.
 """
@@ -46,6 +54,14 @@ class AccuracyReport(BaseModel):
     data: Literal["synthetic", "user"] = Field(description="Where the inputs came from.")
     max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
     output: str = Field(default="", description="The output that cosine and top-1 judge.")
+    output_role: Literal["classifier", "embedding", "other"] = Field(
+        default="other",
+        description="What the judged output looks like from the graph: top-1 is judged only for "
+        "a classifier's output (or with labels).",
+    )
+    candidate_backend: str = Field(
+        default="onnxruntime", description="Backend the candidate ran on."
+    )
     mean_abs_error: float = Field(description="Mean |reference - candidate| over all elements.")
     mean_cosine: float = Field(description="Per-sample cosine of the first output, averaged.")
     min_cosine: float = Field(description="The worst sample's cosine of the first output.")
@@ -99,8 +115,10 @@ def accuracy_report(
     labels: np.ndarray | None = None,
     progress: ProgressCallback | None = None,
     output: str | None = None,
+    candidate_backend: str = "onnxruntime",
 ) -> AccuracyReport:
-    """Run both models with ONNX Runtime (CPU) on every batch of `data` and compare outputs.
+    """Run both models on every batch of `data` and compare outputs (the reference on ONNX
+    Runtime's CPU provider, the candidate on `candidate_backend`).
 
     Feeds are cast to each model's declared input dtypes, so an FP16 candidate with float16
     inputs gets the same data. Labels need user data and a [batch, classes] first output.
@@ -113,15 +131,51 @@ def accuracy_report(
         raise DataMismatch(
             f"labels have {len(labels)} entries but the dataset has {expected} samples."
         )
-    models = [_Runner(Path(reference)), _Runner(Path(candidate))]
+    models = [_Runner(Path(reference)), _Runner(Path(candidate), backend=candidate_backend)]
     try:
-        tally = _Tally(labels, index=_output_index(models[0].output_names, output))
+        index = _output_index(models[0].output_names, output)
+        role = output_role(Path(reference), models[0].output_names[index])
+        tally = _Tally(labels, index=index, top1=labels is not None or role == "classifier")
         for ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
             tally.add(ref_outputs, cand_outputs)
     finally:
         for model in models:
             model.close()
-    return tally.report(synthetic, names=models[0].output_names)
+    return tally.report(
+        synthetic, names=models[0].output_names, role=role, backend=candidate_backend
+    )
+
+
+PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Cast"}
+CLASSIFIER_HEADS = {"Softmax", "LogSoftmax", "Sigmoid", "Gemm", "MatMul"}
+EMBEDDING_MAKERS = {
+    "Div",
+    "LpNormalization",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceL2",
+    "Mul",
+    "GlobalAveragePool",
+}
+
+
+def output_role(model: Path, name: str) -> Literal["classifier", "embedding", "other"]:
+    """Guess from the graph what an output is: what node made it (see the module docstring)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    producers = {out: node for node in graph.node for out in node.output}
+    node = producers.get(name)
+    while node is not None and node.op_type in PASS_THROUGH:
+        node = producers.get(node.input[0])
+    if node is None:
+        return "other"
+    if node.op_type == "Add":  # MatMul + bias is a linear head
+        made_by = {producers[i].op_type for i in node.input if i in producers}
+        return "classifier" if made_by & {"MatMul", "Gemm"} else "other"
+    if node.op_type in CLASSIFIER_HEADS:
+        return "classifier"
+    return "embedding" if node.op_type in EMBEDDING_MAKERS else "other"
 
 
 def _output_index(names: list[str], output: str | None) -> int:
@@ -159,8 +213,14 @@ def _check_top1(
         drop, what = report.top1_drop, "top-1 drop"
     elif report.top1_agreement is not None:
         drop, what = 1 - report.top1_agreement, "top-1 disagreement (no labels; bounds the drop)"
+    elif report.output_role != "classifier" and report.output:
+        passes.append(
+            f"top-1 not checked ({report.output} is not a classifier's output: it looks like "
+            f"{'an embedding' if report.output_role == 'embedding' else 'another kind'})"
+        )
+        return
     else:
-        passes.append("top-1 not checked (the first output is not [batch, classes])")
+        passes.append("top-1 not checked (the judged output is not [batch, classes])")
         return
     ok = drop <= limit
     sign = "<=" if ok else ">"
@@ -168,13 +228,13 @@ def _check_top1(
 
 
 class _Runner:
-    """One model loaded in ONNX Runtime, with the input dtypes it declares."""
+    """One model loaded on a backend (ONNX Runtime by default), with its declared input dtypes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, backend: str = "onnxruntime") -> None:
         info = inspect_model(path, max_bytes=NO_SIZE_LIMIT)
         self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in info.inputs}
         self.output_names = [spec.name for spec in info.outputs]
-        self.model: LoadedModel = get_backend("onnxruntime").load(path, SessionOptions())
+        self.model: LoadedModel = get_backend(backend).load(path, SessionOptions())
 
     def run(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         feeds = {name: _cast(array, self.dtypes.get(name)) for name, array in batch.items()}
@@ -224,9 +284,10 @@ class _OutputErrors:
 class _Tally:
     """Running sums over batches: errors per output, cosines, top-1 counts."""
 
-    def __init__(self, labels: np.ndarray | None, *, index: int = 0) -> None:
+    def __init__(self, labels: np.ndarray | None, *, index: int = 0, top1: bool = True) -> None:
         self.labels = labels
         self.index = index
+        self.top1 = top1
         self.samples = 0
         self.errors: list[_OutputErrors] = []
         self.nonfinite = 0
@@ -280,9 +341,17 @@ class _Tally:
             )
         return expected
 
-    def report(self, synthetic: bool, *, names: list[str]) -> AccuracyReport:
+    def report(
+        self,
+        synthetic: bool,
+        *,
+        names: list[str],
+        role: Literal["classifier", "embedding", "other"] = "other",
+        backend: str = "onnxruntime",
+    ) -> AccuracyReport:
         self._check_complete()
         counted = sum(errors.count for errors in self.errors)
+        top1 = self._top1_fields()
         return AccuracyReport(
             samples=self.samples,
             data="synthetic" if synthetic else "user",
@@ -297,7 +366,12 @@ class _Tally:
             nan_or_inf=self.nonfinite > 0,
             nonfinite_values=self.nonfinite,
             note=SYNTHETIC_NOTE if synthetic else self._note(),
-            **self._top1_fields(),
+            output_role=role,
+            candidate_backend=backend,
+            top1_agreement=top1.get("top1_agreement"),
+            top1_accuracy_reference=top1.get("top1_accuracy_reference"),
+            top1_accuracy_candidate=top1.get("top1_accuracy_candidate"),
+            top1_drop=top1.get("top1_drop"),
         )
 
     def _check_complete(self) -> None:
@@ -318,7 +392,7 @@ class _Tally:
         return LABELLED_NOTE if self.labels is not None else UNLABELLED_NOTE
 
     def _top1_fields(self) -> dict[str, float | None]:
-        if not self.classification:
+        if not (self.classification and self.top1):
             return {}
         fields: dict[str, float | None] = {"top1_agreement": self.agree / self.samples}
         if self.labels is not None:

@@ -189,6 +189,11 @@ class ComparisonSpec(BaseModel):
 
     backend: str = Field(default="onnxruntime", description="Inference backend for both models.")
     device: str = Field(default="cpu", description="Device of that backend.")
+    candidate_backend: str | None = Field(
+        default=None,
+        description="Backend of B when it differs from A's (e.g. the original on ONNX Runtime "
+        "against a variant on OpenVINO); empty = the same backend.",
+    )
     batch_size: int = Field(default=1, ge=1, description="Batch size of every run.")
     shapes: dict[str, list[int]] = Field(
         default_factory=dict,
@@ -288,14 +293,15 @@ def compare_models(
     report = progress or _no_progress
     feeds_a = _feeds(info_a or inspect_model(path_a), spec)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec)
-    backend = get_backend(spec.backend)
+    backend_b = spec.candidate_backend or spec.backend
     # Two sessions share this process: an idle one must not spin and steal the other's cores.
     options = SessionOptions(device=spec.device, threads=spec.threads, spin_wait=False)
-    report(0.0, f"Loading both models on {spec.backend} ({spec.device})")
+    where = spec.backend if backend_b == spec.backend else f"{spec.backend} (A), {backend_b} (B)"
+    report(0.0, f"Loading both models on {where} ({spec.device})")
     with ExitStack() as loaded:
-        model_a = backend.load(path_a, options)
+        model_a = get_backend(spec.backend).load(path_a, options)
         loaded.callback(model_a.close)
-        model_b = backend.load(path_b, options)
+        model_b = get_backend(backend_b).load(path_b, options)
         loaded.callback(model_b.close)
         return compare_loaded(model_a, model_b, feeds_a, feeds_b, spec, progress=report)
 

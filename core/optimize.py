@@ -8,6 +8,12 @@ fails (a pass that cannot handle the model) is recorded with its reason and the 
 
 The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
 budget whose interval says "faster"; if none qualifies, the original stays the best choice.
+
+The target is a backend, or 'any' (the default): then the candidates spread over every backend
+available on the CPU (see core.recipes.any_backend_candidates), each variant is checked and
+timed on its own backend, and every speedup is against the original on ONNX Runtime, so the
+choice covers the backend too: "run the NNCF variant on OpenVINO" can win over "quantize for
+ONNX Runtime".
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.accuracy import AccuracyBudget, AccuracyReport, accuracy_report, within_budget
+from core.backends import backends
 from core.compare import ComparisonSpec, compare_models
 from core.datasets import SyntheticDataset
 from core.environment import fingerprint
 from core.errors import (
+    BackendUnavailable,
     Cancelled,
     DataMismatch,
     OptistudioError,
@@ -35,7 +43,7 @@ from core.errors import (
 from core.intake import inspect_model
 from core.model_info import ModelInfo
 from core.passes.base import CalibrationSource, PassContext, passes
-from core.recipes import Recipe, resolve_recipes
+from core.recipes import ANY, REFERENCE_BACKEND, Recipe, resolve_recipes
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +61,12 @@ class OptimizeSpec(BaseModel):
         default_factory=lambda: ["auto"],
         description="Recipe names to apply, or 'auto' for the candidates that suit the model.",
     )
-    target_backend: str = Field(default="onnxruntime", description="Backend the variants target.")
+    target_backend: str = Field(
+        default="any",
+        description="Backend the variants target, or 'any': every backend available on the "
+        "CPU, so Auto chooses the backend too (speedups are then against the original on "
+        "ONNX Runtime, the reference).",
+    )
     budget: AccuracyBudget = Field(
         default_factory=AccuracyBudget, description="What a variant may lose in accuracy."
     )
@@ -74,6 +87,15 @@ class OptimizeSpec(BaseModel):
         description="Settings per pass name, laid over every recipe step of that pass, e.g. "
         "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
     )
+
+    @model_validator(mode="after")
+    def _check_target(self) -> OptimizeSpec:
+        if self.target_backend != ANY:
+            try:
+                backends.get(self.target_backend)
+            except UnknownName as exc:
+                raise ValueError(f"{exc.message} Or 'any'.") from None
+        return self
 
     @model_validator(mode="after")
     def _check_pass_settings(self) -> OptimizeSpec:
@@ -102,6 +124,7 @@ class VariantResult(BaseModel):
 
     recipe: Recipe
     precision: str
+    backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
     path: str | None = None
     steps: list[StepReport] = Field(default_factory=list)
     accuracy: AccuracyReport | None = None
@@ -143,10 +166,16 @@ def optimize(
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
     # The accuracy-aware pass searches against the run's budget unless told otherwise.
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
-    recipes = [
-        with_settings(r, settings)
-        for r in resolve_recipes(spec.recipes, info, target_backend=spec.target_backend)
-    ]
+    usable = available_backends(spec.comparison.device)
+    if spec.target_backend != ANY and spec.target_backend not in usable:
+        raise BackendUnavailable(
+            f"{spec.target_backend} cannot run here. Available: {', '.join(usable)}.",
+            hint="Pick one of those targets, or 'any'.",
+        )
+    resolved = resolve_recipes(
+        spec.recipes, info, target_backend=spec.target_backend, backends=usable
+    )
+    recipes = [with_settings(r, settings) for r in resolved]
     variants = []
     for index, recipe in enumerate(recipes):
         share = _Share(report, index, len(recipes), recipe.label)
@@ -160,6 +189,17 @@ def optimize(
         chosen=chosen.recipe.name if chosen else None,
         environment=fingerprint(threads=spec.comparison.threads),
     )
+
+
+def available_backends(device: str = "cpu") -> list[str]:
+    """Registered backends that can run on this device here, the reference first."""
+    kind = device.split(":", 1)[0]
+    usable = []
+    for spec in backends:
+        availability = spec.create().availability()
+        if availability.ok and kind in availability.devices:
+            usable.append(spec.name)
+    return sorted(usable, key=lambda name: name != REFERENCE_BACKEND)
 
 
 def _check_output(info: ModelInfo, output: str | None) -> None:
@@ -210,10 +250,13 @@ def _variant(
     labels: np.ndarray | None,
     share: _Share,
 ) -> VariantResult:
-    result = VariantResult(recipe=recipe, precision="fp32")
+    backend = recipe.backend or (
+        REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+    )
+    result = VariantResult(recipe=recipe, precision="fp32", backend=backend)
     context = PassContext(
         work_dir=out_dir / recipe.name,
-        target_backend=spec.target_backend,
+        target_backend=backend,
         calibration=source,
         progress=share.scaled(0.0, 0.5),
     )
@@ -224,11 +267,19 @@ def _variant(
         result.path = str(path)
         share(0.5, "checking accuracy")
         result.accuracy = accuracy_report(
-            model, path, source, labels=labels, output=spec.accuracy_output
+            model,
+            path,
+            source,
+            labels=labels,
+            output=spec.accuracy_output,
+            candidate_backend=backend,
         )
         result.within_budget, result.budget_note = within_budget(result.accuracy, spec.budget)
-        share(0.7, "timing against the original")
-        timing = spec.comparison.model_copy(update={"backend": spec.target_backend})
+        share(0.7, f"timing on {backend} against the original")
+        baseline = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+        timing = spec.comparison.model_copy(
+            update={"backend": baseline, "candidate_backend": backend}
+        )
         _timed(result, model, path, timing, share.scaled(0.7, 1.0))
     except Cancelled:
         raise

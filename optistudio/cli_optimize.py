@@ -38,6 +38,11 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument(
         "--accuracy-output", help="output the accuracy budget judges (default: the first)"
     )
+    optimize.add_argument(
+        "--target",
+        help="backend the variants are for: 'any' (default: every backend here, Auto picks "
+        "the backend too), onnxruntime or openvino",
+    )
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
     optimize.add_argument("--json", action="store_true", help="print one JSON object")
     optimize.add_argument("--save", action="store_true", help="store everything in the database")
@@ -55,6 +60,7 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "labels_path": str(args.labels.resolve()) if args.labels else None,
         "accuracy_output": args.accuracy_output,
         "image_preprocessing": _image_preprocessing(args),
+        "target_backend": args.target,
     }
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
@@ -145,18 +151,18 @@ def _export_variants(payload: dict[str, Any], out: Path) -> dict[str, str]:
 def _print_variants(payload: dict[str, Any]) -> None:
     print(f"data: {payload['data']}")
     print(
-        f"{'recipe':<26}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
+        f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
     )
     for v in payload["variants"]:
         name = v["recipe"]["name"] + (" *" if v["recipe"]["name"] == payload["chosen"] else "")
         if v.get("error"):
-            print(f"{name:<26}{v['precision']:>6}  failed: {v['error']}")
+            print(f"{name:<34}{v['precision']:>6}  failed: {v['error']}")
             continue
         ci = f"{1 / v['ratio_high']:.2f}-{1 / v['ratio_low']:.2f}x"
         cosine = v["accuracy"]["mean_cosine"]
         budget = "ok" if v["within_budget"] else "miss"
         print(
-            f"{name:<26}{v['precision']:>6}{v['speedup']:>8.2f}x{ci:>15}{cosine:>9.4f}"
+            f"{name:<34}{v['precision']:>6}{v['speedup']:>8.2f}x{ci:>15}{cosine:>9.4f}"
             f"{budget:>8}  {v['verdict']}"
         )
     print(f"* chosen: {payload['chosen'] or 'none (keep the original)'}")

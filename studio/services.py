@@ -107,6 +107,7 @@ def variant_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "recipe": v["recipe"]["label"],
                 "chosen": v["recipe"]["name"] == result.get("chosen"),
+                "backend": v.get("backend", "onnxruntime"),
                 "precision": v.get("precision", ""),
                 "speedup": v.get("speedup"),
                 "speedup CI": f"{1 / ratio_high:.2f}–{1 / ratio_low:.2f}x" if ratio_low else "",

@@ -58,9 +58,12 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         )
         target = right.selectbox(
             "Target backend",
-            [spec.name for spec in backends],
-            help="Variants are timed on this backend; Auto picks candidates for it (e.g. NNCF "
-            "INT8 for OpenVINO). The job goes to a worker that offers it.",
+            ["any", *(spec.name for spec in backends)],
+            format_func=lambda name: "Any backend on this CPU" if name == "any" else name,
+            help="'Any': Auto also chooses the backend — every variant is checked and timed on "
+            "its own backend against the original on ONNX Runtime. A named backend: variants "
+            "are timed on it against the original there; Auto picks candidates for it (e.g. "
+            "NNCF INT8 for OpenVINO). The job goes to a worker that offers it.",
         )
         left, right = st.columns(2)
         data = left.file_uploader(
@@ -195,7 +198,8 @@ def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any)
         return
     try:
         spec = build_spec(chosen, form, data, labels)
-        queue = state.route_to(spec.target_backend, "cpu")
+        target = "onnxruntime" if spec.target_backend == "any" else spec.target_backend
+        queue = state.route_to(target, "cpu")
     except ValidationError as exc:
         st.error(f"Check the settings: {describe_validation_error(exc)}")
         return

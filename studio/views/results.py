@@ -63,6 +63,7 @@ def variants_of(model_id: int) -> None:
     columns = [
         "recipe",
         "chosen",
+        "backend",
         "precision",
         "speedup",
         "speedup CI",

@@ -243,3 +243,46 @@ def test_the_budget_can_judge_a_named_output(tmp_path) -> None:
     assert second.output == "second" and second.mean_cosine < 0.9
     with pytest.raises(DataMismatch, match="no output 'third'. Its outputs: first, second"):
         accuracy_report(reference, candidate, data, output="third")
+
+
+def normalized(path: Path) -> Path:
+    """y = x / ||x||: an embedding ([batch, 4], made by Div)."""
+    return save(
+        path,
+        [
+            helper.make_node("ReduceL2", ["x"], ["n"], axes=[1], keepdims=1),
+            helper.make_node("Div", ["x", "n"], ["y"]),
+        ],
+        [],
+    )
+
+
+def test_output_role_follows_the_node_that_makes_the_output(tmp_path: Path) -> None:
+    from core.accuracy import output_role
+
+    assert output_role(linear(tmp_path / "c.onnx", WEIGHT), "y") == "classifier"
+    assert output_role(normalized(tmp_path / "e.onnx"), "y") == "embedding"
+    assert output_role(unary(tmp_path / "r.onnx", "Relu"), "y") == "other"
+
+
+def test_an_embedding_is_judged_by_cosine_not_top1(tmp_path: Path) -> None:
+    model = normalized(tmp_path / "e.onnx")
+    report = accuracy_report(model, model, SyntheticDataset([X], samples=8))
+    assert report.output_role == "embedding" and report.top1_agreement is None
+    ok, note = within_budget(report, AccuracyBudget())
+    assert ok and "y is not a classifier's output: it looks like an embedding" in note
+    classifier = linear(tmp_path / "c.onnx", WEIGHT)
+    assert accuracy_report(classifier, classifier, SyntheticDataset([X], samples=8)).top1_agreement
+
+
+def test_the_candidate_can_run_on_openvino(tmp_path: Path) -> None:
+    from core.backends import get_backend
+
+    if not get_backend("openvino").availability().ok:
+        pytest.skip("OpenVINO is not available")
+    model = linear(tmp_path / "c.onnx", WEIGHT)
+    report = accuracy_report(
+        model, model, SyntheticDataset([X], samples=8), candidate_backend="openvino"
+    )
+    assert report.candidate_backend == "openvino"
+    assert report.min_cosine > 0.99999 and report.top1_agreement == 1.0

@@ -71,7 +71,7 @@ def test_auto_picks_cnn_and_transformer_candidates(cnn: Path, tiny_model: Path) 
 
 
 def test_unknown_recipe_lists_the_valid_ones(tiny_model: Path) -> None:
-    with pytest.raises(UnknownName, match="Valid recipes: auto, graph"):
+    with pytest.raises(UnknownName, match="Valid recipes: auto, fp32, graph"):
         resolve_recipes(["turbo"], inspect_model(tiny_model))
 
 
@@ -145,3 +145,61 @@ def test_openvino_target_gets_nncf_and_is_timed_on_openvino(cnn: Path, tmp_path:
     assert [
         r.name for r in resolve_recipes(["auto"], inspect_model(cnn), target_backend="openvino")
     ].count("int8_nncf") == 1
+
+
+def test_any_backend_auto_spreads_candidates_over_the_backends(cnn: Path, tiny_model) -> None:
+    cnn_names = [
+        r.name
+        for r in resolve_recipes(
+            ["auto"], inspect_model(cnn), target_backend="any", backends=["onnxruntime", "openvino"]
+        )
+    ]
+    assert "int8_static" in cnn_names
+    assert {"fp32@openvino", "int8_nncf@openvino"} <= set(cnn_names)
+    assert "int8_dynamic@openvino" not in cnn_names
+    mlp = resolve_recipes(
+        ["auto"],
+        inspect_model(tiny_model),
+        target_backend="any",
+        backends=["onnxruntime", "openvino"],
+    )
+    assert {"int8_dynamic", "int8_nncf_transformer@openvino"} <= {r.name for r in mlp}
+    assert {r.backend for r in mlp} == {"onnxruntime", "openvino"}
+    only_ort = resolve_recipes(["auto"], inspect_model(cnn), target_backend="any")
+    assert {r.backend for r in only_ort} == {"onnxruntime"}
+
+
+def test_a_named_recipe_under_any_goes_to_the_backend_it_is_for(cnn: Path) -> None:
+    info = inspect_model(cnn)
+    both = ["onnxruntime", "openvino"]
+    [nncf] = resolve_recipes(["int8_nncf"], info, target_backend="any", backends=both)
+    assert nncf.name == "int8_nncf@openvino" and nncf.backend == "openvino"
+    with pytest.raises(UnknownName, match="needs openvino, which is not available"):
+        resolve_recipes(["int8_nncf"], info, target_backend="any", backends=["onnxruntime"])
+
+
+def test_an_unknown_target_is_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="Or 'any'"):
+        OptimizeSpec(target_backend="tpu")
+
+
+def test_any_target_times_openvino_variants_against_the_original_on_onnxruntime(
+    cnn: Path, tmp_path: Path
+) -> None:
+    from core.backends import get_backend
+
+    if not get_backend("openvino").availability().ok:
+        pytest.skip("openvino is not available here")
+    spec = OptimizeSpec(recipes=["fp32"], comparison=QUICK, accuracy_samples=8)
+    spec_ov = OptimizeSpec(recipes=["int8_nncf"], comparison=QUICK, accuracy_samples=8)
+    assert spec.target_backend == "any"
+
+    [as_is] = optimize(cnn, spec, out_dir=tmp_path / "a").variants
+    [nncf] = optimize(cnn, spec_ov, out_dir=tmp_path / "b").variants
+
+    assert as_is.backend == "onnxruntime" and as_is.accuracy.max_abs_error == 0.0
+    assert nncf.error is None, nncf.error
+    assert nncf.backend == "openvino" and nncf.accuracy.candidate_backend == "openvino"
+    assert nncf.accuracy.mean_cosine > 0.98 and nncf.ratio is not None
