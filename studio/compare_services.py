@@ -28,12 +28,10 @@ from db.selection import (
 from db.session import transaction
 from db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.jobspecs import ExportJobSpec
-from studio.services import TASK_OF_KIND, SendTask, submit_job
-from workers.app import TASK_EXPORT
+from studio.services import SendTask, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 PARAM_RESULTS, PARAM_BASELINE, PARAM_BUDGET = "results", "baseline", "budget"
-TASK_OF_KIND.setdefault(JobKind.export, TASK_EXPORT)  # to fold into studio.services' table
 REFERENCE = {"mean_cosine": 1.0, "cosine_error": 0.0, "max_abs_error": 0.0, "top1_agreement": 1.0}
 """An original is its own reference: exact by definition."""
 

@@ -38,7 +38,14 @@ from db.queries import (
 )
 from db.session import transaction
 from optistudio.jobspecs import CompareJobSpec, OptimizeJobSpec
-from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, TASK_PROFILE, TASK_SOAK
+from workers.app import (
+    TASK_BENCHMARK,
+    TASK_COMPARE,
+    TASK_EXPORT,
+    TASK_OPTIMIZE,
+    TASK_PROFILE,
+    TASK_SOAK,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +55,7 @@ TASK_OF_KIND = {
     JobKind.optimize: TASK_OPTIMIZE,
     JobKind.profile: TASK_PROFILE,
     JobKind.soak: TASK_SOAK,
+    JobKind.export: TASK_EXPORT,
 }
 
 SendTask = Callable[[str, list[Any]], str]
