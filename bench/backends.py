@@ -54,6 +54,7 @@ from core.intake import inspect_model  # noqa: E402
 from core.passes.base import PassContext, passes  # noqa: E402
 
 RUNS = REPO / "data" / "bench-runs"
+CPU_PEAK = "cpu fp32 (best GEMM 2048)"
 THROUGHPUT_BATCH = 8
 
 
@@ -143,6 +144,7 @@ MODELS = {
     "minilm": lambda folder: reference_models.minilm(folder, seq=128)[:2],
 }
 DIMS = {"minilm": {"sequence": 128}}
+SHAPES = {"rapidocr": {"x": [1, 3, 320, 320]}, "resnet50": {"image": [1, 3, 224, 224]}}
 
 
 def variant(model: Path, data: Path, kind: str, folder: Path) -> Path:
@@ -173,7 +175,8 @@ def gflops(model: Path, report: BenchmarkReport, batch: int) -> float | None:
     info = inspect_model(model)
     shapes = {}
     for tensor in info.inputs:
-        dims = [batch if i == 0 else d for i, d in enumerate(tensor.shape)]
+        given = report.spec.shapes.get(tensor.name, tensor.shape)
+        dims = [batch if i == 0 else d for i, d in enumerate(given)]
         named = report.spec.dims
         shapes[tensor.name] = tuple(
             d if isinstance(d, int) and d > 0 else named.get(str(d), 128) for d in dims
@@ -213,6 +216,7 @@ def measure(name: str, target: Target, folder: Path, seconds: float) -> dict:
             io_binding=target.io_binding,
             batch_sizes=[1, THROUGHPUT_BATCH],
             dims=DIMS.get(name, {}),
+            shapes=SHAPES.get(name, {}),
             min_seconds=seconds,
             max_seconds=max(4 * seconds, 4.0),
         )
@@ -246,7 +250,7 @@ def main() -> int:
     parser.add_argument("--gpu-only", action="store_true", help="only the GPU targets")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    peaks = {"cpu fp32 (best GEMM 2048)": cpu_peak_gflops()}
+    peaks = {CPU_PEAK: cpu_peak_gflops()}
     for dtype in ("fp32", "fp16"):
         peak = matmul_peak_gflops("cuda", dtype, 8192, 10)
         if peak:
@@ -266,6 +270,13 @@ def main() -> int:
                 row["peak_share"] = row["gflops_b8"] / peaks[peak_key]
             rows.append(row)
             print(format_row(row), flush=True)
+    again = cpu_peak_gflops()  # a second reading: the peak is the better of the two
+    if again > peaks[CPU_PEAK]:
+        peaks[CPU_PEAK] = again
+        for row in rows:
+            if row.get("gflops_b8") and not row["target"].split()[1].startswith("cuda"):
+                row["peak_share"] = row["gflops_b8"] / again
+    print(f"peak {CPU_PEAK} (best of a reading before and after): {peaks[CPU_PEAK]:,.0f} GFLOP/s")
     RUNS.mkdir(parents=True, exist_ok=True)
     out = RUNS / f"backends-{date.today()}.json"
     out.write_text(json.dumps({"peaks_gflops": peaks, "rows": rows}, indent=2, default=str))
