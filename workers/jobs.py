@@ -42,12 +42,19 @@ class JobContext:
         if now - self._last_write < PROGRESS_INTERVAL_S and fraction < 1.0:
             return
         self._last_write = now
-        with transaction(self.factory) as s:
-            cancel_requested = set_progress(
-                s, job_id=self.job_id, progress=fraction, message=message
-            )
+        try:
+            cancel_requested = self._write(fraction, message)
+        except Exception as exc:
+            if isinstance(exc, DatabaseUnavailable) or not is_unavailable(exc):
+                raise
+            # The connection died mid-write; the write is idempotent, so wait and write again.
+            cancel_requested = self._write(fraction, message)
         if cancel_requested:
             raise Cancelled("Cancelled while running.")
+
+    def _write(self, fraction: float, message: str) -> bool:
+        with transaction(self.factory) as s:
+            return set_progress(s, job_id=self.job_id, progress=fraction, message=message)
 
 
 Work = Callable[[Job, JobContext], tuple[str, int | None]]
