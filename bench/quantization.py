@@ -260,11 +260,17 @@ def run_anchor(
         out = folder / "nncf.onnx"
     try:
         out = make(case.path, out, case)
-        row.accuracy = accuracy_report(
-            case.path, out, case.data, labels=case.labels, output=case.output
+        timing = comparison or case.comparison
+        row.accuracy = accuracy_report(  # on the backend it is timed on (NNCF: OpenVINO)
+            case.path,
+            out,
+            case.data,
+            labels=case.labels,
+            output=case.output,
+            candidate_backend=timing.backend,
         )
         row.within, row.budget_note = within_budget(row.accuracy, case.budget)
-        _fill_timing(row, compare_models(case.path, out, comparison or case.comparison))
+        _fill_timing(row, compare_models(case.path, out, timing))
     except Exception as exc:  # an anchor that cannot handle the model is a result too
         row.error = f"{type(exc).__name__}: {exc}"
     row.extra["path"] = out
@@ -302,6 +308,7 @@ def _auto_row(v: VariantResult, *, chosen: bool, prefix: str = "Auto") -> Row:
         chosen=chosen,
     )
     row.extra["precision"] = v.precision
+    row.extra["backend"] = v.backend
     row.extra["warnings"] = [f"{step.step}: {w}" for step in v.steps for w in step.warnings]
     row.extra["path"] = Path(v.path) if v.path else None
     return row
@@ -457,7 +464,18 @@ def run_case(name: str, args) -> tuple[list[str], str]:
             f"{time.perf_counter() - t1:.0f} s",
             flush=True,
         )
-    judged = {r.accuracy.output for r in rows + autos + ov_rows + ov_autos if r.accuracy}
+    any_rows, any_autos, any_verdict = (
+        _any_backend(case, folder, rows, ov_rows)
+        if nncf
+        else (
+            [],
+            [],
+            None,
+        )
+    )
+    judged = {
+        r.accuracy.output for r in rows + autos + ov_rows + ov_autos + any_autos if r.accuracy
+    }
     if case.output and judged - {case.output}:  # the figures must be on the output named
         raise RuntimeError(f"{name}: accuracy judged on {judged}, not {case.output!r}")
     chosen = next((r for r in autos if r.chosen), None)
@@ -489,9 +507,17 @@ def run_case(name: str, args) -> tuple[list[str], str]:
         lines += table(case, ov_rows + ov_autos, "FP32 on OpenVINO")
         if not any(r.chosen for r in ov_autos):
             lines += ["", "Auto (target openvino) chose nothing (kept FP32, 1.00x)."]
+        lines += [
+            "",
+            "Any backend (speedup vs FP32 on ORT; each candidate on its own backend):",
+            "",
+        ]
+        lines += table(case, any_rows + any_autos, "FP32 on ORT")
+        if not any(r.chosen for r in any_autos):
+            lines += ["", "Auto (any backend) chose nothing (kept FP32 on ORT, 1.00x)."]
     else:
         lines += ["", NNCF_SKIPPED]
-    for row in autos + ov_autos + ov_rows:
+    for row in autos + ov_autos + ov_rows + any_autos:
         if row.error is None and not row.within:
             lines.append(f"- {row.name}: {row.budget_note}")
         for warning in row.extra.get("warnings", []):
@@ -500,9 +526,53 @@ def run_case(name: str, args) -> tuple[list[str], str]:
     lines += ["", f"**{verdict}**"]
     if ov_verdict:
         lines += ["", f"**{ov_verdict}**"]
+    if any_verdict:
+        lines += ["", f"**{any_verdict}**"]
     lines += ["", f"({name}: {time.perf_counter() - t0:.0f} s in all; data: {case.data_note})"]
     print("\n".join(lines), flush=True)
-    return lines, [verdict] + ([ov_verdict] if ov_verdict else [])
+    return lines, [verdict] + [v for v in (ov_verdict, any_verdict) if v]
+
+
+def _any_backend(
+    case: Case, folder: Path, rows: list[Row], ov_rows: list[Row]
+) -> tuple[list[Row], list[Row], str]:
+    """Auto with target 'any' against every anchor timed vs FP32 on ONNX Runtime.
+
+    The ORT anchors already are; the NNCF anchor is re-timed: FP32 on ORT (A) against the NNCF
+    model on OpenVINO (B), the deployment a user would compare. The head to head runs each
+    model on its own backend.
+    """
+    spec = case.comparison
+    anchors = list(rows)
+    for ov in ov_rows:
+        cross = Row(f"{ov.name} (on OpenVINO)", "anchor", accuracy=ov.accuracy, within=ov.within)
+        cross.budget_note, cross.extra = ov.budget_note, dict(ov.extra, backend="openvino")
+        cross.error = ov.error
+        if ov.error is None:
+            cross_spec = spec.model_copy(update={"candidate_backend": "openvino"})
+            _fill_timing(cross, compare_models(case.path, ov.extra["path"], cross_spec))
+        anchors.append(cross)
+    t1 = time.perf_counter()
+    report = _auto(case, folder / "auto-any", "any")
+    autos = auto_rows(report, prefix="Auto (any backend)")
+    print(
+        f"  Auto, any backend ({', '.join(v.recipe.name for v in report.variants)}): "
+        f"{time.perf_counter() - t1:.0f} s",
+        flush=True,
+    )
+    chosen = next((r for r in autos if r.chosen), None)
+    best, duel = best_anchor(anchors), None
+    if chosen is not None and best is not None:
+        duel_spec = spec.model_copy(
+            update={
+                "backend": best.extra.get("backend", "onnxruntime"),
+                "candidate_backend": chosen.extra.get("backend", "onnxruntime"),
+            }
+        )
+        duel = compare_models(best.extra["path"], chosen.extra["path"], duel_spec)
+        print(f"  head to head {chosen.name} / {best.name}: {duel.sentence}", flush=True)
+    verdict = "Any backend " + target_line(chosen, anchors, duel, kept="FP32 on ORT")
+    return anchors, autos, verdict
 
 
 def _auto(case: Case, out_dir: Path, backend: str) -> OptimizeReport:
