@@ -110,26 +110,35 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=SoakSpec().seconds)
+    parser.add_argument("--only", choices=["overhead", "soak"], help="run one part")
     parser.add_argument("--soak-child", type=int)
     args = parser.parse_args()
     if args.soak_child is not None:
         soak_child(args.soak_child, args.seconds)
         return
+    if args.only != "soak":
+        profiler_overhead(args.rounds)
+    if args.only != "overhead":
+        print(
+            "\n| leak per inference (B) | verdict | slope B/inference (95 % CI) | inferences | MiB |"
+        )
+        print("| --- | --- | --- | --- | --- |")
+        sensitivity(args.seconds)
+
+
+def profiler_overhead(rounds: int) -> None:
     print("| model | backend | plain ms | profiled ms | profiled / plain (min-max) |")
     print("| --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as scratch:
-        overhead(build_sample("tiny_cnn", Path(scratch)), {}, 8, args.rounds)
+        overhead(build_sample("tiny_cnn", Path(scratch)), {}, 8, rounds)
         ocr = REPO / "data" / "bench-models" / "ch_PP-OCRv4_det_infer.onnx"
         if ocr.exists():
             dims = {
                 str(d): 320 for d in inspect_model(ocr).inputs[0].shape[2:] if isinstance(d, str)
             }
-            overhead(ocr, dims, 1, args.rounds)
+            overhead(ocr, dims, 1, rounds)
         else:
             print(f"(skipped the PP-OCRv4 detector: {ocr} is not there)")
-    print("\n| leak per inference (B) | verdict | slope B/inference (95 % CI) | inferences | MiB |")
-    print("| --- | --- | --- | --- | --- |")
-    sensitivity(args.seconds)
 
 
 if __name__ == "__main__":

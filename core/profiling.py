@@ -177,7 +177,8 @@ def profile_model(
     feeds, warnings = synthesize_inputs(
         info.inputs, batch_size=spec.batch_size, dims=spec.dims, seed=spec.seed
     )
-    options = SessionOptions(threads=spec.threads)
+    # Two sessions share the process: idle threads must not spin and steal the other's cores.
+    options = SessionOptions(threads=spec.threads, spin_wait=False)
     plain = get_backend(spec.backend).load(path, options)
     try:
         profiler = _PROFILERS[spec.backend](path, options, work_dir)
@@ -272,6 +273,8 @@ class _OrtProfiler:
         session_options.profile_file_prefix = str(work_dir / "ort_profile")
         if options.threads:
             session_options.intra_op_num_threads = options.threads
+        if not options.spin_wait:
+            session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = ort.InferenceSession(
                 str(path), session_options, providers=["CPUExecutionProvider"]
