@@ -2,7 +2,7 @@
 
 Each batch size is timed on synthetic inputs after a warm-up, for at least `min_runs` runs and
 `min_seconds`; the profile keeps the mean (what throughput depends on), the p50/p99, and the
-latency quantiles 0, 5, ..., 100 % (`quantiles_ms`), from which the simulator draws service
+latency percentiles 0, 1, ..., 100 (`quantiles_ms`), from which the simulator draws service
 times so that run-to-run spread shows in the predicted tail.
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope.
@@ -24,7 +24,7 @@ from core.inputs import synthesize_inputs
 from core.intake import inspect_model
 
 ProgressCallback = Callable[[float, str], None]
-QUANTILE_COUNT = 21
+QUANTILE_COUNT = 101
 QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
 
 
@@ -39,7 +39,7 @@ class LatencyProfile(BaseModel):
     p99_ms: list[float] = Field(default_factory=list)
     quantiles_ms: list[list[float]] = Field(
         default_factory=list,
-        description="Per batch size, latency at quantiles 0, 5, ..., 100 % (21 values).",
+        description="Per batch size, latency at percentiles 0, 1, ..., 100 (101 values).",
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
@@ -54,9 +54,10 @@ class LatencyProfile(BaseModel):
             raise ValueError("latencies must be positive")
         if self.quantiles_ms and (
             len(self.quantiles_ms) != len(self.batch_sizes)
-            or any(len(q) != QUANTILE_COUNT for q in self.quantiles_ms)
+            or len({len(q) for q in self.quantiles_ms}) != 1
+            or len(self.quantiles_ms[0]) < 2
         ):
-            raise ValueError(f"quantiles_ms needs {QUANTILE_COUNT} values per batch size")
+            raise ValueError("quantiles_ms needs as many values for every batch size (>= 2)")
         return self
 
     def latency_ms(self, batch_size: int) -> float:
@@ -75,15 +76,18 @@ class LatencyProfile(BaseModel):
         return best / self.latency_ms(best) * 1000.0, best
 
     def quantile_curve(self, batch_size: int) -> np.ndarray:
-        """21 latency quantiles (ms) at a batch size: the measured spread relative to the mean,
-        interpolated between measured sizes, times `latency_ms`. Flat without quantiles."""
+        """Latency percentiles (ms) at a batch size: the measured spread relative to the mean,
+        interpolated between measured sizes, scaled so that drawing along the curve (linear
+        between percentiles) averages `latency_ms`. Flat without quantiles."""
         mean = self.latency_ms(batch_size)
         if not self.quantiles_ms:
             return np.full(QUANTILE_COUNT, mean)
         table = np.asarray(self.quantiles_ms) / np.asarray(self.mean_ms)[:, None]
         sizes = np.asarray(self.batch_sizes)
-        shape = np.array([np.interp(batch_size, sizes, table[:, k]) for k in range(QUANTILE_COUNT)])
-        return shape * mean
+        count = table.shape[1]
+        shape = np.array([np.interp(batch_size, sizes, table[:, k]) for k in range(count)])
+        drawn_mean = float((shape[:-1] + shape[1:]).mean() / 2)
+        return shape * (mean / drawn_mean)
 
 
 def default_batch_sizes(max_batch_size: int) -> list[int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -44,18 +45,26 @@ def simulate(
     overhead_ms: float = 0.0,
     warmup_share: float = 0.1,
     service: Literal["mean", "measured"] = "measured",
+    arrivals: Sequence[float] | None = None,
 ) -> LoadResult:
     """Predict throughput, latency percentiles, queue wait and batch sizes for one setting.
 
     service="measured" only differs from "mean" when the profile carries quantiles.
+    `arrivals` (seconds, ascending) replays given send times instead of drawing them, e.g. the
+    ones a load generator really achieved.
     """
-    arrivals = _open_arrivals(process, rate, requests, seed) if process != "closed" else None
+    if arrivals is not None:
+        times = np.asarray(arrivals, dtype=np.float64)
+    elif process != "closed":
+        times = _open_arrivals(process, rate, requests, seed)
+    else:
+        times = None
     if process == "closed" and clients < 1:
         raise InvalidSpec("A closed loop needs at least one client.")
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
     if service == "measured" and profile.quantiles_ms:
         sim.draw_service(profile, np.random.default_rng(seed + 1))
-    sim.run(arrivals, clients, requests)
+    sim.run(times, clients, requests)
     return sim.result(rate if process != "closed" else None, warmup_share)
 
 

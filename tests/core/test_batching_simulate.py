@@ -143,4 +143,14 @@ def test_quantile_curve_interpolates_between_sizes() -> None:
         quantiles_ms=[[0.5] * 10 + [1.0] * 11, [3.0] * 21],
     )
     curve = profile.quantile_curve(2)
-    assert curve[0] == pytest.approx(0.75 * 2.0) and curve[-1] == pytest.approx(2.0)
+    assert curve[-1] / curve[0] == pytest.approx(1.0 / 0.75)  # half-way between the shapes
+    assert (curve[:-1] + curve[1:]).mean() / 2 == pytest.approx(2.0)  # draws average latency(2)
+
+
+def test_given_arrival_times_are_replayed() -> None:
+    times = [0.0, 0.0001, 0.0002, 0.0003, 0.05]
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=1)
+
+    result = simulate(ONE_MS, settings, arrivals=times, warmup_share=0)
+
+    assert result.batch_histogram == {4: 1, 1: 1}
