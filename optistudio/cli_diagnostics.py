@@ -114,6 +114,11 @@ def _print_profile(report: Any, top: int) -> None:
             ],
         )
         print()
+    if report.breakdown is not None:
+        stages = ", ".join(
+            f"{s.stage} {s.ms:.3f} ms ({s.share:.0%})" for s in report.breakdown.stages
+        )
+        print(f"Stages per batch of {report.breakdown.batch_size}: {stages}")
     for finding in report.findings:
         print(
             f"[{finding.severity}] {finding.title}\n  {finding.detail}\n  -> {finding.suggestion}"

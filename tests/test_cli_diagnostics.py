@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "core"))
@@ -62,6 +63,7 @@ def test_profile_table_on_openvino(cnn_pair: tuple[Path, Path], tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     assert "Convolution" in done.stdout and "precision" in done.stdout
     assert "no INT8 to explain" in done.stdout
+    assert "Stages per batch of 1: inference" in done.stdout
 
 
 def test_profile_of_a_file_that_is_not_a_model_exits_2_with_the_reason(tmp_path: Path) -> None:
@@ -92,3 +94,22 @@ def test_soak_json_gives_the_verdict_and_interval(tiny_model: Path, tmp_path: Pa
     report = json.loads(done.stdout)
     assert report["verdict"] == "stable"
     assert report["slope_low"] <= report["slope_bytes"] <= report["slope_high"]
+
+
+def test_profile_per_layer_error_on_the_users_data(
+    cnn_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    data = tmp_path / "calib.npz"
+    np.savez(data, x=np.random.default_rng(0).standard_normal((4, 3, 16, 16)).astype(np.float32))
+
+    done = optistudio(
+        "profile", str(cnn_pair[0]), "--variant", str(cnn_pair[1]), "--calib", str(data),
+        "--runs", "2", "--json", data_dir=tmp_path,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (
+        "calib.npz" in report["layer_error_note"] and "Synthetic" not in report["layer_error_note"]
+    )
+    assert report["layer_errors"][0]["samples"] == 4
