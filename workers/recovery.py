@@ -37,15 +37,16 @@ from db.queries import (
     touch_jobs,
 )
 from db.session import transaction
-from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE
 
 log = logging.getLogger(__name__)
 
-TASK_OF_KIND = {
-    JobKind.benchmark: TASK_BENCHMARK,
-    JobKind.compare: TASK_COMPARE,
-    JobKind.optimize: TASK_OPTIMIZE,
-}
+TASK_PREFIX = "optistudio."
+
+
+def task_of(kind: JobKind) -> str:
+    """The task that runs a job kind: every task is named ``optistudio.<kind>`` (workers.app)."""
+    return f"{TASK_PREFIX}{kind.value}"
+
 
 SendTo = Callable[[str, int, str], str]
 """Sends task ``name`` for a job id to a queue; returns the new task id."""
@@ -55,7 +56,7 @@ def active_job_ids() -> list[int]:
     """Ids of the jobs this worker's pool is running now (call in the worker's main process)."""
     from celery.worker import state
 
-    names = set(TASK_OF_KIND.values())
+    names = {task_of(kind) for kind in JobKind}
     ids = []
     for request in list(state.active_requests):
         args = request.args or []
@@ -131,7 +132,7 @@ def _recover(
         )
         finish_job(s, job_id=job.id, status=JobStatus.failed, message=message)
         return "failed"
-    task_id = send(TASK_OF_KIND[job.kind], job.id, queue)
+    task_id = send(task_of(job.kind), job.id, queue)
     message = (
         f"Requeued: its worker ({lost}) stopped responding. Attempt {job.attempts + 1} of "
         f"{max_attempts} will start on a live worker."

@@ -181,19 +181,29 @@ def pg_faults(tmp_path: Path, postgres_server) -> Iterator[tuple[FaultStack, obj
         postgres_server.drop_database(url)
 
 
-def test_a_brief_database_outage_delays_writes_and_the_job_still_succeeds(
-    pg_faults, tiny_model: Path
-) -> None:
+def pg_worker(pg_faults, tiny_model: Path) -> tuple[FaultStack, object, int]:
+    """The PostgreSQL stack with one live worker and a stored model."""
     faults, server = pg_faults
     model_id = add_model_file(faults.factory, faults.settings, tiny_model, name="t").model_id
     faults.start_worker("w1")
     faults.wait_for_workers("w1")
+    return faults, server, model_id
+
+
+def outage(server, seconds: float) -> None:
+    server.stop()
+    time.sleep(seconds)
+    server.start()
+
+
+def test_a_brief_database_outage_delays_writes_and_the_job_still_succeeds(
+    pg_faults, tiny_model: Path
+) -> None:
+    faults, server, model_id = pg_worker(pg_faults, tiny_model)
     job_id = submit(faults, model_id, lasting(4.0))
     faults.wait_for_job(job_id, {"running"})
 
-    server.stop()
-    time.sleep(3.0)
-    server.start()
+    outage(server, 3.0)
     job = faults.wait_for_job(job_id, {"succeeded", "failed", "cancelled"}, timeout=60)
 
     assert job.status.value == "succeeded", job.message
@@ -201,22 +211,39 @@ def test_a_brief_database_outage_delays_writes_and_the_job_still_succeeds(
 
 
 def test_a_long_database_outage_fails_the_job_cleanly(pg_faults, tiny_model: Path) -> None:
-    faults, server = pg_faults
-    model_id = add_model_file(faults.factory, faults.settings, tiny_model, name="t").model_id
-    faults.start_worker("w1")
-    faults.wait_for_workers("w1")
+    faults, server, model_id = pg_worker(pg_faults, tiny_model)
     job_id = submit(faults, model_id, lasting(30.0))
     faults.wait_for_job(job_id, {"running"})
 
-    server.stop()
-    time.sleep(20.0)  # past the worker's 15 s retry window (db.session.DB_RETRY_S)
-    server.start()
+    outage(server, 20.0)  # past the worker's 15 s retry window (db.session.DB_RETRY_S)
     job = faults.wait_for_job(job_id, {"succeeded", "failed", "cancelled"}, timeout=90)
 
     assert job.status.value == "failed"
-    outage = r"The database (could not be reached for \d+ s|connection was lost) \("
-    assert re.match(outage, job.message), job.message
+    pattern = r"The database (could not be reached for \d+ s|connection was lost) \("
+    assert re.match(pattern, job.message), job.message
     assert job.message.endswith("The job was stopped; submit it again.")
     # The worker lived through it and runs the next job.
     after = faults.wait_for_job(submit(faults, model_id), {"succeeded", "failed"}, timeout=60)
     assert after.status.value == "succeeded", after.message
+
+
+def test_a_job_delivered_while_the_database_is_down_waits_in_the_queue(
+    pg_faults, tiny_model: Path
+) -> None:
+    faults, server, model_id = pg_worker(pg_faults, tiny_model)
+    held: list[list] = []
+    job_id = submit_benchmark(
+        faults.factory,
+        model_id=model_id,
+        spec=QUICK,
+        send=lambda name, args: held.append([name, args]) or "held",
+    )
+    server.stop()
+    faults.send(*held[0])  # the worker gets it while it cannot claim the row
+    time.sleep(20.0)  # past the claim's 15 s retry window: handed back to the broker
+    server.start()
+    job = faults.wait_for_job(job_id, {"succeeded", "failed", "cancelled"}, timeout=90)
+
+    assert job.status.value == "succeeded", job.message
+    assert job.attempts == 1
+    assert "could not claim it" in faults.log_path.read_text(errors="replace")

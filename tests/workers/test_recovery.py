@@ -24,7 +24,7 @@ from db.queries import (
 )
 from db.session import DatabaseUnavailable, make_session_factory, transaction
 from optistudio.migrate import upgrade
-from workers.recovery import TASK_OF_KIND, recover_stale_jobs, target_of, vouch_for_active_jobs
+from workers.recovery import recover_stale_jobs, target_of, task_of, vouch_for_active_jobs
 
 ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
 
@@ -119,7 +119,7 @@ def test_the_worker_vouches_for_the_jobs_its_pool_is_running(factory) -> None:
     claim(factory, other, "t2")
     age(factory, running, 60)
     age(factory, other, 60)
-    request = AcceptedRequest("t1", TASK_OF_KIND[JobKind.benchmark], [running])
+    request = AcceptedRequest("t1", task_of(JobKind.benchmark), [running])
     state.task_accepted(request)  # what the worker's main process does when the pool starts it
     try:
         assert vouch_for_active_jobs(factory, worker="cpu@a") == 1
@@ -143,7 +143,7 @@ def test_a_lost_job_is_sent_again_to_a_live_worker_and_the_old_delivery_is_ignor
     outcomes = recover_stale_jobs(factory, max_age_s=30, send=sent)
 
     assert outcomes == [(job_id, "requeued to cpu")]
-    assert sent == [(TASK_OF_KIND[JobKind.benchmark], job_id, "cpu")]
+    assert sent == [(task_of(JobKind.benchmark), job_id, "cpu")]
     row = job(factory, job_id)
     assert (row.status, row.celery_task_id) == (JobStatus.queued, "new-1")
     assert "cpu@dead" in row.message and "Attempt 2 of 3" in row.message
@@ -187,6 +187,13 @@ def test_a_lost_job_with_a_cancel_pending_ends_cancelled(factory) -> None:
 
     assert recover_stale_jobs(factory, max_age_s=30, send=Sent()) == [(job_id, "cancelled")]
     assert job(factory, job_id).status is JobStatus.cancelled
+
+
+def test_every_job_kind_names_a_task_the_workers_define() -> None:
+    import workers.app
+
+    defined = {v for k, v in vars(workers.app).items() if k.startswith("TASK_")}
+    assert {task_of(kind) for kind in JobKind} <= defined
 
 
 def test_target_of_reads_the_spec_of_each_kind() -> None:
