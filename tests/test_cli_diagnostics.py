@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,18 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "core"))
 from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
-
-
-def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from test_cli import optistudio  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -139,18 +139,17 @@ def soak_form(model_id: int) -> None:
 
 @st.fragment(run_every="3s")
 def show_profiles(model_id: int) -> None:
-    jobs = diag.diagnostic_jobs(state.session_factory(), kind=JobKind.profile, model_id=model_id)
-    if not jobs:
-        st.info(
-            "No profile of this model yet. Press **Profile** above; with an INT8 variant picked, "
-            "the page also explains where INT8 gains or loses time."
-        )
+    job = _latest(
+        JobKind.profile,
+        model_id,
+        "No profile of this model yet. Press **Profile** above; with an INT8 variant picked, "
+        "the page also explains where INT8 gains or loses time.",
+    )
+    if job is None:
         return
-    if not _finished(jobs[0]):
-        return
-    result = jobs[0]["result"]
-    st.subheader(f"Profile job #{jobs[0]['job']}")
-    st.caption(jobs[0]["message"])
+    result = job["result"]
+    st.subheader(f"Profile job #{job['job']}")
+    st.caption(job["message"])
     show_profile(result["profile"], title=result["profile"]["model"])
     if result.get("variant"):
         show_profile(result["variant"], title=f"Variant: {result['variant_name']}")
@@ -158,6 +157,16 @@ def show_profiles(model_id: int) -> None:
     show_findings(result)
     show_layer_errors(result)
     show_breakdown(result, model_id)
+
+
+def _latest(kind: JobKind, model_id: int, empty: str) -> dict[str, Any] | None:
+    """The newest job of `kind` for the model when it has a result; else the empty state, its
+    progress or its failure is shown and None returned."""
+    jobs = diag.diagnostic_jobs(state.session_factory(), kind=kind, model_id=model_id, limit=1)
+    if not jobs:
+        st.info(empty)
+        return None
+    return jobs[0] if _finished(jobs[0]) else None
 
 
 def _finished(job: dict[str, Any]) -> bool:
@@ -248,21 +257,20 @@ def show_breakdown(result: dict[str, Any], model_id: int) -> None:
 
 @st.fragment(run_every="3s")
 def show_soaks(model_id: int) -> None:
-    jobs = diag.diagnostic_jobs(state.session_factory(), kind=JobKind.soak, model_id=model_id)
-    if not jobs:
-        st.info(
-            "No soak of this model yet. A soak runs it for a while over several batch sizes "
-            "and says whether memory grows per inference."
-        )
+    job = _latest(
+        JobKind.soak,
+        model_id,
+        "No soak of this model yet. A soak runs it for a while over several batch sizes and "
+        "says whether memory grows per inference.",
+    )
+    if job is None:
         return
-    if not _finished(jobs[0]):
-        return
-    result = jobs[0]["result"]
+    result = job["result"]
     verdict = result["verdict"]
     show = (
         st.error if verdict == "leak suspected" else st.success if verdict == "stable" else st.info
     )
-    show(f"Job #{jobs[0]['job']}: {result['sentence']}")
+    show(f"Job #{job['job']}: {result['sentence']}")
     st.plotly_chart(diag.soak_figure(result), width="stretch", key="soak")
     st.caption(
         f"{result['inferences']:,} inferences in {result['duration_s']:.1f} s over shapes "
