@@ -13,6 +13,7 @@ from core.soak import SoakReport, SoakSpec, soak
 from db.models import Job, JobKind
 from db.queries import get_model, get_or_create_environment, set_job_result
 from db.session import transaction
+from optistudio.artifact_store import local_data_file
 from optistudio.jobspecs import ProfileJobSpec, parse_job_spec
 from optistudio.settings import get_settings
 from workers.app import TASK_PROFILE, TASK_SOAK, app
@@ -39,7 +40,9 @@ def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
     spec: ProfileJobSpec = parse_job_spec(JobKind.profile, job.spec)
     model_path, info = model_of(job)
     variant_path, variant_name = _variant(spec, context)
-    data = open_dataset(Path(spec.data_path), info.inputs) if spec.data_path else None
+    data = (  # through the artifact store: a worker on another machine fetches it once
+        open_dataset(local_data_file(spec.data_path), info.inputs) if spec.data_path else None
+    )
     work_dir = get_settings().artifact_dir / "jobs" / str(job.id)
     shutil.rmtree(work_dir, ignore_errors=True)  # a redelivered job starts clean
     try:
