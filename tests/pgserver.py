@@ -64,7 +64,9 @@ class PostgresServer:
 
     def pg_ctl(self, *args: str, timeout: float = 60) -> None:
         command = self._command(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args)
-        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
+        # cwd: the postgres user may not be allowed into the checkout (e.g. under /root).
+        cwd = self.data_dir.parent
+        _run(command, cwd=cwd, timeout=timeout)
 
     def start(self) -> None:
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.data_dir}"
@@ -125,10 +127,19 @@ def start_server(port: int) -> PostgresServer:
     initdb = server._command(
         str(bin_dir / "initdb"), "-D", str(data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8"
     )
-    subprocess.run(initdb, check=True, capture_output=True, timeout=120)
+    _run(initdb, cwd=root, timeout=120)
     server.start()
     _wait_until_accepting(server)
     return server
+
+
+def _run(command: list[str], *, cwd: Path, timeout: float) -> None:
+    """Run a PostgreSQL tool; a failure says what it printed."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        )
 
 
 def _wait_until_accepting(server: PostgresServer, timeout: float = 30) -> None:
