@@ -297,6 +297,13 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
+    sent = job["result"]["measured"]["throughput"]
+    if spec.rate and not job["result"]["measured"]["saturated"] and sent < 0.9 * spec.rate:
+        st.warning(
+            f"The load generator sent only about {sent:.0f} of the {spec.rate:g} req/s asked "
+            "(one Python thread cannot go faster here), so measured and predicted describe "
+            "different loads. Verify at a lower rate."
+        )
     left, right = st.columns(2)
     left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
     right.plotly_chart(

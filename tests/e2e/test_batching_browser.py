@@ -1,9 +1,11 @@
 """The Batching page in real headless Chromium against a real `optistudio up` stack:
-profile a model (a real job on the real worker), move a slider, the predicted numbers change."""
+profile a model (a real job on the real worker), move a slider, the predicted numbers change,
+verify the setting (a real load run on the worker) beside the prediction, export it."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +62,15 @@ def test_profile_then_a_slider_changes_the_prediction(
     after = {label: metric(page, label) for label in before}
     assert after != before, (before, after)
     shot(page, "batching-after")
+
+    page.get_by_role("tab", name="Verify").click()
+    seconds = page.get_by_label("Seconds")
+    seconds.fill("1")
+    seconds.press("Enter")
+    page.get_by_role("button", name="Verify", exact=True).click()
+    expect(page.get_by_text("Predicted vs measured").first).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
+    expect(page.get_by_text(re.compile(r"Verify job #\d+ · max batch 1"))).to_be_visible()
+    shot(page, "batching-verify")
 
     page.get_by_role("tab", name="Export").click()
     download = page.get_by_role("button", name="Download config.pbtxt")
