@@ -94,26 +94,30 @@ def profile_form(model_id: int) -> None:
 
 
 def submit_profile(model_id: int, backend: str, largest: int, shapes: str) -> None:
+    def spec() -> BatchingProfileSpec:
+        overrides = parse_shape_overrides(shapes.split())
+        return BatchingProfileSpec(backend=backend, max_batch_size=largest, shapes=overrides)
+
+    job_id = submit_job(model_id, JobKind.batching_profile, spec, "profile")
+    if job_id is not None:
+        st.success(f"Profile job #{job_id} submitted; the sliders appear when it is done.")
+
+
+def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int | None:
+    """Validate the spec, route it to a live worker and send it; None (said) when refused."""
     try:
-        spec = BatchingProfileSpec(
-            backend=backend, max_batch_size=largest, shapes=parse_shape_overrides(shapes.split())
-        )
+        spec = make_spec()
         queue = state.route_to(spec.backend, spec.device)
     except ValidationError as exc:
-        st.error(f"Check the profile settings: {describe_validation_error(exc)}")
-        return
+        st.error(f"Check the {what} settings: {describe_validation_error(exc)}")
+        return None
     except OptistudioError as exc:
         st.error(str(exc))
-        return
-    job_id = batching.submit(
-        state.session_factory(),
-        kind=JobKind.batching_profile,
-        model_id=model_id,
-        spec=spec,
-        send=state.sender(queue),
+        return None
+    send = state.sender(queue)
+    return batching.submit(
+        state.session_factory(), kind=kind, model_id=model_id, spec=spec, send=send
     )
-    st.session_state["batching_profile_job"] = job_id
-    st.success(f"Profile job #{job_id} submitted; the sliders appear when it is done.")
 
 
 def show_profile_job(model_id: int) -> LatencyProfile | None:
@@ -168,6 +172,7 @@ def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
     instances = cols[3].slider("Instances", 1, 8, key=KEYS["instances"])
     rate = cols[4].slider("Arrival rate (req/s)", 1.0, _top_rate(ceiling), key=KEYS["rate"])
     values = {"max_batch_size": max_batch, "timeout_ms": timeout, "instances": instances}
+    _to_url(values | {"eager_threshold": eager, "rate": rate})
     try:
         settings = BatchingSettings(**values, eager_threshold=eager or None)
     except ValidationError as exc:
@@ -182,22 +187,44 @@ def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
 
 
 def _defaults(largest: int, ceiling: float, default_capacity: float) -> None:
-    """First values: max batch 8 (or less), 2 ms, and 60 % of what that setting can serve."""
-    defaults = {
+    """First values from the URL, else max batch 8 (or less), 2 ms and 60 % of what that
+    setting can serve; a value out of this profile's range falls back to its default."""
+    defaults: dict[str, int | float] = {
         "max_batch_size": min(8, largest),
         "timeout_ms": 2.0,
         "eager_threshold": 0,
         "instances": 1,
         "rate": float(max(1, round(default_capacity * 0.6))),
     }
-    limits = {"max_batch_size": largest, "eager_threshold": largest}
-    for field, value in defaults.items():
-        st.session_state.setdefault(KEYS[field], value)
-        if field in limits and st.session_state[KEYS[field]] > limits[field]:
-            st.session_state[KEYS[field]] = value  # another model's profile was shorter
-    top = _top_rate(ceiling)
-    if st.session_state[KEYS["rate"]] > top:
-        st.session_state[KEYS["rate"]] = defaults["rate"]
+    limits = {
+        "max_batch_size": (1, largest),
+        "timeout_ms": (0.0, 50.0),
+        "eager_threshold": (0, largest),
+        "instances": (1, 8),
+        "rate": (1.0, _top_rate(ceiling)),
+    }
+    for field, default in defaults.items():
+        key = KEYS[field]
+        if key not in st.session_state:
+            from_url = _from_url(field, type(default))
+            st.session_state[key] = default if from_url is None else from_url
+        low, high = limits[field]
+        if not low <= st.session_state[key] <= high:
+            st.session_state[key] = default  # e.g. another model's profile was shorter
+
+
+def _from_url(field: str, cast: type) -> int | float | None:
+    try:
+        return cast(st.query_params[field]) if field in st.query_params else None
+    except ValueError:
+        return None
+
+
+def _to_url(values: dict[str, int | float]) -> None:
+    """Keep the what-if in the URL, so the view can be pasted to someone."""
+    for field, value in values.items():
+        if st.query_params.get(field) != str(value):
+            st.query_params[field] = str(value)
 
 
 def _top_rate(ceiling: float) -> float:
@@ -250,28 +277,14 @@ def verify_form(model_id: int, settings: BatchingSettings, rate: float) -> None:
         submitted = cols[2].form_submit_button("Verify", type="primary")
     if not submitted:
         return
-    try:
-        spec = BatchingVerifySpec(
-            settings=settings,
-            rate=rate,
-            seconds=seconds,
-            shapes=parse_shape_overrides(shapes.split()),
-        )
-        queue = state.route_to(spec.backend, spec.device)
-    except ValidationError as exc:
-        st.error(f"Check the verify settings: {describe_validation_error(exc)}")
-        return
-    except OptistudioError as exc:
-        st.error(str(exc))
-        return
-    job_id = batching.submit(
-        state.session_factory(),
-        kind=JobKind.batching_verify,
-        model_id=model_id,
-        spec=spec,
-        send=state.sender(queue),
-    )
-    st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
+
+    def spec() -> BatchingVerifySpec:
+        overrides = parse_shape_overrides(shapes.split())
+        return BatchingVerifySpec(settings=settings, rate=rate, seconds=seconds, shapes=overrides)
+
+    job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
+    if job_id is not None:
+        st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
 
 
 def show_verification(model_id: int, profile: LatencyProfile) -> None:

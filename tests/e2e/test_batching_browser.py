@@ -61,6 +61,9 @@ def test_profile_then_a_slider_changes_the_prediction(
     )
     after = {label: metric(page, label) for label in before}
     assert after != before, (before, after)
+    page.wait_for_url(re.compile(r"max_batch_size=1(&|$)"))  # the what-if lives in the URL
+    page.goto(page.url)
+    expect(page.get_by_role("slider").first).to_have_value("1", timeout=UI_TIMEOUT_MS)
     shot(page, "batching-after")
 
     page.get_by_role("tab", name="Verify").click()
