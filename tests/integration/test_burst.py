@@ -12,6 +12,7 @@ No timed assertion: a slow page is reported, not failed.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -72,6 +73,9 @@ def jobs_page_seconds(stack: FaultStack, monkeypatch: pytest.MonkeyPatch) -> flo
 
         jobs.render()
 
+    # AppTest swaps in its script as __main__ and leaves it there, which breaks any later
+    # spawn-based multiprocessing in this pytest process; put the real one back afterwards.
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     app = AppTest.from_function(page, default_timeout=60)
     started = time.perf_counter()
     app.run()
