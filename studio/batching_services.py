@@ -24,16 +24,12 @@ from core.batching.simulate import Process, simulate
 from core.batching.triton import triton_config
 from core.batching.tuner import Recommendation
 from core.model_info import ModelInfo
-from db.models import JobKind, JobStatus
-from db.queries import create_job, finish_job, get_job, get_model, list_jobs, set_task_id
+from db.models import JobKind
+from db.queries import get_job, get_model
 from db.session import transaction
-from studio.services import BROKER_DOWN, SendTask
-from workers.app import TASK_BATCHING_PROFILE, TASK_BATCHING_VERIFY
+from studio.services import SendTask, submit_job
+from studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
 
-TASKS = {
-    JobKind.batching_profile: TASK_BATCHING_PROFILE,
-    JobKind.batching_verify: TASK_BATCHING_VERIFY,
-}
 SLIDER_REQUESTS = 5000
 """Requests per simulation behind a slider: p99 within a few percent, well under a second."""
 SWEEP_POINTS = 9
@@ -47,28 +43,6 @@ def model_info(factory: sessionmaker[Session], *, model_id: int) -> tuple[str, M
         if model is None:
             raise LookupError(f"model {model_id} is gone")
         return model.name, ModelInfo.model_validate(model.info)
-
-
-def batching_jobs(
-    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 10
-) -> list[dict[str, Any]]:
-    """Recent jobs of `kind` (any status), newest first, with their result."""
-    with transaction(factory) as s:
-        jobs = [
-            job
-            for job in list_jobs(s, limit=500)
-            if job.kind == kind and (model_id is None or job.model_id == model_id)
-        ][:limit]
-        return [
-            {
-                "job": job.id,
-                "status": job.status.value,
-                "progress": float(job.progress or 0.0),
-                "message": job.message or "",
-                "result": job.result,
-            }
-            for job in jobs
-        ]
 
 
 def job_spec(factory: sessionmaker[Session], *, job_id: int) -> dict[str, Any]:
@@ -87,17 +61,7 @@ def submit(
     factory: sessionmaker[Session], *, kind: JobKind, model_id: int, spec: BaseModel, send: SendTask
 ) -> int:
     """Commit the job row, then send its id by task name; a broker that is down fails it."""
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
-    try:
-        task_id = send(TASKS[kind], [job_id])
-    except Exception:
-        with transaction(factory) as s:
-            finish_job(s, job_id=job_id, status=JobStatus.failed, message=BROKER_DOWN)
-        return job_id
-    with transaction(factory) as s:
-        set_task_id(s, job_id=job_id, task_id=task_id)
-    return job_id
+    return submit_job(factory, kind=kind, model_id=model_id, spec=spec, send=send)
 
 
 def predict(

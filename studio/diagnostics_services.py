@@ -13,11 +13,12 @@ import plotly.graph_objects as go
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.soak import SoakSpec
-from db.models import Job, JobKind, JobStatus
+from db.models import JobKind, JobStatus
 from db.queries import list_jobs, list_models
 from db.session import transaction
 from optistudio.jobspecs import ProfileJobSpec
 from studio.services import SendTask, submit_job
+from studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
 
 DIAGNOSTIC_KINDS = (JobKind.profile, JobKind.soak)
 QUEUE_KEY = "mean_queue_ms"
@@ -63,31 +64,6 @@ def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[di
         | {"related": False}
         for i, name, _, precision in unrelated
     ]
-
-
-def diagnostic_jobs(
-    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
-    """Recent jobs of `kind` (any status), newest first, with their result."""
-    with transaction(factory) as s:
-        jobs = [
-            job
-            for job in list_jobs(s, limit=500)
-            if job.kind == kind and (model_id is None or job.model_id == model_id)
-        ][:limit]
-        return [_job_entry(job) for job in jobs]
-
-
-def _job_entry(job: Job) -> dict[str, Any]:
-    return {
-        "job": job.id,
-        "model": job.model.name if job.model else "",
-        "model_id": job.model_id,
-        "status": job.status.value,
-        "progress": float(job.progress or 0.0),
-        "message": job.message or "",
-        "result": job.result,
-    }
 
 
 def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> dict[str, Any] | None:

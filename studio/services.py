@@ -39,6 +39,8 @@ from db.queries import (
 from db.session import transaction
 from optistudio.jobspecs import CompareJobSpec, OptimizeJobSpec
 from workers.app import (
+    TASK_BATCHING_PROFILE,
+    TASK_BATCHING_VERIFY,
     TASK_BENCHMARK,
     TASK_COMPARE,
     TASK_EXPORT,
@@ -56,6 +58,8 @@ TASK_OF_KIND = {
     JobKind.profile: TASK_PROFILE,
     JobKind.soak: TASK_SOAK,
     JobKind.export: TASK_EXPORT,
+    JobKind.batching_profile: TASK_BATCHING_PROFILE,
+    JobKind.batching_verify: TASK_BATCHING_VERIFY,
 }
 
 SendTask = Callable[[str, list[Any]], str]
@@ -254,6 +258,30 @@ def submit_job(
     with transaction(factory) as s:
         set_task_id(s, job_id=job_id, task_id=task_id)
     return job_id
+
+
+def recent_jobs(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Recent jobs of `kind` (any status), newest first, with their result."""
+    with transaction(factory) as s:
+        jobs = [
+            job
+            for job in list_jobs(s, limit=500)
+            if job.kind == kind and (model_id is None or job.model_id == model_id)
+        ][:limit]
+        return [
+            {
+                "job": job.id,
+                "model": job.model.name if job.model else "",
+                "model_id": job.model_id,
+                "status": job.status.value,
+                "progress": float(job.progress or 0.0),
+                "message": job.message or "",
+                "result": job.result,
+            }
+            for job in jobs
+        ]
 
 
 def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:

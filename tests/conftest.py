@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +14,16 @@ from onnx import TensorProto, helper, numpy_helper
 
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
 os.environ.setdefault("NNCF_CI", "1")
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module() -> Iterator[None]:
+    """Streamlit's AppTest replaces sys.modules['__main__'] and never puts it back; a later test
+    that starts spawn-based processes then fails in the child. Restore it after every test."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None and sys.modules.get("__main__") is not main:
+        sys.modules["__main__"] = main
 
 
 def build_matmul_model(path: Path, *, batch: int | str = "batch", features: int = 16) -> Path:
