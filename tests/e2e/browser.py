@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,3 +55,20 @@ def shot(page: object, name: str) -> None:
 
 def upload(page: object, path: Path) -> None:
     page.locator("input[type='file']").first.set_input_files(str(path))  # type: ignore[attr-defined]
+
+
+QUICK_BENCH = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+
+
+def bench_save(model: Path, data_dir: Path) -> None:
+    """Store a model and a quick benchmark of it through the CLI (`bench --save`)."""
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK_BENCH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr

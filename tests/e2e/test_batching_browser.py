@@ -4,31 +4,13 @@ verify the setting (a real load run on the worker) beside the prediction, export
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
-
-
-def store_model(model: Path, data_dir: Path) -> None:
-    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 def metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
@@ -41,7 +23,7 @@ def test_profile_then_a_slider_changes_the_prediction(
 ) -> None:
     from playwright.sync_api import expect
 
-    store_model(tiny_model, tmp_path / "data")
+    bench_save(tiny_model, tmp_path / "data")
     page.goto(f"{studio.url}/batching")
     expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
     page.get_by_role("button", name="Profile").click()

@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
 
 from core.export import verify_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
-
-
-def bench_save(model: Path, data_dir: Path) -> None:
-    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 def pick(page, label: str) -> None:
