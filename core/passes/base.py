@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.errors import PassFailed
 from core.registry import Registry
 
 ProgressCallback = Callable[[float, str], None]
@@ -47,6 +48,15 @@ class PassContext:
     target_backend: str = "onnxruntime"
     calibration: CalibrationSource | None = None
     progress: ProgressCallback = field(default=lambda fraction, message: None)
+
+    def require_calibration(self, what: str) -> CalibrationSource:
+        """The calibration data, or PassFailed saying that `what` needs some."""
+        if self.calibration is None:
+            raise PassFailed(
+                f"{what} needs calibration data: a few hundred representative inputs.",
+                hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
+            )
+        return self.calibration
 
 
 class PassReport(BaseModel):

@@ -79,7 +79,7 @@ def run_int8_mixed(
     model: Path, out: Path, config: MixedPrecisionConfig, context: PassContext
 ) -> PassReport:
     """Static INT8 with a growing set of sensitive nodes in FP32; see the module docstring."""
-    source = _require_calibration(context)
+    source = context.require_calibration("INT8 mixed precision")
     search = _Search(model, config, context, source)
     ranking: list[LayerError] = []
     if not search.trial([]).within:
@@ -92,15 +92,6 @@ def run_int8_mixed(
     return PassReport(
         output=out, details=_details(search, best, ranking), warnings=_warnings(search, best)
     )
-
-
-def _require_calibration(context: PassContext) -> CalibrationSource:
-    if context.calibration is None:
-        raise PassFailed(
-            "INT8 mixed precision needs calibration data: a few hundred representative inputs.",
-            hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
-        )
-    return context.calibration
 
 
 @dataclass

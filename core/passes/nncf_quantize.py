@@ -69,7 +69,7 @@ class NncfConfig(BaseModel):
 
 def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassContext) -> PassReport:
     """Quantize to QDQ INT8 with nncf.quantize, calibrating on the context's data."""
-    source = _require_calibration(context)
+    source = context.require_calibration("NNCF INT8")
     os.environ.setdefault("NNCF_CI", "1")  # before nncf is imported: no telemetry
     import nncf
 
@@ -99,15 +99,6 @@ def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassConte
     if not details["qdq_nodes"]["QuantizeLinear"]:
         warnings.append("NNCF quantized no node: the model has no op it quantizes.")
     return PassReport(output=out, details=details, warnings=warnings)
-
-
-def _require_calibration(context: PassContext) -> CalibrationSource:
-    if context.calibration is None:
-        raise PassFailed(
-            "NNCF INT8 needs calibration data: a few hundred representative inputs.",
-            hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
-        )
-    return context.calibration
 
 
 def _quantize_options(config: NncfConfig) -> dict[str, Any]:

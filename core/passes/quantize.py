@@ -157,7 +157,7 @@ def run_int8_static(
     """Calibrate activation ranges by streaming, then quantize to QDQ INT8 with ONNX Runtime."""
     from core.calibration import collect_activation_stats, compute_ranges
 
-    source = _require_calibration(context)
+    source = context.require_calibration("static INT8")
     context.work_dir.mkdir(parents=True, exist_ok=True)
     context.progress(0.0, "pre-processing")
     prepared, warnings = _preprocess(model, context.work_dir, config)
@@ -189,15 +189,6 @@ def run_int8_static(
     }
     warnings += _exclusion_warnings(model, config.nodes_to_exclude)
     return PassReport(output=out, details=details, warnings=warnings)
-
-
-def _require_calibration(context: PassContext) -> CalibrationSource:
-    if context.calibration is None:
-        raise PassFailed(
-            "static INT8 needs calibration data: a few hundred representative inputs.",
-            hint="Attach a calibration dataset, or use int8_dynamic, which needs none.",
-        )
-    return context.calibration
 
 
 def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[Path, list[str]]:
