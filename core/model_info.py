@@ -23,6 +23,20 @@ class TensorSpec(BaseModel):
         return [i for i, d in enumerate(self.shape) if not isinstance(d, int) or d <= 0]
 
 
+QUANTIZED_OPS = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QLinearConv",
+        "QLinearMatMul",
+        "MatMulInteger",
+        "ConvInteger",
+        "DynamicQuantizeLinear",
+    }
+)
+"""Op types that only a quantized (INT8) model contains."""
+
+
 class ModelInfo(BaseModel):
     """The model card: everything intake checks and counts."""
 
@@ -50,3 +64,8 @@ class ModelInfo(BaseModel):
     @property
     def opset(self) -> int:
         return self.opsets.get("", self.opsets.get("ai.onnx", 0))
+
+    @property
+    def quantized(self) -> bool:
+        """True when the graph holds quantization ops (a QDQ, QOperator or dynamic INT8 model)."""
+        return bool(QUANTIZED_OPS & set(self.op_histogram))

@@ -162,17 +162,6 @@ def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_
     )
 
 
-QUANTIZED_OPS = {
-    "QuantizeLinear",
-    "DequantizeLinear",
-    "QLinearConv",
-    "QLinearMatMul",
-    "MatMulInteger",
-    "ConvInteger",
-    "DynamicQuantizeLinear",
-}
-
-
 def live_targets(
     factory: sessionmaker[Session], *, max_age_s: float, info: ModelInfo | None = None
 ) -> list[tuple[str, str, str]]:
@@ -184,7 +173,7 @@ def live_targets(
     with transaction(factory) as s:
         inventories = [w.inventory for w in live_workers(s, max_age_s=max_age_s)]
     found = {target for inventory in inventories for target in targets(inventory)}
-    if info is not None and not QUANTIZED_OPS & set(info.op_histogram):
+    if info is not None and not info.quantized:
         found = {t for t in found if t[2] != "int8"}
     reference = ("onnxruntime", "cpu", "fp32")
     return sorted(found, key=lambda t: (t != reference, t[1], t[0], t[2]))
