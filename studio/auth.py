@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import hmac
 import importlib.util
+import json
 import logging
 import time
+import urllib.request
+from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
 import streamlit as st
 from pydantic import SecretStr
@@ -25,6 +29,8 @@ log = logging.getLogger(__name__)
 SIGNED_IN = "optistudio_signed_in"
 WRONG_PASSWORD_DELAY_S = 1.0
 """A wrong password waits this long before the answer, to slow guessing down."""
+
+PROVIDER_TIMEOUT_S = 3
 
 LoginMode = Literal["none", "password", "oidc"]
 
@@ -63,12 +69,42 @@ def _oidc_gate() -> None:
         )
         st.stop()
     if st.user.is_logged_in:
+        st.sidebar.caption(f"Signed in as {signed_in_as(st.user.to_dict())}")
         st.sidebar.button("Log out", on_click=st.logout)
         return
     st.title("Optistudio")
     st.write("Sign in with your organisation's account to use the studio.")
+    metadata_url = str(st.secrets["auth"].get("server_metadata_url") or "")
+    problem = provider_problem(metadata_url) if metadata_url else None
+    if problem:
+        st.warning(
+            f"The sign-in provider at {urlsplit(metadata_url).netloc} does not answer ({problem}), "
+            "so signing in will fail until it is back. Ask the administrator to check it."
+        )
     st.button("Log in", type="primary", on_click=st.login)
     st.stop()
+
+
+def provider_problem(metadata_url: str) -> str | None:
+    """Why the provider's discovery document cannot be read, or None when it can.
+
+    Checked each time the login screen shows (not cached, so it is never stale), because
+    Streamlit's own answer to a provider that is down is a bare "Authentication error" page."""
+    try:
+        with urllib.request.urlopen(metadata_url, timeout=PROVIDER_TIMEOUT_S) as response:
+            json.load(response)
+    except (OSError, ValueError) as exc:
+        log.warning("OIDC provider discovery failed: %s", exc)
+        return str(getattr(exc, "reason", None) or exc)
+    return None
+
+
+def signed_in_as(claims: Mapping[str, object]) -> str:
+    """Who signed in, as 'Name (email)', from the ID token claims; whichever of them came."""
+    name, email = str(claims.get("name") or ""), str(claims.get("email") or "")
+    if name and email:
+        return f"{name} ({email})"
+    return name or email or str(claims.get("sub") or "an unnamed account")
 
 
 def _password_gate(expected: SecretStr) -> None:

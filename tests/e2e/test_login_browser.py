@@ -1,8 +1,8 @@
-"""The studio behind a password, in real headless Chromium against a real `optistudio up`."""
+"""The studio behind a password, in real headless Chromium against a real `optistudio up`.
+
+Sign-in through OpenID Connect is tested against a real provider in test_login_oidc_browser.py."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, shot
@@ -11,8 +11,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PASSWORD = "correct-Horse-7191-battery"
 WITH_PASSWORD = {"OPTISTUDIO_STUDIO_PASSWORD": PASSWORD}
-OIDC_SECRETS = Path(__file__).with_name("oidc_secrets.toml")
-WITH_OIDC = WITH_PASSWORD | {"STREAMLIT_SECRETS_FILES": str(OIDC_SECRETS)}
 
 
 @pytest.mark.parametrize("studio", [WITH_PASSWORD], indirect=True)
@@ -50,24 +48,3 @@ def test_wrong_password_is_refused_and_the_right_one_lets_you_in(studio: Studio,
     data = studio.log_path.parent / "data"
     logs = [p for p in data.rglob("*.log") if p.is_file()]
     assert all(PASSWORD not in p.read_text(errors="replace") for p in logs)
-
-
-@pytest.mark.parametrize("studio", [WITH_OIDC], indirect=True)
-def test_with_oidc_configured_the_studio_asks_for_the_provider_not_the_password(
-    studio: Studio, page
-) -> None:
-    """A dummy [auth] section (no provider runs here, so the sign-in itself cannot be tested):
-    OIDC replaces the password form, and the pages stay closed. With Authlib (the dev extra has
-    it) the st.login button shows; without it the studio says so and stays closed."""
-    import importlib.util
-
-    from playwright.sync_api import expect
-
-    page.goto(studio.url)
-    if importlib.util.find_spec("authlib") is None:
-        expect(page.get_by_text("Authlib is not installed")).to_be_visible(timeout=UI_TIMEOUT_MS)
-    else:
-        expect(page.get_by_role("button", name="Log in")).to_be_visible(timeout=UI_TIMEOUT_MS)
-    expect(page.get_by_label("Password", exact=True)).to_have_count(0)
-    expect(page.get_by_role("link", name="Models")).to_have_count(0)
-    expect(page.get_by_role("heading", name="Models")).to_have_count(0)
