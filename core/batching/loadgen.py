@@ -4,11 +4,14 @@ Open loop sends on a fixed schedule whatever the answers do (arrival times drawn
 so queueing shows as latency; closed loop keeps N clients each with one request in flight.
 A run stops after `requests` sends or `seconds`, whichever comes first. Latency is measured from
 the moment a request was handed to the pipeline, split into queue wait (until its batch started)
-and compute (its batch's run), and summarised by `core.batching.results.summarize`.
+and compute (its batch's run), and summarised by `core.batching.results.summarize`. The
+pipeline's batches are recorded too (`LoadRun.batches`, on the run's clock), so a run can be
+replayed batch by batch against the simulator (`core.batching.trace`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.batching.pipeline import Pipeline, Response
-from core.batching.results import LoadResult, summarize
+from core.batching.results import BatchRecord, LoadResult, summarize
 from core.batching.simulate import Process
 from core.errors import InvalidSpec, OptistudioError
 
@@ -33,6 +36,7 @@ class LoadRun:
     compute_ms: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    batches: list[BatchRecord] = field(default_factory=list)
 
 
 class _Recorder:
@@ -105,11 +109,14 @@ def run_load(
     if requests is None and seconds is None:
         raise InvalidSpec("Give a number of requests or a duration in seconds.")
     recorder = _Recorder()
+    batches = pipeline.record_batches()
     if process == "closed":
         _closed_loop(pipeline, feeds, recorder, clients, requests, seconds)
     else:
         _open_loop(pipeline, feeds, recorder, process, rate, requests, seconds, seed)
-    return _finish(recorder, rate if process != "closed" else None, warmup_share)
+    run = _finish(recorder, rate if process != "closed" else None, warmup_share)
+    run.batches = [_on_run_clock(record, recorder.origin) for record in batches]
+    return run
 
 
 def _open_loop(
@@ -181,6 +188,11 @@ def _wait(futures: Sequence[Future[Response] | None]) -> None:
     for future in futures:
         if future is not None:
             future.exception()
+
+
+def _on_run_clock(record: BatchRecord, origin: float) -> BatchRecord:
+    times = ("oldest", "cut", "run_start", "run_end")
+    return dataclasses.replace(record, **{name: getattr(record, name) - origin for name in times})
 
 
 def _finish(recorder: _Recorder, rate: float | None, warmup_share: float) -> LoadRun:

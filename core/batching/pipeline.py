@@ -31,6 +31,7 @@ import numpy as np
 from core.backends import LoadedModel, SessionOptions, get_backend
 from core.batching.applicability import require_batch_dim
 from core.batching.balancer import Balancer
+from core.batching.results import BatchRecord
 from core.batching.settings import BatchingSettings
 from core.errors import Cancelled, InferenceFailed, InvalidSpec, OptistudioError, first_line
 from core.intake import inspect_model
@@ -124,6 +125,7 @@ class Pipeline:
         self._lock = threading.Lock()
         self._closing = False
         self._on_close = on_close
+        self._trace: list[BatchRecord] | None = None
         self._threads = [
             threading.Thread(target=self._serve, args=(inst,), name=f"batcher-{inst.index}")
             for inst in self._instances
@@ -208,6 +210,11 @@ class Pipeline:
         """Submit and await the response without blocking the event loop."""
         return await asyncio.wrap_future(self.submit(feeds, key=key))
 
+    def record_batches(self) -> list[BatchRecord]:
+        """Start recording every batch from now on; returns the list the records go to."""
+        self._trace = []
+        return self._trace
+
     def close(self, *, drain: bool = True, timeout: float | None = None) -> None:
         """Stop taking requests; run what is queued (drain) or fail it with Cancelled."""
         with self._lock:
@@ -255,7 +262,7 @@ class Pipeline:
             batch = self._next_batch(instance)
             if batch is None:
                 return
-            self._run(instance, batch)
+            self._run(instance, batch, time.perf_counter())
 
     def _next_batch(self, instance: _Instance) -> list[_Request] | None:
         with instance.condition:
@@ -296,16 +303,23 @@ class Pipeline:
             self._waiting -= len(batch)
         return batch
 
-    def _run(self, instance: _Instance, batch: list[_Request]) -> None:
-        started = time.perf_counter()
+    def _run(self, instance: _Instance, batch: list[_Request], started: float) -> None:
         rows = sum(request.rows for request in batch)
         try:
-            outputs = instance.runner(_concat([request.feeds for request in batch]))
+            feeds = _concat([request.feeds for request in batch])
+            run_start = time.perf_counter()
+            outputs = instance.runner(feeds)
+            run_end = time.perf_counter()
             _check_outputs(outputs, rows)
         except Exception as exc:  # noqa: BLE001 - the batch's callers get the error
             self._fail(batch, exc)
         else:
             finished = time.perf_counter()
+            if self._trace is not None:
+                record = BatchRecord(
+                    instance.index, rows, len(batch), batch[0].arrived, started, run_start, run_end
+                )
+                self._trace.append(record)
             self.balancer.observe(instance.index, (finished - started) / rows)
             self._deliver(instance, batch, outputs, started, finished)
         finally:

@@ -10,11 +10,27 @@ answer trails the last send by more than 3 % of the sending span (the queue kept
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import InvalidSpec
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One batch an instance ran, in seconds (the runtime's clock, a load run's, or simulated):
+    the arrival of its oldest request, when it was cut from the queue, and when the runner call
+    began (after concatenation) and ended. Results are handed back after run_end."""
+
+    instance: int
+    rows: int
+    requests: int
+    oldest: float
+    cut: float
+    run_start: float
+    run_end: float
 
 
 class LoadResult(BaseModel):

@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 
 from core.batching.profile import LatencyProfile
-from core.batching.results import LoadResult, summarize
+from core.batching.results import BatchRecord, LoadResult, summarize
 from core.batching.settings import BatchingSettings
 from core.errors import InvalidSpec
 
@@ -92,6 +92,8 @@ class _Simulation:
         self.started: list[float] = []
         self.finished: list[float] = []
         self.batch_of: list[int] = []
+        self.batches: list[BatchRecord] = []
+        self.replayed: deque[float] | None = None
         self.rejected = 0
         self.waiting = 0
         self._seq = 0
@@ -107,6 +109,8 @@ class _Simulation:
         self._curves, self._overhead = curves, overhead
 
     def service_time(self, size: int) -> float:
+        if self.replayed:
+            return self.replayed.popleft()
         if not hasattr(self, "_curves"):
             return self.service[size]
         curve = self._curves[size]
@@ -166,6 +170,7 @@ class _Simulation:
             return
         size = settings.cut_size(len(queue))
         done = now + self.service_time(size)
+        self.batches.append(BatchRecord(instance, size, size, self.sent[queue[0]], now, now, done))
         for _ in range(size):
             request = queue.popleft()
             self.started[request], self.finished[request] = now, done

@@ -1,0 +1,117 @@
+"""Replaying a measured load run in the simulator, batch by batch, to find where they part.
+
+A load run records the real pipeline's batches (`LoadRun.batches`). `replay` feeds the
+simulator the same send times and, in order, the same runner times, so the only thing left to
+differ is the batching policy itself: with a faithful simulator the batches come out alike.
+`compare` lines the two batch lists up and reports the first batch where they differ, and how
+the real runner times compare with the profile's latency at each size.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.batching.profile import LatencyProfile
+from core.batching.results import BatchRecord, LoadResult
+from core.batching.settings import BatchingSettings
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The simulator's result and batches for a replayed run."""
+
+    result: LoadResult
+    batches: list[BatchRecord]
+
+
+def replay(
+    settings: BatchingSettings,
+    sent_s: Sequence[float],
+    batches: Sequence[BatchRecord],
+    *,
+    overhead_s: float = 0.0,
+    warmup_share: float = 0.1,
+) -> Replay:
+    """Simulate `settings` on the given send times, the k-th batch taking the k-th measured
+    batch's time from cut to the end of its run (+ `overhead_s`)."""
+    from core.batching.simulate import _Simulation
+
+    profile = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
+    sim = _Simulation(profile, settings, overhead_s)
+    sim.replayed = deque(b.run_end - b.cut + overhead_s for b in batches)
+    sim.run(np.asarray(sent_s, dtype=np.float64), 0, 0)
+    return Replay(sim.result(None, warmup_share), sim.batches)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Where a measured run's batches and the simulator's part.
+
+    first_difference: index of the first batch whose size differs (None: all alike, as many).
+    slowdown: per batch size, mean measured runner time / the profile's latency at that size;
+    1.0 means the profile described the run. gap_ms: mean time from the end of one run to the
+    cut of the next when requests were already waiting (result hand-back and batch cut).
+    """
+
+    first_difference: int | None
+    real_sizes: dict[int, int]
+    simulated_sizes: dict[int, int]
+    slowdown: dict[int, float]
+    gap_ms: float
+
+
+def compare(
+    real: Sequence[BatchRecord], simulated: Sequence[BatchRecord], profile: LatencyProfile
+) -> Comparison:
+    """Line up measured and simulated batches and measure the runner against the profile."""
+    sizes = [(a.rows, b.rows) for a, b in zip(real, simulated, strict=False)]
+    first = next((i for i, (a, b) in enumerate(sizes) if a != b), None)
+    if first is None and len(real) != len(simulated):
+        first = min(len(real), len(simulated))
+    return Comparison(
+        first_difference=first,
+        real_sizes=_histogram(real),
+        simulated_sizes=_histogram(simulated),
+        slowdown=service_slowdown(real, profile),
+        gap_ms=_back_to_back_gap_ms(real),
+    )
+
+
+def service_slowdown(batches: Sequence[BatchRecord], profile: LatencyProfile) -> dict[int, float]:
+    """Per batch size, the mean measured runner time over the profile's latency at that size."""
+    times: dict[int, list[float]] = {}
+    for batch in batches:
+        times.setdefault(batch.rows, []).append(batch.run_end - batch.run_start)
+    return {
+        rows: float(np.mean(spent)) * 1000 / profile.latency_ms(rows)
+        for rows, spent in sorted(times.items())
+    }
+
+
+def overall_slowdown(batches: Sequence[BatchRecord], profile: LatencyProfile) -> float:
+    """Total measured runner time over what the profile predicts for the same batches: how much
+    slower (> 1) or faster the model ran during the load run than when it was profiled."""
+    if not batches:
+        return 1.0
+    spent = sum(batch.run_end - batch.run_start for batch in batches) * 1000
+    return spent / sum(profile.latency_ms(batch.rows) for batch in batches)
+
+
+def _histogram(batches: Sequence[BatchRecord]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for batch in batches:
+        counts[batch.rows] = counts.get(batch.rows, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _back_to_back_gap_ms(batches: Sequence[BatchRecord]) -> float:
+    gaps = [
+        (after.cut - before.run_end) * 1000
+        for before, after in zip(batches, batches[1:], strict=False)
+        if after.oldest < before.run_end and after.instance == before.instance
+    ]
+    return float(np.mean(gaps)) if gaps else 0.0
