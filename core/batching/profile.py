@@ -1,9 +1,13 @@
 """Latency per batch size of a model on a backend: the input of the batching simulator.
 
-Each batch size is timed on synthetic inputs after a warm-up, for at least `min_runs` runs and
-`min_seconds`; the profile keeps the mean (what throughput depends on), the p50/p99, and the
-latency percentiles 0, 1, ..., 100 (`quantiles_ms`), from which the simulator draws service
-times so that run-to-run spread shows in the predicted tail.
+The batch sizes are timed on synthetic inputs after a warm-up of each, interleaved: rounds of
+one run per size in a seeded random order, until every size has `min_runs` runs and the rounds
+took `min_seconds` per size. Interleaving matters on a machine whose speed moves (neighbours,
+clocks): timed in blocks, one size would catch a slow minute and another a quiet one, and the
+curve would bend where the model does not. The profile keeps the mean per size (what throughput
+depends on), the p50/p99, the percentiles 0, 1, ..., 100 (`quantiles_ms`), and every run in the
+order it ran (`runs`): the simulator replays that sequence as the machine's speed over time
+(see core.batching.simulate), so slow spells that last many runs reach the predicted tail.
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope.
 """
@@ -26,6 +30,8 @@ from core.intake import inspect_model
 ProgressCallback = Callable[[float, str], None]
 QUANTILE_COUNT = 101
 QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
+MAX_RUNS = 20_000
+PROGRESS_EVERY_S = 0.5
 
 
 class LatencyProfile(BaseModel):
@@ -40,6 +46,11 @@ class LatencyProfile(BaseModel):
     quantiles_ms: list[list[float]] = Field(
         default_factory=list,
         description="Per batch size, latency at percentiles 0, 1, ..., 100 (101 values).",
+    )
+    runs: list[tuple[int, float]] = Field(
+        default_factory=list,
+        description="Every timed run in the order it ran: (batch size, ms). Empty in profiles "
+        "made before runs were kept; the simulator then draws from quantiles_ms.",
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
@@ -58,6 +69,10 @@ class LatencyProfile(BaseModel):
             or len(self.quantiles_ms[0]) < 2
         ):
             raise ValueError("quantiles_ms needs as many values for every batch size (>= 2)")
+        if self.runs and not {size for size, _ in self.runs} <= set(self.batch_sizes):
+            raise ValueError("runs may only hold measured batch sizes")
+        if any(ms <= 0 for _, ms in self.runs):
+            raise ValueError("run latencies must be positive")
         return self
 
     def latency_ms(self, batch_size: int) -> float:
@@ -88,6 +103,15 @@ class LatencyProfile(BaseModel):
         shape = np.array([np.interp(batch_size, sizes, table[:, k]) for k in range(count)])
         drawn_mean = float((shape[:-1] + shape[1:]).mean() / 2)
         return shape * (mean / drawn_mean)
+
+    def speed_timeline(self) -> tuple[np.ndarray, np.ndarray]:
+        """The runs as a clock of work: cumulative wall seconds and, at the same points,
+        cumulative work in seconds at the profile's mean speed (a run of size b is
+        latency_ms(b) of work). Both start at 0; their ratio over a stretch is the machine's
+        speed then, and over all runs it is 1."""
+        wall = np.cumsum([0.0] + [ms for _, ms in self.runs]) / 1000.0
+        work = np.cumsum([0.0] + [self.latency_ms(size) for size, _ in self.runs]) / 1000.0
+        return wall, work
 
 
 def default_batch_sizes(max_batch_size: int) -> list[int]:
@@ -121,35 +145,58 @@ def measure_profile(
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     model = get_backend(backend).load(model_path, options or SessionOptions())
     try:
-        rows = []
-        for index, size in enumerate(sizes):
-            if progress:
-                progress(index / len(sizes), f"timing batch size {size}")
-            feeds, _ = synthesize_inputs(info.inputs, batch_size=size, overrides=shapes or {})
-            rows.append(time_runs(model, feeds, min_runs=min_runs, min_seconds=min_seconds))
+        feeds = {
+            size: synthesize_inputs(info.inputs, batch_size=size, overrides=shapes or {})[0]
+            for size in sizes
+        }
+        runs = interleaved_runs(
+            model, feeds, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
+            progress=progress,
+        )  # fmt: skip
     finally:
         model.close()
+    rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
     return LatencyProfile(
         batch_sizes=sizes,
         mean_ms=[float(np.mean(r)) for r in rows],
         p50_ms=[float(np.percentile(r, 50)) for r in rows],
         p99_ms=[float(np.percentile(r, 99)) for r in rows],
         quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
+        runs=runs,
         backend=backend,
         environment=fingerprint(threads=(options or SessionOptions()).threads),
     )
 
 
-def time_runs(
-    model: LoadedModel, feeds: dict[str, np.ndarray], *, min_runs: int, min_seconds: float
-) -> list[float]:
-    """Latencies (ms) of repeated runs after three warm-up runs."""
-    for _ in range(3):
-        model.run(feeds)
-    latencies: list[float] = []
-    start = time.perf_counter()
-    while len(latencies) < min_runs or time.perf_counter() - start < min_seconds:
-        begin = time.perf_counter()
-        model.run(feeds)
-        latencies.append((time.perf_counter() - begin) * 1000)
-    return latencies
+def interleaved_runs(
+    model: LoadedModel,
+    feeds: dict[int, dict[str, np.ndarray]],
+    *,
+    min_runs: int,
+    min_seconds: float,
+    progress: ProgressCallback | None = None,
+    seed: int = 0,
+) -> list[tuple[int, float]]:
+    """(batch size, ms) of each run, in the order run: three warm-up runs per size, then rounds
+    of one run per size in a seeded random order until each has `min_runs` and `min_seconds`
+    have passed (at most MAX_RUNS runs)."""
+    for size_feeds in feeds.values():
+        for _ in range(3):
+            model.run(size_feeds)
+    order, rng = list(feeds), np.random.default_rng(seed)
+    runs: list[tuple[int, float]] = []
+    start = reported = time.perf_counter()
+    rounds = 0
+    while rounds < min_runs or time.perf_counter() - start < min_seconds:
+        if len(runs) + len(order) > MAX_RUNS:
+            break
+        for index in rng.permutation(len(order)):
+            begin = time.perf_counter()
+            model.run(feeds[order[index]])
+            runs.append((order[index], (time.perf_counter() - begin) * 1000))
+        rounds += 1
+        if progress and time.perf_counter() - reported > PROGRESS_EVERY_S:
+            reported = time.perf_counter()
+            share = min(1.0, (reported - start) / min_seconds) if min_seconds else 1.0
+            progress(share, f"timing batch sizes {order} interleaved: round {rounds}")
+    return runs

@@ -5,9 +5,18 @@ instance with the fewest rows queued or running (the balancer's choice when inst
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
 `settings.cut_size(queued)` requests. A batch of b rows occupies its instance for
-`profile.latency_ms(b)` (+ `overhead_ms` per batch, the runtime's own cost): a fixed time with
-service="mean", or with service="measured" a draw from the profile's measured latency quantiles
-at that size (inverse CDF, linear between quantiles), so measured spread reaches the tail.
+`profile.latency_ms(b)` of work (+ `overhead_ms` per batch, the runtime's own cost, not scaled):
+  - service="mean": that time, fixed;
+  - service="measured" with the profile's run sequence (`profile.runs`, sizes interleaved): the
+    machine's speed over time is replayed from it, starting at a seeded offset and wrapping.
+    With W(t) the work the profile's runs had done by wall time t (piecewise linear, slope =
+    the speed then, W(T) = T over the whole sequence), a batch of work w started at t ends at
+    W^-1(W(t) + w): it runs slower while the profile's runs were slow, and a slow spell that
+    lasted many runs slows all the batches in it, as on a machine that neighbours load for
+    seconds at a time. Independent draws of the same spread would scatter the slow runs and
+    predict too short a tail;
+  - service="measured" with quantiles only (older profiles): an independent draw per batch
+    from the measured latency quantiles at that size (inverse CDF, linear between them).
 Arrivals are Poisson (exponential gaps), constant-rate, or a closed loop of N clients that send
 again as soon as they get an answer. With max_batch_size = 1 and timeout 0 a single instance is
 an M/D/1 queue: mean wait rho * D / (2 (1 - rho)), idle share 1 - rho, which the tests check.
@@ -17,6 +26,7 @@ Statistics skip the first `warmup_share` of requests (the empty start is not typ
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import deque
 from collections.abc import Sequence
@@ -62,7 +72,9 @@ def simulate(
     if process == "closed" and clients < 1:
         raise InvalidSpec("A closed loop needs at least one client.")
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
-    if service == "measured" and profile.quantiles_ms:
+    if service == "measured" and profile.runs:
+        sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
+    elif service == "measured" and profile.quantiles_ms:
         sim.draw_service(profile, np.random.default_rng(seed + 1))
     sim.run(times, clients, requests)
     return sim.result(rate if process != "closed" else None, warmup_share)
@@ -77,13 +89,40 @@ def _open_arrivals(process: Process, rate: float | None, count: int, seed: int) 
     return np.cumsum(gaps) - gaps[0]
 
 
+class _SpeedTrace:
+    """The profile's runs as the machine's speed over time, replayed from a seeded offset."""
+
+    def __init__(self, profile: LatencyProfile, rng: np.random.Generator) -> None:
+        wall, work = profile.speed_timeline()
+        self.wall, self.work = wall.tolist(), work.tolist()
+        self.period, self.total = self.wall[-1], self.work[-1]
+        self.offset = float(rng.uniform(0, self.period))
+
+    def duration(self, now: float, work: float) -> float:
+        """Wall seconds a batch of `work` seconds (at mean speed) started at `now` takes."""
+        start = now + self.offset
+        cycles, into = divmod(start, self.period)
+        done = cycles * self.total + _interp(into, self.wall, self.work) + work
+        cycles, rest = divmod(done, self.total)
+        return cycles * self.period + _interp(rest, self.work, self.wall) - start
+
+
+def _interp(x: float, xs: list[float], ys: list[float]) -> float:
+    """y at x on the polyline through (xs, ys); xs ascending (np.interp is slow on scalars)."""
+    right = min(max(bisect.bisect_right(xs, x), 1), len(xs) - 1)
+    x0, x1, y0, y1 = xs[right - 1], xs[right], ys[right - 1], ys[right]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+
+
 class _Simulation:
     def __init__(self, profile: LatencyProfile, settings: BatchingSettings, overhead: float):
         self.settings = settings
-        self.service = {
-            b: profile.latency_ms(b) / 1000.0 + overhead
-            for b in range(1, settings.max_batch_size + 1)
+        self.overhead = overhead
+        self.work = {
+            b: profile.latency_ms(b) / 1000.0 for b in range(1, settings.max_batch_size + 1)
         }
+        self.service = {b: work + overhead for b, work in self.work.items()}
+        self.speed: _SpeedTrace | None = None
         count = settings.instances
         self.queues: list[deque[int]] = [deque() for _ in range(count)]
         self.busy = [0] * count
@@ -108,9 +147,11 @@ class _Simulation:
         self._rng, self._draws = rng, iter(())
         self._curves, self._overhead = curves, overhead
 
-    def service_time(self, size: int) -> float:
+    def service_time(self, size: int, now: float) -> float:
         if self.replayed:
             return self.replayed.popleft()
+        if self.speed is not None:
+            return self.speed.duration(now, self.work[size]) + self.overhead
         if not hasattr(self, "_curves"):
             return self.service[size]
         curve = self._curves[size]
@@ -169,7 +210,7 @@ class _Simulation:
             self.push(due, _TIMEOUT, instance)
             return
         size = settings.cut_size(len(queue))
-        done = now + self.service_time(size)
+        done = now + self.service_time(size, now)
         self.batches.append(BatchRecord(instance, size, size, self.sent[queue[0]], now, now, done))
         for _ in range(size):
             request = queue.popleft()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from core.batching.profile import LatencyProfile, default_batch_sizes
@@ -154,3 +155,60 @@ def test_given_arrival_times_are_replayed() -> None:
     result = simulate(ONE_MS, settings, arrivals=times, warmup_share=0)
 
     assert result.batch_histogram == {4: 1, 1: 1}
+
+
+def _steady_then_slow(fast_ms: float, slow_ms: float, count: int) -> LatencyProfile:
+    """Size-1 runs: `count` at fast_ms, then `count` at slow_ms (a slow spell), mean between."""
+    runs = [(1, fast_ms)] * count + [(1, slow_ms)] * count
+    mean = (fast_ms + slow_ms) / 2
+    spread = [fast_ms] * 50 + [slow_ms] * 51
+    return LatencyProfile(batch_sizes=[1], mean_ms=[mean], quantiles_ms=[spread], runs=runs)
+
+
+def test_a_slow_spell_in_the_profile_lengthens_the_tail_beyond_independent_draws() -> None:
+    profile = _steady_then_slow(1.0, 2.0, 400)  # 0.4 s quick, 0.8 s at half speed, repeating
+
+    spell = simulate(profile, NO_BATCHING, rate=500, requests=20_000)
+    scattered = simulate(
+        profile.model_copy(update={"runs": []}), NO_BATCHING, rate=500, requests=20_000
+    )
+
+    assert spell.p99_ms > 3 * scattered.p99_ms  # the queue builds through the whole spell
+    assert spell.throughput == pytest.approx(500, rel=0.03)
+
+
+def test_a_steady_run_sequence_keeps_the_md1_queue() -> None:
+    profile = LatencyProfile(batch_sizes=[1], mean_ms=[1.0], runs=[(1, 1.0)] * 100)
+    rho = 0.6
+
+    result = simulate(profile, NO_BATCHING, rate=rho * 1000, requests=60_000, seed=3)
+
+    assert result.mean_queue_ms == pytest.approx(rho / (2 * (1 - rho)), rel=0.08)
+
+
+def test_a_batch_runs_at_the_speed_of_the_stretch_it_spans() -> None:
+    from core.batching.simulate import _SpeedTrace
+
+    # runs of 1 ms then 3 ms, each 2 ms of work: twice the mean speed, then two thirds of it
+    profile = LatencyProfile(batch_sizes=[1], mean_ms=[2.0], runs=[(1, 1.0), (1, 3.0)])
+    speed = _SpeedTrace(profile, np.random.default_rng(0))
+    speed.offset = 0.0
+
+    assert speed.duration(0.0, 0.002) == pytest.approx(0.001)
+    assert speed.duration(0.0, 0.003) == pytest.approx(0.0025)  # 1 ms fast, then 1.5 ms slow
+    assert speed.duration(0.001, 0.004) == pytest.approx(0.004)  # exactly one lap of the runs
+    assert speed.duration(0.004, 0.002) == pytest.approx(0.001)  # the second lap starts fast
+
+
+def test_profile_interleaves_the_sizes_and_keeps_every_run(tiny_model) -> None:
+    from core.batching.profile import measure_profile
+
+    profile = measure_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+
+    sizes = [size for size, _ in profile.runs]
+    assert len(sizes) == 15
+    rounds = [sorted(sizes[i : i + 3]) for i in range(0, 15, 3)]
+    assert rounds == [[1, 2, 4]] * 5  # one run per size per round, not in blocks
+    assert sizes[:3] != sizes[3:6] or sizes[3:6] != sizes[6:9]  # the order changes by round
+    for size, mean in zip(profile.batch_sizes, profile.mean_ms, strict=True):
+        assert mean == pytest.approx(np.mean([ms for s, ms in profile.runs if s == size]))
