@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
@@ -141,6 +141,11 @@ def get_job(s: Session, *, job_id: int) -> Job | None:
     return s.get(Job, job_id)
 
 
+def get_job_for_update(s: Session, *, job_id: int) -> Job | None:
+    """The job with this id, read afresh and locked until the transaction ends; or None."""
+    return s.get(Job, job_id, with_for_update=True, populate_existing=True)
+
+
 def list_jobs(s: Session, *, limit: int = 200) -> list[Job]:
     """The latest ``limit`` jobs, newest first, with their model loaded."""
     query = select(Job).options(joinedload(Job.model)).order_by(Job.id.desc()).limit(limit)
@@ -235,12 +240,76 @@ def stale_jobs(s: Session, *, max_age_s: float) -> list[Job]:
     return list(s.scalars(query))
 
 
-def requeue_job(s: Session, *, job: Job, task_id: str, message: str) -> None:
-    """Put a running job whose worker was lost back in the queue under a new task id."""
+def requeue_job(s: Session, *, job: Job, task_id: str | None, message: str) -> None:
+    """Put a job back in the queue under a new task id (None: not sent yet, no worker runs).
+
+    Its heartbeat becomes the time it was queued again, which ``waiting_jobs`` reads."""
     job.status = JobStatus.queued
     job.celery_task_id = task_id
     job.progress, job.message = 0.0, message
+    job.heartbeat_at = _utcnow()
     s.flush()
+
+
+def end_lost_job(s: Session, *, job: Job, max_attempts: int = MAX_ATTEMPTS) -> JobStatus | None:
+    """End a job that lost its worker when it must not run again: a cancel was pending, or it
+    was started ``max_attempts`` times. Returns the terminal status, or None (run it again)."""
+    if job.cancel_requested:
+        message = f"Cancelled (its worker {job.worker or 'unknown'} had stopped responding)."
+        _finish(job, JobStatus.cancelled, message)
+    elif job.attempts >= max_attempts:
+        _finish(job, JobStatus.failed, gave_up_message(job.attempts, job.worker))
+    else:
+        return None
+    s.flush()
+    return job.status
+
+
+WORKER_LOST = "Worker lost"
+"""How the message of a job queued again by ``release_orphaned_jobs`` starts."""
+
+
+def worker_lost_message(job: Job, max_attempts: int = MAX_ATTEMPTS) -> str:
+    return (
+        f"{WORKER_LOST}: its worker ({job.worker or 'unknown'}) stopped responding and no worker "
+        f"is running. Attempt {job.attempts + 1} of {max_attempts} will start when a worker "
+        "starts."
+    )
+
+
+def release_orphaned_jobs(
+    s: Session, *, max_age_s: float, max_attempts: int = MAX_ATTEMPTS
+) -> list[tuple[int, str]]:
+    """While no worker is live, take running jobs nobody vouches for off "running".
+
+    Workers recover such jobs on their heartbeat; with every worker down nobody would, and the
+    job would show "running" until one starts. Here (callable by the studio and the CLI) each
+    is ended when it must not run again (``end_lost_job``), otherwise queued with no task id and
+    a message saying it waits for a worker; the first worker to start sends it
+    (``waiting_jobs``). Returns (job id, new status) for each job changed.
+    """
+    if live_workers(s, max_age_s=max_age_s):
+        return []
+    changed = []
+    for job in stale_jobs(s, max_age_s=max_age_s):
+        ended = end_lost_job(s, job=job, max_attempts=max_attempts)
+        if ended is None:
+            requeue_job(s, job=job, task_id=None, message=worker_lost_message(job, max_attempts))
+        changed.append((job.id, (ended or JobStatus.queued).value))
+    return changed
+
+
+def waiting_jobs(s: Session, *, queued_for_s: float) -> list[Job]:
+    """Queued jobs queued (or queued again) at least ``queued_for_s`` seconds ago, oldest first.
+
+    The ones whose task id the broker does not hold were lost by it (or never sent, after
+    ``release_orphaned_jobs``) and must be sent again."""
+    cutoff = _utcnow() - timedelta(seconds=queued_for_s)
+    queued_since = func.coalesce(Job.heartbeat_at, Job.created_at)
+    query = (
+        select(Job).where(Job.status == JobStatus.queued, queued_since < cutoff).order_by(Job.id)
+    )
+    return list(s.scalars(query))
 
 
 def set_progress(s: Session, *, job_id: int, progress: float, message: str) -> bool:

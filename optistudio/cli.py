@@ -25,6 +25,7 @@ from optistudio.cli_args import (
 from optistudio.cli_batching import add_batching_parser, command_batching
 from optistudio.cli_diagnostics import add_diagnostics_parsers, command_profile, command_soak
 from optistudio.cli_export import add_export_parser, command_export
+from optistudio.cli_jobs import add_jobs_parser, command_jobs
 from optistudio.cli_optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli_worker import add_worker_parser, command_worker
 
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     backends_cmd.add_argument("--json", action="store_true", help="print JSON")
     commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
     add_worker_parser(commands)
+    add_jobs_parser(commands)
     commands.add_parser("ui", help="run the studio (Streamlit)")
     commands.add_parser("migrate", help="upgrade the database to the newest schema")
     return parser
@@ -385,6 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_batching(args)
         if args.command == "worker":
             return command_worker(args)
+        if args.command == "jobs":
+            return command_jobs(args)
         if args.command == "ui":
             return command_ui()
         return command_migrate()

@@ -32,6 +32,7 @@ from db.queries import (
     list_models,
     list_workers,
     live_workers,
+    release_orphaned_jobs,
     request_cancel,
     results_rows,
     set_task_id,
@@ -316,6 +317,14 @@ def cancel_job(
     if status == JobStatus.cancelled:
         return f"Job {job_id} is cancelled."
     return f"Job {job_id} will stop at its next checkpoint."
+
+
+def check_workers(factory: sessionmaker[Session], *, max_age_s: float) -> int:
+    """How many workers are live. With none, jobs whose worker died come off "running" here
+    (``db.queries.release_orphaned_jobs``): no worker is there to notice until one starts."""
+    with transaction(factory) as s:
+        release_orphaned_jobs(s, max_age_s=max_age_s)
+        return len(live_workers(s, max_age_s=max_age_s))
 
 
 def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[str, Any]]:

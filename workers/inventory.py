@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -19,13 +20,24 @@ from celery.signals import worker_ready, worker_shutdown
 from db.queries import record_worker, stop_worker
 from db.session import make_session_factory, transaction
 from optistudio.settings import get_settings
-from workers.recovery import recover_stale_jobs, send_with_app, vouch_for_active_jobs
+from workers.recovery import recover, vouch_for_active_jobs
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_STALE_FACTOR = 3
 _stop = threading.Event()
 _state: dict[str, Any] = {}
+NO_FORK_NOW = threading.Lock()
+"""Held by the heartbeat thread while it uses the database, and taken by every fork of this
+process (a new pool process) first. A process forked while another of its threads holds a
+SQLite write transaction inherits SQLite's in-process lock table in that state, and its own
+connections then find the database locked forever (seen: a replacement pool process that
+could not claim any job)."""
+os.register_at_fork(
+    before=NO_FORK_NOW.acquire,
+    after_in_parent=NO_FORK_NOW.release,
+    after_in_child=NO_FORK_NOW.release,
+)
 
 
 def queues_of(text: str) -> list[str]:
@@ -93,15 +105,16 @@ def beat() -> None:
 
 
 def _recover() -> None:
-    """Run again (or end) the jobs of workers that stopped responding."""
-    max_age_s = get_settings().heartbeat_s * HEARTBEAT_STALE_FACTOR
-    recover_stale_jobs(_state["factory"], max_age_s=max_age_s, send=send_with_app)
+    """Run again (or end) the jobs of workers that stopped responding, and send again the
+    queued jobs the broker does not hold."""
+    recover(_state["factory"], max_age_s=get_settings().heartbeat_s * HEARTBEAT_STALE_FACTOR)
 
 
 def _beat_forever(interval: float) -> None:
     while not _stop.wait(interval):
         for step in (beat, _recover):
             try:
-                step()
+                with NO_FORK_NOW:
+                    step()
             except Exception:  # a database hiccup must not kill the worker; the next beat retries
                 log.exception("heartbeat step %s failed", step.__name__)

@@ -15,6 +15,12 @@ outcome because the database was down). It is
 
 A worker whose pool process dies (but whose main process lives) hands the task back to the
 broker itself (``task_reject_on_worker_lost``); ``claim_job`` counts those attempts too.
+
+With every worker down nobody beats; the studio and the CLI then take such jobs off "running"
+themselves (``db.queries.release_orphaned_jobs``): queued, unsent, "Worker lost…". Each beat
+then also sends again every job queued for a while whose task the broker does not hold
+(``resend_missing_jobs``): those, and jobs Redis lost when it was killed before its append-only
+file reached the disk. The database, not the broker, is the list of jobs still to run.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ from core.inventory import offers
 from db.models import Job, JobKind, JobStatus
 from db.queries import (
     MAX_ATTEMPTS,
+    end_lost_job,
     finish_job,
-    gave_up_message,
+    get_job_for_update,
     live_workers,
     requeue_job,
     stale_jobs,
     touch_jobs,
+    waiting_jobs,
 )
 from db.session import transaction
 
@@ -107,24 +115,12 @@ def _recover(
     send: SendTo,
     max_attempts: int,
 ) -> str:
+    ended = end_lost_job(s, job=job, max_attempts=max_attempts)
+    if ended is not None:
+        return ended.value
     lost = job.worker or "unknown"
-    if job.cancel_requested:
-        message = f"Cancelled (its worker {lost} had stopped responding)."
-        finish_job(s, job_id=job.id, status=JobStatus.cancelled, message=message)
-        return "cancelled"
-    if job.attempts >= max_attempts:
-        message = gave_up_message(job.attempts, job.worker)
-        finish_job(s, job_id=job.id, status=JobStatus.failed, message=message)
-        return "failed"
     backend, device = target_of(job)
-    queue = next(
-        (
-            queues[0]
-            for queues, inv in live
-            if queues and offers(inv, backend=backend, device=device)
-        ),
-        None,
-    )
+    queue = queue_for(live, backend=backend, device=device)
     if queue is None:
         message = (
             f"Failed: its worker ({lost}) stopped responding and no live worker offers "
@@ -141,8 +137,87 @@ def _recover(
     return f"requeued to {queue}"
 
 
+def queue_for(
+    live: list[tuple[list[str], dict[str, Any]]], *, backend: str, device: str
+) -> str | None:
+    """The first queue of a live worker that offers this backend on this device."""
+    return next(
+        (
+            queues[0]
+            for queues, inventory in live
+            if queues and offers(inventory, backend=backend, device=device)
+        ),
+        None,
+    )
+
+
+def resend_missing_jobs(
+    factory: sessionmaker[Session],
+    *,
+    max_age_s: float,
+    in_broker: Callable[[], set[str] | None],
+    send: SendTo,
+) -> list[tuple[int, str]]:
+    """Send again every job queued for ``max_age_s`` whose task the broker does not hold.
+
+    Two ways a queued job has no message: Redis lost it (killed with writes not yet on disk, or
+    restored from an older file), or its worker was lost while no worker ran and the studio or
+    CLI put it back in the queue unsent (``db.queries.release_orphaned_jobs``). A job sent twice
+    still runs once: ``claim_job`` lets only one delivery run it. Returns (job id, queue).
+    """
+    with transaction(factory) as s:
+        waiting = [(j.id, j.celery_task_id) for j in waiting_jobs(s, queued_for_s=max_age_s)]
+    if not waiting:
+        return []
+    held = in_broker() if any(task_id for _, task_id in waiting) else set()
+    missing = [
+        job_id
+        for job_id, task_id in waiting
+        if task_id is None or (held is not None and task_id not in held)
+    ]
+    return [outcome for job_id in missing if (outcome := _resend(factory, job_id, max_age_s, send))]
+
+
+def _resend(
+    factory: sessionmaker[Session], job_id: int, max_age_s: float, send: SendTo
+) -> tuple[int, str] | None:
+    with transaction(factory) as s:
+        job = get_job_for_update(s, job_id=job_id)
+        if job is None or job.status is not JobStatus.queued:
+            return None  # claimed or ended meanwhile
+        live = [(w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)]
+        backend, device = target_of(job)
+        queue = queue_for(live, backend=backend, device=device)
+        if queue is None:
+            return None  # waits, queued, for a worker that offers its target
+        message = (
+            f"Requeued: the job queue no longer held it (Redis lost it); sent again to {queue}."
+            if job.celery_task_id
+            else f"Requeued: a worker started; attempt {job.attempts + 1} will start on it."
+        )
+        requeue_job(s, job=job, task_id=send(task_of(job.kind), job.id, queue), message=message)
+        log.warning("job %s was queued with no message in the broker: sent again", job_id)
+        return job_id, queue
+
+
 def send_with_app(name: str, job_id: int, queue: str) -> str:
     """The worker's own Celery app sends the task (used by the heartbeat thread)."""
     from workers.app import app
 
     return str(app.send_task(name, args=[job_id], queue=queue).id)
+
+
+def held_by_app_broker() -> set[str] | None:
+    """Task ids the worker's own broker holds (used by the heartbeat thread)."""
+    from workers.app import app
+    from workers.broker_contents import task_ids_in_broker
+
+    return task_ids_in_broker(app)
+
+
+def recover(factory: sessionmaker[Session], *, max_age_s: float) -> None:
+    """One heartbeat's recovery: jobs that lost their worker, then jobs the broker lost."""
+    recover_stale_jobs(factory, max_age_s=max_age_s, send=send_with_app)
+    resend_missing_jobs(
+        factory, max_age_s=max_age_s, in_broker=held_by_app_broker, send=send_with_app
+    )

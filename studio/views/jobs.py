@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from db.queries import WORKER_LOST
 from studio import state
-from studio.services import cancel_job, job_rows
+from studio.services import cancel_job, check_workers, job_rows
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
@@ -21,6 +22,7 @@ STATUS_ICON = {
     "failed": ":red[:material/error:]",
     "cancelled": ":gray[:material/cancel:]",
 }
+LOST_ICON = ":orange[:material/warning:]"
 
 
 def render() -> None:
@@ -31,10 +33,15 @@ def render() -> None:
 
 @st.fragment(run_every="1s")
 def live_jobs() -> None:
+    stale_after_s = state.settings().heartbeat_s * state.HEARTBEAT_STALE_FACTOR
+    live = check_workers(state.session_factory(), max_age_s=stale_after_s)
     rows = job_rows(state.session_factory())
     if not rows:
         st.info("No jobs yet. Start a benchmark from the Models page.")
         return
+    waiting = [r for r in rows if r["status"] in ACTIVE]
+    if not live and waiting:
+        no_worker(waiting)
     for row in rows[:RECENT]:
         if row["status"] in ACTIVE:
             active_job(row)
@@ -53,10 +60,25 @@ def live_jobs() -> None:
     )
 
 
+def no_worker(waiting: list[dict[str, Any]]) -> None:
+    lost = sum(worker_lost(r) for r in waiting)
+    st.warning(
+        f"No worker is running, so {len(waiting)} unfinished job(s) wait"
+        + (f", {lost} of them because their worker was lost mid-run" if lost else "")
+        + ". They run when a worker starts: `make up` starts one; `optistudio worker` adds one."
+    )
+
+
+def worker_lost(row: dict[str, Any]) -> bool:
+    """Queued again after its worker died while no worker ran (db.queries.WORKER_LOST)."""
+    return row["status"] == "queued" and row["message"].startswith(WORKER_LOST)
+
+
 def active_job(row: dict[str, Any]) -> None:
     with st.container(border=True):
         left, right = st.columns([5, 1])
-        label = f"{STATUS_ICON[row['status']]} Job #{row['id']} · {row['kind']} · {row['model']}"
+        icon = LOST_ICON if worker_lost(row) else STATUS_ICON[row["status"]]
+        label = f"{icon} Job #{row['id']} · {row['kind']} · {row['model']}"
         left.progress(
             min(max(row["progress"], 0.0), 1.0), text=f"{label} — {row['message'] or row['status']}"
         )
@@ -65,7 +87,7 @@ def active_job(row: dict[str, Any]) -> None:
                 cancel_job(state.session_factory(), job_id=row["id"], revoke=state.revoke_task)
             )
         waiting = queued_for(row)
-        if waiting is not None and waiting > STUCK_AFTER_S:
+        if waiting is not None and waiting > STUCK_AFTER_S and not worker_lost(row):
             left.caption(
                 f"No worker has taken this job for {waiting:.0f} s. Is a worker running on the "
                 "'cpu' queue? `make up` starts one; `optistudio worker` adds one."

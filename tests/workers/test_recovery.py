@@ -18,13 +18,21 @@ from db.queries import (
     create_job,
     get_job,
     record_worker,
+    release_orphaned_jobs,
     request_cancel,
     stale_jobs,
     touch_jobs,
+    waiting_jobs,
 )
 from db.session import DatabaseUnavailable, make_session_factory, transaction
 from optistudio.migrate import upgrade
-from workers.recovery import recover_stale_jobs, target_of, task_of, vouch_for_active_jobs
+from workers.recovery import (
+    recover_stale_jobs,
+    resend_missing_jobs,
+    target_of,
+    task_of,
+    vouch_for_active_jobs,
+)
 
 ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
 
@@ -187,6 +195,126 @@ def test_a_lost_job_with_a_cancel_pending_ends_cancelled(factory) -> None:
 
     assert recover_stale_jobs(factory, max_age_s=30, send=Sent()) == [(job_id, "cancelled")]
     assert job(factory, job_id).status is JobStatus.cancelled
+
+
+def lost_with_no_worker(factory, attempts: int = 1) -> int:
+    """A running job whose worker died while no other worker is live."""
+    job_id = new_job(factory, {"backend": "onnxruntime", "device": "cpu"})
+    for _ in range(attempts):
+        claim(factory, job_id, "t1", worker="cpu@dead")
+    age(factory, job_id, 60)
+    return job_id
+
+
+def release(factory) -> list[tuple[int, str]]:
+    with transaction(factory) as s:
+        return release_orphaned_jobs(s, max_age_s=30)
+
+
+def test_with_no_live_worker_a_lost_job_is_queued_again_unsent_saying_so(factory) -> None:
+    job_id = lost_with_no_worker(factory)
+
+    assert release(factory) == [(job_id, "queued")]
+
+    row = job(factory, job_id)
+    assert (row.status, row.celery_task_id, row.attempts) == (JobStatus.queued, None, 1)
+    assert row.message == (
+        "Worker lost: its worker (cpu@dead) stopped responding and no worker is running. "
+        "Attempt 2 of 3 will start when a worker starts."
+    )
+    assert release(factory) == []  # done once
+
+
+@pytest.mark.parametrize(
+    ("attempts", "cancel", "status", "says"),
+    [
+        (3, False, JobStatus.failed, "Failed after 3 attempts"),
+        (1, True, JobStatus.cancelled, "Cancelled (its worker cpu@dead"),
+    ],
+    ids=["at-its-limit-fails", "cancel-pending-is-cancelled"],
+)
+def test_with_no_live_worker_a_lost_job_that_must_not_run_again_ends(
+    factory, attempts: int, cancel: bool, status: JobStatus, says: str
+) -> None:
+    job_id = lost_with_no_worker(factory, attempts)
+    if cancel:
+        with transaction(factory) as s:
+            request_cancel(s, job_id=job_id)
+
+    assert release(factory) == [(job_id, status.value)]
+    row = job(factory, job_id)
+    assert row.status is status and row.message.startswith(says)
+
+
+def test_with_a_live_worker_lost_jobs_are_left_to_its_recovery(factory) -> None:
+    job_id = lost_with_no_worker(factory)
+    add_worker(factory)
+
+    assert release(factory) == []
+    assert job(factory, job_id).status is JobStatus.running
+
+
+def queued_job(factory, task_id: str | None, queued_s_ago: float) -> int:
+    job_id = new_job(factory, {"backend": "onnxruntime", "device": "cpu"})
+    with transaction(factory) as s:
+        then = datetime.now(UTC) - timedelta(seconds=queued_s_ago)
+        s.execute(
+            update(Job).where(Job.id == job_id).values(celery_task_id=task_id, heartbeat_at=then)
+        )
+    return job_id
+
+
+def test_queued_jobs_the_broker_does_not_hold_are_sent_again_once(factory) -> None:
+    held = queued_job(factory, "in-redis", 60)
+    lost = queued_job(factory, "lost-by-redis", 60)
+    unsent = queued_job(factory, None, 60)  # released while no worker ran
+    fresh = queued_job(factory, "just-sent", 1)  # its message may still be on the way
+    add_worker(factory)
+    sent = Sent()
+
+    outcomes = resend_missing_jobs(factory, max_age_s=30, in_broker=lambda: {"in-redis"}, send=sent)
+
+    assert outcomes == [(lost, "cpu"), (unsent, "cpu")]
+    assert sent == [(task_of(JobKind.benchmark), j, "cpu") for j in (lost, unsent)]
+    assert [job(factory, j).celery_task_id for j in (held, lost, unsent, fresh)] == [
+        "in-redis",
+        "new-1",
+        "new-2",
+        "just-sent",
+    ]
+    assert "Redis lost it" in job(factory, lost).message
+    assert "a worker started" in job(factory, unsent).message
+    held_now = {"in-redis", "new-1", "new-2"}  # queued again just now, and held
+    assert resend_missing_jobs(factory, max_age_s=30, in_broker=lambda: held_now, send=sent) == []
+
+
+def test_an_unknown_broker_resends_only_jobs_never_sent(factory) -> None:
+    queued_job(factory, "maybe-held", 60)
+    unsent = queued_job(factory, None, 60)
+    add_worker(factory)
+
+    outcomes = resend_missing_jobs(factory, max_age_s=30, in_broker=lambda: None, send=Sent())
+
+    assert outcomes == [(unsent, "cpu")]
+
+
+def test_a_job_never_queued_again_counts_from_its_creation(factory) -> None:
+    new_job(factory)  # just created: the studio sends it right after this commit
+    created_long_ago = new_job(factory)
+    with transaction(factory) as s:
+        then = datetime.now(UTC) - timedelta(seconds=60)
+        s.execute(update(Job).where(Job.id == created_long_ago).values(created_at=then))
+
+    with transaction(factory) as s:
+        assert [j.id for j in waiting_jobs(s, queued_for_s=30)] == [created_long_ago]
+
+
+def test_a_job_no_live_worker_can_serve_stays_queued_unsent(factory) -> None:
+    job_id = queued_job(factory, None, 60)
+    add_worker(factory, inventory={"backends": {}})
+
+    assert resend_missing_jobs(factory, max_age_s=30, in_broker=set, send=Sent()) == []
+    assert job(factory, job_id).status is JobStatus.queued
 
 
 def test_every_job_kind_names_a_task_the_workers_define() -> None:
