@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test install lint bench clean
+.PHONY: up test install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: install
 
 bench: install
 	$(PY) bench/overhead.py
+
+# Runs docker-compose.yml for real (needs a Docker engine; builds stand-in images where Docker Hub
+# is unreachable): tests/compose/check_compose.py, docs/DEPLOYMENT.md.
+compose-check: install
+	$(PY) tests/compose/check_compose.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

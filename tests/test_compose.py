@@ -1,9 +1,11 @@
-"""docker-compose.yml and the Dockerfile, checked by reading them (no Docker engine here).
+"""docker-compose.yml, the Dockerfile and .dockerignore, checked by reading them.
 
 These tests pin the deployment's promises: Redis 7 with appendonly, PostgreSQL 16, a one-shot
 migration everything waits for, a scalable CPU worker, a GPU worker under a profile with an NVIDIA
 reservation and one process, the studio and Flower, health checks, restart policies, required
-secrets as ${VAR:?}, and service commands that the real CLI parser accepts.
+secrets as ${VAR:?}, service commands that the real CLI parser accepts, and a build context of only
+what the image copies. The stack itself is run for real by tests/compose/check_compose.py (`make
+compose-check`, or tests/compose/test_compose_stack.py with OPTISTUDIO_COMPOSE_CHECK=1).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from optistudio.cli import build_parser
 
@@ -21,6 +24,7 @@ yaml = pytest.importorskip("yaml")
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()
 COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_TEXT)
+PYPROJECT: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 APP_SERVICES = ["migrate", "worker", "worker-gpu", "studio"]
 LONG_RUNNING = ["redis", "postgres", "worker", "worker-gpu", "studio", "flower"]
@@ -124,7 +128,33 @@ def test_service_commands_are_real_cli_commands() -> None:
 
 def test_the_image_installs_what_the_services_use() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
-    extras = re.search(r"pip install [^\n]*-e '\.\[([\w,]+)\]'", dockerfile)
+    extras = re.search(r"^ARG EXTRAS=([\w,]+)$", dockerfile, re.MULTILINE)
     assert extras and {"postgres", "s3"} <= set(extras.group(1).split(","))
+    optional = PYPROJECT["project"]["optional-dependencies"]
+    assert set(extras.group(1).split(",")) <= set(optional)
+    # The dependencies get a layer of their own, before the code is copied; then the project.
+    deps = dockerfile.index('"$EXTRAS" >/tmp/requirements.txt')
+    assert deps < dockerfile.index("COPY core core")
+    assert dockerfile.index("COPY core core") < dockerfile.index(
+        'pip install --no-cache-dir --no-deps -e ".[$EXTRAS]"'
+    )
     assert "ARG EXTRA_PIP" in dockerfile
     assert SERVICES["worker-gpu"]["build"]["args"]["EXTRA_PIP"]
+
+
+def test_the_build_context_is_only_what_the_image_copies() -> None:
+    """.dockerignore ignores everything but the Dockerfile's COPY sources (no .venv, no data/)."""
+    dockerfile = (REPO / "Dockerfile").read_text()
+    copied = {
+        source
+        for line in dockerfile.splitlines()
+        if line.startswith("COPY ")
+        for source in line.split()[1:-1]
+    }
+    patterns = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert patterns[0] == "*"
+    assert {p[1:] for p in patterns if p.startswith("!")} == copied
