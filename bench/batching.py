@@ -12,12 +12,19 @@ on ONNX Runtime CPU with the runtime's default threads, one instance.
    (no model), against calling that runner directly; microseconds per request.
 4. Prediction: a grid of settings x arrival processes (Poisson at 50 % and 80 % of the setting's
    capacity, and a closed loop of 2 x max_batch clients); simulated vs measured throughput and
-   p99; the error is |predicted - measured| / measured. Target <= 15 %. Each setting is profiled
-   afresh just before its runs (the machine's load drifts), and the simulation replays the send
-   times the load generator achieved (closed loop: the same clients and request count), with the
-   batcher overhead measured in (3) added to each simulated batch.
+   p99; the error is |predicted - measured| / measured. Target <= 15 %. Each case is profiled
+   afresh (sizes interleaved) just before its run, and the simulation replays the send times the
+   load generator achieved (closed loop: the same clients and request count), with the runtime's
+   cost per batch under load added to each simulated batch: the mean time from the end of one
+   run to the cut of the next, from the batch trace of (1)'s closed loop (the idle, one-client
+   figure of (3) leaves out what the load adds). Two checks come with each case: the run's batches
+   replayed in the simulator with their own runner and hand-back times (what is left is the
+   policy's error alone), and the runner's slowdown against the profile; a case whose batches
+   ran more than 10 % off the profile's speed (neighbours' load changed) is run again, up to
+   --tries runs, and the least disturbed run is kept; the error over every run is printed too.
+5. Simulator speed: the Batching page's work for one slider move.
 
-Run: .venv/bin/python bench/batching.py [--seconds 12] [--tokens 32] [--max-batch 8]
+Run: .venv/bin/python bench/batching.py [--seconds 12] [--tokens 32] [--max-batch 8] [--tries 3]
      .venv/bin/python bench/batching.py --model resnet50.onnx   (any model with a batch dim;
                                          --tokens then does not apply)
 """
@@ -43,10 +50,12 @@ from core.batching.pipeline import Pipeline  # noqa: E402
 from core.batching.profile import measure_profile  # noqa: E402
 from core.batching.settings import BatchingSettings  # noqa: E402
 from core.batching.simulate import simulate  # noqa: E402
+from core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
 from core.batching.verify import measure_load  # noqa: E402
 from core.environment import fingerprint  # noqa: E402
 
 MODEL = REPO / "data" / "bench-models" / "minilm-fp32.onnx"
+DISTURBED = 0.10  # a run whose batches ran > 10 % off the profile's speed is run again
 
 
 def main() -> None:
@@ -56,6 +65,9 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--model", type=Path, help="another .onnx model instead of MiniLM")
+    parser.add_argument(
+        "--tries", type=int, default=3, help="runs per case at most while disturbed"
+    )
     args = parser.parse_args()
     model = args.model or _model()
     names = ("input_ids", "attention_mask", "token_type_ids")
@@ -70,8 +82,13 @@ def main() -> None:
     figures = {"profile": profile.model_dump(exclude={"environment"})}
     figures["saturation"] = _saturation(model, profile, shapes, args)
     figures["overhead"] = _overhead(args.seconds)
-    overhead_ms = figures["overhead"]["max_batch_1"]["overhead_us"] / 1000
+    overhead_ms = figures["saturation"]["handoff_ms"]
+    print(
+        f"(3) under load (the closed loop of (1), from its batch trace): {overhead_ms * 1000:.0f} "
+        "us per batch from the end of a run to the next cut; the simulations add this per batch"
+    )
     figures["prediction"] = _prediction(model, shapes, args, overhead_ms)
+    figures["simulator_speed"] = _simulator_speed(profile, args)
     figures["load_average"] = _load_average()
     figures["environment"] = fingerprint()
     figures["wall_seconds"] = round(time.time() - started)
@@ -92,14 +109,16 @@ def _saturation(model: Path, profile, shapes, args) -> dict:
     clients = 2 * best
     batched = BatchingSettings(max_batch_size=best, timeout_ms=5)
     single = BatchingSettings(max_batch_size=1, timeout_ms=0)
-    runs = {}
+    runs, handoff = {}, {}
     for name, settings in (("batching", batched), ("no_batching", single)):
         run = measure_load(
             model, settings, rate=None, process="closed", clients=clients,
             seconds=args.seconds, shapes=shapes,
         )  # fmt: skip
         runs[name] = run.result
+        handoff[name] = handoff_ms(run.batches)
     result = {
+        "handoff_ms": handoff["batching"],
         "ceiling_rps": ceiling,
         "ceiling_batch": best,
         "batching_rps": runs["batching"].throughput,
@@ -168,64 +187,136 @@ def _prediction(model: Path, shapes, args, overhead_ms: float) -> list[dict]:
         BatchingSettings(max_batch_size=args.max_batch, timeout_ms=10, eager_threshold=6),
     ]
     rows = []
-    print("(4) simulator vs measurement")
-    print(f"{'setting':<22}{'load':<14}{'pred rps':>9}{'meas rps':>9}{'err':>7}"
-          f"{'pred p99':>10}{'meas p99':>10}{'err':>7}")  # fmt: skip
+    print("(4) simulator vs measurement (replay: the simulator fed the run's own runner times;")
+    print("    slow: runner time in the run / the profile's, per batch; * = disturbed, rerun)")
+    print(f"{'setting':<14}{'load':<13}{'pred rps':>9}{'meas rps':>9}{'err':>7}"
+          f"{'pred p99':>10}{'meas p99':>10}{'err':>7}{'replay':>9}{'slow':>6}{'load':>6}")  # fmt: skip
     for settings in grid:
-        fresh = measure_profile(
-            model, max_batch_size=settings.max_batch_size, shapes=shapes, min_seconds=1.5
-        )
-        capacity = fresh.ceiling(settings.max_batch_size)[0]
         for load in ("poisson 50%", "poisson 80%", "closed"):
-            rows.append(_compare(model, fresh, shapes, settings, load, capacity, args, overhead_ms))
+            rows.append(_case(model, shapes, settings, load, args, overhead_ms))
     _print_errors(rows)
     return rows
 
 
-def _compare(model, profile, shapes, settings, load, capacity, args, overhead_ms) -> dict:
+def _case(model, shapes, settings, load, args, overhead_ms) -> dict:
+    """Profile, then run, up to --tries times while the run's batches ran more than
+    DISTURBED off the profile's speed (a neighbour's load came or went between the two)."""
+    attempts = []
+    for _ in range(args.tries):
+        profile = measure_profile(
+            model, max_batch_size=settings.max_batch_size, shapes=shapes, min_seconds=1.0
+        )
+        attempts.append(_compare(model, profile, shapes, settings, load, args, overhead_ms))
+        if not attempts[-1]["disturbed"]:
+            break
+    best = min(attempts, key=lambda row: abs(row["slowdown"] - 1))
+    best["attempts"] = len(attempts)
+    best["all_attempts"] = [_errors_only(row) for row in attempts]
+    return best
+
+
+def _compare(model, profile, shapes, settings, load, args, overhead_ms) -> dict:
+    capacity = profile.ceiling(settings.max_batch_size)[0]
     clients = 2 * args.max_batch
     if load == "closed":
         kwargs = {"process": "closed", "clients": clients, "rate": None}
     else:
         kwargs = {"process": "poisson", "rate": capacity * int(load[-3:-1]) / 100}
+    load_before = os.getloadavg()[0]
     run = measure_load(model, settings, seconds=args.seconds, shapes=shapes, **kwargs)
     measured = run.result
+    sent = [ms / 1000 for ms in run.sent_ms]
     if load == "closed":
         predicted = simulate(
             profile, settings, requests=measured.completed, overhead_ms=overhead_ms, **kwargs
         )
     else:  # replay the send times the load generator really achieved
-        sent = [ms / 1000 for ms in run.sent_ms]
         predicted = simulate(profile, settings, arrivals=sent, overhead_ms=overhead_ms, **kwargs)
+    scattered = simulate(  # the same profile drawn independently per batch, as before its runs
+        profile.model_copy(update={"runs": []}), settings, overhead_ms=overhead_ms,
+        **({"requests": measured.completed} if load == "closed" else {"arrivals": sent}),
+        **kwargs,
+    )  # fmt: skip
+    replayed = replay(settings, sent, run.batches).result  # with the run's own hand-back time
+    slowdown = overall_slowdown(run.batches, profile)
     row = {
         "settings": settings.model_dump(
             include={"max_batch_size", "timeout_ms", "eager_threshold"}
         ),
         "load": load,
+        "profile": profile.model_dump(exclude={"environment"}),
         "predicted": predicted.model_dump(exclude={"batch_histogram"}),
         "measured": measured.model_dump(exclude={"batch_histogram"}),
-        "throughput_error": abs(predicted.throughput - measured.throughput) / measured.throughput,
-        "p99_error": abs(predicted.p99_ms - measured.p99_ms) / measured.p99_ms,
+        "replayed": replayed.model_dump(exclude={"batch_histogram"}),
+        "throughput_error": _error(predicted.throughput, measured.throughput),
+        "p99_error": _error(predicted.p99_ms, measured.p99_ms),
+        "replay_p99_error": _error(replayed.p99_ms, measured.p99_ms),
+        "independent_draws_p99_error": _error(scattered.p99_ms, measured.p99_ms),
+        "slowdown": slowdown,
+        "disturbed": abs(slowdown - 1) > DISTURBED,
+        "load_average": [load_before, os.getloadavg()[0]],
     }
     label = f"b{settings.max_batch_size} t{settings.timeout_ms:g}" + (
         f" e{settings.eager_threshold}" if settings.eager_threshold else ""
     )
     print(
-        f"{label:<22}{load:<14}{predicted.throughput:>9.1f}{measured.throughput:>9.1f}"
+        f"{label:<14}{load:<13}{predicted.throughput:>9.1f}{measured.throughput:>9.1f}"
         f"{row['throughput_error']:>7.1%}{predicted.p99_ms:>10.1f}{measured.p99_ms:>10.1f}"
-        f"{row['p99_error']:>7.1%}"
+        f"{row['p99_error']:>7.1%}{row['replay_p99_error']:>9.1%}{slowdown:>6.2f}"
+        f"{load_before:>6.1f}{' *' if row['disturbed'] else ''}",
+        flush=True,
     )
     return row
 
 
+def _error(predicted: float, measured: float) -> float:
+    return abs(predicted - measured) / measured
+
+
+def _errors_only(row: dict) -> dict:
+    keys = (
+        "throughput_error", "p99_error", "replay_p99_error", "independent_draws_p99_error",
+        "slowdown", "disturbed",
+    )  # fmt: skip
+    return {key: row[key] for key in keys}
+
+
 def _print_errors(rows: list[dict]) -> None:
-    for key in ("throughput_error", "p99_error"):
-        errors = [row[key] for row in rows]
-        within = sum(error <= 0.15 for error in errors)
-        print(
-            f"    {key.replace('_', ' ')}: median {statistics.median(errors):.1%}, "
-            f"max {max(errors):.1%}, {within}/{len(errors)} within 15 %"
-        )
+    tries = sum(row["attempts"] for row in rows)
+    print(f"    {len(rows)} cases, {tries} runs; disturbed after all tries: "
+          f"{sum(row['disturbed'] for row in rows)}")  # fmt: skip
+    for key in ("throughput_error", "p99_error", "independent_draws_p99_error", "replay_p99_error"):
+        _print_summary(key, [row[key] for row in rows])
+    every = [attempt for row in rows for attempt in row["all_attempts"]]
+    _print_summary("p99_error over every run", [attempt["p99_error"] for attempt in every])
+
+
+def _print_summary(name: str, errors: list[float]) -> None:
+    within = sum(error <= 0.15 for error in errors)
+    print(
+        f"    {name.replace('_', ' ')}: median {statistics.median(errors):.1%}, "
+        f"max {max(errors):.1%}, {within}/{len(errors)} within 15 %"
+    )
+
+
+def _simulator_speed(profile, args) -> dict:
+    """What one slider move costs the Batching page: its prediction and its rate sweep."""
+    from studio.batching_services import predict, rate_sweep
+
+    settings = BatchingSettings(max_batch_size=args.max_batch, timeout_ms=5)
+    rate = 0.8 * profile.ceiling(args.max_batch)[0]
+    predict(profile, settings, rate=rate)  # warm imports and caches
+    started = time.perf_counter()
+    predict(profile, settings, rate=rate)
+    predict_ms = (time.perf_counter() - started) * 1000
+    rate_sweep(profile, settings)
+    total_ms = (time.perf_counter() - started) * 1000
+    print(
+        f"(5) simulator speed: one slider move on the Batching page (prediction + rate sweep, "
+        f"max batch {args.max_batch}, profile with {len(profile.runs)} runs): {total_ms:.0f} ms "
+        f"({predict_ms:.0f} ms for the prediction)"
+    )
+    return {"slider_move_ms": total_ms, "predict_ms": predict_ms}
 
 
 def _load_average() -> list[float]:

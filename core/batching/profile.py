@@ -30,7 +30,7 @@ from core.intake import inspect_model
 ProgressCallback = Callable[[float, str], None]
 QUANTILE_COUNT = 101
 QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
-MAX_RUNS = 20_000
+MAX_RUNS = 5000
 PROGRESS_EVERY_S = 0.5
 
 

@@ -1,8 +1,10 @@
 """Replaying a measured load run in the simulator, batch by batch, to find where they part.
 
 A load run records the real pipeline's batches (`LoadRun.batches`). `replay` feeds the
-simulator the same send times and, in order, the same runner times, so the only thing left to
-differ is the batching policy itself: with a faithful simulator the batches come out alike.
+simulator the same send times and, in order, the same runner times plus the run's mean hand-back
+time (from the end of one run to the cut of the next while requests wait: results handed to
+their callers, their threads woken, the next batch cut), so the only thing left to differ is the
+batching policy itself: with a faithful simulator the batches come out alike.
 `compare` lines the two batch lists up and reports the first batch where they differ, and how
 the real runner times compare with the profile's latency at each size.
 """
@@ -33,13 +35,16 @@ def replay(
     sent_s: Sequence[float],
     batches: Sequence[BatchRecord],
     *,
-    overhead_s: float = 0.0,
+    overhead_s: float | None = None,
     warmup_share: float = 0.1,
 ) -> Replay:
     """Simulate `settings` on the given send times, the k-th batch taking the k-th measured
-    batch's time from cut to the end of its run (+ `overhead_s`)."""
+    batch's time from cut to the end of its run, plus `overhead_s` (default: the run's mean
+    hand-back time, `handoff_ms`)."""
     from core.batching.simulate import _Simulation
 
+    if overhead_s is None:
+        overhead_s = handoff_ms(batches) / 1000
     profile = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
     sim = _Simulation(profile, settings, overhead_s)
     sim.replayed = deque(b.run_end - b.cut + overhead_s for b in batches)
@@ -53,8 +58,7 @@ class Comparison:
 
     first_difference: index of the first batch whose size differs (None: all alike, as many).
     slowdown: per batch size, mean measured runner time / the profile's latency at that size;
-    1.0 means the profile described the run. gap_ms: mean time from the end of one run to the
-    cut of the next when requests were already waiting (result hand-back and batch cut).
+    1.0 means the profile described the run. gap_ms: the run's `handoff_ms`.
     """
 
     first_difference: int | None
@@ -77,7 +81,7 @@ def compare(
         real_sizes=_histogram(real),
         simulated_sizes=_histogram(simulated),
         slowdown=service_slowdown(real, profile),
-        gap_ms=_back_to_back_gap_ms(real),
+        gap_ms=handoff_ms(real),
     )
 
 
@@ -108,7 +112,10 @@ def _histogram(batches: Sequence[BatchRecord]) -> dict[int, int]:
     return dict(sorted(counts.items()))
 
 
-def _back_to_back_gap_ms(batches: Sequence[BatchRecord]) -> float:
+def handoff_ms(batches: Sequence[BatchRecord]) -> float:
+    """Mean time from the end of a run to the cut of the instance's next batch, over the
+    batches whose oldest request was already waiting: the runtime's own cost per batch under
+    this load (0 when no batch waited)."""
     gaps = [
         (after.cut - before.run_end) * 1000
         for before, after in zip(batches, batches[1:], strict=False)

@@ -16,7 +16,7 @@ from core.batching.profile import LatencyProfile
 from core.batching.results import BatchRecord
 from core.batching.settings import BatchingSettings
 from core.batching.simulate import simulate
-from core.batching.trace import compare, replay
+from core.batching.trace import compare, handoff_ms, replay
 from core.intake import inspect_model
 
 WAIT = 5
@@ -94,6 +94,22 @@ def test_compare_finds_the_first_batch_that_differs_and_the_slowdown() -> None:
     assert report.real_sizes == {4: 1, 1: 1, 2: 1} and report.simulated_sizes == {4: 1, 2: 1}
     assert report.slowdown[4] == pytest.approx(2.0)  # 8 ms measured against 4 in the profile
     assert report.slowdown[1] == pytest.approx(2.0)
+
+
+def test_replay_adds_the_runs_hand_back_time_to_each_batch() -> None:
+    settings = BatchingSettings(max_batch_size=1, timeout_ms=0)
+    sent = [0.0, 0.001, 0.002]  # all three wait behind the first
+    recorded = [
+        BatchRecord(0, 1, 1, 0.0, 0.0, 0.0, 0.010),
+        BatchRecord(0, 1, 1, 0.001, 0.012, 0.012, 0.022),  # cut 2 ms after the run before ended
+        BatchRecord(0, 1, 1, 0.002, 0.024, 0.024, 0.034),
+    ]
+
+    assert handoff_ms(recorded) == pytest.approx(2.0)
+    replayed = replay(settings, sent, recorded, warmup_share=0)
+
+    assert [batch.cut for batch in replayed.batches] == pytest.approx([0.0, 0.012, 0.024])
+    assert replay(settings, sent, recorded, overhead_s=0).batches[1].cut == pytest.approx(0.010)
 
 
 def _record(rows: int, cut: float, end: float) -> BatchRecord:
