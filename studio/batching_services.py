@@ -21,6 +21,7 @@ from core.batching.profile import LatencyProfile
 from core.batching.results import LoadResult
 from core.batching.settings import BatchingSettings
 from core.batching.simulate import Process, simulate
+from core.batching.trace import slowdown_of
 from core.batching.triton import triton_config
 from core.batching.tuner import Recommendation
 from core.model_info import ModelInfo
@@ -33,6 +34,8 @@ from studio.services import recent_jobs as batching_jobs  # noqa: F401 - the pag
 SLIDER_REQUESTS = 5000
 """Requests per simulation behind a slider: p99 within a few percent, well under a second."""
 SWEEP_POINTS = 9
+RUNNER_DRIFT = 0.10
+"""How far the verify run's model speed may stray from the profile's before the page says so."""
 FIGURES = ("throughput", "p50_ms", "p90_ms", "p99_ms", "mean_batch_size", "mean_queue_ms")
 
 
@@ -137,6 +140,25 @@ def comparison_frame(predicted: dict[str, Any], measured: dict[str, Any]) -> pd.
             {"figure": key, "predicted": p, "measured": m, "error": abs(p - m) / m if m else None}
         )
     return pd.DataFrame(rows)
+
+
+def profile_mismatch(profile: LatencyProfile, batches: dict[str, Any] | None) -> str | None:
+    """Why measured and predicted may differ: the model ran more than RUNNER_DRIFT faster or
+    slower during the verify run than when it was profiled (None when it did not, or for a
+    verify job stored before batches were recorded)."""
+    if not batches or not batches.get("runner"):
+        return None
+    summary = {int(rows): (int(n), float(ms)) for rows, (n, ms) in batches["runner"].items()}
+    ratio = slowdown_of(summary, profile)
+    if abs(ratio - 1) <= RUNNER_DRIFT:
+        return None
+    pace = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
+    return (
+        f"The model ran {pace} during this verify run than in the profile, so predicted and "
+        "measured describe different machines (other load on it, clocks): the gap in p99 comes "
+        "from that, not from the batching policy. Profile again when the machine is as it will "
+        "be in service, then verify."
+    )
 
 
 def comparison_figure(frame: pd.DataFrame) -> go.Figure:

@@ -13,6 +13,7 @@ from core.backends import SessionOptions
 from core.batching.loadgen import LoadRun
 from core.batching.profile import measure_profile
 from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from core.batching.trace import handoff_ms, runner_summary
 from core.batching.verify import measure_load
 from db.models import Job, JobKind
 from db.queries import get_or_create_environment, set_job_result
@@ -81,6 +82,10 @@ def verify_job(job: Job, context: JobContext) -> tuple[str, int | None]:
     )
     result = {"measured": run.result.model_dump(mode="json"), "requests": _samples(run)}
     result["errors"] = run.errors
+    result["batches"] = {
+        "runner": {str(rows): list(row) for rows, row in runner_summary(run.batches).items()},
+        "handoff_ms": handoff_ms(run.batches),
+    }
     with transaction(context.factory) as s:
         set_job_result(s, job_id=job.id, result=result)
     measured = run.result

@@ -85,24 +85,33 @@ def compare(
     )
 
 
-def service_slowdown(batches: Sequence[BatchRecord], profile: LatencyProfile) -> dict[int, float]:
-    """Per batch size, the mean measured runner time over the profile's latency at that size."""
+def runner_summary(batches: Sequence[BatchRecord]) -> dict[int, tuple[int, float]]:
+    """Per batch size: how many batches ran and their mean runner time (ms)."""
     times: dict[int, list[float]] = {}
     for batch in batches:
-        times.setdefault(batch.rows, []).append(batch.run_end - batch.run_start)
+        times.setdefault(batch.rows, []).append((batch.run_end - batch.run_start) * 1000)
+    return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}
+
+
+def service_slowdown(batches: Sequence[BatchRecord], profile: LatencyProfile) -> dict[int, float]:
+    """Per batch size, the mean measured runner time over the profile's latency at that size."""
     return {
-        rows: float(np.mean(spent)) * 1000 / profile.latency_ms(rows)
-        for rows, spent in sorted(times.items())
+        rows: mean_ms / profile.latency_ms(rows)
+        for rows, (_, mean_ms) in runner_summary(batches).items()
     }
 
 
 def overall_slowdown(batches: Sequence[BatchRecord], profile: LatencyProfile) -> float:
     """Total measured runner time over what the profile predicts for the same batches: how much
     slower (> 1) or faster the model ran during the load run than when it was profiled."""
-    if not batches:
-        return 1.0
-    spent = sum(batch.run_end - batch.run_start for batch in batches) * 1000
-    return spent / sum(profile.latency_ms(batch.rows) for batch in batches)
+    return slowdown_of(runner_summary(batches), profile)
+
+
+def slowdown_of(summary: dict[int, tuple[int, float]], profile: LatencyProfile) -> float:
+    """`overall_slowdown` from a `runner_summary` (1.0 when no batch ran)."""
+    expected = sum(count * profile.latency_ms(rows) for rows, (count, _) in summary.items())
+    spent = sum(count * mean_ms for count, mean_ms in summary.values())
+    return spent / expected if expected else 1.0
 
 
 def _histogram(batches: Sequence[BatchRecord]) -> dict[int, int]:

@@ -317,6 +317,9 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
+    mismatch = batching.profile_mismatch(profile, job["result"].get("batches"))
+    if mismatch:
+        st.warning(mismatch)
     left, right = st.columns(2)
     left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
     right.plotly_chart(

@@ -70,3 +70,24 @@ def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
 def test_model_without_batch_dim_is_explained(make_model) -> None:
     problem = batching.batching_problem(inspect_model(make_model(batch=1)))
     assert problem is not None and "fixed first dimension" in problem
+
+
+@pytest.mark.parametrize(
+    ("runner", "said"),
+    [
+        ({"1": [50, 4.0], "8": [10, 12.0]}, "2.00x slower"),  # twice the profile's 2 and 6 ms
+        ({"1": [50, 1.0], "8": [10, 3.0]}, "2.00x faster"),
+        ({"1": [50, 2.1], "8": [10, 6.0]}, None),  # within 10 % of the profile
+    ],
+    ids=["slower", "faster", "as-profiled"],
+)
+def test_verify_says_when_the_model_did_not_run_at_the_profiles_speed(
+    runner: dict, said: str | None
+) -> None:
+    note = batching.profile_mismatch(PROFILE, {"runner": runner, "handoff_ms": 0.2})
+
+    assert (note is None) if said is None else (said in note and "not from the batching" in note)
+
+
+def test_a_verify_job_without_batches_says_nothing() -> None:
+    assert batching.profile_mismatch(PROFILE, None) is None
