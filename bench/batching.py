@@ -15,13 +15,16 @@ on ONNX Runtime CPU with the runtime's default threads, one instance.
    p99; the error is |predicted - measured| / measured. Target <= 15 %. Each case is profiled
    afresh (sizes interleaved) just before its run, and the simulation replays the send times the
    load generator achieved (closed loop: the same clients and request count), with the runtime's
-   cost per batch under load added to each simulated batch: the mean time from the end of one
-   run to the cut of the next, from the batch trace of (1)'s closed loop (the idle, one-client
-   figure of (3) leaves out what the load adds). Two checks come with each case: the run's batches
-   replayed in the simulator with their own runner and hand-back times (what is left is the
-   policy's error alone), and the runner's slowdown against the profile; a case whose batches
-   ran more than 10 % off the profile's speed (neighbours' load changed) is run again, up to
-   --tries runs, and the least disturbed run is kept; the error over every run is printed too.
+   cost per batch under load added to each simulated batch as the product does it: the case's
+   profile carries it (`LatencyProfile.handoff_ms`, the mean time from the end of one run to the
+   cut of the next in a 2-s saturating closed loop at the profile's largest batch; the idle,
+   one-client figure of (3) leaves out what the load adds), and `simulate` adds it by default;
+   (3) prints it beside the same figure from (1)'s longer trace. Two checks come with each
+   case: the run's batches replayed in the simulator with their own runner and hand-back times
+   (what is left is the policy's error alone), and the runner's slowdown against the profile;
+   a case whose batches ran more than 10 % off the profile's speed (neighbours' load changed)
+   is run again, up to --tries runs, and the least disturbed run is kept; the error over every
+   run is printed too.
 5. Simulator speed: the Batching page's work for one slider move.
 
 Run: .venv/bin/python bench/batching.py [--seconds 12] [--tokens 32] [--max-batch 8] [--tries 3]
@@ -82,12 +85,14 @@ def main() -> None:
     figures = {"profile": profile.model_dump(exclude={"environment"})}
     figures["saturation"] = _saturation(model, profile, shapes, args)
     figures["overhead"] = _overhead(args.seconds)
-    overhead_ms = figures["saturation"]["handoff_ms"]
+    figures["handoff_ms"] = profile.handoff_ms
     print(
-        f"(3) under load (the closed loop of (1), from its batch trace): {overhead_ms * 1000:.0f} "
-        "us per batch from the end of a run to the next cut; the simulations add this per batch"
+        f"(3) under load: {(profile.handoff_ms or 0) * 1000:.0f} us per batch from the end of a "
+        f"run to the next cut (the profile's closed loop at batch {profile.batch_sizes[-1]}; "
+        f"{figures['saturation']['trace_handoff_ms'] * 1000:.0f} us in (1)'s trace); each case's "
+        "simulation adds its own profile's figure per batch"
     )
-    figures["prediction"] = _prediction(model, shapes, args, overhead_ms)
+    figures["prediction"] = _prediction(model, shapes, args)
     figures["simulator_speed"] = _simulator_speed(profile, args)
     figures["load_average"] = _load_average()
     figures["environment"] = fingerprint()
@@ -118,7 +123,7 @@ def _saturation(model: Path, profile, shapes, args) -> dict:
         runs[name] = run.result
         handoff[name] = handoff_ms(run.batches)
     result = {
-        "handoff_ms": handoff["batching"],
+        "trace_handoff_ms": handoff["batching"],
         "ceiling_rps": ceiling,
         "ceiling_batch": best,
         "batching_rps": runs["batching"].throughput,
@@ -179,7 +184,7 @@ def _direct_us(runner, feeds, seconds: float) -> float:
     return (time.perf_counter() - start) / count * 1e6
 
 
-def _prediction(model: Path, shapes, args, overhead_ms: float) -> list[dict]:
+def _prediction(model: Path, shapes, args) -> list[dict]:
     grid = [
         BatchingSettings(max_batch_size=1, timeout_ms=0),
         BatchingSettings(max_batch_size=4, timeout_ms=2),
@@ -193,12 +198,12 @@ def _prediction(model: Path, shapes, args, overhead_ms: float) -> list[dict]:
           f"{'pred p99':>10}{'meas p99':>10}{'err':>7}{'replay':>9}{'slow':>6}{'load':>6}")  # fmt: skip
     for settings in grid:
         for load in ("poisson 50%", "poisson 80%", "closed"):
-            rows.append(_case(model, shapes, settings, load, args, overhead_ms))
+            rows.append(_case(model, shapes, settings, load, args))
     _print_errors(rows)
     return rows
 
 
-def _case(model, shapes, settings, load, args, overhead_ms) -> dict:
+def _case(model, shapes, settings, load, args) -> dict:
     """Profile, then run, up to --tries times while the run's batches ran more than
     DISTURBED off the profile's speed (a neighbour's load came or went between the two)."""
     attempts = []
@@ -206,7 +211,7 @@ def _case(model, shapes, settings, load, args, overhead_ms) -> dict:
         profile = measure_profile(
             model, max_batch_size=settings.max_batch_size, shapes=shapes, min_seconds=1.0
         )
-        attempts.append(_compare(model, profile, shapes, settings, load, args, overhead_ms))
+        attempts.append(_compare(model, profile, shapes, settings, load, args))
         if not attempts[-1]["disturbed"]:
             break
     best = min(attempts, key=lambda row: abs(row["slowdown"] - 1))
@@ -215,7 +220,7 @@ def _case(model, shapes, settings, load, args, overhead_ms) -> dict:
     return best
 
 
-def _compare(model, profile, shapes, settings, load, args, overhead_ms) -> dict:
+def _compare(model, profile, shapes, settings, load, args) -> dict:
     capacity = profile.ceiling(settings.max_batch_size)[0]
     clients = 2 * args.max_batch
     if load == "closed":
@@ -226,14 +231,12 @@ def _compare(model, profile, shapes, settings, load, args, overhead_ms) -> dict:
     run = measure_load(model, settings, seconds=args.seconds, shapes=shapes, **kwargs)
     measured = run.result
     sent = [ms / 1000 for ms in run.sent_ms]
-    if load == "closed":
-        predicted = simulate(
-            profile, settings, requests=measured.completed, overhead_ms=overhead_ms, **kwargs
-        )
+    if load == "closed":  # per batch, simulate adds the profile's hand-back time
+        predicted = simulate(profile, settings, requests=measured.completed, **kwargs)
     else:  # replay the send times the load generator really achieved
-        predicted = simulate(profile, settings, arrivals=sent, overhead_ms=overhead_ms, **kwargs)
+        predicted = simulate(profile, settings, arrivals=sent, **kwargs)
     scattered = simulate(  # the same profile drawn independently per batch, as before its runs
-        profile.model_copy(update={"runs": []}), settings, overhead_ms=overhead_ms,
+        profile.model_copy(update={"runs": []}), settings,
         **({"requests": measured.completed} if load == "closed" else {"arrivals": sent}),
         **kwargs,
     )  # fmt: skip
@@ -244,6 +247,7 @@ def _compare(model, profile, shapes, settings, load, args, overhead_ms) -> dict:
             include={"max_batch_size", "timeout_ms", "eager_threshold"}
         ),
         "load": load,
+        "handoff_ms": profile.handoff_ms,
         "profile": profile.model_dump(exclude={"environment"}),
         "predicted": predicted.model_dump(exclude={"batch_histogram"}),
         "measured": measured.model_dump(exclude={"batch_histogram"}),

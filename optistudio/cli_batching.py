@@ -1,6 +1,7 @@
 """`optistudio batching profile|simulate|verify|recommend MODEL.onnx`: the batching tuner.
 
-profile   times the model per batch size and predicts the given setting from it;
+profile   times the model per batch size and the runtime's hand-back time per batch under load
+          (added to every simulated batch), and predicts the given setting from it;
 simulate  predicts throughput and latency of a setting (from --profile FILE, or a fresh profile);
 verify    serves the model with the real Pipeline under the load generator and measures;
 recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate).
@@ -140,6 +141,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         profile=profile.model_dump(),
         ceiling_throughput=ceiling * settings.instances,
         ceiling_batch_size=best,
+        handoff_ms=profile.handoff_ms,
     )
 
 
@@ -217,4 +219,9 @@ def _print_summary(payload: dict[str, Any]) -> None:
         print(
             f"ceiling: {payload['ceiling_throughput']:.1f} req/s at batch "
             f"{payload['ceiling_batch_size']}"
+        )
+    if payload.get("handoff_ms") is not None:
+        print(
+            f"per-batch hand-back under load: {payload['handoff_ms']:.2f} ms, "
+            "included in predictions"
         )

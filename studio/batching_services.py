@@ -82,8 +82,19 @@ def predict(
 
 
 def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
-    """Highest throughput the settings can reach (req/s): instances x max_b b / latency(b)."""
-    return profile.ceiling(settings.max_batch_size)[0] * settings.instances
+    """Highest throughput the settings can reach (req/s): instances x max_b b / (latency(b) +
+    the profile's hand-back time per batch)."""
+    return profile.ceiling(settings.max_batch_size, with_handoff=True)[0] * settings.instances
+
+
+def handoff_line(profile: LatencyProfile) -> str:
+    """One line on the runtime's cost per batch that the predictions carry (or do not)."""
+    if profile.handoff_ms is None:
+        return (
+            "Per-batch hand-back under load: not measured (this profile predates it), so the "
+            "predictions add none; profile again to include it."
+        )
+    return f"Per-batch hand-back under load: {profile.handoff_ms:.2f} ms, included in predictions."
 
 
 def rate_sweep(profile: LatencyProfile, settings: BatchingSettings) -> pd.DataFrame:

@@ -23,6 +23,8 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     profiled = json.loads(run.stdout)
     assert profiled["profile"]["batch_sizes"] == [1, 2, 4]
     assert profiled["ceiling_throughput"] > 0 and profile_file.exists()
+    assert profiled["handoff_ms"] > 0  # the per-batch cost, also in the saved profile
+    assert profiled["profile"]["handoff_ms"] == profiled["handoff_ms"]
 
     run = optistudio(
         "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "500",

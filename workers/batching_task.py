@@ -1,4 +1,5 @@
-"""The batching tuner's jobs: a latency profile per batch size, and a measured verification run.
+"""The batching tuner's jobs: a latency profile per batch size (with the runtime's hand-back
+time per batch under load), and a measured verification run.
 
 Both write their figures to the job's `result` JSON; the studio simulates from the profile.
 """
@@ -57,9 +58,10 @@ def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
     ceiling, best = profile.ceiling(spec.max_batch_size)
     result = {"profile": profile.model_dump(mode="json"), "ceiling": ceiling, "best_batch": best}
     environment_id = _store(context, job.id, result, profile.environment)
+    handoff = "" if profile.handoff_ms is None else f"; {profile.handoff_ms:.2f} ms hand-back"
     return (
         f"Timed batch sizes {profile.batch_sizes}: up to {ceiling:.1f} req/s per instance "
-        f"at batch {best}.",
+        f"at batch {best}{handoff}.",
         environment_id,
     )
 

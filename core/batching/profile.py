@@ -9,7 +9,9 @@ depends on), the p50/p99, the percentiles 0, 1, ..., 100 (`quantiles_ms`), and e
 order it ran (`runs`): the simulator replays that sequence as the machine's speed over time
 (see core.batching.simulate), so slow spells that last many runs reach the predicted tail.
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
-along the last segment's slope.
+along the last segment's slope. After the timing, a short closed loop through the real Pipeline
+at the largest size measures the runtime's own cost per batch under load (`handoff_ms`, see
+core.batching.handoff), which the simulator adds to every batch.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ from core.batching.applicability import require_batch_dim
 from core.environment import fingerprint
 from core.inputs import synthesize_inputs
 from core.intake import inspect_model
+from core.model_info import TensorSpec
 
 ProgressCallback = Callable[[float, str], None]
 QUANTILE_COUNT = 101
 QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
 MAX_RUNS = 5000
 PROGRESS_EVERY_S = 0.5
+HANDOFF_REQUESTS = 8
+"""Distinct one-row requests cycled by the hand-back closed loop."""
 
 
 class LatencyProfile(BaseModel):
@@ -51,6 +56,14 @@ class LatencyProfile(BaseModel):
         default_factory=list,
         description="Every timed run in the order it ran: (batch size, ms). Empty in profiles "
         "made before runs were kept; the simulator then draws from quantiles_ms.",
+    )
+    handoff_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="Mean time (ms) from the end of one batch's run to the cut of the next "
+        "under a saturating closed loop through the Pipeline at the largest batch size: results "
+        "handed back, callers woken, the next batch cut. The simulator adds it per batch. None "
+        "in profiles made before it was measured.",
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
@@ -85,10 +98,13 @@ class LatencyProfile(BaseModel):
         slope = (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
         return means[-1] + max(slope, 0.0) * (batch_size - sizes[-1])
 
-    def ceiling(self, max_batch_size: int) -> tuple[float, int]:
-        """The best throughput one instance can reach (rows/s) and the batch size giving it."""
-        best = max(range(1, max_batch_size + 1), key=lambda b: b / self.latency_ms(b))
-        return best / self.latency_ms(best) * 1000.0, best
+    def ceiling(self, max_batch_size: int, *, with_handoff: bool = False) -> tuple[float, int]:
+        """The best throughput one instance can reach (rows/s) and the batch size giving it:
+        the model's own (bare runs back to back), or with_handoff the runtime's, each batch
+        also paying `handoff_ms`."""
+        extra = (self.handoff_ms or 0.0) if with_handoff else 0.0
+        best = max(range(1, max_batch_size + 1), key=lambda b: b / (self.latency_ms(b) + extra))
+        return best / (self.latency_ms(best) + extra) * 1000.0, best
 
     def quantile_curve(self, batch_size: int) -> np.ndarray:
         """Latency percentiles (ms) at a batch size: the measured spread relative to the mean,
@@ -153,9 +169,12 @@ def measure_profile(
             model, feeds, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
             progress=progress,
         )  # fmt: skip
+        rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
+        if progress:
+            progress(0.95, f"hand-back time per batch under load at batch {sizes[-1]}")
+        handoff = _handoff(model, info.inputs, shapes, sizes[-1], float(np.mean(rows[-1])))
     finally:
         model.close()
-    rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
     return LatencyProfile(
         batch_sizes=sizes,
         mean_ms=[float(np.mean(r)) for r in rows],
@@ -163,8 +182,27 @@ def measure_profile(
         p99_ms=[float(np.percentile(r, 99)) for r in rows],
         quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
         runs=runs,
+        handoff_ms=handoff,
         backend=backend,
         environment=fingerprint(threads=(options or SessionOptions()).threads),
+    )
+
+
+def _handoff(
+    model: LoadedModel,
+    inputs: list[TensorSpec],
+    shapes: dict[str, list[int]] | None,
+    max_batch_size: int,
+    batch_ms: float,
+) -> float | None:
+    from core.batching.handoff import measure_handoff  # here: loadgen -> simulate -> profile
+
+    requests = [
+        synthesize_inputs(inputs, batch_size=1, overrides=shapes or {}, seed=seed)[0]
+        for seed in range(HANDOFF_REQUESTS)
+    ]
+    return measure_handoff(
+        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms
     )
 
 

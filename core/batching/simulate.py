@@ -5,7 +5,8 @@ instance with the fewest rows queued or running (the balancer's choice when inst
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
 `settings.cut_size(queued)` requests. A batch of b rows occupies its instance for
-`profile.latency_ms(b)` of work (+ `overhead_ms` per batch, the runtime's own cost, not scaled):
+`profile.latency_ms(b)` of work (+ `overhead_ms` per batch, the runtime's own cost, not scaled;
+by default the profile's measured hand-back time under load, `profile.handoff_ms`):
   - service="mean": that time, fixed;
   - service="measured" with the profile's run sequence (`profile.runs`, sizes interleaved): the
     machine's speed over time is replayed from it, starting at a seeded offset and wrapping.
@@ -52,7 +53,7 @@ def simulate(
     clients: int = 0,
     requests: int = 20_000,
     seed: int = 0,
-    overhead_ms: float = 0.0,
+    overhead_ms: float | None = None,
     warmup_share: float = 0.1,
     service: Literal["mean", "measured"] = "measured",
     arrivals: Sequence[float] | None = None,
@@ -61,7 +62,8 @@ def simulate(
 
     service="measured" only differs from "mean" when the profile carries quantiles.
     `arrivals` (seconds, ascending) replays given send times instead of drawing them, e.g. the
-    ones a load generator really achieved.
+    ones a load generator really achieved. `overhead_ms` is added to every batch; None takes
+    the profile's `handoff_ms` (0 for a profile without one).
     """
     if arrivals is not None:
         times = np.asarray(arrivals, dtype=np.float64)
@@ -71,6 +73,8 @@ def simulate(
         times = None
     if process == "closed" and clients < 1:
         raise InvalidSpec("A closed loop needs at least one client.")
+    if overhead_ms is None:
+        overhead_ms = profile.handoff_ms or 0.0
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))

@@ -122,12 +122,17 @@ def _histogram(batches: Sequence[BatchRecord]) -> dict[int, int]:
 
 
 def handoff_ms(batches: Sequence[BatchRecord]) -> float:
-    """Mean time from the end of a run to the cut of the instance's next batch, over the
-    batches whose oldest request was already waiting: the runtime's own cost per batch under
-    this load (0 when no batch waited)."""
-    gaps = [
+    """Mean of `handoff_gaps_ms`: the runtime's own cost per batch under this load (0 when no
+    batch waited)."""
+    gaps = handoff_gaps_ms(batches)
+    return float(np.mean(gaps)) if gaps else 0.0
+
+
+def handoff_gaps_ms(batches: Sequence[BatchRecord]) -> list[float]:
+    """Time from the end of a run to the cut of the instance's next batch, for each batch whose
+    oldest request was already waiting then."""
+    return [
         (after.cut - before.run_end) * 1000
         for before, after in zip(batches, batches[1:], strict=False)
         if after.oldest < before.run_end and after.instance == before.instance
     ]
-    return float(np.mean(gaps)) if gaps else 0.0

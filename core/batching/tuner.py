@@ -3,9 +3,10 @@
 Candidates are every max batch size in 1, 2, 4, ... up to the limit crossed with a ladder of
 timeouts (instances and the eager threshold stay as given). With an expected arrival rate, a
 candidate is feasible when the simulated queue keeps up and its p99 is within the budget; among
-those the one with the highest capacity (instances * max_b b / latency(b), the headroom for
-bursts) wins, ties going to the lower p99. Without a rate ("max throughput"), each candidate's
-highest Poisson rate whose p99 stays within the budget is found by bisection, and the highest wins.
+those the one with the highest capacity (instances * max_b b / (latency(b) + the profile's
+hand-back time per batch), the headroom for bursts) wins, ties going to the lower p99. Without a
+rate ("max throughput"), each candidate's highest Poisson rate whose p99 stays within the budget
+is found by bisection, and the highest wins.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def recommend(
 
 
 def _capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
-    return profile.ceiling(settings.max_batch_size)[0] * settings.instances
+    return profile.ceiling(settings.max_batch_size, with_handoff=True)[0] * settings.instances
 
 
 def _at_rate(

@@ -139,6 +139,7 @@ def show_profile_job(model_id: int) -> LatencyProfile | None:
     profile = LatencyProfile.model_validate(job["result"]["profile"])
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
         st.plotly_chart(batching.profile_figure(profile), width="stretch", key="profile")
+    st.caption(batching.handoff_line(profile))
     return profile
 
 

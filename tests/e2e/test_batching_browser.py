@@ -29,6 +29,8 @@ def test_profile_then_a_slider_changes_the_prediction(
     page.get_by_role("button", name="Profile").click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     expect(page.locator(".js-plotly-plot").last).to_be_visible(timeout=UI_TIMEOUT_MS)
+    handback = re.compile(r"Per-batch hand-back under load: \d+\.\d\d ms, included in predictions")
+    expect(page.get_by_text(handback)).to_be_visible()
     before = {label: metric(page, label) for label in ("Mean batch size", "p99 latency (ms)")}
     shot(page, "batching-before")
 

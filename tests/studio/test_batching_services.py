@@ -91,3 +91,18 @@ def test_verify_says_when_the_model_did_not_run_at_the_profiles_speed(
 
 def test_a_verify_job_without_batches_says_nothing() -> None:
     assert batching.profile_mismatch(PROFILE, None) is None
+
+
+def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
+    measured = PROFILE.model_copy(update={"handoff_ms": 1.5})
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
+
+    assert batching.handoff_line(measured) == (
+        "Per-batch hand-back under load: 1.50 ms, included in predictions."
+    )
+    assert "not measured" in batching.handoff_line(PROFILE)
+    assert batching.capacity(measured, settings) == pytest.approx(8 / 0.0075)  # 8 / (6 + 1.5 ms)
+    assert batching.capacity(PROFILE, settings) == pytest.approx(8 / 0.006)
+    rate = 0.95 * batching.capacity(PROFILE, settings)  # past what the runtime can serve
+    assert batching.predict(measured, settings, rate=rate).saturated
+    assert not batching.predict(PROFILE, settings, rate=rate).saturated

@@ -42,6 +42,8 @@ def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) ->
     assert job.status == JobStatus.succeeded, job.message
     profile = LatencyProfile.model_validate(job.result["profile"])
     assert profile.batch_sizes == [1, 2, 4] and job.result["ceiling"] > 0
+    assert profile.handoff_ms is not None and profile.handoff_ms > 0
+    assert "ms hand-back" in job.message
     assert job.environment_id is not None
 
 
