@@ -7,14 +7,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
+from core.benchmark import BenchmarkSpec
 from optistudio.launcher import (
     Stack,
     free_port,
@@ -27,6 +30,21 @@ from optistudio.telemetry import telemetry_off_env
 
 REPO = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 1.0
+
+QUICK = BenchmarkSpec(
+    batch_sizes=[1],
+    warmup_runs=1,
+    min_runs=5,
+    min_seconds=0.05,
+    max_seconds=1.0,
+    window_seconds=0.02,
+)
+"""A benchmark of about a second on the tiny model."""
+
+
+def lasting(seconds: float) -> BenchmarkSpec:
+    """A benchmark that measures for at least `seconds`."""
+    return QUICK.model_copy(update={"min_seconds": seconds, "max_seconds": seconds + 2})
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout: float = 90.0) -> Any:
@@ -154,3 +172,49 @@ class FaultStack:
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-6000:]
+
+
+@contextlib.contextmanager
+def running_stack(tmp_path: Path, database_url: str) -> Iterator[FaultStack]:
+    """A FaultStack with Redis started, closed (every process stopped) afterwards."""
+    stack = FaultStack(tmp_path, database_url)
+    try:
+        stack.start_redis()
+        yield stack
+    finally:
+        stack.close()
+
+
+def run_jobs_page(
+    stack: FaultStack, monkeypatch: pytest.MonkeyPatch, *, heartbeat_s: float | None = None
+) -> tuple[Any, float]:
+    """One run of the Jobs page script (``studio.views.jobs.render``, its database queries
+    included) under Streamlit's AppTest against this stack: (the AppTest, wall seconds of the
+    run). Fails on any exception in the page. ``heartbeat_s`` sets the studio's heartbeat."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from optistudio.settings import get_settings
+
+    monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(stack.settings.data_dir))
+    monkeypatch.setenv("OPTISTUDIO_DATABASE_URL", stack.settings.database_url)
+    monkeypatch.setenv("OPTISTUDIO_BROKER_URL", stack.settings.broker_url)
+    if heartbeat_s is not None:
+        monkeypatch.setenv("OPTISTUDIO_HEARTBEAT_S", str(heartbeat_s))
+    get_settings.cache_clear()
+    st.cache_resource.clear()
+
+    def page() -> None:
+        from studio.views import jobs
+
+        jobs.render()
+
+    # AppTest swaps in its script as __main__ and leaves it there, which breaks any later
+    # spawn-based multiprocessing in this pytest process; put the real one back afterwards.
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+    app = AppTest.from_function(page, default_timeout=60)
+    started = time.perf_counter()
+    app.run()
+    elapsed = time.perf_counter() - started
+    assert not app.exception, [e.message for e in app.exception]
+    return app, elapsed

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultstack import HEARTBEAT_S, REPO, FaultStack, wait_until
+from faultstack import HEARTBEAT_S, REPO, FaultStack, run_jobs_page, running_stack, wait_until
 
 from core.benchmark import BenchmarkSpec
 from db.queries import results_rows
@@ -33,12 +33,8 @@ STALE_AFTER_S = 3 * HEARTBEAT_S
 
 @pytest.fixture
 def faults(tmp_path: Path, database_url: str) -> Iterator[FaultStack]:
-    stack = FaultStack(tmp_path, database_url)
-    try:
-        stack.start_redis()
+    with running_stack(tmp_path, database_url) as stack:
         yield stack
-    finally:
-        stack.close()
 
 
 def cli_jobs(faults: FaultStack, *flags: str) -> str:
@@ -62,28 +58,7 @@ def cli_jobs(faults: FaultStack, *flags: str) -> str:
 
 def jobs_page_warnings(faults: FaultStack, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The warnings of one run of the Jobs page script (studio.views.jobs.render)."""
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.settings import get_settings
-
-    monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(faults.settings.data_dir))
-    monkeypatch.setenv("OPTISTUDIO_DATABASE_URL", faults.settings.database_url)
-    monkeypatch.setenv("OPTISTUDIO_BROKER_URL", faults.settings.broker_url)
-    monkeypatch.setenv("OPTISTUDIO_HEARTBEAT_S", str(HEARTBEAT_S))
-    get_settings.cache_clear()
-    st.cache_resource.clear()
-
-    def page() -> None:
-        from studio.views import jobs
-
-        jobs.render()
-
-    # AppTest leaves its script as __main__, which breaks later spawn-based tests: restore it.
-    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
-    app = AppTest.from_function(page, default_timeout=60)
-    app.run()
-    assert not app.exception, [e.message for e in app.exception]
+    app, _ = run_jobs_page(faults, monkeypatch, heartbeat_s=HEARTBEAT_S)
     return [w.value for w in app.warning]
 
 

@@ -12,14 +12,13 @@ No timed assertion: a slow page is reported, not failed.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultstack import FaultStack, wait_until
+from faultstack import FaultStack, run_jobs_page, wait_until
 from sqlalchemy import func, select
 
 from core.benchmark import BenchmarkSpec
@@ -57,30 +56,7 @@ def burst_stack(tmp_path: Path) -> Iterator[FaultStack]:
 
 def jobs_page_seconds(stack: FaultStack, monkeypatch: pytest.MonkeyPatch) -> float:
     """Wall time of one run of the Jobs page script; fails on any exception in the page."""
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.settings import get_settings
-
-    monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(stack.settings.data_dir))
-    monkeypatch.setenv("OPTISTUDIO_DATABASE_URL", stack.settings.database_url)
-    monkeypatch.setenv("OPTISTUDIO_BROKER_URL", stack.settings.broker_url)
-    get_settings.cache_clear()
-    st.cache_resource.clear()
-
-    def page() -> None:
-        from studio.views import jobs
-
-        jobs.render()
-
-    # AppTest swaps in its script as __main__ and leaves it there, which breaks any later
-    # spawn-based multiprocessing in this pytest process; put the real one back afterwards.
-    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
-    app = AppTest.from_function(page, default_timeout=60)
-    started = time.perf_counter()
-    app.run()
-    elapsed = time.perf_counter() - started
-    assert not app.exception, [e.message for e in app.exception]
+    app, elapsed = run_jobs_page(stack, monkeypatch)
     assert app.title[0].value == "Jobs"
     return elapsed
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultstack import FaultStack, wait_until
+from faultstack import QUICK, FaultStack, lasting, running_stack, wait_until
 
 from core.benchmark import BenchmarkSpec
 from db.queries import results_rows
@@ -23,33 +23,14 @@ from studio.services import cancel_job, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-QUICK = BenchmarkSpec(
-    batch_sizes=[1],
-    warmup_runs=1,
-    min_runs=5,
-    min_seconds=0.05,
-    max_seconds=1.0,
-    window_seconds=0.02,
-)
-
-
-def lasting(seconds: float) -> BenchmarkSpec:
-    """A benchmark that measures for at least `seconds`."""
-    return QUICK.model_copy(update={"min_seconds": seconds, "max_seconds": seconds + 2})
-
-
 SLOW = lasting(6.0)
 """Long enough to be killed in the middle of."""
 
 
 @pytest.fixture
 def faults(tmp_path: Path, database_url: str) -> Iterator[FaultStack]:
-    stack = FaultStack(tmp_path, database_url)
-    try:
-        stack.start_redis()
+    with running_stack(tmp_path, database_url) as stack:
         yield stack
-    finally:
-        stack.close()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultstack import FaultStack, wait_until
+from faultstack import QUICK, FaultStack, running_stack, wait_until
 
 from core.benchmark import BenchmarkSpec
 from db.queries import results_rows
@@ -33,14 +33,6 @@ from workers.broker_contents import task_ids_in_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-QUICK = BenchmarkSpec(
-    batch_sizes=[1],
-    warmup_runs=1,
-    min_runs=5,
-    min_seconds=0.05,
-    max_seconds=1.0,
-    window_seconds=0.02,
-)
 BUSY = QUICK.model_copy(update={"min_seconds": 4.0, "max_seconds": 6.0})
 """Keeps the only worker busy, so the jobs submitted meanwhile stay in Redis's queue."""
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -49,12 +41,8 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 @pytest.fixture
 def faults(tmp_path: Path) -> Iterator[FaultStack]:
     """Broker faults do not depend on the kind of database: SQLite only."""
-    stack = FaultStack(tmp_path, f"sqlite:///{tmp_path / 'data' / 'optistudio.db'}")
-    try:
-        stack.start_redis()
+    with running_stack(tmp_path, f"sqlite:///{tmp_path / 'data' / 'optistudio.db'}") as stack:
         yield stack
-    finally:
-        stack.close()
 
 
 def busy_worker_and_model(faults: FaultStack, tiny_model: Path) -> tuple[int, int]:
