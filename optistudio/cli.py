@@ -397,6 +397,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return EXIT_REFUSED
+    except Exception as exc:
+        problem = _database_unreachable(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        print(
+            "hint: start the database, or point OPTISTUDIO_DATABASE_URL at one that runs; "
+            "nothing was changed.",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
+
+
+def _database_unreachable(exc: BaseException) -> str | None:
+    """What to tell the user when `exc` means the database could not be reached, else None."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    from db.session import DatabaseUnavailable
+    from optistudio.settings import get_settings
+
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    connecting = isinstance(exc, OperationalError) and any(
+        words in reason.lower() for words in _CONNECT_FAILURES
+    )
+    if not (connecting or isinstance(exc, DatabaseUnavailable)):
+        return None  # a wrong statement or schema is a bug to see in full, not this
+    url = make_url(get_settings().database_url).render_as_string(hide_password=True)
+    return f"the database at {url} could not be reached: {reason}"
+
+
+_CONNECT_FAILURES = ("connection failed", "could not connect", "unable to open database")
+"""How psycopg and SQLite say that no connection could be made."""
 
 
 if __name__ == "__main__":

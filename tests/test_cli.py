@@ -369,3 +369,27 @@ def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
     assert "6 images" in payload["data"] and "28x28" in payload["data"]
     [variant] = payload["variants"]
     assert variant["error"] is None and variant["accuracy"]["data"] == "user"
+
+
+def test_an_unreachable_database_is_named_without_its_password(tmp_path: Path) -> None:
+    env = dict(
+        os.environ,
+        OPTISTUDIO_DATA_DIR=str(tmp_path / "data"),
+        OPTISTUDIO_DATABASE_URL="postgresql+psycopg://optistudio:s3cret@127.0.0.1:1/optistudio",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "jobs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "error: the database at postgresql+psycopg://optistudio:***@127.0.0.1:1/optistudio" in (
+        done.stderr
+    )
+    assert "could not be reached" in done.stderr
+    assert "OPTISTUDIO_DATABASE_URL" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
