@@ -152,6 +152,7 @@ def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]
 
 def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     from core.backends import SessionOptions
+    from core.batching.results import p99_halves
     from core.batching.verify import measure_load
 
     run = measure_load(
@@ -166,7 +167,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         shapes=dict(args.shape),
         seed=args.seed,
     )
-    extra: dict[str, Any] = {"errors": run.errors}
+    extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
     if args.profile is not None:
         extra["predicted"] = _predict(args, settings, _profile(args, settings)).model_dump()
     return _payload("measured", settings, run.result, **extra)

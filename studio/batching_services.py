@@ -36,6 +36,9 @@ SLIDER_REQUESTS = 5000
 SWEEP_POINTS = 9
 RUNNER_DRIFT = 0.10
 """How far the verify run's model speed may stray from the profile's before the page says so."""
+TAIL_SPREAD = 0.15
+"""How far the measured p99 of a verify run's two halves may part before the page says the
+run was too short to judge the predicted p99 by."""
 FIGURES = ("throughput", "p50_ms", "p90_ms", "p99_ms", "mean_batch_size", "mean_queue_ms")
 
 
@@ -169,6 +172,28 @@ def profile_mismatch(profile: LatencyProfile, batches: dict[str, Any] | None) ->
         "measured describe different machines (other load on it, clocks): the gap in p99 comes "
         "from that, not from the batching policy. Profile again when the machine is as it will "
         "be in service, then verify."
+    )
+
+
+def tail_note(measured: dict[str, Any], halves: list[float] | None) -> tuple[str, bool] | None:
+    """How settled the measured p99 is: its value in the run's first and second halves, and
+    whether they part by more than TAIL_SPREAD of it (then the run was too short to read the
+    prediction's p99 error from it). None for a run too short to split (or stored before)."""
+    if not halves:
+        return None
+    first, second = halves
+    spread = abs(first - second) / float(measured["p99_ms"])
+    line = (
+        f"Measured p99 in the run's first half {first:.1f} ms, in its second {second:.1f} ms "
+        f"({spread:.0%} of the whole run's {float(measured['p99_ms']):.1f} ms)."
+    )
+    if spread <= TAIL_SPREAD:
+        return line, False
+    return (
+        line + " A p99 rests on a few bursts of arrivals, and this run did not hold enough of "
+        "them to pin it down: before reading the prediction's p99 error from it, verify for "
+        "longer (four times as long roughly halves how far a p99 moves).",
+        True,
     )
 
 

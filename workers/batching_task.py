@@ -13,6 +13,7 @@ import numpy as np
 from core.backends import SessionOptions
 from core.batching.loadgen import LoadRun
 from core.batching.profile import measure_profile
+from core.batching.results import p99_halves
 from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from core.batching.trace import handoff_ms, runner_summary
 from core.batching.verify import measure_load
@@ -84,6 +85,7 @@ def verify_job(job: Job, context: JobContext) -> tuple[str, int | None]:
     )
     result = {"measured": run.result.model_dump(mode="json"), "requests": _samples(run)}
     result["errors"] = run.errors
+    result["p99_halves_ms"] = p99_halves(run.latency_ms)
     result["batches"] = {
         "runner": {str(rows): list(row) for rows, row in runner_summary(run.batches).items()},
         "handoff_ms": handoff_ms(run.batches),

@@ -98,6 +98,22 @@ def summarize(
     )
 
 
+def p99_halves(
+    latency_ms: Sequence[float], *, warmup_share: float = 0.1, minimum: int = 100
+) -> tuple[float, float] | None:
+    """p99 (ms) of the first and of the second half of a run's requests, in sending order,
+    after the first `warmup_share` (as `summarize` skips): how far a measured tail moves
+    within one run. Under queueing a p99 is set by a few bursts, so a short run's p99 is
+    itself uncertain; halves far apart say the run was too short to pin it down. None with
+    fewer than `minimum` requests per half (a p99 of fewer is little more than the maximum)."""
+    window = np.asarray(latency_ms, dtype=np.float64)[int(len(latency_ms) * warmup_share) :]
+    window = window[~np.isnan(window)]
+    half = len(window) // 2
+    if half < minimum:
+        return None
+    return float(np.percentile(window[:half], 99)), float(np.percentile(window[half:], 99))
+
+
 def _backlog_share(sent: np.ndarray, finished: np.ndarray) -> float:
     """How far the last answer trails the last send, as a share of the sending span: a queue
     that keeps up ends within a few service times; one that grows ends far behind."""

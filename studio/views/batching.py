@@ -321,6 +321,9 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
     mismatch = batching.profile_mismatch(profile, job["result"].get("batches"))
     if mismatch:
         st.warning(mismatch)
+    tail = batching.tail_note(job["result"]["measured"], job["result"].get("p99_halves_ms"))
+    if tail:
+        (st.warning if tail[1] else st.caption)(tail[0])
     left, right = st.columns(2)
     left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
     right.plotly_chart(

@@ -57,6 +57,7 @@ def test_profile_then_a_slider_changes_the_prediction(
     page.get_by_role("button", name="Verify", exact=True).click()
     expect(page.get_by_text("Predicted vs measured").first).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     expect(page.get_by_text(re.compile(r"Verify job #\d+ · max batch 1"))).to_be_visible()
+    expect(page.get_by_text("Measured p99 in the run's first half")).to_be_visible()
     shot(page, "batching-verify")
 
     page.get_by_role("tab", name="Export").click()

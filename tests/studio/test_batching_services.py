@@ -106,3 +106,17 @@ def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
     rate = 0.95 * batching.capacity(PROFILE, settings)  # past what the runtime can serve
     assert batching.predict(measured, settings, rate=rate).saturated
     assert not batching.predict(PROFILE, settings, rate=rate).saturated
+
+
+@pytest.mark.parametrize(
+    ("halves", "warned"), [((40.0, 44.0), False), ((30.0, 60.0), True), (None, None)]
+)
+def test_the_page_says_how_settled_the_measured_p99_is(halves, warned) -> None:  # type: ignore[no-untyped-def]
+    note = batching.tail_note({"p99_ms": 42.0}, list(halves) if halves else None)
+
+    if halves is None:  # too short a run to split, or stored before halves were kept
+        assert note is None
+        return
+    line, warning = note
+    assert f"first half {halves[0]:.1f} ms, in its second {halves[1]:.1f} ms" in line
+    assert warning is warned and (("verify for longer" in line) is warned)

@@ -61,6 +61,7 @@ def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> N
     runner = job.result["batches"]["runner"]  # per batch size: [batches, mean runner ms]
     assert sum(int(rows) * count for rows, (count, _) in runner.items()) == measured["completed"]
     assert set(map(int, runner)) <= {1, 2, 3, 4} and all(ms > 0 for _, ms in runner.values())
+    assert job.result["p99_halves_ms"] is None  # ~100 requests: too few to split in two
 
 
 def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
