@@ -20,7 +20,7 @@ from core.batching.applicability import batch_dim_problem
 from core.batching.profile import LatencyProfile
 from core.batching.results import LoadResult
 from core.batching.settings import BatchingSettings
-from core.batching.simulate import Process, simulate
+from core.batching.simulate import Process, simulate, simulate_speed_moves
 from core.batching.trace import slowdown_of
 from core.batching.triton import triton_config
 from core.batching.tuner import Recommendation
@@ -36,6 +36,10 @@ SLIDER_REQUESTS = 5000
 SWEEP_POINTS = 9
 RUNNER_DRIFT = 0.10
 """How far the verify run's model speed may stray from the profile's before the page says so."""
+SPEED_STEP = 0.05
+"""The change in model speed the page shows the predicted p99 under."""
+KNEE = 0.25
+"""A p99 that grows by more than this with the model SPEED_STEP slower: the settings' knee."""
 TAIL_SPREAD = 0.15
 """How far the measured p99 of a verify run's two halves may part before the page says the
 run was too short to judge the predicted p99 by."""
@@ -81,6 +85,36 @@ def predict(
     """The simulator's prediction for the sliders' settings."""
     return simulate(
         profile, settings, rate=rate, process=process, clients=clients, requests=SLIDER_REQUESTS
+    )
+
+
+def speed_note(
+    profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
+) -> tuple[str, bool]:
+    """What the predicted p99 (`p99_ms`, at `rate`) becomes if the model runs SPEED_STEP slower
+    or faster than profiled, and whether that moves it past KNEE (then the settings have no
+    headroom, and one measurement of them is as uncertain as the machine's speed)."""
+    slower, faster = simulate_speed_moves(
+        profile, settings, step=SPEED_STEP, rate=rate, requests=SLIDER_REQUESTS
+    )
+    step = f"{SPEED_STEP:.0%}"
+    if slower.saturated:
+        worse, rise = "the queue would keep growing", float("inf")
+    else:
+        rise = slower.p99_ms / p99_ms - 1
+        worse = f"p99 {slower.p99_ms:.1f} ms ({rise:+.0%})"
+    line = (
+        f"If the model runs {step} slower than profiled: {worse}; {step} faster: p99 "
+        f"{faster.p99_ms:.1f} ms."
+    )
+    if rise <= KNEE:
+        return line, False
+    return (
+        line + " These settings sit at their knee: a little more load on the machine or a few "
+        "more requests per second and the tail grows fast, so a measured p99 will swing from "
+        "run to run. For headroom raise the max batch size, the timeout or the instances, or "
+        "plan for a lower rate.",
+        True,
     )
 
 

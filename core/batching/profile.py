@@ -98,6 +98,21 @@ class LatencyProfile(BaseModel):
         slope = (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
         return means[-1] + max(slope, 0.0) * (batch_size - sizes[-1])
 
+    def scaled(self, factor: float) -> LatencyProfile:
+        """The same profile with the model `factor` times as slow (every latency scaled; the
+        runtime's hand-back time per batch is not the model's and stays)."""
+        if factor <= 0:
+            raise ValueError(f"a speed factor must be positive, got {factor}")
+        return self.model_copy(
+            update={
+                "mean_ms": [ms * factor for ms in self.mean_ms],
+                "p50_ms": [ms * factor for ms in self.p50_ms],
+                "p99_ms": [ms * factor for ms in self.p99_ms],
+                "quantiles_ms": [[ms * factor for ms in row] for row in self.quantiles_ms],
+                "runs": [(size, ms * factor) for size, ms in self.runs],
+            }
+        )
+
     def ceiling(self, max_batch_size: int, *, with_handoff: bool = False) -> tuple[float, int]:
         """The best throughput one instance can reach (rows/s) and the batch size giving it:
         the model's own (bare runs back to back), or with_handoff the runtime's, each batch

@@ -31,7 +31,7 @@ import bisect
 import heapq
 from collections import deque
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -82,6 +82,18 @@ def simulate(
         sim.draw_service(profile, np.random.default_rng(seed + 1))
     sim.run(times, clients, requests)
     return sim.result(rate if process != "closed" else None, warmup_share)
+
+
+def simulate_speed_moves(
+    profile: LatencyProfile, settings: BatchingSettings, *, step: float = 0.05, **kwargs: Any
+) -> tuple[LoadResult, LoadResult]:
+    """The prediction with the model `step` slower, and `step` faster, than profiled; the other
+    arguments as `simulate`'s. Near a setting's knee a few percent of model speed (another load
+    on the machine, clocks) is most of the tail: then a p99 predicted, or measured once, holds
+    only as well as the machine's speed does, and the setting has no headroom."""
+    slower = simulate(profile.scaled(1 + step), settings, **kwargs)
+    faster = simulate(profile.scaled(1 - step), settings, **kwargs)
+    return slower, faster
 
 
 def _open_arrivals(process: Process, rate: float | None, count: int, seed: int) -> np.ndarray:

@@ -239,6 +239,13 @@ def _predict(profile_json: str, settings_json: str, rate: float) -> dict[str, An
     return batching.predict(profile, settings, rate=rate).model_dump()
 
 
+@st.cache_data(max_entries=256, show_spinner=False)
+def _speed_note(profile_json: str, settings_json: str, rate: float, p99: float) -> tuple[str, bool]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return batching.speed_note(profile, settings, rate=rate, p99_ms=p99)
+
+
 @st.cache_data(max_entries=64, show_spinner=False)
 def _sweep(profile_json: str, settings_json: str) -> Any:
     profile = LatencyProfile.model_validate_json(profile_json)
@@ -262,6 +269,11 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
             "the queue keeps growing, so latency has no steady value. Raise the max batch size "
             "or instances, or lower the rate."
         )
+    else:
+        line, knee = _speed_note(
+            profile.model_dump_json(), settings.model_dump_json(), rate, predicted["p99_ms"]
+        )
+        (st.warning if knee else st.caption)(line)
     frame = _sweep(profile.model_dump_json(), settings.model_dump_json())
     st.plotly_chart(batching.sweep_figure(frame, rate), width="stretch", key="sweep")
 

@@ -7,7 +7,7 @@ import pytest
 
 from core.batching.profile import LatencyProfile, default_batch_sizes
 from core.batching.settings import BatchingSettings
-from core.batching.simulate import simulate
+from core.batching.simulate import simulate, simulate_speed_moves
 from core.batching.tuner import recommend
 from core.errors import InvalidSpec
 
@@ -212,3 +212,31 @@ def test_profile_interleaves_the_sizes_and_keeps_every_run(tiny_model) -> None:
     assert sizes[:3] != sizes[3:6] or sizes[3:6] != sizes[6:9]  # the order changes by round
     for size, mean in zip(profile.batch_sizes, profile.mean_ms, strict=True):
         assert mean == pytest.approx(np.mean([ms for s, ms in profile.runs if s == size]))
+
+
+def test_a_slower_model_is_the_md1_queue_at_the_higher_load() -> None:
+    rho, step = 0.8, 0.05
+    slower, faster = simulate_speed_moves(
+        ONE_MS, NO_BATCHING, step=step, rate=rho * 1000, requests=60_000, seed=3
+    )
+
+    for result, factor in ((slower, 1 + step), (faster, 1 - step)):
+        load = rho * factor  # the same arrivals on a model `factor` times as slow
+        wait_ms = load * factor / (2 * (1 - load))
+        assert result.mean_queue_ms == pytest.approx(wait_ms, rel=0.08)
+    assert slower.p99_ms > 1.2 * simulate(ONE_MS, NO_BATCHING, rate=800, requests=60_000).p99_ms
+
+
+def test_scaling_a_profile_scales_the_model_not_the_runtime() -> None:
+    profile = LatencyProfile(
+        batch_sizes=[1, 2], mean_ms=[2.0, 3.0], p50_ms=[2.0, 3.0], p99_ms=[4.0, 5.0],
+        quantiles_ms=[[1.0, 4.0], [2.0, 5.0]], runs=[(1, 2.0), (2, 3.0)], handoff_ms=0.5,
+    )  # fmt: skip
+
+    slower = profile.scaled(1.5)
+
+    assert slower.mean_ms == [3.0, 4.5] and slower.p99_ms == [6.0, 7.5]
+    assert slower.quantiles_ms == [[1.5, 6.0], [3.0, 7.5]] and slower.runs == [(1, 3.0), (2, 4.5)]
+    assert slower.handoff_ms == 0.5 and profile.mean_ms == [2.0, 3.0]
+    with pytest.raises(ValueError, match="positive"):
+        profile.scaled(0)

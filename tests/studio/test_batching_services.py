@@ -120,3 +120,16 @@ def test_the_page_says_how_settled_the_measured_p99_is(halves, warned) -> None: 
     line, warning = note
     assert f"first half {halves[0]:.1f} ms, in its second {halves[1]:.1f} ms" in line
     assert warning is warned and (("verify for longer" in line) is warned)
+
+
+def test_the_page_warns_when_a_setting_sits_at_its_knee() -> None:
+    settings = BatchingSettings(max_batch_size=1, timeout_ms=0)  # M/D/1 of 2 ms
+    calm = batching.predict(PROFILE, settings, rate=150)  # rho 0.3
+    knee = batching.predict(PROFILE, settings, rate=460)  # rho 0.92: 0.97 with 5 % slower
+
+    line, warned = batching.speed_note(PROFILE, settings, rate=150, p99_ms=calm.p99_ms)
+    assert not warned and line.startswith("If the model runs 5% slower than profiled: p99 ")
+    line, warned = batching.speed_note(PROFILE, settings, rate=460, p99_ms=knee.p99_ms)
+    assert warned and "sit at their knee" in line
+    line, warned = batching.speed_note(PROFILE, settings, rate=510, p99_ms=knee.p99_ms)
+    assert warned and "the queue would keep growing" in line  # rho 1.02 * 1.05
