@@ -31,6 +31,12 @@ def add_batching_parser(commands: Any) -> None:
     add("--shape", type=parse_assignment, action="append", default=[], help="NAME=D1,D2,...")
     add("--backend", default="onnxruntime")
     add("--threads", type=int, help="intra-op threads per instance (default: shared out)")
+    add(
+        "--spin",
+        action="store_true",
+        help="let ONNX Runtime's idle threads spin (off: behind the pipeline they slow the "
+        "serving threads and make the model's speed erratic)",
+    )
     add("--max-batch-size", type=int, default=8)
     add("--timeout-ms", type=float, default=2.0)
     add("--eager", type=int, help="send at once when this many requests wait")
@@ -93,7 +99,7 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
                 f"Cannot read the profile {str(args.profile)!r}: {str(exc).splitlines()[0]}",
                 hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
             ) from None
-    options = SessionOptions(threads=args.threads)
+    options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     return measure_profile(
         args.model,
         max_batch_size=settings.max_batch_size,
@@ -163,7 +169,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         clients=args.clients,
         seconds=args.seconds,
         backend=args.backend,
-        options=SessionOptions(threads=args.threads),
+        options=SessionOptions(threads=args.threads, spin_wait=args.spin),
         shapes=dict(args.shape),
         seed=args.seed,
     )

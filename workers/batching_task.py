@@ -51,7 +51,7 @@ def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
         model_path,
         max_batch_size=spec.max_batch_size,
         backend=spec.backend,
-        options=SessionOptions(device=spec.device, threads=spec.threads),
+        options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
         shapes=spec.shapes,
         min_seconds=spec.min_seconds,
         progress=context.progress,
@@ -79,7 +79,7 @@ def verify_job(job: Job, context: JobContext) -> tuple[str, int | None]:
         clients=spec.clients,
         seconds=spec.seconds,
         backend=spec.backend,
-        options=SessionOptions(device=spec.device, threads=spec.threads),
+        options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
         shapes=spec.shapes,
         seed=spec.seed,
     )

@@ -32,7 +32,7 @@ from core.backends import LoadedModel, SessionOptions, get_backend
 from core.batching.applicability import require_batch_dim
 from core.batching.balancer import Balancer
 from core.batching.results import BatchRecord
-from core.batching.settings import BatchingSettings
+from core.batching.settings import BatchingSettings, serving_options
 from core.errors import Cancelled, InferenceFailed, InvalidSpec, OptistudioError, first_line
 from core.intake import inspect_model
 from core.model_info import TensorSpec
@@ -145,13 +145,14 @@ class Pipeline:
     ) -> Pipeline:
         """Load `settings.instances` sessions of a model on a backend behind one pipeline.
 
-        Raises InvalidSpec when the model has no dynamic batch dim. Without explicit threads,
-        the CPU cores are shared out between instances.
+        Raises InvalidSpec when the model has no dynamic batch dim. Without options, the
+        runtime's idle threads do not spin (`serving_options`); without explicit threads, the
+        CPU cores are shared out between instances.
         """
         settings = settings or BatchingSettings()
         info = inspect_model(model_path)
         require_batch_dim(info)
-        options = _instance_options(options or SessionOptions(), settings)
+        options = _instance_options(options or serving_options(), settings)
         runtime = get_backend(backend)
         loaded: list[LoadedModel] = []
         try:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.backends import LoadedModel, SessionOptions, get_backend
 from core.batching.applicability import require_batch_dim
+from core.batching.settings import serving_options
 from core.environment import fingerprint
 from core.inputs import synthesize_inputs
 from core.intake import inspect_model
@@ -166,7 +167,8 @@ def measure_profile(
     min_seconds: float = 0.3,
     progress: ProgressCallback | None = None,
 ) -> LatencyProfile:
-    """Time the model at each batch size (default: powers of two up to max_batch_size).
+    """Time the model at each batch size (default: powers of two up to max_batch_size), with
+    the session options it will be served with (default: `serving_options`).
 
     Raises InvalidSpec when the model has no dynamic batch dim; `progress` may raise
     core.errors.Cancelled to stop.
@@ -174,7 +176,8 @@ def measure_profile(
     info = inspect_model(model_path)
     require_batch_dim(info)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
-    model = get_backend(backend).load(model_path, options or SessionOptions())
+    options = options or serving_options()
+    model = get_backend(backend).load(model_path, options)
     try:
         feeds = {
             size: synthesize_inputs(info.inputs, batch_size=size, overrides=shapes or {})[0]
@@ -199,7 +202,7 @@ def measure_profile(
         runs=runs,
         handoff_ms=handoff,
         backend=backend,
-        environment=fingerprint(threads=(options or SessionOptions()).threads),
+        environment=fingerprint(threads=options.threads),
     )
 
 

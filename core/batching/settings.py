@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.backends import SessionOptions
 from core.errors import InvalidSpec
 
 
@@ -90,3 +91,14 @@ def settings_from(values: dict[str, object]) -> BatchingSettings:
             f"Batching settings out of range: {describe_validation_error(exc)}",
             hint="See the help of each setting for its allowed range.",
         ) from None
+
+
+def serving_options() -> SessionOptions:
+    """Session options for a model behind the Pipeline when none are given: the runtime's
+    defaults, but its idle threads do not spin. Behind the Pipeline the serving threads
+    (callers, dispatcher, result hand-back) share the cores with the runtime's, and threads
+    spinning between batches take the cores they need: on 2 cores MiniLM's speed under load
+    then moved 0.5x-2.3x of its profile from run to run, and 0.95x-1.1x without spinning
+    (docs/BENCHMARKS.md). Profiles are timed with the same options, so they describe the
+    model as it will be served."""
+    return SessionOptions(spin_wait=False)

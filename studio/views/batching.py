@@ -51,16 +51,17 @@ def render() -> None:
         st.caption("Export it with a dynamic first (batch) dimension to batch requests.")
         return
     profile_form(model_id)
-    profile = show_profile_job(model_id)
-    if profile is None:
+    found = show_profile_job(model_id)
+    if found is None:
         return
+    profile, served = found
     settings, rate = sliders(profile)
     if settings is None:
         return
     show_prediction(profile, settings, rate)
     tabs = st.tabs(["Verify", "Find best settings", "Export"])
     with tabs[0]:
-        verify_form(model_id, settings, rate)
+        verify_form(model_id, settings, rate, served)
         show_verification(model_id, profile)
     with tabs[1]:
         best_settings(profile, rate)
@@ -80,23 +81,37 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
 
 def profile_form(model_id: int) -> None:
     with st.form("batching_profile"):
-        cols = st.columns([2, 1, 3])
+        cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
         largest = cols[1].number_input("Largest batch", 1, 256, 16, help="Timed: 1, 2, 4, ...")
-        shapes = cols[2].text_input(
+        threads = cols[2].number_input(
+            "Threads",
+            0,
+            256,
+            0,
+            help="Intra-op threads per instance; 0 = the runtime's default (all cores). Verify "
+            "runs with the profile's. On a machine with few cores, one core left to the serving "
+            "threads makes the model's speed under load, and so the tail, predictable "
+            "(docs/BENCHMARKS.md).",
+        )
+        shapes = cols[3].text_input(
             "Request shape (optional)",
             placeholder="input_ids=1,128",
             help="Full shape of one request per input, NAME=D1,D2,...; several with spaces.",
         )
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:
-        submit_profile(model_id, backend, int(largest), shapes)
+        submit_profile(model_id, backend, int(largest), int(threads) or None, shapes)
 
 
-def submit_profile(model_id: int, backend: str, largest: int, shapes: str) -> None:
+def submit_profile(
+    model_id: int, backend: str, largest: int, threads: int | None, shapes: str
+) -> None:
     def spec() -> BatchingProfileSpec:
         overrides = parse_shape_overrides(shapes.split())
-        return BatchingProfileSpec(backend=backend, max_batch_size=largest, shapes=overrides)
+        return BatchingProfileSpec(
+            backend=backend, max_batch_size=largest, threads=threads, shapes=overrides
+        )
 
     job_id = submit_job(model_id, JobKind.batching_profile, spec, "profile")
     if job_id is not None:
@@ -120,7 +135,9 @@ def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int |
     )
 
 
-def show_profile_job(model_id: int) -> LatencyProfile | None:
+def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec] | None:
+    """The latest profile and the spec it was made with (the backend, device and threads that
+    Verify must serve with to check it), or None after saying why there is none."""
     jobs = batching.batching_jobs(
         state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
     )
@@ -140,7 +157,10 @@ def show_profile_job(model_id: int) -> LatencyProfile | None:
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
         st.plotly_chart(batching.profile_figure(profile), width="stretch", key="profile")
     st.caption(batching.handoff_line(profile))
-    return profile
+    spec = BatchingProfileSpec.model_validate(
+        batching.job_spec(state.session_factory(), job_id=job["job"])
+    )
+    return profile, spec
 
 
 @st.fragment(run_every="2s")
@@ -278,10 +298,14 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
     st.plotly_chart(batching.sweep_figure(frame, rate), width="stretch", key="sweep")
 
 
-def verify_form(model_id: int, settings: BatchingSettings, rate: float) -> None:
+def verify_form(
+    model_id: int, settings: BatchingSettings, rate: float, served: BatchingProfileSpec
+) -> None:
+    threads = f"{served.threads} threads" if served.threads else "the runtime's default threads"
     st.caption(
         "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
-        "and measures every request; the result is plotted beside the prediction."
+        "and measures every request; the result is plotted beside the prediction. It serves as "
+        f"the profile was made: {served.backend} on {served.device}, {threads} per instance."
     )
     with st.form("batching_verify"):
         cols = st.columns([1, 2, 3])
@@ -293,7 +317,16 @@ def verify_form(model_id: int, settings: BatchingSettings, rate: float) -> None:
 
     def spec() -> BatchingVerifySpec:
         overrides = parse_shape_overrides(shapes.split())
-        return BatchingVerifySpec(settings=settings, rate=rate, seconds=seconds, shapes=overrides)
+        return BatchingVerifySpec(
+            backend=served.backend,
+            device=served.device,
+            threads=served.threads,
+            spin_wait=served.spin_wait,
+            settings=settings,
+            rate=rate,
+            seconds=seconds,
+            shapes=overrides,
+        )
 
     job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
     if job_id is not None:

@@ -204,3 +204,32 @@ def test_load_runs_instances_on_the_backend(tiny_model: Path) -> None:
 def test_settings_out_of_range_are_named(values: dict, field: str) -> None:
     with pytest.raises(InvalidSpec, match=field):
         settings_from(values)
+
+
+def test_served_and_profiled_models_do_not_spin_unless_asked(
+    double: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.backends import SessionOptions, get_backend
+    from core.batching import pipeline as pipeline_module
+    from core.batching import profile as profile_module
+
+    loaded: list[SessionOptions] = []
+
+    class Recording:
+        def __init__(self, name: str) -> None:
+            self.backend = get_backend(name)
+
+        def load(self, path: Path, options: SessionOptions):  # type: ignore[no-untyped-def]
+            loaded.append(options)
+            return self.backend.load(path, options)
+
+    monkeypatch.setattr(pipeline_module, "get_backend", Recording)
+    monkeypatch.setattr(profile_module, "get_backend", Recording)
+
+    with Pipeline.load(double, BatchingSettings(max_batch_size=2)) as pipe:
+        assert pipe.infer(row(1.0)).outputs[0][0][0] == 2.0
+    with Pipeline.load(double, BatchingSettings(), options=SessionOptions(spin_wait=True)):
+        pass
+    profile_module.measure_profile(double, max_batch_size=2, min_runs=2, min_seconds=0.01)
+
+    assert [options.spin_wait for options in loaded] == [False, True, False]
