@@ -2,7 +2,8 @@
 the batcher's own cost, and how well the simulator predicts what the runtime does.
 
 Model: all-MiniLM-L6-v2 (FP32, bench/minilm.py), one sentence of `--tokens` tokens per request,
-on ONNX Runtime CPU with the runtime's default threads, one instance.
+on ONNX Runtime CPU, one instance, with `--threads` intra-op threads (default: the runtime's, all
+cores) and its idle threads not spinning, as the product serves (`--spin` to let them).
 
 1. Saturation: a closed loop of 2 x b* clients against the Pipeline with max batch b*, the
    batch size at which the profile (measured in the same run, up to `--max-batch`) peaks;
@@ -13,21 +14,29 @@ on ONNX Runtime CPU with the runtime's default threads, one instance.
 4. Prediction: a grid of settings x arrival processes (Poisson at 50 % and 80 % of the setting's
    capacity, and a closed loop of 2 x max_batch clients); simulated vs measured throughput and
    p99; the error is |predicted - measured| / measured. Target <= 15 %. Each case is profiled
-   afresh (sizes interleaved) just before its run, and the simulation replays the send times the
-   load generator achieved (closed loop: the same clients and request count), with the runtime's
+   afresh (sizes interleaved, `--profile-seconds` per size) just before its run of `--seconds`,
+   and the prediction is the mean of `--replications` simulations (seeds of where the
+   profile's speed timeline starts) that replay the send times the load generator achieved
+   (closed loop: the same clients and request count), with the runtime's
    cost per batch under load added to each simulated batch as the product does it: the case's
    profile carries it (`LatencyProfile.handoff_ms`, the mean time from the end of one run to the
    cut of the next in a 2-s saturating closed loop at the profile's largest batch; the idle,
    one-client figure of (3) leaves out what the load adds), and `simulate` adds it by default;
    (3) prints it beside the same figure from (1)'s longer trace. Two checks come with each
    case: the run's batches replayed in the simulator with their own runner and hand-back times
-   (what is left is the policy's error alone), and the runner's slowdown against the profile;
-   a case whose batches ran more than 10 % off the profile's speed (neighbours' load changed)
+   (what is left is the policy's error alone), and the runner's slowdown against the profile.
+   Two more say how settled the tail is: "halves", how far the measured p99 of the run's first
+   and second half part (relative to the run's p99; the measurement's own noise, which a
+   longer run lowers), and "±5%", how far the predicted p99 moves with the model 5 % slower or
+   faster (near a setting's knee a few percent of machine speed is the whole tail). A case
+   whose batches ran more than 10 % off the profile's speed (neighbours' load changed)
    is run again, up to --tries runs, and the least disturbed run is kept; the error over every
    run is printed too.
-5. Simulator speed: the Batching page's work for one slider move.
+5. Simulator speed: the Batching page's work for one slider move (the prediction, the p99 with
+   the model 5 % slower and faster, the 9-point rate sweep).
 
-Run: .venv/bin/python bench/batching.py [--seconds 12] [--tokens 32] [--max-batch 8] [--tries 3]
+Run: .venv/bin/python bench/batching.py [--seconds 30] [--tokens 32] [--max-batch 8] [--tries 3]
+                                         [--threads N] [--spin] [--replications 8]
      .venv/bin/python bench/batching.py --model resnet50.onnx   (any model with a batch dim;
                                          --tokens then does not apply)
 """
@@ -48,9 +57,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from core.backends import SessionOptions  # noqa: E402
 from core.batching.loadgen import run_load  # noqa: E402
 from core.batching.pipeline import Pipeline  # noqa: E402
 from core.batching.profile import measure_profile  # noqa: E402
+from core.batching.results import LoadResult, p99_halves  # noqa: E402
 from core.batching.settings import BatchingSettings  # noqa: E402
 from core.batching.simulate import simulate  # noqa: E402
 from core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
@@ -58,12 +69,13 @@ from core.batching.verify import measure_load  # noqa: E402
 from core.environment import fingerprint  # noqa: E402
 
 MODEL = REPO / "data" / "bench-models" / "minilm-fp32.onnx"
+SPEED_STEP = 0.05  # the p99's sensitivity: the model 5 % slower or faster than profiled
 DISTURBED = 0.10  # a run whose batches ran > 10 % off the profile's speed is run again
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=12.0, help="length of each load run")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each load run")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
@@ -71,13 +83,34 @@ def main() -> None:
     parser.add_argument(
         "--tries", type=int, default=3, help="runs per case at most while disturbed"
     )
+    parser.add_argument(
+        "--replications", type=int, default=8,
+        help="simulations per case (speed timeline seeds); the prediction is their mean",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile-seconds", type=float, default=2.0,
+        help="each case's profile: seconds of timing per batch size",
+    )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, help="intra-op threads per instance (default: the runtime's)"
+    )
+    parser.add_argument(
+        "--spin", action="store_true",
+        help="let ONNX Runtime's idle threads spin (off by default, as the product serves)",
+    )  # fmt: skip
     args = parser.parse_args()
+    args.options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     model = args.model or _model()
     names = ("input_ids", "attention_mask", "token_type_ids")
     shapes = {} if args.model else {name: [1, args.tokens] for name in names}
-    print(f"model {model.name}, shapes {shapes or 'as declared'}, {os.cpu_count()} CPUs")
+    print(
+        f"model {model.name}, shapes {shapes or 'as declared'}, {os.cpu_count()} CPUs, "
+        f"threads {args.threads or 'default'}, spinning {'on' if args.spin else 'off'}"
+    )
     started = time.time()
-    profile = measure_profile(model, max_batch_size=args.max_batch, shapes=shapes, min_seconds=2.0)
+    profile = measure_profile(
+        model, max_batch_size=args.max_batch, shapes=shapes, min_seconds=2.0, options=args.options
+    )
     print(
         "profile (batch: mean ms):",
         dict(zip(profile.batch_sizes, _r(profile.mean_ms), strict=True)),
@@ -118,7 +151,7 @@ def _saturation(model: Path, profile, shapes, args) -> dict:
     for name, settings in (("batching", batched), ("no_batching", single)):
         run = measure_load(
             model, settings, rate=None, process="closed", clients=clients,
-            seconds=args.seconds, shapes=shapes,
+            seconds=args.seconds, shapes=shapes, options=args.options,
         )  # fmt: skip
         runs[name] = run.result
         handoff[name] = handoff_ms(run.batches)
@@ -195,7 +228,7 @@ def _prediction(model: Path, shapes, args) -> list[dict]:
     print("(4) simulator vs measurement (replay: the simulator fed the run's own runner times;")
     print("    slow: runner time in the run / the profile's, per batch; * = disturbed, rerun)")
     print(f"{'setting':<14}{'load':<13}{'pred rps':>9}{'meas rps':>9}{'err':>7}"
-          f"{'pred p99':>10}{'meas p99':>10}{'err':>7}{'replay':>9}{'slow':>6}{'load':>6}")  # fmt: skip
+          f"{'pred p99':>10}{'meas p99':>10}{'err':>7}{'halves':>8}{'±5%':>7}{'replay':>9}{'slow':>6}{'load':>6}")  # fmt: skip
     for settings in grid:
         for load in ("poisson 50%", "poisson 80%", "closed"):
             rows.append(_case(model, shapes, settings, load, args))
@@ -209,8 +242,9 @@ def _case(model, shapes, settings, load, args) -> dict:
     attempts = []
     for _ in range(args.tries):
         profile = measure_profile(
-            model, max_batch_size=settings.max_batch_size, shapes=shapes, min_seconds=1.0
-        )
+            model, max_batch_size=settings.max_batch_size, shapes=shapes,
+            min_seconds=args.profile_seconds, options=args.options,
+        )  # fmt: skip
         attempts.append(_compare(model, profile, shapes, settings, load, args))
         if not attempts[-1]["disturbed"]:
             break
@@ -228,18 +262,17 @@ def _compare(model, profile, shapes, settings, load, args) -> dict:
     else:
         kwargs = {"process": "poisson", "rate": capacity * int(load[-3:-1]) / 100}
     load_before = os.getloadavg()[0]
-    run = measure_load(model, settings, seconds=args.seconds, shapes=shapes, **kwargs)
+    run = measure_load(
+        model, settings, seconds=args.seconds, shapes=shapes, options=args.options, **kwargs
+    )
     measured = run.result
     sent = [ms / 1000 for ms in run.sent_ms]
-    if load == "closed":  # per batch, simulate adds the profile's hand-back time
-        predicted = simulate(profile, settings, requests=measured.completed, **kwargs)
-    else:  # replay the send times the load generator really achieved
-        predicted = simulate(profile, settings, arrivals=sent, **kwargs)
-    scattered = simulate(  # the same profile drawn independently per batch, as before its runs
-        profile.model_copy(update={"runs": []}), settings,
-        **({"requests": measured.completed} if load == "closed" else {"arrivals": sent}),
-        **kwargs,
-    )  # fmt: skip
+    given = {"requests": measured.completed} if load == "closed" else {"arrivals": sent}
+    predicted = _expected(profile, settings, args.replications, **given, **kwargs)
+    scattered = _expected(  # the same profile drawn independently per batch, as before its runs
+        profile.model_copy(update={"runs": []}), settings, args.replications, **given, **kwargs
+    )
+    sensitivity = _sensitivity(profile, settings, predicted, args.replications, **given, **kwargs)
     replayed = replay(settings, sent, run.batches).result  # with the run's own hand-back time
     slowdown = overall_slowdown(run.batches, profile)
     row = {
@@ -255,7 +288,10 @@ def _compare(model, profile, shapes, settings, load, args) -> dict:
         "throughput_error": _error(predicted.throughput, measured.throughput),
         "p99_error": _error(predicted.p99_ms, measured.p99_ms),
         "replay_p99_error": _error(replayed.p99_ms, measured.p99_ms),
+        "halves_p99_ms": (halves := p99_halves(run.latency_ms, minimum=1)),
+        "halves_p99_spread": abs(halves[0] - halves[1]) / measured.p99_ms,
         "independent_draws_p99_error": _error(scattered.p99_ms, measured.p99_ms),
+        "p99_sensitivity": sensitivity,
         "slowdown": slowdown,
         "disturbed": abs(slowdown - 1) > DISTURBED,
         "load_average": [load_before, os.getloadavg()[0]],
@@ -266,11 +302,36 @@ def _compare(model, profile, shapes, settings, load, args) -> dict:
     print(
         f"{label:<14}{load:<13}{predicted.throughput:>9.1f}{measured.throughput:>9.1f}"
         f"{row['throughput_error']:>7.1%}{predicted.p99_ms:>10.1f}{measured.p99_ms:>10.1f}"
-        f"{row['p99_error']:>7.1%}{row['replay_p99_error']:>9.1%}{slowdown:>6.2f}"
+        f"{row['p99_error']:>7.1%}{row['halves_p99_spread']:>8.1%}{sensitivity:>7.1%}"
+        f"{row['replay_p99_error']:>9.1%}{slowdown:>6.2f}"
         f"{load_before:>6.1f}{' *' if row['disturbed'] else ''}",
         flush=True,
     )
     return row
+
+
+def _expected(profile, settings, replications: int, **kwargs) -> LoadResult:
+    """The simulation's expectation over `replications` seeds (where the machine's speed
+    timeline starts, and for independent draws the draws): mean throughput and mean
+    percentiles. The arrivals stay the run's own, so only the runner's speed is drawn."""
+    results = [simulate(profile, settings, seed=seed, **kwargs) for seed in range(replications)]
+    mean = {
+        key: float(np.mean([getattr(result, key) for result in results]))
+        for key in ("throughput", "p50_ms", "p90_ms", "p99_ms", "mean_ms", "mean_queue_ms",
+                    "mean_compute_ms", "mean_batch_size")
+    }  # fmt: skip
+    return results[0].model_copy(update=mean)
+
+
+def _sensitivity(profile, settings, predicted, replications: int, **kwargs) -> float:
+    """How far the predicted p99 moves when the model runs SPEED_STEP slower or faster than
+    profiled (the larger move, relative): near a setting's knee a few percent of machine speed
+    is the whole tail, and no profile taken beforehand pins the speed down that closely."""
+    moved = []
+    for factor in (1 - SPEED_STEP, 1 + SPEED_STEP):
+        p99 = _expected(profile.scaled(factor), settings, replications, **kwargs).p99_ms
+        moved.append(abs(p99 - predicted.p99_ms) / predicted.p99_ms)
+    return max(moved)
 
 
 def _error(predicted: float, measured: float) -> float:
@@ -280,7 +341,7 @@ def _error(predicted: float, measured: float) -> float:
 def _errors_only(row: dict) -> dict:
     keys = (
         "throughput_error", "p99_error", "replay_p99_error", "independent_draws_p99_error",
-        "slowdown", "disturbed",
+        "halves_p99_spread", "p99_sensitivity", "slowdown", "disturbed",
     )  # fmt: skip
     return {key: row[key] for key in keys}
 
@@ -289,7 +350,11 @@ def _print_errors(rows: list[dict]) -> None:
     tries = sum(row["attempts"] for row in rows)
     print(f"    {len(rows)} cases, {tries} runs; disturbed after all tries: "
           f"{sum(row['disturbed'] for row in rows)}")  # fmt: skip
-    for key in ("throughput_error", "p99_error", "independent_draws_p99_error", "replay_p99_error"):
+    keys = (
+        "throughput_error", "p99_error", "halves_p99_spread", "p99_sensitivity",
+        "independent_draws_p99_error", "replay_p99_error",
+    )  # fmt: skip
+    for key in keys:
         _print_summary(key, [row[key] for row in rows])
     every = [attempt for row in rows for attempt in row["all_attempts"]]
     _print_summary("p99_error over every run", [attempt["p99_error"] for attempt in every])
@@ -305,18 +370,20 @@ def _print_summary(name: str, errors: list[float]) -> None:
 
 def _simulator_speed(profile, args) -> dict:
     """What one slider move costs the Batching page: its prediction and its rate sweep."""
-    from studio.batching_services import predict, rate_sweep
+    from studio.batching_services import predict, rate_sweep, speed_note
 
     settings = BatchingSettings(max_batch_size=args.max_batch, timeout_ms=5)
     rate = 0.8 * profile.ceiling(args.max_batch)[0]
     predict(profile, settings, rate=rate)  # warm imports and caches
     started = time.perf_counter()
-    predict(profile, settings, rate=rate)
+    p99 = predict(profile, settings, rate=rate).p99_ms
     predict_ms = (time.perf_counter() - started) * 1000
+    speed_note(profile, settings, rate=rate, p99_ms=p99)
     rate_sweep(profile, settings)
     total_ms = (time.perf_counter() - started) * 1000
     print(
-        f"(5) simulator speed: one slider move on the Batching page (prediction + rate sweep, "
+        f"(5) simulator speed: one slider move on the Batching page (prediction, p99 with the "
+        "model 5 % slower and faster, rate sweep, "
         f"max batch {args.max_batch}, profile with {len(profile.runs)} runs): {total_ms:.0f} ms "
         f"({predict_ms:.0f} ms for the prediction)"
     )
