@@ -98,7 +98,7 @@ def serving_options() -> SessionOptions:
     defaults, but its idle threads do not spin. Behind the Pipeline the serving threads
     (callers, dispatcher, result hand-back) share the cores with the runtime's, and threads
     spinning between batches take the cores they need: on 2 cores MiniLM's speed under load
-    then moved 0.5x-2.3x of its profile from run to run, and 0.95x-1.1x without spinning
-    (docs/BENCHMARKS.md). Profiles are timed with the same options, so they describe the
+    then moved 0.5x-2.3x of its profile from run to run in one bench run, 0.94x-1.2x without
+    spinning (docs/BENCHMARKS.md). Profiles are timed with the same options, so they describe the
     model as it will be served."""
     return SessionOptions(spin_wait=False)
