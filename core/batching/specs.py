@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.batching.settings import BatchingSettings
+
+
+def _spin_wait_field() -> Any:
+    return Field(
+        default=False,
+        description="Let ONNX Runtime's idle threads spin for work. Off by default: behind the "
+        "Pipeline the serving threads share the cores, and spinning threads made the model's "
+        "speed under load swing far more (docs/BENCHMARKS.md).",
+    )
 
 
 class BatchingProfileSpec(BaseModel):
@@ -22,12 +31,7 @@ class BatchingProfileSpec(BaseModel):
         description="Full shape of one request per input, e.g. {'input_ids': [1, 128]}.",
     )
     threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
-    spin_wait: bool = Field(
-        default=False,
-        description="Let ONNX Runtime's idle threads spin for work. Off by default: behind the "
-        "Pipeline the serving threads share the cores, and spinning threads make the model's "
-        "speed under load erratic (docs/BENCHMARKS.md).",
-    )
+    spin_wait: bool = _spin_wait_field()
     min_seconds: float = Field(
         default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
     )
@@ -53,12 +57,7 @@ class BatchingVerifySpec(BaseModel):
         default_factory=dict, description="Full shape of one request per input."
     )
     threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
-    spin_wait: bool = Field(
-        default=False,
-        description="Let ONNX Runtime's idle threads spin for work. Off by default: behind the "
-        "Pipeline the serving threads share the cores, and spinning threads make the model's "
-        "speed under load erratic (docs/BENCHMARKS.md).",
-    )
+    spin_wait: bool = _spin_wait_field()
     seed: int = Field(default=0, description="Seed of the arrival times.")
 
     @model_validator(mode="after")

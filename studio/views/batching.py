@@ -91,8 +91,8 @@ def profile_form(model_id: int) -> None:
             0,
             help="Intra-op threads per instance; 0 = the runtime's default (all cores). Verify "
             "runs with the profile's. On a machine with few cores, one core left to the serving "
-            "threads makes the model's speed under load, and so the tail, predictable "
-            "(docs/BENCHMARKS.md).",
+            "threads keeps the model's speed under load, and so the tail, closer to the "
+            "profile, at the cost of peak throughput (docs/BENCHMARKS.md).",
         )
         shapes = cols[3].text_input(
             "Request shape (optional)",
