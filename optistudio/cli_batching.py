@@ -4,7 +4,8 @@ profile   times the model per batch size and the runtime's hand-back time per ba
           (added to every simulated batch), and predicts the given setting from it;
 simulate  predicts throughput and latency of a setting (from --profile FILE, or a fresh profile);
 verify    serves the model with the real Pipeline under the load generator and measures;
-recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate).
+recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate),
+          keeping the budget with the model --margin percent slower than profiled (default 10).
 Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings.
 """
 
@@ -19,6 +20,7 @@ from core.errors import InvalidSpec
 from optistudio.cli_args import parse_assignment, parse_int_list
 
 ACTIONS = ("profile", "simulate", "verify", "recommend")
+DEFAULT_MARGIN_PERCENT = 10.0  # core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
 
 
 def add_batching_parser(commands: Any) -> None:
@@ -30,7 +32,12 @@ def add_batching_parser(commands: Any) -> None:
     add = batching.add_argument
     add("--shape", type=parse_assignment, action="append", default=[], help="NAME=D1,D2,...")
     add("--backend", default="onnxruntime")
-    add("--threads", type=int, help="intra-op threads per instance (default: shared out)")
+    add(
+        "--threads",
+        type=int,
+        help="intra-op threads per instance (default: the cores but one, shared out between "
+        "instances; the spare core serves the requests)",
+    )
     add(
         "--spin",
         action="store_true",
@@ -48,6 +55,13 @@ def add_batching_parser(commands: Any) -> None:
     add("--clients", type=int, default=0, help="closed loop: concurrent clients")
     add("--seconds", type=float, default=5.0, help="verify: how long to send")
     add("--p99-budget-ms", type=float, help="recommend: the p99 latency budget")
+    add(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN_PERCENT,
+        help="recommend: the budget must also hold with the model this many percent slower "
+        "than profiled (default %(default)g; 0 trusts the profile exactly)",
+    )
     add("--profile", type=Path, help="simulate/recommend/verify: a saved profile JSON")
     add("--out", type=Path, help="profile: also write the profile JSON here")
     add("--seed", type=int, default=0)
@@ -192,19 +206,34 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
         base=settings,
         max_batch_size=settings.max_batch_size,
         seed=args.seed,
+        margin=args.margin / 100,
     )
     return _payload(
         "predicted",
         advice.settings,
         advice.predicted,
         feasible=advice.feasible,
+        margin=advice.margin,
+        p99_slower_ms=_finite(advice.p99_slower_ms),
         reason=advice.reason,
-        candidates=[
-            {k: v for k, v in c.model_dump().items() if k != "predicted"}
-            | {"throughput": c.predicted.throughput, "p99_ms": c.predicted.p99_ms}
-            for c in advice.candidates
-        ],
+        candidates=[_candidate(c) for c in advice.candidates],
     )
+
+
+def _candidate(candidate: Any) -> dict[str, Any]:
+    """A tried setting as JSON (strict: a queue that would not keep up with the model slower
+    is `slower_saturated`, its p99 null, not Infinity)."""
+    row = candidate.model_dump(exclude={"predicted"})
+    row["slower_saturated"] = row["p99_slower_ms"] == float("inf")
+    row["p99_slower_ms"] = _finite(row["p99_slower_ms"])
+    return row | {
+        "throughput": candidate.predicted.throughput,
+        "p99_ms": candidate.predicted.p99_ms,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value == float("inf") else value
 
 
 def _print_summary(payload: dict[str, Any]) -> None:

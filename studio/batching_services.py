@@ -23,7 +23,7 @@ from core.batching.settings import BatchingSettings
 from core.batching.simulate import Process, simulate, simulate_speed_moves
 from core.batching.trace import slowdown_of
 from core.batching.triton import triton_config
-from core.batching.tuner import Recommendation
+from core.batching.tuner import Candidate, Recommendation
 from core.model_info import ModelInfo
 from db.models import JobKind
 from db.queries import get_job, get_model
@@ -256,17 +256,30 @@ def timeline_figure(requests: dict[str, list[float]]) -> go.Figure:
 
 
 def candidates_figure(advice: Recommendation) -> go.Figure:
-    """Every setting tried: throughput against p99, feasible ones coloured, the pick ringed."""
+    """Every setting tried: throughput against p99; those that meet the budget with the speed
+    margin in green, those that meet it only at the profiled speed in orange, the pick ringed."""
     figure = go.Figure()
-    for feasible, colour in ((True, "#2ca02c"), (False, "#bbbbbb")):
-        chosen = [c for c in advice.candidates if c.feasible == feasible]
+    groups = {
+        "meets the budget": ([c for c in advice.candidates if c.feasible], "#2ca02c"),
+        f"only at the profiled speed (not {advice.margin:.0%} slower)": (
+            [c for c in advice.candidates if c.p99_slower_ms is not None and not c.feasible],
+            "#ff7f0e",
+        ),
+        "misses it": (
+            [c for c in advice.candidates if c.p99_slower_ms is None and not c.feasible],
+            "#bbbbbb",
+        ),
+    }
+    for name, (chosen, colour) in groups.items():
+        if not chosen:
+            continue
         figure.add_scatter(
             x=[c.predicted.p99_ms for c in chosen],
             y=[c.predicted.throughput for c in chosen],
             mode="markers",
             marker={"color": colour, "size": 9},
-            name="meets the budget" if feasible else "misses it",
-            text=[f"max batch {c.max_batch_size}, timeout {c.timeout_ms:g} ms" for c in chosen],
+            name=name,
+            text=[_candidate_text(c, advice.margin) for c in chosen],
         )
     figure.add_scatter(
         x=[advice.predicted.p99_ms],
@@ -280,6 +293,13 @@ def candidates_figure(advice: Recommendation) -> go.Figure:
     )
     figure.update_xaxes(type="log")
     return figure
+
+
+def _candidate_text(candidate: Candidate, margin: float) -> str:
+    text = f"max batch {candidate.max_batch_size}, timeout {candidate.timeout_ms:g} ms"
+    if candidate.p99_slower_ms is not None:
+        text += f"; p99 {candidate.p99_slower_ms:.1f} ms with the model {margin:.0%} slower"
+    return text
 
 
 def pipeline_json(name: str, backend: str, settings: BatchingSettings, shapes: dict) -> str:

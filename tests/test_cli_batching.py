@@ -41,6 +41,16 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     )  # fmt: skip
     advice = json.loads(run.stdout)
     assert advice["feasible"] and advice["p99_ms"] <= 50 and advice["candidates"]
+    assert advice["margin"] == 0.1  # the budget holds with the model 10 % slower too
+    chosen = [c for c in advice["candidates"] if c["feasible"]]
+    assert chosen and all(c["p99_slower_ms"] <= 50 for c in chosen)
+
+
+def test_cli_margin_default_is_the_tuners() -> None:
+    from core.batching.tuner import DEFAULT_MARGIN
+    from optistudio.cli_batching import DEFAULT_MARGIN_PERCENT
+
+    assert DEFAULT_MARGIN_PERCENT == DEFAULT_MARGIN * 100
 
 
 def test_verify_measures_the_real_pipeline(tiny_model: Path, tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -32,7 +31,7 @@ from core.backends import LoadedModel, SessionOptions, get_backend
 from core.batching.applicability import require_batch_dim
 from core.batching.balancer import Balancer
 from core.batching.results import BatchRecord
-from core.batching.settings import BatchingSettings, serving_options
+from core.batching.settings import BatchingSettings, serving_options, with_serving_threads
 from core.errors import Cancelled, InferenceFailed, InvalidSpec, OptistudioError, first_line
 from core.intake import inspect_model
 from core.model_info import TensorSpec
@@ -147,12 +146,12 @@ class Pipeline:
 
         Raises InvalidSpec when the model has no dynamic batch dim. Without options, the
         runtime's idle threads do not spin (`serving_options`); without explicit threads, the
-        CPU cores are shared out between instances.
+        CPU cores but one are shared out between instances (`serving_threads`).
         """
         settings = settings or BatchingSettings()
         info = inspect_model(model_path)
         require_batch_dim(info)
-        options = _instance_options(options or serving_options(), settings)
+        options = _instance_options(options or serving_options(settings.instances), settings)
         runtime = get_backend(backend)
         loaded: list[LoadedModel] = []
         try:
@@ -411,9 +410,7 @@ def _instance_options(options: SessionOptions, settings: BatchingSettings) -> Se
     updates: dict[str, Any] = {}
     if settings.memory_pool_ratio is not None:
         updates["memory_pool_ratio"] = settings.memory_pool_ratio
-    if options.threads is None and settings.instances > 1:
-        updates["threads"] = max(1, (os.cpu_count() or 1) // settings.instances)
-    return options.model_copy(update=updates)
+    return with_serving_threads(options, settings.instances).model_copy(update=updates)
 
 
 def _close_all(models: list[LoadedModel]) -> None:

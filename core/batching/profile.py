@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.backends import LoadedModel, SessionOptions, get_backend
 from core.batching.applicability import require_batch_dim
-from core.batching.settings import serving_options
+from core.batching.settings import serving_options, with_serving_threads
 from core.environment import fingerprint
 from core.inputs import synthesize_inputs
 from core.intake import inspect_model
@@ -168,7 +168,8 @@ def measure_profile(
     progress: ProgressCallback | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
-    the session options it will be served with (default: `serving_options`).
+    the session options it will be served with (default: `serving_options`; options without
+    threads get `serving_threads`, as the Pipeline gives them).
 
     Raises InvalidSpec when the model has no dynamic batch dim; `progress` may raise
     core.errors.Cancelled to stop.
@@ -176,7 +177,7 @@ def measure_profile(
     info = inspect_model(model_path)
     require_batch_dim(info)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
-    options = options or serving_options()
+    options = with_serving_threads(options or serving_options())
     model = get_backend(backend).load(model_path, options)
     try:
         feeds = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.backends import SessionOptions
@@ -93,12 +95,34 @@ def settings_from(values: dict[str, object]) -> BatchingSettings:
         ) from None
 
 
-def serving_options() -> SessionOptions:
-    """Session options for a model behind the Pipeline when none are given: the runtime's
-    defaults, but its idle threads do not spin. Behind the Pipeline the serving threads
-    (callers, dispatcher, result hand-back) share the cores with the runtime's, and threads
-    spinning between batches take the cores they need: on 2 cores MiniLM's speed under load
-    then moved 0.5x-2.3x of its profile from run to run in one bench run, 0.94x-1.2x without
-    spinning (docs/BENCHMARKS.md). Profiles are timed with the same options, so they describe the
-    model as it will be served."""
-    return SessionOptions(spin_wait=False)
+def serving_threads(instances: int = 1) -> int:
+    """Intra-op threads per instance behind the Pipeline when none are set: the cores this
+    process may use but one, shared out between the instances (at least one each).
+
+    The spare core is for the serving threads (callers, dispatcher, result hand-back). Left
+    without one, the runtime's threads are preempted by them mid-batch and the model's speed
+    under load becomes erratic: on 2 cores with both threads, MiniLM ran 0.94-1.20x its profiled
+    speed from run to run and the tuner's picks kept their p99 budget when served in 4 of 12
+    cases; with one thread, 0.88-1.11x and 12 of 12 (docs/BENCHMARKS.md). The price is peak
+    throughput on few cores (1 of 2 cores there: about 135 against 190-240 req/s); on 16 cores
+    it is a sixteenth. Set the threads to use every core.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, ((cores or 1) - 1) // max(1, instances))
+
+
+def serving_options(instances: int = 1) -> SessionOptions:
+    """Session options for a model behind the Pipeline when none are given: `serving_threads`
+    intra-op threads, and the runtime's idle threads do not spin. Behind the Pipeline the
+    serving threads share the cores with the runtime's, and threads spinning between batches
+    take the cores they need: on 2 cores MiniLM's speed under load then moved 0.5x-2.3x of its
+    profile from run to run in one bench run, 0.94x-1.2x without spinning (docs/BENCHMARKS.md).
+    Profiles are timed with the same options, so they describe the model as it will be served."""
+    return SessionOptions(threads=serving_threads(instances), spin_wait=False)
+
+
+def with_serving_threads(options: SessionOptions, instances: int = 1) -> SessionOptions:
+    """`options` with `serving_threads(instances)` when they set no threads."""
+    if options.threads is not None:
+        return options
+    return options.model_copy(update={"threads": serving_threads(instances)})

@@ -2,11 +2,15 @@
 
 Candidates are every max batch size in 1, 2, 4, ... up to the limit crossed with a ladder of
 timeouts (instances and the eager threshold stay as given). With an expected arrival rate, a
-candidate is feasible when the simulated queue keeps up and its p99 is within the budget; among
-those the one with the highest capacity (instances * max_b b / (latency(b) + the profile's
-hand-back time per batch), the headroom for bursts) wins, ties going to the lower p99. Without a
-rate ("max throughput"), each candidate's highest Poisson rate whose p99 stays within the budget
-is found by bisection, and the highest wins.
+candidate is feasible when the simulated queue keeps up and its p99 is within the budget, both
+as profiled and with the model `margin` slower (default 10 %): served under load the model runs
+a few percent off its profiled speed (on a 2-core machine 0.88-1.20x from run to run), and near a
+setting's knee that is most of its tail, so a setting that only fits the budget at exactly the
+profiled speed would miss it when measured. Among the feasible ones the one with the highest
+capacity (instances * max_b b / (latency(b) + the profile's hand-back time per batch), the
+headroom for bursts) wins, ties going to the lower p99. Without a rate ("max throughput"), each
+candidate's highest Poisson rate that is feasible in the same sense is found by bisection, and
+the highest wins.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from core.errors import InvalidSpec
 
 DEFAULT_TIMEOUTS_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 BISECTION_STEPS = 7
+DEFAULT_MARGIN = 0.10
+"""How much slower than profiled the model may run before a recommended setting's p99 leaves
+the budget (the runner ran 0.88-1.20x its profiled speed under load on this project's 2-core
+machine, docs/BENCHMARKS.md)."""
 
 
 class Candidate(BaseModel):
@@ -33,6 +41,11 @@ class Candidate(BaseModel):
     rate: float
     capacity: float = Field(description="Highest throughput these settings can reach (req/s).")
     predicted: LoadResult
+    p99_slower_ms: float | None = Field(
+        None,
+        description="Predicted p99 with the model `margin` slower (None: not simulated, the "
+        "setting already missed as profiled; inf: the queue would not keep up).",
+    )
     feasible: bool
 
 
@@ -43,7 +56,9 @@ class Recommendation(BaseModel):
 
     settings: BatchingSettings
     predicted: LoadResult
+    p99_slower_ms: float | None = Field(None, description="As Candidate.p99_slower_ms.")
     feasible: bool
+    margin: float = Field(description="The model slowdown the budget was required to survive.")
     reason: str
     candidates: list[Candidate]
 
@@ -58,10 +73,16 @@ def recommend(
     timeouts_ms: tuple[float, ...] = DEFAULT_TIMEOUTS_MS,
     requests: int = 4000,
     seed: int = 0,
+    margin: float = DEFAULT_MARGIN,
 ) -> Recommendation:
     """Search max batch size x timeout under a p99 budget (see the module docstring)."""
     if p99_budget_ms <= 0 or (rate is not None and rate <= 0):
         raise InvalidSpec("The p99 budget and the arrival rate must be positive.")
+    if not 0 <= margin < 1:
+        raise InvalidSpec(
+            f"The speed margin must be a share from 0 to below 1 (0.1 = 10 %), got {margin}."
+        )
+    search = _Search(profile, p99_budget_ms, requests, seed, margin)
     base = base or BatchingSettings()
     grid = [
         base.model_copy(update={"max_batch_size": b, "timeout_ms": t, "preferred_batch_sizes": []})
@@ -69,55 +90,67 @@ def recommend(
         for t in timeouts_ms
     ]
     candidates = [
-        _at_rate(profile, s, rate, p99_budget_ms, requests, seed)
-        if rate is not None
-        else _best_rate(profile, s, p99_budget_ms, requests, seed)
-        for s in grid
+        search.at_rate(s, rate) if rate is not None else search.best_rate(s) for s in grid
     ]
-    return _choose(candidates, grid, rate, p99_budget_ms)
+    return _choose(candidates, grid, rate, p99_budget_ms, margin)
 
 
 def _capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
     return profile.ceiling(settings.max_batch_size, with_handoff=True)[0] * settings.instances
 
 
-def _at_rate(
-    profile: LatencyProfile,
-    settings: BatchingSettings,
-    rate: float,
-    budget: float,
-    requests: int,
-    seed: int,
-) -> Candidate:
-    predicted = simulate(profile, settings, rate=rate, requests=requests, seed=seed)
-    return Candidate(
-        max_batch_size=settings.max_batch_size,
-        timeout_ms=settings.timeout_ms,
-        rate=rate,
-        capacity=_capacity(profile, settings),
-        predicted=predicted,
-        feasible=not predicted.saturated and predicted.p99_ms <= budget,
-    )
+class _Search:
+    def __init__(
+        self, profile: LatencyProfile, budget: float, requests: int, seed: int, margin: float
+    ) -> None:
+        self.profile, self.budget, self.requests, self.seed = profile, budget, requests, seed
+        self.slower = profile.scaled(1 + margin) if margin else None
 
+    def at_rate(self, settings: BatchingSettings, rate: float) -> Candidate:
+        predicted = self.simulate(self.profile, settings, rate)
+        feasible = not predicted.saturated and predicted.p99_ms <= self.budget
+        p99_slower = None
+        if feasible and self.slower is not None:
+            slower = self.simulate(self.slower, settings, rate)
+            p99_slower = float("inf") if slower.saturated else slower.p99_ms
+            feasible = p99_slower <= self.budget
+        return Candidate(
+            max_batch_size=settings.max_batch_size,
+            timeout_ms=settings.timeout_ms,
+            rate=rate,
+            capacity=_capacity(self.profile, settings),
+            predicted=predicted,
+            p99_slower_ms=p99_slower,
+            feasible=feasible,
+        )
 
-def _best_rate(
-    profile: LatencyProfile, settings: BatchingSettings, budget: float, requests: int, seed: int
-) -> Candidate:
-    capacity = _capacity(profile, settings)
-    low, high = 0.0, capacity
-    best = _at_rate(profile, settings, capacity * 0.05, budget, requests, seed)
-    for _ in range(BISECTION_STEPS):
-        middle = (low + high) / 2
-        trial = _at_rate(profile, settings, middle, budget, requests, seed)
-        if trial.feasible:
-            low, best = middle, trial
-        else:
-            high = middle
-    return best
+    def simulate(
+        self, profile: LatencyProfile, settings: BatchingSettings, rate: float
+    ) -> LoadResult:
+        return simulate(profile, settings, rate=rate, requests=self.requests, seed=self.seed)
+
+    def best_rate(self, settings: BatchingSettings) -> Candidate:
+        """The highest Poisson rate whose p99 fits the budget with the model `margin` slower
+        (bisection on that one simulation; the pick is then simulated as profiled too)."""
+        check = self.slower or self.profile
+        capacity = _capacity(self.profile, settings)
+        low, high, found = 0.0, capacity, None
+        for _ in range(BISECTION_STEPS):
+            middle = (low + high) / 2
+            trial = self.simulate(check, settings, middle)
+            if not trial.saturated and trial.p99_ms <= self.budget:
+                low = found = middle
+            else:
+                high = middle
+        return self.at_rate(settings, found if found is not None else capacity * 0.05)
 
 
 def _choose(
-    candidates: list[Candidate], grid: list[BatchingSettings], rate: float | None, budget: float
+    candidates: list[Candidate],
+    grid: list[BatchingSettings],
+    rate: float | None,
+    budget: float,
+    margin: float,
 ) -> Recommendation:
     feasible = [i for i, c in enumerate(candidates) if c.feasible]
     if rate is None:
@@ -136,28 +169,58 @@ def _choose(
     return Recommendation(
         settings=grid[pick],
         predicted=chosen.predicted,
+        p99_slower_ms=chosen.p99_slower_ms,
         feasible=chosen.feasible,
-        reason=_reason(chosen, len(feasible), len(candidates), rate, budget),
+        margin=margin,
+        reason=_reason(chosen, candidates, rate, budget, margin),
         candidates=candidates,
     )
 
 
-def _reason(chosen: Candidate, feasible: int, total: int, rate: float | None, budget: float) -> str:
+def _reason(
+    chosen: Candidate,
+    candidates: list[Candidate],
+    rate: float | None,
+    budget: float,
+    margin: float,
+) -> str:
     setting = f"max batch {chosen.max_batch_size}, timeout {chosen.timeout_ms:g} ms"
-    p99 = chosen.predicted.p99_ms
+    p99, total = chosen.predicted.p99_ms, len(candidates)
+    feasible = sum(c.feasible for c in candidates)
+    share = f"{margin:.0%}"
     if not chosen.feasible:
-        load = f"{rate:g} req/s" if rate is not None else "any rate tried"
+        load = f"{_rate(rate)} req/s" if rate is not None else "any rate tried"
+        knees = sum(c.p99_slower_ms is not None and not c.feasible for c in candidates)
+        tight = (
+            f" {knees} meet it only at exactly the profiled speed and leave it with the model "
+            f"{share} slower (no headroom; lower the speed margin only if the serving machine "
+            "is as quiet as the profile's)."
+            if knees
+            else ""
+        )
         return (
-            f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}; the "
-            f"lowest p99 is {p99:.1f} ms ({setting}). Add instances, lower the rate, or raise "
+            f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}"
+            f"{f' with the model {share} slower than profiled' if margin else ''}; the lowest "
+            f"p99 is {p99:.1f} ms ({setting}).{tight} Add instances, lower the rate, or raise "
             "the budget."
         )
+    slower = (
+        f" ({chosen.p99_slower_ms:.1f} ms with the model {share} slower)"
+        if chosen.p99_slower_ms is not None
+        else ""
+    )
     if rate is None:
         return (
             f"{setting} sustains the most: {chosen.predicted.throughput:.0f} req/s with p99 "
-            f"{p99:.1f} ms <= {budget:g} ms ({feasible} of {total} settings meet the budget)."
+            f"{p99:.1f} ms{slower} <= {budget:g} ms ({feasible} of {total} settings meet the "
+            "budget)."
         )
     return (
-        f"{feasible} of {total} settings keep up with {rate:g} req/s within p99 {budget:g} ms; "
-        f"{setting} has the most headroom (up to {chosen.capacity:.0f} req/s) at p99 {p99:.1f} ms."
+        f"{feasible} of {total} settings keep up with {_rate(rate)} req/s within p99 {budget:g} ms"
+        f"{f' even with the model {share} slower' if margin else ''}; {setting} has the most "
+        f"headroom (up to {chosen.capacity:.0f} req/s) at p99 {p99:.1f} ms{slower}."
     )
+
+
+def _rate(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from batching_helpers import Recorder, build_double_model, row
 
+from core.backends import SessionOptions
 from core.batching.pipeline import Pipeline, PipelineClosed, QueueFull
-from core.batching.settings import BatchingSettings, settings_from
+from core.batching.settings import BatchingSettings, serving_threads, settings_from
 from core.errors import Cancelled, InferenceFailed, InvalidSpec
 from core.intake import inspect_model
 
@@ -233,3 +234,21 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
     profile_module.measure_profile(double, max_batch_size=2, min_runs=2, min_seconds=0.01)
 
     assert [options.spin_wait for options in loaded] == [False, True, False]
+    assert [options.threads for options in loaded] == [serving_threads()] * 3
+
+
+@pytest.mark.parametrize(
+    ("cores", "instances", "threads"),
+    [(16, 1, 15), (16, 2, 7), (2, 1, 1), (1, 1, 1), (4, 8, 1)],
+    ids=["16-cores", "16-cores-2-instances", "2-cores", "1-core", "more-instances-than-cores"],
+)
+def test_serving_leaves_a_core_to_the_serving_threads(
+    cores: int, instances: int, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from core.batching import settings as settings_module
+
+    monkeypatch.setattr(settings_module.os, "sched_getaffinity", lambda _: set(range(cores)))
+
+    assert serving_threads(instances) == threads
+    given = SessionOptions(threads=3)
+    assert settings_module.with_serving_threads(given, instances) is given

@@ -97,7 +97,7 @@ def test_recommendation_meets_the_budget_at_the_rate() -> None:
 
     assert advice.feasible and advice.predicted.p99_ms <= 20
     assert advice.settings.max_batch_size > 1  # 1500 req/s is beyond unbatched capacity
-    assert "1500 req/s" in advice.reason
+    assert "1,500 req/s" in advice.reason
 
 
 def test_impossible_budget_says_so_with_the_best_p99() -> None:
@@ -115,6 +115,35 @@ def test_max_throughput_mode_beats_no_batching() -> None:
 
     assert advice.predicted.throughput > 2 * 1000
     assert advice.predicted.p99_ms <= 15
+
+
+def test_a_setting_that_fits_the_budget_only_at_the_profiled_speed_is_not_recommended() -> None:
+    rate = 800  # rho 0.8 for a 1-ms model; with the model 10 % slower, rho 0.88
+    nominal = simulate(ONE_MS, NO_BATCHING, rate=rate, requests=4000)
+    budget = nominal.p99_ms * 1.1
+
+    bare = recommend(ONE_MS, p99_budget_ms=budget, rate=rate, max_batch_size=1, margin=0)
+    safe = recommend(ONE_MS, p99_budget_ms=budget, rate=rate, max_batch_size=1)
+
+    assert bare.feasible and bare.predicted.p99_ms == pytest.approx(nominal.p99_ms)
+    assert not safe.feasible and safe.margin == 0.1
+    assert all(c.p99_slower_ms is not None and c.p99_slower_ms > budget for c in safe.candidates)
+    assert "only at exactly the profiled speed" in safe.reason
+
+
+def test_max_throughput_keeps_the_budget_with_the_model_slower() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 2.0])
+    kwargs = {"p99_budget_ms": 15, "max_batch_size": 8, "requests": 800, "timeouts_ms": (0, 5)}
+
+    tight = recommend(profile, margin=0, **kwargs)
+    safe = recommend(profile, margin=0.2, **kwargs)
+
+    assert safe.feasible and safe.predicted.throughput < tight.predicted.throughput
+    chosen = max(safe.candidates, key=lambda c: c.predicted.throughput if c.feasible else 0)
+    assert chosen.p99_slower_ms is not None and chosen.p99_slower_ms <= 15
+    assert "20% slower" in safe.reason
+    with pytest.raises(InvalidSpec, match="speed margin"):
+        recommend(profile, margin=1.5, **kwargs)
 
 
 def test_bad_rates_are_refused() -> None:

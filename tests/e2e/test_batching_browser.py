@@ -60,6 +60,15 @@ def test_profile_then_a_slider_changes_the_prediction(
     expect(page.get_by_text("Measured p99 in the run's first half")).to_be_visible()
     shot(page, "batching-verify")
 
+    page.get_by_role("tab", name="Find best settings").click()
+    margin = page.get_by_role("spinbutton", name="Speed margin (%)")
+    expect(margin).to_have_value("10", timeout=UI_TIMEOUT_MS)
+    page.get_by_role("button", name="Find best settings").click()
+    reason = page.get_by_text(re.compile(r"with the model 10% slower")).first
+    expect(reason).to_be_visible(timeout=2 * UI_TIMEOUT_MS)  # the pick keeps the speed margin
+    expect(page.get_by_role("button", name="Apply to the sliders")).to_be_visible()
+    shot(page, "batching-best")
+
     page.get_by_role("tab", name="Export").click()
     download = page.get_by_role("button", name="Download config.pbtxt")
     expect(download).to_be_visible(timeout=UI_TIMEOUT_MS)

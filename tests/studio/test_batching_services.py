@@ -9,6 +9,7 @@ import pytest
 
 from core.batching.profile import LatencyProfile
 from core.batching.settings import BatchingSettings
+from core.batching.simulate import simulate
 from core.batching.triton import parse_pbtxt
 from core.batching.tuner import recommend
 from core.intake import inspect_model
@@ -52,6 +53,20 @@ def test_candidates_figure_marks_the_pick() -> None:
     advice = recommend(PROFILE, p99_budget_ms=20, rate=500, max_batch_size=8)
     figure = batching.candidates_figure(advice)
     assert figure.data[-1].name == "recommended"
+
+
+def test_candidates_figure_sets_apart_settings_without_headroom() -> None:
+    one_ms = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
+    nominal = simulate(
+        one_ms, BatchingSettings(max_batch_size=1, timeout_ms=0), rate=800, requests=4000
+    )
+    advice = recommend(one_ms, p99_budget_ms=nominal.p99_ms * 1.1, rate=800, max_batch_size=1)
+
+    figure = batching.candidates_figure(advice)
+
+    names = [trace.name for trace in figure.data]
+    assert names == ["only at the profiled speed (not 10% slower)", "recommended"]
+    assert "with the model 10% slower" in figure.data[0].text[0]
 
 
 def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
