@@ -2,8 +2,9 @@
 the batcher's own cost, and how well the simulator predicts what the runtime does.
 
 Model: all-MiniLM-L6-v2 (FP32, bench/minilm.py), one sentence of `--tokens` tokens per request,
-on ONNX Runtime CPU, one instance, with `--threads` intra-op threads (default: the runtime's, all
-cores) and its idle threads not spinning, as the product serves (`--spin` to let them).
+on ONNX Runtime CPU, one instance, with `--threads` intra-op threads (default: as the product
+serves, the cores but one, `core.batching.settings.serving_threads`) and its idle threads not
+spinning (`--spin` to let them).
 
 1. Saturation: a closed loop of 2 x b* clients against the Pipeline with max batch b*, the
    batch size at which the profile (measured in the same run, up to `--max-batch`) peaks;
@@ -35,7 +36,7 @@ cores) and its idle threads not spinning, as the product serves (`--spin` to let
 5. Simulator speed: the Batching page's work for one slider move (the prediction, the p99 with
    the model 5 % slower and faster, the 9-point rate sweep).
 
-Run: .venv/bin/python bench/batching.py [--seconds 30] [--tokens 32] [--max-batch 8] [--tries 3]
+Run: .venv/bin/python bench/batching.py [--seconds 60] [--tokens 32] [--max-batch 8] [--tries 3]
                                          [--threads N] [--spin] [--replications 8]
      .venv/bin/python bench/batching.py --model resnet50.onnx   (any model with a batch dim;
                                          --tokens then does not apply)
@@ -62,7 +63,7 @@ from core.batching.loadgen import run_load  # noqa: E402
 from core.batching.pipeline import Pipeline  # noqa: E402
 from core.batching.profile import measure_profile  # noqa: E402
 from core.batching.results import LoadResult, p99_halves  # noqa: E402
-from core.batching.settings import BatchingSettings  # noqa: E402
+from core.batching.settings import BatchingSettings, serving_threads  # noqa: E402
 from core.batching.simulate import simulate  # noqa: E402
 from core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
 from core.batching.verify import measure_load  # noqa: E402
@@ -75,7 +76,7 @@ DISTURBED = 0.10  # a run whose batches ran > 10 % off the profile's speed is ru
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="length of each load run")
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of each load run")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
@@ -92,7 +93,7 @@ def main() -> None:
         help="each case's profile: seconds of timing per batch size",
     )  # fmt: skip
     parser.add_argument(
-        "--threads", type=int, help="intra-op threads per instance (default: the runtime's)"
+        "--threads", type=int, help="intra-op threads per instance (default: the cores but one)"
     )
     parser.add_argument(
         "--spin", action="store_true",
@@ -105,7 +106,7 @@ def main() -> None:
     shapes = {} if args.model else {name: [1, args.tokens] for name in names}
     print(
         f"model {model.name}, shapes {shapes or 'as declared'}, {os.cpu_count()} CPUs, "
-        f"threads {args.threads or 'default'}, spinning {'on' if args.spin else 'off'}"
+        f"threads {args.threads or f'default ({serving_threads()})'}, spinning {'on' if args.spin else 'off'}"
     )
     started = time.time()
     profile = measure_profile(
@@ -363,8 +364,9 @@ def _print_errors(rows: list[dict]) -> None:
 def _print_summary(name: str, errors: list[float]) -> None:
     within = sum(error <= 0.15 for error in errors)
     print(
-        f"    {name.replace('_', ' ')}: median {statistics.median(errors):.1%}, "
-        f"max {max(errors):.1%}, {within}/{len(errors)} within 15 %"
+        f"    {name.replace('_', ' ')}: mean {statistics.mean(errors):.1%}, "
+        f"median {statistics.median(errors):.1%}, max {max(errors):.1%}, "
+        f"{within}/{len(errors)} within 15 %"
     )
 
 

@@ -13,7 +13,7 @@ budget held. Scenarios, with L = the profile's latency at max batch:
 The baseline is the margin-0 pick, measured in the same run.
 
 Model: all-MiniLM-L6-v2 (FP32, 32 tokens), ONNX Runtime CPU, one instance, `--threads`
-intra-op threads (default: the runtime's), idle threads not spinning, as the product serves.
+intra-op threads (default: as the product serves, the cores but one), idle threads not spinning.
 
 Run: .venv/bin/python bench/batching_tuner.py [--rounds 2] [--seconds 30] [--threads N]
 """
@@ -33,6 +33,7 @@ from batching import _model  # noqa: E402
 
 from core.backends import SessionOptions  # noqa: E402
 from core.batching.profile import measure_profile  # noqa: E402
+from core.batching.settings import serving_threads  # noqa: E402
 from core.batching.trace import overall_slowdown  # noqa: E402
 from core.batching.tuner import DEFAULT_MARGIN, recommend  # noqa: E402
 from core.batching.verify import measure_load  # noqa: E402
@@ -52,7 +53,8 @@ def main() -> None:
     options = SessionOptions(threads=args.threads, spin_wait=False)
     model = _model()
     started = time.time()
-    print(f"threads {args.threads or 'default'}, {args.seconds:g}-s runs, max batch {MAX_BATCH}")
+    threads = args.threads or f"default ({serving_threads()})"
+    print(f"threads {threads}, {args.seconds:g}-s runs, max batch {MAX_BATCH}")
     print(
         f"{'round':<6}{'scenario':<16}{'budget':>8}{'margin':>8}{'pick':>12}{'rate':>7}"
         f"{'pred p99':>10}{'+margin':>9}{'meas p99':>10}{'held':>6}{'slow':>6}"

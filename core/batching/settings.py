@@ -102,8 +102,8 @@ def serving_threads(instances: int = 1) -> int:
     The spare core is for the serving threads (callers, dispatcher, result hand-back). Left
     without one, the runtime's threads are preempted by them mid-batch and the model's speed
     under load becomes erratic: on 2 cores with both threads, MiniLM ran 0.94-1.20x its profiled
-    speed from run to run and the tuner's picks kept their p99 budget when served in 4 of 12
-    cases; with one thread, 0.88-1.11x and 12 of 12 (docs/BENCHMARKS.md). The price is peak
+    speed from run to run and the tuner's picks kept their p99 budget when served in 2 of 6
+    cases; with one thread, 0.88-1.11x and 6 of 6 (docs/BENCHMARKS.md). The price is peak
     throughput on few cores (1 of 2 cores there: about 135 against 190-240 req/s); on 16 cores
     it is a sixteenth. Set the threads to use every core.
     """

@@ -93,8 +93,8 @@ def profile_form(model_id: int) -> None:
             "leaving one to the serving threads (callers, dispatcher, result hand-back). Verify "
             "runs with the profile's. Without that core the serving threads preempt the model "
             "mid-batch and its speed under load, so the tail, strays from the profile: on 2 "
-            "cores the tuner's picks kept their p99 budget in 4 of 12 served cases with both "
-            "threads, 12 of 12 with one. Set all cores for the most peak throughput "
+            "cores the tuner's picks kept their p99 budget when served in 2 of 6 cases with both "
+            "threads, 6 of 6 with one. Set all cores for the most peak throughput "
             "(docs/BENCHMARKS.md).",
         )
         shapes = cols[3].text_input(
