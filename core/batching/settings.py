@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from core.affinity import available_cores
 from core.backends import SessionOptions
 from core.errors import InvalidSpec
 
@@ -107,8 +106,7 @@ def serving_threads(instances: int = 1) -> int:
     throughput on few cores (1 of 2 cores there: about 135 against 190-240 req/s); on 16 cores
     it is a sixteenth. Set the threads to use every core.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, ((cores or 1) - 1) // max(1, instances))
+    return max(1, (len(available_cores()) - 1) // max(1, instances))
 
 
 def serving_options(instances: int = 1) -> SessionOptions:

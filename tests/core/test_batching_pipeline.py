@@ -247,7 +247,7 @@ def test_serving_leaves_a_core_to_the_serving_threads(
 ) -> None:
     from core.batching import settings as settings_module
 
-    monkeypatch.setattr(settings_module.os, "sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setattr(settings_module, "available_cores", lambda: list(range(cores)))
 
     assert serving_threads(instances) == threads
     given = SessionOptions(threads=3)
