@@ -151,7 +151,7 @@ class Pipeline:
         settings = settings or BatchingSettings()
         info = inspect_model(model_path)
         require_batch_dim(info)
-        options = _instance_options(options or serving_options(settings.instances), settings)
+        options = _instance_options(options or serving_options(), settings)
         runtime = get_backend(backend)
         loaded: list[LoadedModel] = []
         try:

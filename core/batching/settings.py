@@ -109,14 +109,15 @@ def serving_threads(instances: int = 1) -> int:
     return max(1, (len(available_cores()) - 1) // max(1, instances))
 
 
-def serving_options(instances: int = 1) -> SessionOptions:
-    """Session options for a model behind the Pipeline when none are given: `serving_threads`
-    intra-op threads, and the runtime's idle threads do not spin. Behind the Pipeline the
+def serving_options() -> SessionOptions:
+    """Session options for a model behind the Pipeline when none are given: the runtime's idle
+    threads do not spin, and the threads are left for `with_serving_threads` to set (the Pipeline
+    and the profile both apply it, so it is decided in one place). Behind the Pipeline the
     serving threads share the cores with the runtime's, and threads spinning between batches
     take the cores they need: on 2 cores MiniLM's speed under load then moved 0.5x-2.3x of its
     profile from run to run in one bench run, 0.94x-1.2x without spinning (docs/BENCHMARKS.md).
     Profiles are timed with the same options, so they describe the model as it will be served."""
-    return SessionOptions(threads=serving_threads(instances), spin_wait=False)
+    return SessionOptions(spin_wait=False)
 
 
 def with_serving_threads(options: SessionOptions, instances: int = 1) -> SessionOptions:
