@@ -198,6 +198,11 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
 
     if args.p99_budget_ms is None:
         raise InvalidSpec("recommend needs --p99-budget-ms (the p99 latency you can accept).")
+    if not 0 <= args.margin < 100:
+        raise InvalidSpec(
+            f"--margin is a percentage from 0 to below 100 (10 = the model 10 % slower), got "
+            f"{args.margin:g}."
+        )
     profile = _profile(args, settings)
     advice = recommend(
         profile,

@@ -74,6 +74,17 @@ def test_model_without_batch_dim_is_refused_with_why(make_model, tmp_path: Path)
     assert "does not apply" in run.stderr and "Traceback" not in run.stderr
 
 
+def test_a_margin_out_of_range_is_refused_before_profiling(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run = optistudio(
+        "batching", "recommend", str(tiny_model), "--p99-budget-ms", "50", "--margin", "150",
+        data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2 and "--margin is a percentage" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def test_settings_out_of_range_are_named(tiny_model: Path, tmp_path: Path) -> None:
     run = optistudio(
         "batching", "simulate", str(tiny_model), "--max-batch-size", "0", "--rate", "10",
