@@ -10,7 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false NNCF_CI=1 \
     OPTISTUDIO_DATA_DIR=/data
 WORKDIR /app
-COPY pyproject.toml ./
+COPY pyproject.toml setup.py ./
 # The dependencies pyproject.toml lists, in a layer of their own: a change to the code does not
 # reinstall them (that took 1-2 minutes on every build).
 RUN python -c "import sys, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + [d for e in sys.argv[1].split(',') for d in p['optional-dependencies'][e]]))" "$EXTRAS" >/tmp/requirements.txt \

@@ -2,10 +2,10 @@
 
 For each reference model (bench/reference_models.py) and each target this machine can run:
 p50 / p99 latency at batch 1, throughput at batch 8, and the achieved GFLOP/s (Conv / MatMul /
-Gemm FLOPs from core.flops over the p50 at batch 8) as a share of the peak measured in the same
+Gemm FLOPs from optistudio.core.model.flops over the p50 at batch 8) as a share of the peak measured in the same
 run with a large matrix product: the better of numpy's float32 GEMM and ONNX Runtime's MatMul
 on the CPU (every core), ONNX Runtime's CUDA MatMul (fp32 and fp16) on a GPU. Every run's
-outputs are checked against ONNX Runtime FP32 on CPU (core.crosscheck) with the tolerance of
+outputs are checked against ONNX Runtime FP32 on CPU (optistudio.core.numerics.crosscheck) with the tolerance of
 its precision.
 
 Targets (skipped with the reason when a backend or precision is not available here):
@@ -44,14 +44,13 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("NNCF_CI", "1")  # no NNCF telemetry
 
 import reference_models  # noqa: E402
-
-from core.backends import get_backend  # noqa: E402
-from core.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark  # noqa: E402
-from core.datasets import open_dataset  # noqa: E402
-from core.errors import OptistudioError  # noqa: E402
-from core.flops import estimate_flops  # noqa: E402
-from core.intake import inspect_model  # noqa: E402
-from core.passes.base import PassContext, passes  # noqa: E402
+from optistudio.core.backends import get_backend  # noqa: E402
+from optistudio.core.data.datasets import open_dataset  # noqa: E402
+from optistudio.core.errors import OptistudioError  # noqa: E402
+from optistudio.core.measure.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark  # noqa: E402
+from optistudio.core.model.flops import estimate_flops  # noqa: E402
+from optistudio.core.model.intake import inspect_model  # noqa: E402
+from optistudio.core.passes.base import PassContext, passes  # noqa: E402
 
 RUNS = REPO / "data" / "bench-runs"
 CPU_PEAK = "cpu fp32 (best GEMM 2048)"

@@ -3,7 +3,7 @@ the batcher's own cost, and how well the simulator predicts what the runtime doe
 
 Model: all-MiniLM-L6-v2 (FP32, bench/minilm.py), one sentence of `--tokens` tokens per request,
 on ONNX Runtime CPU, one instance, with `--threads` intra-op threads (default: as the product
-serves, the cores but one, `core.batching.settings.serving_threads`) and its idle threads not
+serves, the cores but one, `optistudio.core.batching.settings.serving_threads`) and its idle threads not
 spinning (`--spin` to let them).
 
 1. Saturation: a closed loop of 2 x b* clients against the Pipeline with max batch b*, the
@@ -58,16 +58,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from core.backends import SessionOptions  # noqa: E402
-from core.batching.loadgen import run_load  # noqa: E402
-from core.batching.pipeline import Pipeline  # noqa: E402
-from core.batching.profile import measure_profile  # noqa: E402
-from core.batching.results import LoadResult, p99_halves  # noqa: E402
-from core.batching.settings import BatchingSettings, serving_threads  # noqa: E402
-from core.batching.simulate import simulate  # noqa: E402
-from core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
-from core.batching.verify import measure_load  # noqa: E402
-from core.environment import fingerprint  # noqa: E402
+from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.batching.loadgen import run_load  # noqa: E402
+from optistudio.core.batching.pipeline import Pipeline  # noqa: E402
+from optistudio.core.batching.profile import measure_profile  # noqa: E402
+from optistudio.core.batching.results import LoadResult, p99_halves  # noqa: E402
+from optistudio.core.batching.settings import BatchingSettings, serving_threads  # noqa: E402
+from optistudio.core.batching.simulate import simulate  # noqa: E402
+from optistudio.core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
+from optistudio.core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.machine.environment import fingerprint  # noqa: E402
 
 MODEL = REPO / "data" / "bench-models" / "minilm-fp32.onnx"
 SPEED_STEP = 0.05  # the p99's sensitivity: the model 5 % slower or faster than profiled
@@ -184,7 +184,7 @@ def _overhead(seconds: float) -> dict:
     def echo(batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         return [batch["x"]]
 
-    from core.model_info import TensorSpec
+    from optistudio.core.model.info import TensorSpec
 
     spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 16])]
     direct = _direct_us(echo, feeds, seconds / 4)
@@ -372,7 +372,7 @@ def _print_summary(name: str, errors: list[float]) -> None:
 
 def _simulator_speed(profile, args) -> dict:
     """What one slider move costs the Batching page: its prediction and its rate sweep."""
-    from studio.batching_services import predict, rate_sweep, speed_note
+    from optistudio.studio.batching_services import predict, rate_sweep, speed_note
 
     settings = BatchingSettings(max_batch_size=args.max_batch, timeout_ms=5)
     rate = 0.8 * profile.ceiling(args.max_batch)[0]

@@ -26,12 +26,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from batching import _model  # noqa: E402
-
-from core.backends import SessionOptions  # noqa: E402
-from core.batching.profile import measure_profile  # noqa: E402
-from core.batching.settings import BatchingSettings  # noqa: E402
-from core.batching.trace import overall_slowdown  # noqa: E402
-from core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.batching.profile import measure_profile  # noqa: E402
+from optistudio.core.batching.settings import BatchingSettings  # noqa: E402
+from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
+from optistudio.core.batching.verify import measure_load  # noqa: E402
 
 SHAPES = {name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
 SETTINGS = {

@@ -32,10 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
 
+from optistudio.db.models import Environment, Job, JobKind, JobStatus, Measurement, Model  # noqa: E402
+from optistudio.db.session import make_session_factory, transaction  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
-
-from db.models import Environment, Job, JobKind, JobStatus, Measurement, Model  # noqa: E402
-from db.session import make_session_factory, transaction  # noqa: E402
 
 METRICS = ("p10_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "mean_ms")
 MODELS = 100
@@ -44,7 +43,7 @@ INFO = {"sha256": "0" * 64, "size_bytes": 1, "ir_version": 8, "opsets": {"": 17}
 
 def seed(url: str, results: int) -> list[str]:
     """`results` stored results; returns their keys, newest first."""
-    from optistudio.migrate import upgrade
+    from optistudio.services.migrate import upgrade
 
     upgrade(url, lock_dir=Path(url.removeprefix("sqlite:///")).parent)
     factory = make_session_factory(url)
@@ -121,17 +120,17 @@ def _batches(rows: list[dict]) -> list[int]:
 
 
 def compare_page() -> None:
-    from studio.views.compare import render
+    from optistudio.studio.views.compare import render
 
     render()
 
 
 def render_once(data_dir: Path, selected: list[str]) -> float:
     """Wall time of one full run of the Compare page with `selected` in the URL."""
+    from optistudio.studio import state
     from streamlit.testing.v1 import AppTest
 
-    from optistudio.settings import get_settings
-    from studio import state
+    from optistudio.services.settings import get_settings
 
     os.environ["OPTISTUDIO_DATA_DIR"] = str(data_dir)
     get_settings.cache_clear()

@@ -1,13 +1,13 @@
 """What the diagnostics cost and what they can see.
 
-1. Profiler overhead: `core.profiling.profile_model` runs the plain (unprofiled) session and the
+1. Profiler overhead: `optistudio.core.diagnose.profiling.profile_model` runs the plain (unprofiled) session and the
    profiled one alternately, same model, same inputs, same process; the ratio of their median
    wall times is the profiler's overhead. Rounds are repeated and the median ratio printed, for
    ONNX Runtime (Chrome-trace JSON) and OpenVINO (PERF_COUNT), on the tiny_cnn sample (batch 8)
    and on the PP-OCRv4 detector at 320x320 when its file is available.
 2. Soak sensitivity: a real ONNX Runtime session on tiny_cnn, wrapped so that every inference
    makes N more bytes resident (N = 0 is the clean baseline), soaked for the default duration of
-   `core.soak.SoakSpec` in a fresh process each (so memory freed by one run cannot hide the next
+   `optistudio.core.measure.soak.SoakSpec` in a fresh process each (so memory freed by one run cannot hide the next
    one's growth). Prints the verdict, the fitted slope and its interval per N, and the smallest
    N flagged.
 
@@ -29,11 +29,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from core.backends import LoadedModel, SessionOptions, get_backend  # noqa: E402
-from core.intake import inspect_model  # noqa: E402
-from core.profiling import ProfileSpec, profile_model  # noqa: E402
-from core.samples import build_sample  # noqa: E402
-from core.soak import SoakSpec, input_variants, soak_loaded  # noqa: E402
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend  # noqa: E402
+from optistudio.core.diagnose.profiling import ProfileSpec, profile_model  # noqa: E402
+from optistudio.core.measure.soak import SoakSpec, input_variants, soak_loaded  # noqa: E402
+from optistudio.core.model.intake import inspect_model  # noqa: E402
+from optistudio.core.model.samples import build_sample  # noqa: E402
 
 LEAKS = (0, 1, 4, 16, 64, 256, 1024)
 BUFFER_BYTES = 4 * 2**30

@@ -24,10 +24,10 @@ import onnxruntime as ort
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from core.benchmark import BenchmarkSpec, run_benchmark  # noqa: E402
-from core.inputs import synthesize_inputs  # noqa: E402
-from core.intake import inspect_model  # noqa: E402
-from core.samples import build_sample  # noqa: E402
+from optistudio.core.data.inputs import synthesize_inputs  # noqa: E402
+from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark  # noqa: E402
+from optistudio.core.model.intake import inspect_model  # noqa: E402
+from optistudio.core.model.samples import build_sample  # noqa: E402
 
 BATCH = 8
 THREADS = 1
@@ -81,15 +81,16 @@ def engine_overhead(path: Path, rounds: int) -> None:
 
 
 def queue_latency(model: Path, jobs: int) -> None:
-    from db.queries import get_job
-    from db.session import make_session_factory, transaction
-    from optistudio.catalog import add_model_file
-    from optistudio.launcher import Stack, free_port, redis_command, redis_ready, worker_command
-    from optistudio.migrate import upgrade
-    from optistudio.settings import Settings
-    from optistudio.telemetry import telemetry_off_env
-    from studio.services import submit_benchmark
-    from workers.app import create_app
+    from optistudio.db.queries import get_job
+    from optistudio.db.session import make_session_factory, transaction
+    from optistudio.studio.services import submit_benchmark
+    from optistudio.workers.app import create_app
+
+    from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
+    from optistudio.services.catalog import add_model_file
+    from optistudio.services.migrate import upgrade
+    from optistudio.services.settings import Settings
+    from optistudio.services.telemetry import telemetry_off_env
 
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "data"

@@ -2,9 +2,9 @@
 
 For each model: the FP32 ONNX Runtime model is the baseline; the anchors run with their default
 settings (ONNX Runtime `quantize_dynamic`, `quantize_static` = MinMax, QDQ, per-tensor); then
-`core.optimize.optimize` with recipes ["auto"]. Every candidate is checked against FP32 on the
-same data (core.accuracy) and timed against FP32 with an interleaved A/B comparison
-(core.compare), so each speedup carries a 95 % interval. The anchors' static calibration gets
+`optistudio.core.optimize.run.optimize` with recipes ["auto"]. Every candidate is checked against FP32 on the
+same data (optistudio.core.numerics.accuracy) and timed against FP32 with an interleaved A/B comparison
+(optistudio.core.measure.compare), so each speedup carries a 95 % interval. The anchors' static calibration gets
 exactly the data Optistudio gets.
 
 OpenVINO (when nncf and openvino are installed): the NNCF anchor is Optistudio's `int8_nncf` pass
@@ -17,7 +17,7 @@ that second baseline; their accuracy is checked exactly as the other candidates'
 Target: Auto's chosen variant is within budget (mean cosine >= 0.99, top-1 drop <= 1 point) and
 at least as fast as the fastest anchor within budget; overlapping intervals count as a tie.
 When both exist, the two are also timed head to head (interleaved), and that comparison, with
-core.compare's 2 % practical margin, decides. Auto keeping FP32 counts as 1.00x. The same rule,
+optistudio.core.measure.compare's 2 % practical margin, decides. Auto keeping FP32 counts as 1.00x. The same rule,
 on OpenVINO, gives a second verdict: Auto (target openvino)'s chosen variant vs the NNCF anchor.
 
 Models (bench/reference_models.py, cached under data/bench-models/):
@@ -56,13 +56,17 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import reference_models  # noqa: E402
-
-from core.accuracy import AccuracyBudget, AccuracyReport, accuracy_report, within_budget  # noqa: E402
-from core.compare import Comparison, ComparisonSpec, compare_models  # noqa: E402
-from core.datasets import NpzDataset, load_labels  # noqa: E402
-from core.intake import inspect_model  # noqa: E402
-from core.optimize import OptimizeReport, OptimizeSpec, VariantResult, optimize  # noqa: E402
-from core.passes.base import PassContext, passes  # noqa: E402
+from optistudio.core.data.datasets import NpzDataset, load_labels  # noqa: E402
+from optistudio.core.measure.compare import Comparison, ComparisonSpec, compare_models  # noqa: E402
+from optistudio.core.model.intake import inspect_model  # noqa: E402
+from optistudio.core.numerics.accuracy import (  # noqa: E402
+    AccuracyBudget,
+    AccuracyReport,
+    accuracy_report,
+    within_budget,
+)
+from optistudio.core.optimize.run import OptimizeReport, OptimizeSpec, VariantResult, optimize  # noqa: E402
+from optistudio.core.passes.base import PassContext, passes  # noqa: E402
 
 MODELS = ("digits", "rapidocr", "resnet50", "minilm")
 BUDGET = AccuracyBudget(min_cosine=0.99, max_top1_drop=0.01)

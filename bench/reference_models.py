@@ -8,7 +8,7 @@ reuses the files. Used by bench/quantization.py only, never by tests or the app.
   resnet50_shaped(folder, n)   ResNet-50 layout (bottlenecks 3-4-6-3, BN, ReLU) with seeded
                                random weights, BN statistics fitted on photo crops; data: crops
                                of scikit-learn's two bundled photos (n x n).
-  rapidocr_det(folder, n)      PP-OCRv4 text detector from rapidocr-onnxruntime (core.samples)
+  rapidocr_det(folder, n)      PP-OCRv4 text detector from rapidocr-onnxruntime (optistudio.core.model.samples)
                                plus rendered text pages (n x n) as data; there is no real set.
   minilm(folder)               all-MiniLM-L6-v2 (bench/minilm.py) plus tokenized sentences.
 
@@ -375,7 +375,7 @@ def rapidocr_det(
 
     The pages are normalised as rapidocr's DetPreProcess does: (x / 255 - 0.5) / 0.5, CHW.
     """
-    from core.samples import build_sample
+    from optistudio.core.model.samples import build_sample
 
     if size % 32:
         raise ValueError(f"rapidocr_det needs image sides that are multiples of 32, not {size}")

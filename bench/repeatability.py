@@ -2,7 +2,7 @@
 
 The same comparison (MiniLM FP32 = A vs its dynamic-INT8 variant = B, batch 1, sequence 128) is
 run `--runs` times on a quiet machine and once more with CPU burners (one per core) beside it.
-Each run is one interleaved A/B comparison (core.compare), which also yields both absolute p50s.
+Each run is one interleaved A/B comparison (optistudio.core.measure.compare), which also yields both absolute p50s.
 Spread = (max - min) / median over the runs. Target: the ratio's spread stays within 5 % while
 the absolute latencies move far more.
 
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from core.compare import Comparison, ComparisonSpec, compare_models  # noqa: E402
+from optistudio.core.measure.compare import Comparison, ComparisonSpec, compare_models  # noqa: E402
 
 
 @contextmanager

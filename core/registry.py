@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Generic, Protocol, TypeVar
 
-from core.errors import UnknownName
+from optistudio.core.errors import UnknownName
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 

@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, joinedload
-
-from db.models import (
+from optistudio.db.models import (
     TERMINAL,
     Environment,
     Job,
@@ -27,6 +23,9 @@ from db.models import (
     Model,
     WorkerRecord,
 )
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, joinedload
 
 RowT = TypeVar("RowT", Model, Environment)
 

@@ -1,6 +1,6 @@
 """Share links: a frozen snapshot behind an unguessable token, revocable by its owner.
 
-Like `db.queries`, none of these commits: the caller's ``transaction(...)`` does.
+Like `optistudio.db.queries`, none of these commits: the caller's ``transaction(...)`` does.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from optistudio.db.models import Share
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-
-from db.models import Share
 
 TOKEN_BYTES = 32
 """256 random bits from `secrets`; the token is their URL-safe base64 (43 characters)."""

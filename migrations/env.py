@@ -12,10 +12,9 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from optistudio.db.models import Base, UtcDateTime
+from optistudio.db.session import make_engine
 from sqlalchemy import Connection
-
-from db.models import Base, UtcDateTime
-from db.session import make_engine
 
 URL_ENV_VAR = "OPTISTUDIO_DATABASE_URL"
 
@@ -43,7 +42,7 @@ def database_url() -> str:
 
 
 def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
-    """Render our column types as plain SQLAlchemy ones, so scripts never import db.models."""
+    """Render our column types as plain SQLAlchemy ones, so scripts never import optistudio.db.models."""
     if type_ == "type" and isinstance(obj, UtcDateTime):
         return "sa.DateTime(timezone=True)"
     return False
@@ -56,7 +55,7 @@ def _configure_options(dialect_name: str) -> dict[str, Any]:
         "compare_type": True,
         "render_as_batch": is_sqlite,
         "render_item": render_item,
-        # db.session emits a real BEGIN on SQLite, so its DDL can be rolled back too.
+        # optistudio.db.session emits a real BEGIN on SQLite, so its DDL can be rolled back too.
         "transactional_ddl": True if is_sqlite else None,
     }
 

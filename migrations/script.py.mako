@@ -4,7 +4,7 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
-Migration scripts import only alembic and sqlalchemy, never db.models: a migration must keep
+Migration scripts import only alembic and sqlalchemy, never optistudio.db.models: a migration must keep
 working after the models move on.
 """
 

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from studio.auth import require_login
-from studio.guard import guarded
-from studio.views import batching, compare, diagnostics, hardware, jobs, models, optimize, results
+from optistudio.studio.auth import require_login
+from optistudio.studio.guard import guarded
+from optistudio.studio.views import (
+    batching,
+    compare,
+    diagnostics,
+    hardware,
+    jobs,
+    models,
+    optimize,
+    results,
+)
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
 
 if "share" in st.query_params:  # a share link shows its snapshot only: no navigation, no login
-    from studio.share_view import render_shared
+    from optistudio.studio.share_view import render_shared
 
     guarded(lambda: render_shared(st.query_params["share"]))()
     st.stop()

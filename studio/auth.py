@@ -20,9 +20,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 import streamlit as st
+from optistudio.studio.state import settings
 from pydantic import SecretStr
-
-from studio.state import settings
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What the Batching page does, as plain functions that tests call without Streamlit.
 
 The page never runs a model: profile and verify are jobs (by task name); predictions come from
-`core.batching.simulate` over the stored profile, fast enough to follow a slider.
+`optistudio.core.batching.simulate` over the stored profile, fast enough to follow a slider.
 """
 
 from __future__ import annotations
@@ -12,24 +12,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from optistudio.core.batching.applicability import batch_dim_problem
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.results import LoadResult
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import Process, simulate, simulate_speed_moves
+from optistudio.core.batching.trace import slowdown_of
+from optistudio.core.batching.triton import triton_config
+from optistudio.core.batching.tuner import Candidate, Recommendation
+from optistudio.core.model.info import ModelInfo
+from optistudio.db.models import JobKind
+from optistudio.db.queries import get_job, get_model
+from optistudio.db.session import transaction
+from optistudio.studio.services import SendTask, submit_job
+from optistudio.studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
 from plotly.subplots import make_subplots
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
-
-from core.batching.applicability import batch_dim_problem
-from core.batching.profile import LatencyProfile
-from core.batching.results import LoadResult
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import Process, simulate, simulate_speed_moves
-from core.batching.trace import slowdown_of
-from core.batching.triton import triton_config
-from core.batching.tuner import Candidate, Recommendation
-from core.model_info import ModelInfo
-from db.models import JobKind
-from db.queries import get_job, get_model
-from db.session import transaction
-from studio.services import SendTask, submit_job
-from studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
 
 SLIDER_REQUESTS = 5000
 """Requests per simulation behind a slider: p99 within a few percent, well under a second."""

@@ -12,23 +12,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-from sqlalchemy.orm import Session, sessionmaker
-
-from core.compare_snapshot import CompareSnapshot, ResultRow
-from db.models import JobKind
-from db.queries import finished_jobs
-from db.selection import (
+from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
+from optistudio.db.models import JobKind
+from optistudio.db.queries import finished_jobs
+from optistudio.db.selection import (
     environments_by_id,
     models_by_id,
     result_index,
     stored_results,
     variant_accuracy,
 )
-from db.session import transaction
-from db.shares import create_share, list_shares, open_share, revoke_share
-from optistudio.jobspecs import ExportJobSpec
-from studio.services import SendTask, submit_job
+from optistudio.db.session import transaction
+from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
+from optistudio.studio.services import SendTask, submit_job
+from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.services.jobspecs import ExportJobSpec
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 PARAM_RESULTS, PARAM_BASELINE, PARAM_BUDGET = "results", "baseline", "budget"

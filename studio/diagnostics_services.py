@@ -10,15 +10,15 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+from optistudio.core.measure.soak import SoakSpec
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import list_jobs, list_models
+from optistudio.db.session import transaction
+from optistudio.studio.services import SendTask, submit_job
+from optistudio.studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.soak import SoakSpec
-from db.models import JobKind, JobStatus
-from db.queries import list_jobs, list_models
-from db.session import transaction
-from optistudio.jobspecs import ProfileJobSpec
-from studio.services import SendTask, submit_job
-from studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
+from optistudio.services.jobspecs import ProfileJobSpec
 
 DIAGNOSTIC_KINDS = (JobKind.profile, JobKind.soak)
 QUEUE_KEY = "mean_queue_ms"

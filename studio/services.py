@@ -11,17 +11,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
-
-from core.benchmark import BenchmarkSpec
-from core.errors import OptistudioError
-from core.inventory import offers, targets
-from core.metrics import METRICS
-from core.model_info import ModelInfo
-from core.samples import list_samples
-from db.models import Job, JobKind, JobStatus
-from db.queries import (
+from optistudio.core.backends.inventory import offers, targets
+from optistudio.core.errors import OptistudioError
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.core.metrics import METRICS
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.samples import list_samples
+from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.queries import (
     create_job,
     finish_job,
     finished_comparisons,
@@ -37,9 +34,8 @@ from db.queries import (
     results_rows,
     set_task_id,
 )
-from db.session import transaction
-from optistudio.jobspecs import CompareJobSpec, OptimizeJobSpec
-from workers.app import (
+from optistudio.db.session import transaction
+from optistudio.workers.app import (
     TASK_BATCHING_PROFILE,
     TASK_BATCHING_VERIFY,
     TASK_BENCHMARK,
@@ -49,6 +45,10 @@ from workers.app import (
     TASK_PROFILE,
     TASK_SOAK,
 )
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.services.jobspecs import CompareJobSpec, OptimizeJobSpec
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +321,7 @@ def cancel_job(
 
 def check_workers(factory: sessionmaker[Session], *, max_age_s: float) -> int:
     """How many workers are live. With none, jobs whose worker died come off "running" here
-    (``db.queries.release_orphaned_jobs``): no worker is there to notice until one starts."""
+    (``optistudio.db.queries.release_orphaned_jobs``): no worker is there to notice until one starts."""
     with transaction(factory) as s:
         release_orphaned_jobs(s, max_age_s=max_age_s)
         return len(live_workers(s, max_age_s=max_age_s))

@@ -11,18 +11,17 @@ import functools
 
 import pandas as pd
 import streamlit as st
-
-from core.compare_figures import distribution_figure, pareto_figure, throughput_figure
-from core.compare_snapshot import (
+from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
+from optistudio.core.report.html import report_csv, report_html, report_json
+from optistudio.core.report.snapshot import (
     TABLE_METRICS,
     CompareSnapshot,
     column_title,
     environment_differences,
     table_records,
 )
-from core.report_html import report_csv, report_html, report_json
-from studio import state
-from studio.compare_services import shared_snapshot
+from optistudio.studio import state
+from optistudio.studio.compare_services import shared_snapshot
 
 NOT_FOUND = "This shared comparison was not found. It may never have existed or be withdrawn."
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
+from optistudio.db.session import make_session_factory
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.session import make_session_factory
-from optistudio.settings import Settings, get_settings
+from optistudio.services.settings import Settings, get_settings
 
 HEARTBEAT_STALE_FACTOR = 3
 
@@ -26,7 +26,7 @@ def session_factory() -> sessionmaker[Session]:
 
 @st.cache_resource
 def celery_app() -> Any:
-    from workers.app import app
+    from optistudio.workers.app import app
 
     return app
 
@@ -49,7 +49,7 @@ def sender(queue: str) -> Callable[[str, list[Any]], str]:
 
 def route_to(backend: str, device: str) -> str:
     """The queue of a live worker that offers backend on device (NoWorkerForTarget if none)."""
-    from studio.services import route
+    from optistudio.studio.services import route
 
     return route(
         session_factory(),
@@ -61,7 +61,7 @@ def route_to(backend: str, device: str) -> str:
 
 def live_targets(info: Any = None) -> list[tuple[str, str, str]]:
     """(backend, device, precision) the live workers offer (for `info`'s model when given)."""
-    from studio.services import live_targets as targets
+    from optistudio.studio.services import live_targets as targets
 
     return targets(
         session_factory(), max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR, info=info

@@ -65,7 +65,7 @@ def make_model(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture
 def app_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """Settings pointing at a fresh data folder; the cached settings are reset around the test."""
-    from optistudio.settings import get_settings
+    from optistudio.services.settings import get_settings
 
     monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("OPTISTUDIO_DATABASE_URL", raising=False)
@@ -77,8 +77,9 @@ def app_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ob
 @pytest.fixture
 def db_factory(app_settings: object) -> object:
     """A session factory on a database migrated to head."""
-    from db.session import make_session_factory
-    from optistudio.migrate import upgrade
+    from optistudio.db.session import make_session_factory
+
+    from optistudio.services.migrate import upgrade
 
     upgrade(app_settings.database_url, lock_dir=app_settings.data_dir)  # type: ignore[attr-defined]
     return make_session_factory(app_settings.database_url)  # type: ignore[attr-defined]
@@ -90,7 +91,7 @@ def postgres_server() -> Iterator[object]:
     a failure in CI."""
     from pgserver import remove_server, start_server
 
-    from optistudio.launcher import free_port
+    from optistudio.cli.launcher import free_port
 
     server = start_server(free_port())
     yield server

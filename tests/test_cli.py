@@ -61,8 +61,8 @@ def test_bench_json_has_the_stored_fields(tiny_model: Path, tmp_path: Path) -> N
 
 
 def test_bench_save_stores_model_and_result(tiny_model: Path, tmp_path: Path) -> None:
-    from db.queries import get_job, results_rows
-    from db.session import make_session_factory, transaction
+    from optistudio.db.queries import get_job, results_rows
+    from optistudio.db.session import make_session_factory, transaction
 
     data = tmp_path / "data"
     first = json.loads(
@@ -83,7 +83,7 @@ def test_bench_save_stores_model_and_result(tiny_model: Path, tmp_path: Path) ->
 
 
 def test_unset_dynamic_dim_warns_which(tmp_path: Path) -> None:
-    from core.samples import build_sample
+    from optistudio.core.model.samples import build_sample
 
     model = build_sample("tiny_mlp_tokens", tmp_path)
 
@@ -198,8 +198,8 @@ def test_optimize_json_lists_variants_with_files_and_figures(tiny_model: Path, t
 
 
 def test_optimize_save_stores_the_variant_beside_its_original(tiny_model: Path, tmp_path: Path):
-    from db.queries import get_model
-    from db.session import make_session_factory, transaction
+    from optistudio.db.queries import get_model
+    from optistudio.db.session import make_session_factory, transaction
 
     data = tmp_path / "data"
     done = optistudio(
@@ -250,7 +250,7 @@ def test_optimize_with_mismatched_data_names_the_problem(tiny_model: Path, tmp_p
 def test_bench_all_runs_every_available_backend_and_says_why_others_are_skipped(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    from core.backends import backends
+    from optistudio.core.backends import backends
 
     done = optistudio(
         "bench",
@@ -335,9 +335,8 @@ def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path:
 
 def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
     import numpy as np
+    from optistudio.core.model.samples import build_sample
     from PIL import Image
-
-    from core.samples import build_sample
 
     model = build_sample("tiny_cnn", tmp_path)  # input image: [batch, 1, 28, 28]
     images = tmp_path / "images"

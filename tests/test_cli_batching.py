@@ -47,8 +47,9 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
 
 
 def test_cli_margin_default_is_the_tuners() -> None:
-    from core.batching.tuner import DEFAULT_MARGIN
-    from optistudio.cli_batching import DEFAULT_MARGIN_PERCENT
+    from optistudio.core.batching.tuner import DEFAULT_MARGIN
+
+    from optistudio.cli.batching import DEFAULT_MARGIN_PERCENT
 
     assert DEFAULT_MARGIN_PERCENT == DEFAULT_MARGIN * 100
 

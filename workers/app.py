@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from optistudio.settings import Settings, get_settings
+from optistudio.services.settings import Settings, get_settings
 
 TASK_BENCHMARK = "optistudio.benchmark"
 TASK_COMPARE = "optistudio.compare"
@@ -26,11 +26,11 @@ def create_app(settings: Settings) -> Celery:
         "optistudio",
         broker=settings.broker_url,
         include=[
-            "workers.tasks",
-            "workers.inventory",
-            "workers.diagnostics_task",
-            "workers.batching_task",
-            "workers.export_task",
+            "optistudio.workers.tasks",
+            "optistudio.workers.inventory",
+            "optistudio.workers.diagnostics_task",
+            "optistudio.workers.batching_task",
+            "optistudio.workers.export_task",
         ],
     )
     app.conf.update(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import InvalidSpec
-from core.model_info import ModelInfo
-from db.models import Job, Model
-from optistudio.artifact_store import store_for
-from optistudio.settings import get_settings
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import ModelInfo
+from optistudio.db.models import Job, Model
+
+from optistudio.services.artifact_store import store_for
+from optistudio.services.settings import get_settings
 
 
 def model_of(job: Job) -> tuple[Path, ModelInfo]:

@@ -9,22 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from optistudio.core.backends import SessionOptions
+from optistudio.core.batching.loadgen import LoadRun
+from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching.results import p99_halves
+from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.trace import handoff_ms, runner_summary
+from optistudio.core.batching.verify import measure_load
+from optistudio.db.models import Job, JobKind
+from optistudio.db.queries import get_or_create_environment, set_job_result
+from optistudio.db.session import transaction
+from optistudio.workers.app import TASK_BATCHING_PROFILE, TASK_BATCHING_VERIFY, app
+from optistudio.workers.artifacts import model_of
+from optistudio.workers.jobs import JobContext, run_job
+from optistudio.workers.tasks import session_factory
 
-from core.backends import SessionOptions
-from core.batching.loadgen import LoadRun
-from core.batching.profile import measure_profile
-from core.batching.results import p99_halves
-from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from core.batching.trace import handoff_ms, runner_summary
-from core.batching.verify import measure_load
-from db.models import Job, JobKind
-from db.queries import get_or_create_environment, set_job_result
-from db.session import transaction
-from optistudio.jobspecs import parse_job_spec
-from workers.app import TASK_BATCHING_PROFILE, TASK_BATCHING_VERIFY, app
-from workers.artifacts import model_of
-from workers.jobs import JobContext, run_job
-from workers.tasks import session_factory
+from optistudio.services.jobspecs import parse_job_spec
 
 SAMPLE_POINTS = 2000
 """Most per-request rows kept in a verification result (evenly spaced), for the charts."""

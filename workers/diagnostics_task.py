@@ -6,20 +6,21 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.datasets import open_dataset
-from core.diagnostics import DiagnosticsReport, diagnose
-from core.errors import InvalidSpec
-from core.soak import SoakReport, SoakSpec, soak
-from db.models import Job, JobKind
-from db.queries import get_model, get_or_create_environment, set_job_result
-from db.session import transaction
-from optistudio.artifact_store import local_data_file
-from optistudio.jobspecs import ProfileJobSpec, parse_job_spec
-from optistudio.settings import get_settings
-from workers.app import TASK_PROFILE, TASK_SOAK, app
-from workers.artifacts import model_of, stored_file
-from workers.jobs import JobContext, run_job
-from workers.tasks import session_factory
+from optistudio.core.data.datasets import open_dataset
+from optistudio.core.diagnose.diagnostics import DiagnosticsReport, diagnose
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.measure.soak import SoakReport, SoakSpec, soak
+from optistudio.db.models import Job, JobKind
+from optistudio.db.queries import get_model, get_or_create_environment, set_job_result
+from optistudio.db.session import transaction
+from optistudio.workers.app import TASK_PROFILE, TASK_SOAK, app
+from optistudio.workers.artifacts import model_of, stored_file
+from optistudio.workers.jobs import JobContext, run_job
+from optistudio.workers.tasks import session_factory
+
+from optistudio.services.artifact_store import local_data_file
+from optistudio.services.jobspecs import ProfileJobSpec, parse_job_spec
+from optistudio.services.settings import get_settings
 
 
 @app.task(name=TASK_PROFILE, bind=True)

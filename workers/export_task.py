@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from core.errors import InvalidSpec
-from core.export import safe_name, write_bundle
-from db.models import Job, JobKind
-from db.queries import set_job_result
-from db.session import transaction
-from optistudio.bundles import bundle_source
-from optistudio.jobspecs import parse_job_spec
-from optistudio.settings import get_settings
-from workers.app import TASK_EXPORT, app
-from workers.jobs import JobContext, run_job
-from workers.tasks import session_factory
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.report.bundle import safe_name, write_bundle
+from optistudio.db.models import Job, JobKind
+from optistudio.db.queries import set_job_result
+from optistudio.db.session import transaction
+from optistudio.workers.app import TASK_EXPORT, app
+from optistudio.workers.jobs import JobContext, run_job
+from optistudio.workers.tasks import session_factory
+
+from optistudio.services.bundles import bundle_source
+from optistudio.services.jobspecs import parse_job_spec
+from optistudio.services.settings import get_settings
 
 
 @app.task(name=TASK_EXPORT, bind=True)

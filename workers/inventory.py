@@ -2,7 +2,7 @@
 
 The heartbeat runs in a daemon thread of the worker's main process; a worker that dies stops
 beating and is shown as stale after HEARTBEAT_STALE_FACTOR intervals. Each beat also vouches
-for the jobs this worker is running and recovers jobs that lost theirs (``workers.recovery``).
+for the jobs this worker is running and recovers jobs that lost theirs (``optistudio.workers.recovery``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import threading
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
+from optistudio.db.queries import record_worker, stop_worker
+from optistudio.db.session import make_session_factory, transaction
+from optistudio.workers.recovery import recover, vouch_for_active_jobs
 
-from db.queries import record_worker, stop_worker
-from db.session import make_session_factory, transaction
-from optistudio.settings import get_settings
-from workers.recovery import recover, vouch_for_active_jobs
+from optistudio.services.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def inventory_in_subprocess(offered: list[str] | None) -> dict[str, Any]:
     worker's main process would leave threads behind in every pool child forked later.
     """
     code = (
-        "import json, sys; from core.inventory import hardware_inventory; "
+        "import json, sys; from optistudio.core.backends.inventory import hardware_inventory; "
         "print(json.dumps(hardware_inventory(json.loads(sys.argv[1]) or None)))"
     )
     done = subprocess.run(

@@ -1,6 +1,6 @@
 """The life of a job on a worker: claim the row, run the work, record the outcome.
 
-Expected failures (core.errors.OptistudioError) end the job as failed with their user message and
+Expected failures (optistudio.core.errors.OptistudioError) end the job as failed with their user message and
 the worker carries on. Anything else is a bug: the job says "internal error (job N)", the
 traceback is kept in the row and the log, and the exception is re-raised.
 """
@@ -14,12 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from optistudio.core.errors import Cancelled, OptistudioError
+from optistudio.db.models import Job, JobStatus
+from optistudio.db.queries import claim_job, finish_job, set_progress
+from optistudio.db.session import DatabaseUnavailable, is_unavailable, transaction
 from sqlalchemy.orm import Session, sessionmaker
-
-from core.errors import Cancelled, OptistudioError
-from db.models import Job, JobStatus
-from db.queries import claim_job, finish_job, set_progress
-from db.session import DatabaseUnavailable, is_unavailable, transaction
 
 log = logging.getLogger(__name__)
 

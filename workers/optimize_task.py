@@ -6,15 +6,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.optimize import OptimizeReport, VariantResult, optimize
-from db.models import Job, JobKind
-from db.queries import get_or_create_environment, set_job_result
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from optistudio.jobspecs import OptimizeJobSpec, parse_job_spec
-from optistudio.settings import get_settings
-from workers.artifacts import model_of
-from workers.jobs import JobContext
+from optistudio.core.optimize.run import OptimizeReport, VariantResult, optimize
+from optistudio.db.models import Job, JobKind
+from optistudio.db.queries import get_or_create_environment, set_job_result
+from optistudio.db.session import transaction
+from optistudio.workers.artifacts import model_of
+from optistudio.workers.jobs import JobContext
+
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobspecs import OptimizeJobSpec, parse_job_spec
+from optistudio.services.settings import get_settings
 
 
 def optimize_job(job: Job, context: JobContext) -> tuple[str, int | None]:

@@ -1,6 +1,6 @@
 """Jobs whose worker was lost: found through the heartbeat, then run again or ended clearly.
 
-Every worker's heartbeat thread (``workers.inventory``) first refreshes the heartbeat of the jobs
+Every worker's heartbeat thread (``optistudio.workers.inventory``) first refreshes the heartbeat of the jobs
 its pool is running (Celery's active requests, kept in the worker's main process), then looks
 for running jobs that nobody has vouched for in ``HEARTBEAT_STALE_FACTOR`` intervals. Such a
 job lost its worker (SIGKILL, a crashed machine, a task that ended without recording its
@@ -11,13 +11,13 @@ outcome because the database was down). It is
 - failed with a message, when no live worker offers its target any more;
 - otherwise sent again, under a new task id, to the queue of a live worker that offers its
   target. The old message, should the broker ever redeliver it, finds the job under another
-  task id and does nothing (``db.queries.claim_job``), so a job never runs twice at once.
+  task id and does nothing (``optistudio.db.queries.claim_job``), so a job never runs twice at once.
 
 A worker whose pool process dies (but whose main process lives) hands the task back to the
 broker itself (``task_reject_on_worker_lost``); ``claim_job`` counts those attempts too.
 
 With every worker down nobody beats; the studio and the CLI then take such jobs off "running"
-themselves (``db.queries.release_orphaned_jobs``): queued, unsent, "Worker lost…". Each beat
+themselves (``optistudio.db.queries.release_orphaned_jobs``): queued, unsent, "Worker lost…". Each beat
 then also sends again every job queued for a while whose task the broker does not hold
 (``resend_missing_jobs``): those, and jobs Redis lost when it was killed before its append-only
 file reached the disk. The database, not the broker, is the list of jobs still to run.
@@ -29,11 +29,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from core.inventory import offers
-from db.models import Job, JobKind, JobStatus
-from db.queries import (
+from optistudio.core.backends.inventory import offers
+from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.queries import (
     MAX_ATTEMPTS,
     end_lost_job,
     finish_job,
@@ -44,7 +42,8 @@ from db.queries import (
     touch_jobs,
     waiting_jobs,
 )
-from db.session import transaction
+from optistudio.db.session import transaction
+from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ TASK_PREFIX = "optistudio."
 
 
 def task_of(kind: JobKind) -> str:
-    """The task that runs a job kind: every task is named ``optistudio.<kind>`` (workers.app)."""
+    """The task that runs a job kind: every task is named ``optistudio.<kind>`` (optistudio.workers.app)."""
     return f"{TASK_PREFIX}{kind.value}"
 
 
@@ -162,7 +161,7 @@ def resend_missing_jobs(
 
     Two ways a queued job has no message: Redis lost it (killed with writes not yet on disk, or
     restored from an older file), or its worker was lost while no worker ran and the studio or
-    CLI put it back in the queue unsent (``db.queries.release_orphaned_jobs``). A job sent twice
+    CLI put it back in the queue unsent (``optistudio.db.queries.release_orphaned_jobs``). A job sent twice
     still runs once: ``claim_job`` lets only one delivery run it. Returns (job id, queue).
     """
     with transaction(factory) as s:
@@ -202,15 +201,15 @@ def _resend(
 
 def send_with_app(name: str, job_id: int, queue: str) -> str:
     """The worker's own Celery app sends the task (used by the heartbeat thread)."""
-    from workers.app import app
+    from optistudio.workers.app import app
 
     return str(app.send_task(name, args=[job_id], queue=queue).id)
 
 
 def held_by_app_broker() -> set[str] | None:
     """Task ids the worker's own broker holds (used by the heartbeat thread)."""
-    from workers.app import app
-    from workers.broker_contents import task_ids_in_broker
+    from optistudio.workers.app import app
+    from optistudio.workers.broker_contents import task_ids_in_broker
 
     return task_ids_in_broker(app)
 

@@ -5,25 +5,25 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from core.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark
-from core.compare import compare_models, describe
-from core.errors import InvalidSpec
-from db.models import Job, JobKind, Model
-from db.queries import (
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.measure.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark
+from optistudio.core.measure.compare import compare_models, describe
+from optistudio.db.models import Job, JobKind, Model
+from optistudio.db.queries import (
     MeasurementRow,
     get_model,
     get_or_create_environment,
     replace_measurements,
     set_job_result,
 )
-from db.session import make_session_factory, transaction
-from optistudio.jobspecs import CompareJobSpec, parse_job_spec
-from optistudio.settings import get_settings
-from workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, app
-from workers.artifacts import model_of, stored_file
-from workers.jobs import JobContext, run_job
+from optistudio.db.session import make_session_factory, transaction
+from optistudio.workers.app import TASK_BENCHMARK, TASK_COMPARE, TASK_OPTIMIZE, app
+from optistudio.workers.artifacts import model_of, stored_file
+from optistudio.workers.jobs import JobContext, run_job
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.services.jobspecs import CompareJobSpec, parse_job_spec
+from optistudio.services.settings import get_settings
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +48,7 @@ def compare(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
 @app.task(name=TASK_OPTIMIZE, bind=True)
 def optimize(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
     """Make the job's recipes into variants, check their accuracy and time them."""
-    from workers.optimize_task import optimize_job
+    from optistudio.workers.optimize_task import optimize_job
 
     worker = self.request.hostname or "local"
     run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=optimize_job)

@@ -1,8 +1,8 @@
-"""Inference backends behind one interface; see `core.backends.base`."""
+"""Inference backends behind one interface; see `optistudio.core.backends.base`."""
 
 from __future__ import annotations
 
-from core.backends.base import (
+from optistudio.core.backends.base import (
     Availability,
     BackendSpec,
     InferenceBackend,

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from optistudio.core.registry import Registry
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.registry import Registry
 
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 PerformanceHint = Literal["latency", "throughput"]

@@ -24,10 +24,20 @@ from typing import Any
 
 import numpy as np
 import psutil
-
-from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
-from core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError, first_line
-from core.gpus import gpu_memory_bytes, nvidia_gpus
+from optistudio.core.backends.base import (
+    Availability,
+    InferenceBackend,
+    LoadedModel,
+    SessionOptions,
+)
+from optistudio.core.errors import (
+    BackendUnavailable,
+    InferenceFailed,
+    InvalidSpec,
+    ModelLoadError,
+    first_line,
+)
+from optistudio.core.machine.gpus import gpu_memory_bytes, nvidia_gpus
 
 PROVIDER_NAMES = {
     "cpu": "CPUExecutionProvider",

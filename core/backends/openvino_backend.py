@@ -20,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from core.backends.base import Availability, InferenceBackend, LoadedModel, SessionOptions
-from core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
+from optistudio.core.backends.base import (
+    Availability,
+    InferenceBackend,
+    LoadedModel,
+    SessionOptions,
+)
+from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
 
 logger = logging.getLogger(__name__)
 

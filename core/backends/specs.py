@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.backends.base import BackendSpec
+from optistudio.core.backends.base import BackendSpec
 
 ONNXRUNTIME = BackendSpec(
     name="onnxruntime",
@@ -13,7 +13,7 @@ ONNXRUNTIME = BackendSpec(
     ),
     devices=["cpu", "cuda"],
     precisions=["fp32", "fp16", "int8"],
-    implementation="core.backends.onnxruntime_backend:OnnxRuntimeBackend",
+    implementation="optistudio.core.backends.onnxruntime_backend:OnnxRuntimeBackend",
 )
 
 OPENVINO = BackendSpec(
@@ -26,7 +26,7 @@ OPENVINO = BackendSpec(
     ),
     devices=["cpu", "gpu", "npu"],
     precisions=["fp32", "bf16", "fp16", "int8"],
-    implementation="core.backends.openvino_backend:OpenVinoBackend",
+    implementation="optistudio.core.backends.openvino_backend:OpenVinoBackend",
 )
 
 TENSORRT = BackendSpec(
@@ -39,5 +39,5 @@ TENSORRT = BackendSpec(
     ),
     devices=["cuda"],
     precisions=["fp32", "fp16", "int8"],
-    implementation="core.backends.tensorrt_backend:TensorRtBackend",
+    implementation="optistudio.core.backends.tensorrt_backend:TensorRtBackend",
 )

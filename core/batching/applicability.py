@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.errors import InvalidSpec
-from core.model_info import ModelInfo, TensorSpec
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import ModelInfo, TensorSpec
 
 
 def batch_dim_problem(info: ModelInfo) -> str | None:

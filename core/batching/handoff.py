@@ -6,7 +6,7 @@ takes 0.1-1 ms per batch, which a profile of bare runs does not see and which ca
 at b / (latency(b) + hand-back). `measure_handoff` runs a short closed loop through the real
 Pipeline at the largest profiled batch size, with twice as many clients as rows per batch so a
 full batch always waits, and returns the mean gap from the end of one run to the next cut
-(`core.batching.trace.handoff_gaps_ms`). The simulator adds it to every batch.
+(`optistudio.core.batching.trace.handoff_gaps_ms`). The simulator adds it to every batch.
 
 The mean, not the median: on busy cores the gaps have a long tail (MiniLM at batch 8, 2 shared
 cores, 2-s loops: median 0.3 ms, mean 0.6-1.7 ms, the slowest tenth over 4 ms in two of three
@@ -17,13 +17,12 @@ loops), and throughput pays the mean. On digits-cnn a 4-s closed loop's measured
 from __future__ import annotations
 
 import numpy as np
-
-from core.backends import LoadedModel
-from core.batching.loadgen import run_load
-from core.batching.pipeline import Pipeline
-from core.batching.settings import BatchingSettings
-from core.batching.trace import handoff_gaps_ms
-from core.model_info import TensorSpec
+from optistudio.core.backends import LoadedModel
+from optistudio.core.batching.loadgen import run_load
+from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.trace import handoff_gaps_ms
+from optistudio.core.model.info import TensorSpec
 
 HANDOFF_BATCHES = 40
 """Batches the closed loop sends when they fit in HANDOFF_SECONDS."""

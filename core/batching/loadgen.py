@@ -4,9 +4,9 @@ Open loop sends on a fixed schedule whatever the answers do (arrival times drawn
 so queueing shows as latency; closed loop keeps N clients each with one request in flight.
 A run stops after `requests` sends or `seconds`, whichever comes first. Latency is measured from
 the moment a request was handed to the pipeline, split into queue wait (until its batch started)
-and compute (its batch's run), and summarised by `core.batching.results.summarize`. The
+and compute (its batch's run), and summarised by `optistudio.core.batching.results.summarize`. The
 pipeline's batches are recorded too (`LoadRun.batches`, on the run's clock), so a run can be
-replayed batch by batch against the simulator (`core.batching.trace`).
+replayed batch by batch against the simulator (`optistudio.core.batching.trace`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from core.batching.pipeline import Pipeline, Response
-from core.batching.results import BatchRecord, LoadResult, summarize
-from core.batching.simulate import Process
-from core.errors import InvalidSpec, OptistudioError
+from optistudio.core.batching.pipeline import Pipeline, Response
+from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
+from optistudio.core.batching.simulate import Process
+from optistudio.core.errors import InvalidSpec, OptistudioError
 
 
 @dataclass

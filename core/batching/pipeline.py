@@ -9,7 +9,7 @@ It takes `settings.cut_size(rows)` rows: the largest preferred size that fits, e
 up to max_batch_size. Requests are concatenated along dim 0, run once, and the outputs are split
 back by row offsets. A failed run fails only the requests of that batch. Shape and dtype are
 checked at `submit`, so a malformed request is refused alone and never joins a batch.
-Instances are chosen by `core.batching.balancer.Balancer`.
+Instances are chosen by `optistudio.core.batching.balancer.Balancer`.
 """
 
 from __future__ import annotations
@@ -26,15 +26,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from core.backends import LoadedModel, SessionOptions, get_backend
-from core.batching.applicability import require_batch_dim
-from core.batching.balancer import Balancer
-from core.batching.results import BatchRecord
-from core.batching.settings import BatchingSettings, serving_options, with_serving_threads
-from core.errors import Cancelled, InferenceFailed, InvalidSpec, OptistudioError, first_line
-from core.intake import inspect_model
-from core.model_info import TensorSpec
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.batching.balancer import Balancer
+from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.settings import (
+    BatchingSettings,
+    serving_options,
+    with_serving_threads,
+)
+from optistudio.core.errors import (
+    Cancelled,
+    InferenceFailed,
+    InvalidSpec,
+    OptistudioError,
+    first_line,
+)
+from optistudio.core.model.info import TensorSpec
+from optistudio.core.model.intake import inspect_model
 
 log = logging.getLogger(__name__)
 

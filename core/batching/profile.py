@@ -7,11 +7,11 @@ clocks): timed in blocks, one size would catch a slow minute and another a quiet
 curve would bend where the model does not. The profile keeps the mean per size (what throughput
 depends on), the p50/p99, the percentiles 0, 1, ..., 100 (`quantiles_ms`), and every run in the
 order it ran (`runs`): the simulator replays that sequence as the machine's speed over time
-(see core.batching.simulate), so slow spells that last many runs reach the predicted tail.
+(see optistudio.core.batching.simulate), so slow spells that last many runs reach the predicted tail.
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope. After the timing, a short closed loop through the real Pipeline
 at the largest size measures the runtime's own cost per batch under load (`handoff_ms`, see
-core.batching.handoff), which the simulator adds to every batch.
+optistudio.core.batching.handoff), which the simulator adds to every batch.
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.batching.settings import serving_options, with_serving_threads
+from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.machine.environment import fingerprint
+from optistudio.core.model.info import TensorSpec
+from optistudio.core.model.intake import inspect_model
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from core.backends import LoadedModel, SessionOptions, get_backend
-from core.batching.applicability import require_batch_dim
-from core.batching.settings import serving_options, with_serving_threads
-from core.environment import fingerprint
-from core.inputs import synthesize_inputs
-from core.intake import inspect_model
-from core.model_info import TensorSpec
 
 ProgressCallback = Callable[[float, str], None]
 QUANTILE_COUNT = 101
@@ -172,7 +171,7 @@ def measure_profile(
     threads get `serving_threads`, as the Pipeline gives them).
 
     Raises InvalidSpec when the model has no dynamic batch dim; `progress` may raise
-    core.errors.Cancelled to stop.
+    optistudio.core.errors.Cancelled to stop.
     """
     info = inspect_model(model_path)
     require_batch_dim(info)
@@ -214,7 +213,9 @@ def _handoff(
     max_batch_size: int,
     batch_ms: float,
 ) -> float | None:
-    from core.batching.handoff import measure_handoff  # here: loadgen -> simulate -> profile
+    from optistudio.core.batching.handoff import (
+        measure_handoff,  # here: loadgen -> simulate -> profile
+    )
 
     requests = [
         synthesize_inputs(inputs, batch_size=1, overrides=shapes or {}, seed=seed)[0]

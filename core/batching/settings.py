@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from optistudio.core.backends import SessionOptions
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.machine.affinity import available_cores
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from core.affinity import available_cores
-from core.backends import SessionOptions
-from core.errors import InvalidSpec
 
 
 class BatchingSettings(BaseModel):
@@ -81,9 +80,8 @@ class BatchingSettings(BaseModel):
 
 def settings_from(values: dict[str, object]) -> BatchingSettings:
     """Settings from untrusted values, with an InvalidSpec naming each bad field."""
+    from optistudio.core.errors import describe_validation_error
     from pydantic import ValidationError
-
-    from core.errors import describe_validation_error
 
     try:
         return BatchingSettings.model_validate(values)

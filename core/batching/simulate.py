@@ -1,6 +1,6 @@
 """Discrete-event simulation of the batching policy, driven by a measured latency profile.
 
-The simulated system is the runtime's (`core.batching.pipeline`): each arrival goes to the
+The simulated system is the runtime's (`optistudio.core.batching.pipeline`): each arrival goes to the
 instance with the fewest rows queued or running (the balancer's choice when instances are
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
@@ -34,11 +34,10 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-
-from core.batching.profile import LatencyProfile
-from core.batching.results import BatchRecord, LoadResult, summarize
-from core.batching.settings import BatchingSettings
-from core.errors import InvalidSpec
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.errors import InvalidSpec
 
 Process = Literal["poisson", "constant", "closed"]
 _ARRIVE, _DONE, _TIMEOUT = 0, 1, 2

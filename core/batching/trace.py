@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from core.batching.profile import LatencyProfile
-from core.batching.results import BatchRecord, LoadResult
-from core.batching.settings import BatchingSettings
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.results import BatchRecord, LoadResult
+from optistudio.core.batching.settings import BatchingSettings
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ def replay(
     """Simulate `settings` on the given send times, the k-th batch taking the k-th measured
     batch's time from cut to the end of its run, plus `overhead_s` (default: the run's mean
     hand-back time, `handoff_ms`)."""
-    from core.batching.simulate import _Simulation
+    from optistudio.core.batching.simulate import _Simulation
 
     if overhead_s is None:
         overhead_s = handoff_ms(batches) / 1000

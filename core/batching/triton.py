@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from core.batching.applicability import require_batch_dim
-from core.errors import InvalidSpec
-from core.model_info import ModelInfo, TensorSpec
+from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import ModelInfo, TensorSpec
 
 TRITON_TYPES = {
     "bool": "TYPE_BOOL",

@@ -1,6 +1,6 @@
 """Measure a batching setting for real: load the Pipeline, drive it with the load generator.
 
-Requests carry one row of synthetic inputs (`core.inputs.synthesize_inputs`, shapes from the
+Requests carry one row of synthetic inputs (`optistudio.core.data.inputs.synthesize_inputs`, shapes from the
 user's overrides), a few distinct ones cycled so no cache flatters the run. The pipeline is
 warmed up with one full batch per instance before the clock starts.
 """
@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from core.backends import SessionOptions
-from core.batching.loadgen import LoadRun, run_load
-from core.batching.pipeline import Pipeline
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import Process
-from core.inputs import synthesize_inputs
-from core.intake import inspect_model
+from optistudio.core.backends import SessionOptions
+from optistudio.core.batching.loadgen import LoadRun, run_load
+from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import Process
+from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.model.intake import inspect_model
 
 DISTINCT_REQUESTS = 8
 

@@ -6,6 +6,6 @@ rewriter itself (onnxscript) is imported only when patterns are applied.
 
 from __future__ import annotations
 
-from core.fusion.registry import FusionPatternInfo, fusion_patterns
+from optistudio.core.fusion.registry import FusionPatternInfo, fusion_patterns
 
 __all__ = ["FusionPatternInfo", "fusion_patterns"]

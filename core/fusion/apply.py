@@ -18,10 +18,9 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 import onnxruntime as ort
 from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRuleSet
+from optistudio.core.errors import InvalidSpec, PassFailed
+from optistudio.core.fusion.registry import FusionPatternInfo, fusion_patterns
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import InvalidSpec, PassFailed
-from core.fusion.registry import FusionPatternInfo, fusion_patterns
 
 logger = logging.getLogger(__name__)
 

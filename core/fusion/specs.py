@@ -6,9 +6,9 @@ one Conv before an activation can join it), then the fusions into backend-specif
 
 from __future__ import annotations
 
-from core.fusion.registry import ANY_BACKEND, FusionPatternInfo
+from optistudio.core.fusion.registry import ANY_BACKEND, FusionPatternInfo
 
-_RULES = "core.fusion.patterns"
+_RULES = "optistudio.core.fusion.patterns"
 
 TRANSPOSE_TRANSPOSE = FusionPatternInfo(
     name="transpose_transpose",

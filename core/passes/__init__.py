@@ -1,1 +1,1 @@
-"""Optimization passes: each turns one ONNX model into another; see `core.passes.base`."""
+"""Optimization passes: each turns one ONNX model into another; see `optistudio.core.passes.base`."""

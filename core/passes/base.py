@@ -10,7 +10,7 @@ A run function has the signature
     run(model: Path, out: Path, config: <ConfigClass>, context: PassContext) -> PassReport
 
 It writes its result to `out` (a new file; never edits `model`), reports progress through the
-context, and raises core.errors.PassFailed (with a message for people) when the model cannot be
+context, and raises optistudio.core.errors.PassFailed (with a message for people) when the model cannot be
 handled by this pass; any other exception is a bug.
 """
 
@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+from optistudio.core.errors import PassFailed
+from optistudio.core.registry import Registry
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import PassFailed
-from core.registry import Registry
 
 ProgressCallback = Callable[[float, str], None]
 

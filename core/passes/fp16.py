@@ -6,7 +6,7 @@ in its DEFAULT_OP_BLOCK_LIST (no FP16 kernels, e.g. TopK, Range) always stay FP3
 
 Automatic fallback (greedy, one op type per round): the FP16 model's first output is compared
 with the FP32 parent's on FALLBACK_SAMPLES synthetic samples (mean per-sample cosine, see
-core.accuracy). While that cosine is below `tolerance_cosine`, each op type that does arithmetic
+optistudio.core.numerics.accuracy). While that cosine is below `tolerance_cosine`, each op type that does arithmetic
 and is still in FP16 is tried in FP32, one at a time; the one that raises the cosine most is
 kept in FP32. It stops within tolerance, after `max_fallback_rounds`, or when no single op type
 helps. The cost is one conversion and one short comparison per op type per round.
@@ -25,14 +25,19 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.errors import (
+    InferenceFailed,
+    InvalidSpec,
+    ModelLoadError,
+    ModelRejected,
+    PassFailed,
+)
+from optistudio.core.machine.environment import isa_flags
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy import NO_SIZE_LIMIT, accuracy_report
+from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.accuracy import NO_SIZE_LIMIT, accuracy_report
-from core.datasets import SyntheticDataset
-from core.environment import isa_flags
-from core.errors import InferenceFailed, InvalidSpec, ModelLoadError, ModelRejected, PassFailed
-from core.intake import inspect_model
-from core.passes.base import PassContext, PassInfo, PassReport
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +307,7 @@ FP16 = PassInfo(
     "Inputs and outputs stay float32 by default. Op types that lose too much accuracy in FP16 "
     "are found automatically, by comparing with the original on synthetic data, and kept in "
     "FP32.",
-    config="core.passes.fp16:Fp16Config",
-    implementation="core.passes.fp16:run_fp16",
+    config="optistudio.core.passes.fp16:Fp16Config",
+    implementation="optistudio.core.passes.fp16:run_fp16",
     produces_precision="fp16",
 )

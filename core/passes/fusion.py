@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.passes.base import PassContext, PassInfo, PassReport
 
 
 class FusionConfig(BaseModel):
@@ -38,8 +37,8 @@ class FusionConfig(BaseModel):
 
 def _check_feeds(model: Path, context: PassContext) -> tuple[dict[str, Any], list[str]]:
     """The first calibration batch when there is data (real shapes), else synthetic inputs."""
-    from core.inputs import synthesize_inputs
-    from core.intake import inspect_model
+    from optistudio.core.data.inputs import synthesize_inputs
+    from optistudio.core.model.intake import inspect_model
 
     if context.calibration is not None:
         first = next(iter(context.calibration.batches()), None)
@@ -51,7 +50,7 @@ def _check_feeds(model: Path, context: PassContext) -> tuple[dict[str, Any], lis
 
 def run_fusion(model: Path, out: Path, config: FusionConfig, context: PassContext) -> PassReport:
     """Fuse, then compare the outputs on synthetic batch-1 inputs; raises PassFailed on drift."""
-    from core.fusion.apply import apply_fusions, numerical_check
+    from optistudio.core.fusion.apply import apply_fusions, numerical_check
 
     context.progress(0.0, "Applying fusion patterns")
     result = apply_fusions(
@@ -71,7 +70,7 @@ def run_fusion(model: Path, out: Path, config: FusionConfig, context: PassContex
 
 
 def _pattern_names(config: FusionConfig) -> list[str]:
-    from core.fusion.registry import fusion_patterns
+    from optistudio.core.fusion.registry import fusion_patterns
 
     if config.patterns is not None:
         return config.patterns
@@ -88,6 +87,6 @@ FUSION = PassInfo(
         "Patterns run in an explicit order; the fused model's outputs are checked against the "
         "original's on synthetic inputs."
     ),
-    config="core.passes.fusion:FusionConfig",
-    implementation="core.passes.fusion:run_fusion",
+    config="optistudio.core.passes.fusion:FusionConfig",
+    implementation="optistudio.core.passes.fusion:run_fusion",
 )

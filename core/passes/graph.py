@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 import onnx
+from optistudio.core.errors import PassFailed
+from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import PassFailed
-from core.passes.base import PassContext, PassInfo, PassReport
 
 LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
@@ -82,8 +81,8 @@ ORT_OPTIMIZE = PassInfo(
     description="Runs ONNX Runtime's own graph optimizer offline (constant folding, node "
     "elimination, and at 'extended' its operator fusions) and saves the optimized graph, so the "
     "work is done once instead of at every session start.",
-    config="core.passes.graph:OrtOptimizeConfig",
-    implementation="core.passes.graph:run_ort_optimize",
+    config="optistudio.core.passes.graph:OrtOptimizeConfig",
+    implementation="optistudio.core.passes.graph:run_ort_optimize",
 )
 
 SIMPLIFY = PassInfo(
@@ -91,6 +90,6 @@ SIMPLIFY = PassInfo(
     label="Simplify (onnxslim)",
     description="Folds constants, removes dead and redundant nodes and applies onnxslim's "
     "generic pattern fusions; the result is standard ONNX for every backend.",
-    config="core.passes.graph:SimplifyConfig",
-    implementation="core.passes.graph:run_simplify",
+    config="optistudio.core.passes.graph:SimplifyConfig",
+    implementation="optistudio.core.passes.graph:run_simplify",
 )

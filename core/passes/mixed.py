@@ -1,8 +1,8 @@
 """int8_mixed: static INT8 with the most sensitive nodes kept in FP32 until an accuracy budget holds.
 
 Search. Trial 0 quantizes every node as int8_static does. If its outputs are within the budget
-(core.accuracy, against the float model on the first `accuracy_batches` calibration batches) it
-is the result. Otherwise the nodes are ranked by core.sensitivity.layer_errors (float model vs
+(optistudio.core.numerics.accuracy, against the float model on the first `accuracy_batches` calibration batches) it
+is the result. Otherwise the nodes are ranked by optistudio.core.numerics.sensitivity.layer_errors (float model vs
 trial 0, by the relative noise each layer adds, a heuristic) and trial k re-quantizes with the k
 most sensitive quantized nodes excluded, k = 1, 2, 4, 8, ... It stops at the first trial within
 budget, after `max_trials` trials (trial 0 included), when every ranked node is in FP32, or when
@@ -32,14 +32,18 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
+from optistudio.core.errors import PassFailed
+from optistudio.core.numerics.accuracy import (
+    AccuracyBudget,
+    AccuracyReport,
+    accuracy_report,
+    within_budget,
+)
+from optistudio.core.numerics.calibration import CalibrationMethod
+from optistudio.core.numerics.sensitivity import LayerError, layer_errors
+from optistudio.core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
+from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.accuracy import AccuracyBudget, AccuracyReport, accuracy_report, within_budget
-from core.calibration import CalibrationMethod
-from core.errors import PassFailed
-from core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
-from core.passes.quantize import Int8StaticConfig, run_int8_static
-from core.sensitivity import LayerError, layer_errors
 
 logger = logging.getLogger(__name__)
 
@@ -338,8 +342,8 @@ INT8_MIXED = PassInfo(
         "re-quantized and checked, within a trial and time limit. Reports the nodes left in "
         "FP32 and each trial's accuracy and time."
     ),
-    config="core.passes.mixed:MixedPrecisionConfig",
-    implementation="core.passes.mixed:run_int8_mixed",
+    config="optistudio.core.passes.mixed:MixedPrecisionConfig",
+    implementation="optistudio.core.passes.mixed:run_int8_mixed",
     needs_calibration=True,
     produces_precision="mixed",
 )

@@ -26,10 +26,9 @@ from typing import Any, Literal
 
 import numpy as np
 import onnx
+from optistudio.core.errors import DataMismatch, OptistudioError, PassFailed, first_line
+from optistudio.core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
 from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import DataMismatch, OptistudioError, PassFailed, first_line
-from core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
 
 logger = logging.getLogger(__name__)
 
@@ -226,8 +225,8 @@ INT8_NNCF = PassInfo(
         "best for models served with OpenVINO (ONNX Runtime may run it slower). Needs a few "
         "hundred representative inputs."
     ),
-    config="core.passes.nncf_quantize:NncfConfig",
-    implementation="core.passes.nncf_quantize:run_int8_nncf",
+    config="optistudio.core.passes.nncf_quantize:NncfConfig",
+    implementation="optistudio.core.passes.nncf_quantize:run_int8_nncf",
     needs_calibration=True,
     produces_precision="int8",
 )

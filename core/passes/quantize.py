@@ -7,7 +7,7 @@ scales come from calibration data.
 Memory: ONNX Runtime's histogram calibrators (Entropy, Percentile, Distribution) append every
 batch's intermediate outputs to a list and only histogram them once the reader is exhausted, so
 100 BERT batches hold tens of GB; and it has no MSE method. So every method's ranges come from
-`core.calibration` (one batch of activations in memory, a fixed-size histogram per tensor) and
+`optistudio.core.numerics.calibration` (one batch of activations in memory, a fixed-size histogram per tensor) and
 ONNX Runtime only quantizes. The ranges reach it as a calibration cache
 (`quantize_static(calibration_cache_path=...)`, which skips its calibration entirely) when the
 installed version has that argument; older versions get them as `TensorQuantOverrides`
@@ -28,16 +28,15 @@ from typing import Any, Literal
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
-from pydantic import BaseModel, ConfigDict, Field
-
-from core.errors import OptistudioError, PassFailed
-from core.passes.base import (
+from optistudio.core.errors import OptistudioError, PassFailed
+from optistudio.core.passes.base import (
     CalibrationSource,
     PassContext,
     PassInfo,
     PassReport,
     ProgressCallback,
 )
+from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +154,7 @@ def run_int8_static(
     model: Path, out: Path, config: Int8StaticConfig, context: PassContext
 ) -> PassReport:
     """Calibrate activation ranges by streaming, then quantize to QDQ INT8 with ONNX Runtime."""
-    from core.calibration import collect_activation_stats, compute_ranges
+    from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
 
     source = context.require_calibration("static INT8")
     context.work_dir.mkdir(parents=True, exist_ok=True)
@@ -423,8 +422,8 @@ INT8_DYNAMIC = PassInfo(
         "run time, so it needs no calibration data. Best for transformers and RNNs on CPU; "
         "about 4x smaller weights. Convolutions gain little or get slower: prefer static INT8."
     ),
-    config="core.passes.quantize:Int8DynamicConfig",
-    implementation="core.passes.quantize:run_int8_dynamic",
+    config="optistudio.core.passes.quantize:Int8DynamicConfig",
+    implementation="optistudio.core.passes.quantize:run_int8_dynamic",
     needs_calibration=False,
     produces_precision="int8",
 )
@@ -438,8 +437,8 @@ INT8_STATIC = PassInfo(
         "QuantizeLinear/DequantizeLinear pairs that ONNX Runtime, TensorRT and OpenVINO fuse "
         "into integer kernels. Fastest INT8 for CNNs; needs a few hundred representative inputs."
     ),
-    config="core.passes.quantize:Int8StaticConfig",
-    implementation="core.passes.quantize:run_int8_static",
+    config="optistudio.core.passes.quantize:Int8StaticConfig",
+    implementation="optistudio.core.passes.quantize:run_int8_static",
     needs_calibration=True,
     produces_precision="int8",
 )

@@ -10,18 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend
+from optistudio.core.data.inputs import parse_shape_overrides
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.db.models import JobKind
+from optistudio.studio import batching_services as batching
+from optistudio.studio import state
+from optistudio.studio.services import model_choices
 from pydantic import ValidationError
-
-from core.batching.profile import LatencyProfile
-from core.batching.settings import BatchingSettings
-from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from core.batching.tuner import DEFAULT_MARGIN, recommend
-from core.errors import OptistudioError, describe_validation_error
-from core.inputs import parse_shape_overrides
-from db.models import JobKind
-from studio import batching_services as batching
-from studio import state
-from studio.services import model_choices
 
 KEYS = {
     "max_batch_size": "batching_max_batch",

@@ -7,13 +7,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from pydantic import ValidationError
-
-from core.compare import ComparisonSpec
-from core.errors import OptistudioError, describe_validation_error
-from optistudio.jobspecs import CompareJobSpec
-from studio import charts, state
-from studio.compare_services import (
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.measure.compare import ComparisonSpec
+from optistudio.studio import charts, state
+from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
     export_rows,
@@ -25,8 +22,11 @@ from studio.compare_services import (
     submit_export,
     write_selection,
 )
-from studio.services import comparison_rows, model_choices, submit_comparison
-from studio.share_view import download_buttons, show_snapshot
+from optistudio.studio.services import comparison_rows, model_choices, submit_comparison
+from optistudio.studio.share_view import download_buttons, show_snapshot
+from pydantic import ValidationError
+
+from optistudio.services.jobspecs import CompareJobSpec
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}
 DEFAULTS = ComparisonSpec()

@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.measure.soak import SoakSpec
+from optistudio.db.models import JobKind
+from optistudio.studio import diagnostics_services as diag
+from optistudio.studio import state
+from optistudio.studio.services import model_choices
+from optistudio.studio.views.optimize import image_inputs
 from pydantic import ValidationError
 
-from core.errors import OptistudioError, describe_validation_error
-from core.soak import SoakSpec
-from db.models import JobKind
-from optistudio.catalog import store_dataset
-from optistudio.jobspecs import ProfileJobSpec
-from studio import diagnostics_services as diag
-from studio import state
-from studio.services import model_choices
-from studio.views.optimize import image_inputs
+from optistudio.services.catalog import store_dataset
+from optistudio.services.jobspecs import ProfileJobSpec
 
 SEVERITY_ICONS = {
     "high": ":material/error:",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
-from studio import state
-from studio.services import worker_rows
+from optistudio.studio import state
+from optistudio.studio.services import worker_rows
 
 STATE_ORDER = {"live": 0, "stale": 1, "stopped": 2}
 

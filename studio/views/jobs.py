@@ -7,10 +7,9 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-
-from db.queries import WORKER_LOST
-from studio import state
-from studio.services import cancel_job, check_workers, job_rows
+from optistudio.db.queries import WORKER_LOST
+from optistudio.studio import state
+from optistudio.studio.services import cancel_job, check_workers, job_rows
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
@@ -70,7 +69,7 @@ def no_worker(waiting: list[dict[str, Any]]) -> None:
 
 
 def worker_lost(row: dict[str, Any]) -> bool:
-    """Queued again after its worker died while no worker ran (db.queries.WORKER_LOST)."""
+    """Queued again after its worker died while no worker ran (optistudio.db.queries.WORKER_LOST)."""
     return row["status"] == "queued" and row["message"].startswith(WORKER_LOST)
 
 

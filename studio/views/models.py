@@ -6,17 +6,17 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.samples import list_samples
+from optistudio.studio import charts, state
+from optistudio.studio.formatting import human_bytes, human_count
+from optistudio.studio.services import model_choices, submit_benchmark, suggested_dims
 from pydantic import ValidationError
 
-from core.benchmark import BenchmarkSpec
-from core.errors import OptistudioError, describe_validation_error
-from core.inputs import DEFAULT_DYNAMIC_DIM
-from core.model_info import ModelInfo
-from core.samples import list_samples
-from optistudio.catalog import add_sample, add_upload
-from studio import charts, state
-from studio.formatting import human_bytes, human_count
-from studio.services import model_choices, submit_benchmark, suggested_dims
+from optistudio.services.catalog import add_sample, add_upload
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 DEFAULTS = BenchmarkSpec()

@@ -6,21 +6,21 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from optistudio.core.backends import backends
+from optistudio.core.data.datasets import load_labels, open_dataset
+from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.errors import DataMismatch, OptistudioError, describe_validation_error
+from optistudio.core.fusion.registry import fusion_patterns
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.numerics.accuracy import AccuracyBudget
+from optistudio.core.optimize.recipes import AUTO, BUILTIN_RECIPES
+from optistudio.core.passes.base import passes
+from optistudio.studio import charts, state
+from optistudio.studio.services import model_choices, optimization_runs, submit_optimization
 from pydantic import ValidationError
 
-from core.accuracy import AccuracyBudget
-from core.backends import backends
-from core.datasets import load_labels, open_dataset
-from core.errors import DataMismatch, OptistudioError, describe_validation_error
-from core.fusion.registry import fusion_patterns
-from core.images import ImagePreprocessing
-from core.model_info import ModelInfo
-from core.passes.base import passes
-from core.recipes import AUTO, BUILTIN_RECIPES
-from optistudio.catalog import store_dataset
-from optistudio.jobspecs import OptimizeJobSpec
-from studio import charts, state
-from studio.services import model_choices, optimization_runs, submit_optimization
+from optistudio.services.catalog import store_dataset
+from optistudio.services.jobspecs import OptimizeJobSpec
 
 BUDGET_HELP = {n: f.description for n, f in AccuracyBudget.model_fields.items()}
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {

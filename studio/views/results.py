@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-
-from studio import charts, state
-from studio.services import (
+from optistudio.studio import charts, state
+from optistudio.studio.services import (
     display_table,
     model_choices,
     optimization_runs,

@@ -53,8 +53,9 @@ def build_model(path: Path) -> Path:
 
 
 def command_model() -> dict[str, Any]:
-    from optistudio.catalog import add_model_file
-    from studio import state
+    from optistudio.studio import state
+
+    from optistudio.services.catalog import add_model_file
 
     with tempfile.TemporaryDirectory() as scratch:
         path = build_model(Path(scratch) / "compose_check.onnx")
@@ -65,9 +66,9 @@ def command_model() -> dict[str, Any]:
 
 
 def command_submit(model_id: int, seconds: float, count: int) -> dict[str, Any]:
-    from core.benchmark import BenchmarkSpec
-    from studio import state
-    from studio.services import submit_benchmark
+    from optistudio.core.measure.benchmark import BenchmarkSpec
+    from optistudio.studio import state
+    from optistudio.studio.services import submit_benchmark
 
     spec = BenchmarkSpec(
         batch_sizes=[1],
@@ -88,9 +89,9 @@ def command_submit(model_id: int, seconds: float, count: int) -> dict[str, Any]:
 
 
 def command_jobs(job_ids: list[int]) -> dict[str, Any]:
-    from db.queries import get_job
-    from db.session import transaction
-    from studio import state
+    from optistudio.db.queries import get_job
+    from optistudio.db.session import transaction
+    from optistudio.studio import state
 
     rows: dict[str, dict[str, Any] | None] = {}
     with transaction(state.session_factory()) as s:
@@ -109,9 +110,9 @@ def command_jobs(job_ids: list[int]) -> dict[str, Any]:
 
 
 def command_workers() -> dict[str, Any]:
-    from studio import state
-    from studio.services import worker_rows
-    from workers.app import app
+    from optistudio.studio import state
+    from optistudio.studio.services import worker_rows
+    from optistudio.workers.app import app
 
     settings = state.settings()
     rows = worker_rows(state.session_factory(), max_age_s=settings.heartbeat_s * STALE_FACTOR)

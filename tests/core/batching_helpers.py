@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
-
-from core.backends import SessionOptions, get_backend
+from optistudio.core.backends import SessionOptions, get_backend
 
 
 def build_double_model(path: Path) -> Path:

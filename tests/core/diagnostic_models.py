@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-
-from core.datasets import SyntheticDataset
-from core.intake import inspect_model
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.model.intake import inspect_model
 
 
 def build_cnn(path: Path) -> Path:

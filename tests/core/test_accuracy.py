@@ -8,17 +8,16 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.accuracy import (
+from optistudio.core.data.datasets import NpzDataset, SyntheticDataset
+from optistudio.core.errors import DataMismatch
+from optistudio.core.model.info import TensorSpec
+from optistudio.core.numerics.accuracy import (
     SYNTHETIC_NOTE,
     AccuracyBudget,
     AccuracyReport,
     accuracy_report,
     within_budget,
 )
-from core.datasets import NpzDataset, SyntheticDataset
-from core.errors import DataMismatch
-from core.model_info import TensorSpec
 
 X = TensorSpec(name="x", dtype="float32", shape=["batch", 4])
 
@@ -206,11 +205,10 @@ def test_budget_checks_can_be_switched_off() -> None:
 def test_the_budget_can_judge_a_named_output(tmp_path) -> None:
     import onnx
     from onnx import TensorProto, helper
-
-    from core.accuracy import accuracy_report
-    from core.datasets import SyntheticDataset
-    from core.errors import DataMismatch
-    from core.intake import inspect_model
+    from optistudio.core.data.datasets import SyntheticDataset
+    from optistudio.core.errors import DataMismatch
+    from optistudio.core.model.intake import inspect_model
+    from optistudio.core.numerics.accuracy import accuracy_report
 
     def two_outputs(path, scale: float):
         nodes = [
@@ -258,7 +256,7 @@ def normalized(path: Path) -> Path:
 
 
 def test_output_role_follows_the_node_that_makes_the_output(tmp_path: Path) -> None:
-    from core.accuracy import output_role
+    from optistudio.core.numerics.accuracy import output_role
 
     assert output_role(linear(tmp_path / "c.onnx", WEIGHT), "y") == "classifier"
     assert output_role(normalized(tmp_path / "e.onnx"), "y") == "embedding"
@@ -276,7 +274,7 @@ def test_an_embedding_is_judged_by_cosine_not_top1(tmp_path: Path) -> None:
 
 
 def test_the_candidate_can_run_on_openvino(tmp_path: Path) -> None:
-    from core.backends import get_backend
+    from optistudio.core.backends import get_backend
 
     if not get_backend("openvino").availability().ok:
         pytest.skip("OpenVINO is not available")

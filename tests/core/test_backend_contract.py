@@ -10,10 +10,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.backends import SessionOptions, backends, get_backend
-from core.backends.base import Precision
-from core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
+from optistudio.core.backends import SessionOptions, backends, get_backend
+from optistudio.core.backends.base import Precision
+from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
 
 ALL_PRECISIONS = ["fp32", "fp16", "bf16", "int8"]
 AVAILABILITY = {spec.name: spec.create().availability() for spec in backends}
@@ -275,7 +274,7 @@ def test_tensorrt_refuses_bf16_before_touching_the_runtime(tiny_model: Path) -> 
 
 
 def test_tensorrt_checks_feeds_against_static_dims() -> None:
-    from core.backends.tensorrt_backend import check_feeds
+    from optistudio.core.backends.tensorrt_backend import check_feeds
 
     expected = {"x": ((-1, 16), np.dtype(np.float32))}
     check_feeds(expected, {"x": np.zeros((3, 16), np.float32)})
@@ -287,7 +286,7 @@ def test_tensorrt_checks_feeds_against_static_dims() -> None:
 
 
 def test_tensorrt_engine_names_change_with_what_changes_the_engine() -> None:
-    from core.backends.tensorrt_backend import engine_file_name
+    from optistudio.core.backends.tensorrt_backend import engine_file_name
 
     base = ("abc", "fp16", (("x", (1, 16)),), "10.3.0", "sm90")
     names = {
@@ -304,7 +303,7 @@ def test_tensorrt_engine_names_change_with_what_changes_the_engine() -> None:
 
 
 def test_tensorrt_reads_layer_precisions_and_spots_a_fallback() -> None:
-    from core.backends.tensorrt_backend import count_layer_precisions, precision_fallback
+    from optistudio.core.backends.tensorrt_backend import count_layer_precisions, precision_fallback
 
     info = {
         "Layers": [
@@ -322,7 +321,7 @@ def test_tensorrt_reads_layer_precisions_and_spots_a_fallback() -> None:
 
 
 def test_tensorrt_says_which_options_it_ignores() -> None:
-    from core.backends.tensorrt_backend import ignored_options
+    from optistudio.core.backends.tensorrt_backend import ignored_options
 
     ignored = ignored_options(SessionOptions(threads=2, performance_hint="latency"))
 

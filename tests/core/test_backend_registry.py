@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
-from core.backends import backends, get_backend
-from core.errors import UnknownName
+from optistudio.core.backends import backends, get_backend
+from optistudio.core.errors import UnknownName
 
 
 def test_onnxruntime_is_registered_through_entry_points() -> None:
@@ -25,9 +24,8 @@ def test_unknown_backend_lists_valid_names() -> None:
 def test_unloadable_model_is_a_load_error(tmp_path) -> None:
     import onnx
     from onnx import TensorProto, helper
-
-    from core.backends import SessionOptions
-    from core.errors import ModelLoadError
+    from optistudio.core.backends import SessionOptions
+    from optistudio.core.errors import ModelLoadError
 
     node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")
     graph = helper.make_graph(
@@ -48,9 +46,8 @@ def test_unloadable_model_is_a_load_error(tmp_path) -> None:
 
 def test_a_run_that_fails_is_an_inference_error_naming_the_shapes(tiny_model) -> None:
     import numpy as np
-
-    from core.backends import SessionOptions
-    from core.errors import InferenceFailed
+    from optistudio.core.backends import SessionOptions
+    from optistudio.core.errors import InferenceFailed
 
     model = get_backend("onnxruntime").load(tiny_model, SessionOptions())
 

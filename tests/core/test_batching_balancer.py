@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from batching_helpers import row
-
-from core.backends import SessionOptions, get_backend
-from core.batching.balancer import Balancer
-from core.batching.pipeline import Pipeline
-from core.batching.settings import BatchingSettings
-from core.intake import inspect_model
+from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.batching.balancer import Balancer
+from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.model.intake import inspect_model
 
 
 def test_score_is_an_ewma_with_alpha() -> None:

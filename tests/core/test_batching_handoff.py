@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from core.batching.profile import LatencyProfile, measure_profile
-from core.batching.results import BatchRecord
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import simulate
-from core.batching.trace import handoff_gaps_ms
+from optistudio.core.batching.profile import LatencyProfile, measure_profile
+from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.trace import handoff_gaps_ms
 
 FULL_BATCHES = BatchingSettings(max_batch_size=8, timeout_ms=0)
 STEP = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 3.0])

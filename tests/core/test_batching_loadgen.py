@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 from batching_helpers import row
-
-from core.batching.loadgen import run_load
-from core.batching.pipeline import Pipeline
-from core.batching.settings import BatchingSettings
-from core.errors import InvalidSpec
+from optistudio.core.batching.loadgen import run_load
+from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.errors import InvalidSpec
 
 
 @pytest.fixture

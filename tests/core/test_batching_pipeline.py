@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from batching_helpers import Recorder, build_double_model, row
-
-from core.backends import SessionOptions
-from core.batching.pipeline import Pipeline, PipelineClosed, QueueFull
-from core.batching.settings import BatchingSettings, serving_threads, settings_from
-from core.errors import Cancelled, InferenceFailed, InvalidSpec
-from core.intake import inspect_model
+from optistudio.core.backends import SessionOptions
+from optistudio.core.batching.pipeline import Pipeline, PipelineClosed, QueueFull
+from optistudio.core.batching.settings import BatchingSettings, serving_threads, settings_from
+from optistudio.core.errors import Cancelled, InferenceFailed, InvalidSpec
+from optistudio.core.model.intake import inspect_model
 
 WAIT = 5  # seconds a future may take; the held tests use a 9 s timeout, so a missed trigger fails
 
@@ -210,9 +209,9 @@ def test_settings_out_of_range_are_named(values: dict, field: str) -> None:
 def test_served_and_profiled_models_do_not_spin_unless_asked(
     double: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.backends import SessionOptions, get_backend
-    from core.batching import pipeline as pipeline_module
-    from core.batching import profile as profile_module
+    from optistudio.core.backends import SessionOptions, get_backend
+    from optistudio.core.batching import pipeline as pipeline_module
+    from optistudio.core.batching import profile as profile_module
 
     loaded: list[SessionOptions] = []
 
@@ -245,7 +244,7 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
 def test_serving_leaves_a_core_to_the_serving_threads(
     cores: int, instances: int, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from core.batching import settings as settings_module
+    from optistudio.core.batching import settings as settings_module
 
     monkeypatch.setattr(settings_module, "available_cores", lambda: list(range(cores)))
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from core.batching.results import p99_halves
+from optistudio.core.batching.results import p99_halves
 
 
 def test_the_halves_are_split_in_sending_order_after_the_warm_up() -> None:

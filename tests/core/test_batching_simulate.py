@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from core.batching.profile import LatencyProfile, default_batch_sizes
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import simulate, simulate_speed_moves
-from core.batching.tuner import recommend
-from core.errors import InvalidSpec
+from optistudio.core.batching.profile import LatencyProfile, default_batch_sizes
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate, simulate_speed_moves
+from optistudio.core.batching.tuner import recommend
+from optistudio.core.errors import InvalidSpec
 
 ONE_MS = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
 NO_BATCHING = BatchingSettings(max_batch_size=1, timeout_ms=0)
@@ -27,7 +26,7 @@ def test_single_instance_without_batching_is_md1(rho: float) -> None:
 
 
 def test_share_of_requests_that_never_wait_is_one_minus_rho() -> None:
-    from core.batching.simulate import _Simulation
+    from optistudio.core.batching.simulate import _Simulation
 
     rho = 0.5
     sim = _Simulation(ONE_MS, NO_BATCHING, 0.0)
@@ -37,7 +36,7 @@ def test_share_of_requests_that_never_wait_is_one_minus_rho() -> None:
 
 
 def _poisson(rate: float, count: int):
-    from core.batching.simulate import _open_arrivals
+    from optistudio.core.batching.simulate import _open_arrivals
 
     return _open_arrivals("poisson", rate, count, 7)
 
@@ -216,7 +215,7 @@ def test_a_steady_run_sequence_keeps_the_md1_queue() -> None:
 
 
 def test_a_batch_runs_at_the_speed_of_the_stretch_it_spans() -> None:
-    from core.batching.simulate import _SpeedTrace
+    from optistudio.core.batching.simulate import _SpeedTrace
 
     # runs of 1 ms then 3 ms, each 2 ms of work: twice the mean speed, then two thirds of it
     profile = LatencyProfile(batch_sizes=[1], mean_ms=[2.0], runs=[(1, 1.0), (1, 3.0)])
@@ -230,7 +229,7 @@ def test_a_batch_runs_at_the_speed_of_the_stretch_it_spans() -> None:
 
 
 def test_profile_interleaves_the_sizes_and_keeps_every_run(tiny_model) -> None:
-    from core.batching.profile import measure_profile
+    from optistudio.core.batching.profile import measure_profile
 
     profile = measure_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
 

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 from batching_helpers import Recorder, build_double_model, row
-
-from core.batching.loadgen import run_load
-from core.batching.pipeline import Pipeline
-from core.batching.profile import LatencyProfile
-from core.batching.results import BatchRecord
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import simulate
-from core.batching.trace import compare, handoff_ms, replay
-from core.intake import inspect_model
+from optistudio.core.batching.loadgen import run_load
+from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.trace import compare, handoff_ms, replay
+from optistudio.core.model.intake import inspect_model
 
 WAIT = 5
 SLOW = LatencyProfile(batch_sizes=[1], mean_ms=[10_000.0])  # every batch outlasts the scenario

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from core.batching.triton import parse_pbtxt, triton_config
-from core.errors import InvalidSpec
-from core.intake import inspect_model
+from optistudio.core.batching.triton import parse_pbtxt, triton_config
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.intake import inspect_model
 
 
 def test_config_reads_back_with_batching_fields(tiny_model: Path) -> None:

@@ -7,13 +7,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.backends import LoadedModel
-from core.benchmark import BenchmarkSpec, _measure, resolve_batch_sizes, run_benchmark
-from core.errors import Cancelled, InvalidSpec
-from core.intake import inspect_model
-from core.metrics import METRICS
-from core.stats import latency_summary, windows_agree
+from optistudio.core.backends import LoadedModel
+from optistudio.core.errors import Cancelled, InvalidSpec
+from optistudio.core.measure.benchmark import (
+    BenchmarkSpec,
+    _measure,
+    resolve_batch_sizes,
+    run_benchmark,
+)
+from optistudio.core.measure.stats import latency_summary, windows_agree
+from optistudio.core.metrics import METRICS
+from optistudio.core.model.intake import inspect_model
 
 QUICK = {
     "warmup_runs": 1,

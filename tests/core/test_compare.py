@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.backends import LoadedModel
-from core.compare import (
+from optistudio.core.backends import LoadedModel
+from optistudio.core.errors import Cancelled
+from optistudio.core.measure.compare import (
     NO_DIFFERENCE,
     SLOWER,
     ComparisonSpec,
@@ -22,7 +22,6 @@ from core.compare import (
     paired_ratio_interval,
     verdict_of,
 )
-from core.errors import Cancelled
 
 QUICK = {"warmup_runs": 1, "min_pairs": 40, "min_seconds": 0.05, "max_seconds": 5.0}
 VERDICTS = {"faster", "slower", "no significant difference"}

@@ -8,15 +8,14 @@ import json
 import re
 
 import pytest
-
-from core.compare_snapshot import (
+from optistudio.core.report.html import report_csv, report_html, report_json
+from optistudio.core.report.snapshot import (
     CompareSnapshot,
     ResultRow,
     column_title,
     environment_differences,
     table_records,
 )
-from core.report_html import report_csv, report_html, report_json
 
 ENV_A = {"cpu_model": "Xeon A", "logical_cores": 2, "libraries": {"onnxruntime": "1.20.0"}}
 ENV_B = {"cpu_model": "Xeon B", "logical_cores": 2, "libraries": {"onnxruntime": "1.19.2"}}

@@ -11,10 +11,8 @@ from contextlib import contextmanager
 
 import psutil
 import pytest
-from pydantic import ValidationError
-
-from core import contention
-from core.contention import (
+from optistudio.core.machine import contention
+from optistudio.core.machine.contention import (
     ContentionMonitor,
     ContentionReport,
     ContentionThresholds,
@@ -22,6 +20,7 @@ from core.contention import (
     assess,
     usable_cores,
 )
+from pydantic import ValidationError
 
 
 @contextmanager

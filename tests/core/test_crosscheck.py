@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.backends import get_backend
-from core.benchmark import BenchmarkSpec, run_benchmark
-from core.crosscheck import check_outputs
+from optistudio.core.backends import get_backend
+from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
+from optistudio.core.numerics.crosscheck import check_outputs
 
 QUICK = {"warmup_runs": 1, "min_runs": 3, "min_seconds": 0.0, "max_seconds": 0.3}
 

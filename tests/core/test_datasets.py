@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.datasets import NpzDataset, SyntheticDataset, load_labels
-from core.errors import DataMismatch
-from core.model_info import TensorSpec
+from optistudio.core.data.datasets import NpzDataset, SyntheticDataset, load_labels
+from optistudio.core.errors import DataMismatch
+from optistudio.core.model.info import TensorSpec
 
 IMAGE = TensorSpec(name="image", dtype="float32", shape=["batch", 3, 4])
 MASK = TensorSpec(name="mask", dtype="int64", shape=["batch", "sequence"])

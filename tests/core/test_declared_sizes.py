@@ -8,9 +8,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.errors import ModelRejected
-from core.intake import inspect_model
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.intake import inspect_model
 
 
 def model_of(nodes, inputs, outputs, initializer=()) -> onnx.ModelProto:  # type: ignore[no-untyped-def]

@@ -4,10 +4,15 @@ from pathlib import Path
 
 import pytest
 from diagnostic_models import build_cnn, build_qdq_erf, quantize_cnn
-
-from core.explain_int8 import explain_int8
-from core.profile_compare import compare_profiles
-from core.profiling import NodeTime, Profile, ProfileSpec, op_family, profile_model
+from optistudio.core.diagnose.explain_int8 import explain_int8
+from optistudio.core.diagnose.profile_compare import compare_profiles
+from optistudio.core.diagnose.profiling import (
+    NodeTime,
+    Profile,
+    ProfileSpec,
+    op_family,
+    profile_model,
+)
 
 VNNI = ["avx2", "avx512f", "avx512_vnni"]
 SPEC = ProfileSpec(batch_size=2, runs=5, warmup_runs=2)

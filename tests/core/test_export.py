@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-
-from core.batching.triton import parse_pbtxt
-from core.export import BundleSource, safe_name, verify_bundle, write_bundle
-from core.intake import inspect_model
+from optistudio.core.batching.triton import parse_pbtxt
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.report.bundle import BundleSource, safe_name, verify_bundle, write_bundle
 
 
 def source_of(path: Path, **kwargs: object) -> BundleSource:

@@ -4,8 +4,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.flops import estimate_flops
+from optistudio.core.model.flops import estimate_flops
 
 
 def single_op_model(

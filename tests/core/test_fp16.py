@@ -8,13 +8,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.accuracy import accuracy_report
-from core.datasets import SyntheticDataset
-from core.errors import PassFailed
-from core.intake import inspect_model
-from core.passes.base import PassContext, passes
-from core.passes.fp16 import FP16, NO_NATIVE_FP16, Fp16Config, run_fp16
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.errors import PassFailed
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy import accuracy_report
+from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.fp16 import FP16, NO_NATIVE_FP16, Fp16Config, run_fp16
 
 RNG = np.random.default_rng(0)
 
@@ -137,9 +136,9 @@ def test_cpu_without_native_fp16_is_warned(
     model = mlp(tmp_path / "mlp.onnx")
     config = Fp16Config(auto_fallback=False)
 
-    monkeypatch.setattr("core.passes.fp16.isa_flags", lambda: ["avx2", "f16c"])
+    monkeypatch.setattr("optistudio.core.passes.fp16.isa_flags", lambda: ["avx2", "f16c"])
     without = run_fp16(model, tmp_path / "a.onnx", config, context).warnings
-    monkeypatch.setattr("core.passes.fp16.isa_flags", lambda: ["avx2", "avx512_fp16"])
+    monkeypatch.setattr("optistudio.core.passes.fp16.isa_flags", lambda: ["avx2", "avx512_fp16"])
     native = run_fp16(model, tmp_path / "b.onnx", config, context).warnings
 
     assert without == [NO_NATIVE_FP16] and native == []

@@ -9,12 +9,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.errors import InvalidSpec, PassFailed, UnknownName
-from core.fusion import FusionPatternInfo, fusion_patterns
-from core.fusion.apply import FusionResult, apply_fusions, numerical_check
-from core.fusion.specs import BUILTIN_PATTERNS
-from core.passes.base import PassContext, passes
+from optistudio.core.errors import InvalidSpec, PassFailed, UnknownName
+from optistudio.core.fusion import FusionPatternInfo, fusion_patterns
+from optistudio.core.fusion.apply import FusionResult, apply_fusions, numerical_check
+from optistudio.core.fusion.specs import BUILTIN_PATTERNS
+from optistudio.core.passes.base import PassContext, passes
 
 FLOAT = TensorProto.FLOAT
 RNG = np.random.default_rng(0)

@@ -14,10 +14,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.backends import SessionOptions, get_backend
-from core.errors import BackendUnavailable
-from core.gpus import nvidia_gpus
+from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.errors import BackendUnavailable
+from optistudio.core.machine.gpus import nvidia_gpus
 
 pytestmark = [
     pytest.mark.gpu,
@@ -109,7 +108,7 @@ def test_a_missing_gpu_index_is_refused(model_path: Path) -> None:
 
 
 def test_benchmark_engine_on_cuda_with_output_check(model_path: Path) -> None:
-    from core.benchmark import BenchmarkSpec, run_benchmark
+    from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
 
     spec = BenchmarkSpec(
         device="cuda:0", batch_sizes=[1, 8], warmup_runs=3, min_runs=20, max_seconds=3.0

@@ -2,16 +2,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from core.errors import InvalidSpec
-from core.inputs import (
+from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
     dims_from_overrides,
     parse_shape_overrides,
     resolve_shape,
     synthesize_inputs,
 )
-from core.model_info import TensorSpec
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import TensorSpec
 
 
 def spec(name: str, shape: list, dtype: str = "float32") -> TensorSpec:

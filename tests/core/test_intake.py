@@ -8,9 +8,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
-from core.errors import ModelRejected
-from core.intake import inspect_model, store_model
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.intake import inspect_model, store_model
 
 
 def conv_model(opset: int = 17) -> onnx.ModelProto:

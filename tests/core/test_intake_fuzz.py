@@ -19,9 +19,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
-
-from core.errors import ModelRejected
-from core.intake import inspect_model
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.intake import inspect_model
 
 EXAMPLES = int(os.environ.get("OPTISTUDIO_FUZZ_EXAMPLES", "800"))
 FUZZ = settings(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.inventory import hardware_inventory, offers, targets
+from optistudio.core.backends.inventory import hardware_inventory, offers, targets
 
 
 def gpu_worker() -> dict:
@@ -50,8 +50,8 @@ def test_targets_expand_gpus_and_use_each_devices_precisions() -> None:
 
 
 def test_this_machines_openvino_lists_only_precisions_its_cpu_runs(tiny_model: Path) -> None:
-    from core.backends import SessionOptions, get_backend
-    from core.errors import InvalidSpec
+    from optistudio.core.backends import SessionOptions, get_backend
+    from optistudio.core.errors import InvalidSpec
 
     inventory = hardware_inventory()
     entry = inventory["backends"]["openvino"]

@@ -7,16 +7,15 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.errors import Cancelled, PassFailed
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy import AccuracyBudget, accuracy_report, within_budget
+from optistudio.core.numerics.sensitivity import layer_errors
+from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.mixed import INT8_MIXED, MixedPrecisionConfig, run_int8_mixed
+from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
 from pydantic import ValidationError
-
-from core.accuracy import AccuracyBudget, accuracy_report, within_budget
-from core.datasets import SyntheticDataset
-from core.errors import Cancelled, PassFailed
-from core.intake import inspect_model
-from core.passes.base import PassContext, passes
-from core.passes.mixed import INT8_MIXED, MixedPrecisionConfig, run_int8_mixed
-from core.passes.quantize import Int8StaticConfig, run_int8_static
-from core.sensitivity import layer_errors
 
 COSINE_ONLY = {"min_cosine": 0.99, "max_top1_drop": None}
 
@@ -218,7 +217,7 @@ def test_registered_and_runs_through_the_registry(sensitive: Path, tmp_path: Pat
         sensitive, tmp_path / "out.onnx", {"budget": COSINE_ONLY}, _context(tmp_path, sensitive)
     )
 
-    assert names["int8_mixed"] == "core.passes.mixed:INT8_MIXED" and info == INT8_MIXED
+    assert names["int8_mixed"] == "optistudio.core.passes.mixed:INT8_MIXED" and info == INT8_MIXED
     assert info.needs_calibration and info.produces_precision == "mixed"
     assert report.details["fp32_nodes"] == ["fc2"] and report.output.is_file()
     assert not (tmp_path / "work" / "int8_mixed").exists()

@@ -10,20 +10,19 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from pydantic import ValidationError
-
-from core.backends import get_backend
-from core.backends.base import SessionOptions
-from core.errors import DataMismatch, PassFailed
-from core.intake import inspect_model
-from core.passes.base import PassContext, passes
-from core.passes.nncf_quantize import (
+from optistudio.core.backends import get_backend
+from optistudio.core.backends.base import SessionOptions
+from optistudio.core.errors import DataMismatch, PassFailed
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.optimize.recipes import BUILTIN_RECIPES, auto_candidates
+from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.nncf_quantize import (
     INT8_NNCF,
     OPENVINO_WARNING,
     NncfConfig,
     run_int8_nncf,
 )
-from core.recipes import BUILTIN_RECIPES, auto_candidates
+from pydantic import ValidationError
 
 INPUT_SHAPE = (3, 16, 16)
 SUBSET = 48

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-
-from core.backends import SessionOptions, get_backend
-from core.errors import BackendUnavailable, InvalidSpec
-from core.gpus import parse_nvidia_smi
+from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.errors import BackendUnavailable, InvalidSpec
+from optistudio.core.machine.gpus import parse_nvidia_smi
 
 HAS_CUDA_EP = "CUDAExecutionProvider" in ort.get_available_providers()
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from core.compare import ComparisonSpec
-from core.errors import UnknownName
-from core.intake import inspect_model
-from core.optimize import OptimizeSpec, VariantResult, choose, optimize
-from core.recipes import BUILTIN_RECIPES, auto_candidates, resolve_recipes
-from core.samples import build_sample
+from optistudio.core.errors import UnknownName
+from optistudio.core.measure.compare import ComparisonSpec
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.model.samples import build_sample
+from optistudio.core.optimize.recipes import BUILTIN_RECIPES, auto_candidates, resolve_recipes
+from optistudio.core.optimize.run import OptimizeSpec, VariantResult, choose, optimize
 
 QUICK = ComparisonSpec(min_pairs=20, min_seconds=0.2, max_seconds=3.0, threads=1)
 
@@ -38,8 +37,8 @@ def test_graph_recipe_makes_a_checked_and_timed_variant(tiny_model: Path, tmp_pa
 
 
 def test_a_failing_recipe_is_recorded_and_the_others_complete(tiny_model, tmp_path, monkeypatch):
-    from core.errors import PassFailed
-    from core.passes import graph
+    from optistudio.core.errors import PassFailed
+    from optistudio.core.passes import graph
 
     def broken(*args, **kwargs):
         raise PassFailed("onnxslim could not simplify this model: boom")
@@ -128,7 +127,7 @@ def test_bad_pass_settings_name_the_problem(settings, message) -> None:
 
 
 def test_openvino_target_gets_nncf_and_is_timed_on_openvino(cnn: Path, tmp_path: Path) -> None:
-    from core.backends import get_backend
+    from optistudio.core.backends import get_backend
 
     if not get_backend("openvino").availability().ok:
         pytest.skip("openvino is not available here")
@@ -188,7 +187,7 @@ def test_an_unknown_target_is_refused() -> None:
 def test_any_target_times_openvino_variants_against_the_original_on_onnxruntime(
     cnn: Path, tmp_path: Path
 ) -> None:
-    from core.backends import get_backend
+    from optistudio.core.backends import get_backend
 
     if not get_backend("openvino").availability().ok:
         pytest.skip("openvino is not available here")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from core.metrics import METRICS, direction, is_better
-from core.pareto import dominates, pareto_front, sweet_spot
+from optistudio.core.metrics import METRICS, direction, is_better
+from optistudio.core.report.pareto import dominates, pareto_front, sweet_spot
 
 LAT_ERR = ["p50_ms", "cosine_error"]
 

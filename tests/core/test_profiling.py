@@ -4,10 +4,8 @@ from pathlib import Path
 
 import pytest
 from diagnostic_models import build_cnn, build_unloadable, quantize_cnn
-
-from core.errors import InvalidSpec, ModelLoadError, ModelRejected
-from core.profile_compare import compare_profiles
-from core.profiling import (
+from optistudio.core.diagnose.profile_compare import compare_profiles
+from optistudio.core.diagnose.profiling import (
     Profile,
     ProfileSpec,
     by_op_type,
@@ -15,6 +13,7 @@ from core.profiling import (
     parse_ort_profile,
     profile_model,
 )
+from optistudio.core.errors import InvalidSpec, ModelLoadError, ModelRejected
 
 SPEC = {"batch_size": 2, "runs": 6, "warmup_runs": 2}
 

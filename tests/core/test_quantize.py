@@ -9,18 +9,16 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from pydantic import ValidationError
-
-from core.calibration import (
+from optistudio.core.errors import DataMismatch, PassFailed, describe_validation_error
+from optistudio.core.numerics.calibration import (
     METHODS,
     HistogramCollector,
     collect_activation_stats,
     compute_ranges,
 )
-from core.errors import DataMismatch, PassFailed, describe_validation_error
-from core.passes import quantize
-from core.passes.base import PassContext
-from core.passes.quantize import (
+from optistudio.core.passes import quantize
+from optistudio.core.passes.base import PassContext
+from optistudio.core.passes.quantize import (
     CONV_WARNING,
     INT8_DYNAMIC,
     INT8_STATIC,
@@ -29,6 +27,7 @@ from core.passes.quantize import (
     run_int8_dynamic,
     run_int8_static,
 )
+from pydantic import ValidationError
 
 CNN_INPUT = (4, 3, 16, 16)
 MLP_INPUT = (8, 64)
@@ -365,8 +364,7 @@ def test_passes_are_registered_through_entry_points() -> None:
 
 def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path) -> None:
     import onnx
-
-    from core.passes.quantize import INT8_STATIC
+    from optistudio.core.passes.quantize import INT8_STATIC
 
     model = onnx.load(cnn)
     model.opset_import[0].version = 12
@@ -382,8 +380,7 @@ def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path
 
 def test_failed_preprocessing_leaves_nothing_behind(cnn: Path, tmp_path: Path, monkeypatch) -> None:
     import onnxruntime.quantization.shape_inference as shape_inference
-
-    from core.passes.quantize import INT8_STATIC
+    from optistudio.core.passes.quantize import INT8_STATIC
 
     def failing_pre_process(*args, **kwargs):
         Path("sym_shape_infer_temp.onnx").write_bytes(b"temp")  # what ORT leaves in the cwd

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-
-from core.errors import UnknownName
-from core.inputs import synthesize_inputs
-from core.intake import inspect_model
-from core.samples import build_sample, list_samples
+from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.errors import UnknownName
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.model.samples import build_sample, list_samples
 
 HAS_RAPIDOCR = importlib.util.find_spec("rapidocr_onnxruntime") is not None
 SAMPLE_NAMES = [

@@ -7,11 +7,10 @@ import onnx
 import pytest
 from diagnostic_models import build_unloadable
 from onnx import TensorProto, helper
-
-from core.backends import LoadedModel, SessionOptions, get_backend
-from core.errors import ModelLoadError
-from core.intake import inspect_model
-from core.soak import SoakSpec, fit_growth, input_variants, soak, soak_loaded
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.errors import ModelLoadError
+from optistudio.core.measure.soak import SoakSpec, fit_growth, input_variants, soak, soak_loaded
+from optistudio.core.model.intake import inspect_model
 
 LEAK_BYTES = 64 * 1024
 RESERVED_BYTES = 64 * 2**20

@@ -5,14 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from diagnostic_models import build_cnn, quantize_cnn
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.diagnose.layer_report import layer_error_rows
+from optistudio.core.errors import DataMismatch
+from optistudio.core.measure.stages import PipelineSpec, layered_breakdown, postprocess
+from optistudio.core.model.intake import inspect_model
 from PIL import Image
-
-from core.datasets import SyntheticDataset
-from core.errors import DataMismatch
-from core.images import ImagePreprocessing
-from core.intake import inspect_model
-from core.layer_report import layer_error_rows
-from core.stages import PipelineSpec, layered_breakdown, postprocess
 
 
 def test_breakdown_times_each_declared_stage(tmp_path: Path) -> None:

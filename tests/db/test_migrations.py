@@ -12,10 +12,9 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.script import ScriptDirectory
+from optistudio.db.models import Base
+from optistudio.db.session import make_engine
 from sqlalchemy import Engine, inspect, text
-
-from db.models import Base
-from db.session import make_engine
 
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 APP_TABLES = {"models", "environments", "jobs", "measurements", "workers", "shares"}

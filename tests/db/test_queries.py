@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from alembic import command
 from alembic.config import Config
+from optistudio.db import queries
+from optistudio.db.models import JobKind, JobStatus, Model
+from optistudio.db.queries import MeasurementRow
+from optistudio.db.session import make_session_factory, transaction
 from sqlalchemy.orm import Session, sessionmaker
-
-from db import queries
-from db.models import JobKind, JobStatus, Model
-from db.queries import MeasurementRow
-from db.session import make_session_factory, transaction
 
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 

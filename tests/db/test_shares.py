@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from db.session import transaction
-from db.shares import create_share, is_well_formed, list_shares, open_share, revoke_share
+from optistudio.db.session import transaction
+from optistudio.db.shares import create_share, is_well_formed, list_shares, open_share, revoke_share
 
 SNAPSHOT: dict[str, Any] = {"rows": [{"key": "1.onnxruntime.1.4", "p50_ms": 1.25}], "title": "t"}
 

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
+from optistudio.db.models import Job, JobKind
+from optistudio.db.session import make_session_factory, transaction
 from sqlalchemy import select
-
-from db.models import Job, JobKind
-from db.session import make_session_factory, transaction
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier

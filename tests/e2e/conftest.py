@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS, Studio, require_chromium
 
-from optistudio.launcher import free_port
+from optistudio.cli.launcher import free_port
 
 
 @pytest.fixture

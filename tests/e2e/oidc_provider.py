@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from optistudio.launcher import free_port
+from optistudio.cli.launcher import free_port
 
 
 @dataclass(frozen=True)

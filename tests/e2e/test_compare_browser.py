@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
-
-from core.export import verify_bundle
+from optistudio.core.report.bundle import verify_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

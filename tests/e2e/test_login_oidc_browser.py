@@ -52,9 +52,9 @@ def studio(auth_secrets: dict[str, str], studio: Studio) -> Studio:
 
 def shared_token(studio: Studio) -> str:
     """A real share link, stored in the studio's own database."""
-    from core.compare_snapshot import CompareSnapshot
-    from db.session import make_session_factory
-    from studio.compare_services import share_snapshot
+    from optistudio.core.report.snapshot import CompareSnapshot
+    from optistudio.db.session import make_session_factory
+    from optistudio.studio.compare_services import share_snapshot
 
     database = studio.log_path.parent / "data" / "optistudio.db"
     factory = make_session_factory(f"sqlite:///{database}")

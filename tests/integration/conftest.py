@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from optistudio.launcher import Stack, free_port, redis_command, redis_ready, worker_command
-from optistudio.settings import Settings
-from optistudio.telemetry import telemetry_off_env
+from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
+from optistudio.services.settings import Settings
+from optistudio.services.telemetry import telemetry_off_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,8 +28,8 @@ class RunningStack:
         return str(self.app.send_task(name, args=args).id)
 
     def wait_for_job(self, job_id: int, *, statuses: set[str], timeout: float = 90.0) -> Any:
-        from db.queries import get_job
-        from db.session import transaction
+        from optistudio.db.queries import get_job
+        from optistudio.db.session import transaction
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -47,9 +47,10 @@ class RunningStack:
 @pytest.fixture
 def worker_stack(tmp_path: Path, database_url: str) -> Iterator[RunningStack]:
     """Redis and one worker on SQLite and on PostgreSQL (``database_url``, tests/conftest.py)."""
-    from db.session import make_session_factory
-    from optistudio.migrate import upgrade
-    from workers.app import create_app
+    from optistudio.db.session import make_session_factory
+    from optistudio.workers.app import create_app
+
+    from optistudio.services.migrate import upgrade
 
     redis_port = free_port()
     env = telemetry_off_env()

@@ -16,17 +16,17 @@ from typing import Any
 
 import psutil
 import pytest
+from optistudio.core.measure.benchmark import BenchmarkSpec
 
-from core.benchmark import BenchmarkSpec
-from optistudio.launcher import (
+from optistudio.cli.launcher import (
     Stack,
     free_port,
     redis_command,
     redis_ready,
     worker_command,
 )
-from optistudio.settings import Settings
-from optistudio.telemetry import telemetry_off_env
+from optistudio.services.settings import Settings
+from optistudio.services.telemetry import telemetry_off_env
 
 REPO = Path(__file__).resolve().parents[2]
 HEARTBEAT_S = 1.0
@@ -67,9 +67,10 @@ class FaultStack:
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from db.session import make_session_factory
-        from optistudio.migrate import upgrade
-        from workers.app import create_app
+        from optistudio.db.session import make_session_factory
+        from optistudio.workers.app import create_app
+
+        from optistudio.services.migrate import upgrade
 
         self.settings = Settings(
             data_dir=self.tmp_path / "data",
@@ -112,7 +113,7 @@ class FaultStack:
         self.workers[name] = self.stack.children[-1][1]
 
     def wait_for_workers(self, *names: str) -> None:
-        from studio.services import worker_rows
+        from optistudio.studio.services import worker_rows
 
         def live() -> bool:
             rows = worker_rows(self.factory, max_age_s=3 * HEARTBEAT_S)
@@ -153,8 +154,8 @@ class FaultStack:
         return str(self.app.send_task(name, args=args, queue="cpu").id)
 
     def job(self, job_id: int) -> Any:
-        from db.queries import get_job
-        from db.session import transaction
+        from optistudio.db.queries import get_job
+        from optistudio.db.session import transaction
 
         with transaction(self.factory) as s:
             return get_job(s, job_id=job_id)
@@ -188,13 +189,13 @@ def running_stack(tmp_path: Path, database_url: str) -> Iterator[FaultStack]:
 def run_jobs_page(
     stack: FaultStack, monkeypatch: pytest.MonkeyPatch, *, heartbeat_s: float | None = None
 ) -> tuple[Any, float]:
-    """One run of the Jobs page script (``studio.views.jobs.render``, its database queries
+    """One run of the Jobs page script (``optistudio.studio.views.jobs.render``, its database queries
     included) under Streamlit's AppTest against this stack: (the AppTest, wall seconds of the
     run). Fails on any exception in the page. ``heartbeat_s`` sets the studio's heartbeat."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from optistudio.settings import get_settings
+    from optistudio.services.settings import get_settings
 
     monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(stack.settings.data_dir))
     monkeypatch.setenv("OPTISTUDIO_DATABASE_URL", stack.settings.database_url)
@@ -205,7 +206,7 @@ def run_jobs_page(
     st.cache_resource.clear()
 
     def page() -> None:
-        from studio.views import jobs
+        from optistudio.studio.views import jobs
 
         jobs.render()
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from faultstack import HEARTBEAT_S, REPO, FaultStack, run_jobs_page, running_stack, wait_until
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.queries import results_rows
+from optistudio.db.session import transaction
+from optistudio.studio.services import check_workers, submit_benchmark
 
-from core.benchmark import BenchmarkSpec
-from db.queries import results_rows
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.services import check_workers, submit_benchmark
+from optistudio.services.catalog import add_model_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,7 +57,7 @@ def cli_jobs(faults: FaultStack, *flags: str) -> str:
 
 
 def jobs_page_warnings(faults: FaultStack, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The warnings of one run of the Jobs page script (studio.views.jobs.render)."""
+    """The warnings of one run of the Jobs page script (optistudio.studio.views.jobs.render)."""
     app, _ = run_jobs_page(faults, monkeypatch, heartbeat_s=HEARTBEAT_S)
     return [w.value for w in app.warning]
 

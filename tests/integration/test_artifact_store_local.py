@@ -9,18 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.intake import store_model
 
-from core.errors import ModelRejected
-from core.intake import store_model
-from optistudio.artifact_store import SharedFolderStore, model_folder
-from optistudio.catalog import add_upload
+from optistudio.services.artifact_store import SharedFolderStore, model_folder
+from optistudio.services.catalog import add_upload
 
 UPLOADS = 8
 
 
 def test_concurrent_uploads_of_the_same_file_store_one_copy(db_factory, app_settings, tiny_model):
-    from db.models import Model
-    from db.session import transaction
+    from optistudio.db.models import Model
+    from optistudio.db.session import transaction
 
     start = threading.Barrier(UPLOADS)
 
@@ -75,8 +75,8 @@ class EndlessStream:
 
 
 def test_an_oversized_upload_is_refused_while_copying_and_leaves_nothing(db_factory, app_settings):
-    from db.models import Model
-    from db.session import transaction
+    from optistudio.db.models import Model
+    from optistudio.db.session import transaction
 
     app_settings.max_upload_mb = 1
     stream = EndlessStream()
@@ -96,8 +96,8 @@ def test_an_oversized_upload_is_refused_while_copying_and_leaves_nothing(db_fact
 def test_store_urls_are_checked_at_start() -> None:
     from pydantic import ValidationError
 
-    from optistudio.artifact_store import S3Store, parse_s3_url, store_for
-    from optistudio.settings import Settings
+    from optistudio.services.artifact_store import S3Store, parse_s3_url, store_for
+    from optistudio.services.settings import Settings
 
     assert parse_s3_url("s3://bucket/a/b/") == ("bucket", "a/b")
     assert parse_s3_url("s3://bucket") == ("bucket", "")

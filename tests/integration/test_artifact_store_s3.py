@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.intake import store_model
 
-from core.errors import ModelRejected
-from core.intake import store_model
-from optistudio.artifact_store import ArtifactStoreError, S3Store, model_folder, store_for
-from optistudio.launcher import free_port
-from optistudio.settings import Settings
+from optistudio.cli.launcher import free_port
+from optistudio.services.artifact_store import ArtifactStoreError, S3Store, model_folder, store_for
+from optistudio.services.settings import Settings
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")
@@ -162,7 +162,7 @@ def test_calibration_data_reaches_a_worker_through_the_bucket(s3_endpoint, tmp_p
 
     import numpy as np
 
-    from optistudio.catalog import store_dataset
+    from optistudio.services.catalog import store_dataset
 
     settings = s3_settings(tmp_path / "studio", s3_endpoint, "data")
     buffer = io.BytesIO()
@@ -187,14 +187,15 @@ def test_calibration_data_reaches_a_worker_through_the_bucket(s3_endpoint, tmp_p
 def test_a_worker_without_the_shared_folder_benchmarks_a_model_from_s3(
     s3_endpoint, tmp_path, tiny_model
 ):
-    from core.benchmark import BenchmarkSpec
-    from db.session import make_session_factory
-    from optistudio.catalog import add_model_file
-    from optistudio.launcher import Stack, redis_command, redis_ready, wait_for, worker_command
-    from optistudio.migrate import upgrade
-    from optistudio.telemetry import telemetry_off_env
-    from studio.services import submit_benchmark
-    from workers.app import create_app
+    from optistudio.core.measure.benchmark import BenchmarkSpec
+    from optistudio.db.session import make_session_factory
+    from optistudio.studio.services import submit_benchmark
+    from optistudio.workers.app import create_app
+
+    from optistudio.cli.launcher import Stack, redis_command, redis_ready, wait_for, worker_command
+    from optistudio.services.catalog import add_model_file
+    from optistudio.services.migrate import upgrade
+    from optistudio.services.telemetry import telemetry_off_env
 
     studio = s3_settings(tmp_path / "studio", s3_endpoint, "e2e")
     studio.broker_url = f"redis://127.0.0.1:{free_port()}/0"
@@ -243,8 +244,8 @@ def test_a_worker_without_the_shared_folder_benchmarks_a_model_from_s3(
 def _wait_for_job(factory, job_id: int, timeout: float = 90.0):  # type: ignore[no-untyped-def]
     import time
 
-    from db.queries import get_job
-    from db.session import transaction
+    from optistudio.db.queries import get_job
+    from optistudio.db.session import transaction
 
     deadline = time.monotonic() + timeout
     while True:

@@ -1,4 +1,4 @@
-"""workers.broker_contents against a real Redis: task ids waiting in a queue and delivered but
+"""optistudio.workers.broker_contents against a real Redis: task ids waiting in a queue and delivered but
 not yet acknowledged are both found; a message taken and acknowledged is not."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from faultstack import wait_until
+from optistudio.workers.app import create_app
+from optistudio.workers.broker_contents import task_ids_in_broker
 
-from optistudio.launcher import free_port, redis_command, redis_ready
-from optistudio.settings import Settings
-from workers.app import create_app
-from workers.broker_contents import task_ids_in_broker
+from optistudio.cli.launcher import free_port, redis_command, redis_ready
+from optistudio.services.settings import Settings
 
 pytestmark = [pytest.mark.integration]
 

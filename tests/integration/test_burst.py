@@ -3,7 +3,7 @@ and the Jobs page keeps rendering while they run.
 
 The jobs are cheap on purpose (a tiny model, one short window) so the burst fits CI on two cores:
 what is under test is the queue, the claims and the database, not the benchmark. The page time
-is the Jobs page's own script (``studio.views.jobs.render``, its database queries included) run
+is the Jobs page's own script (``optistudio.studio.views.jobs.render``, its database queries included) run
 by Streamlit's AppTest, timed during the burst and again once the workers are idle with the
 same 500 rows; the figures are printed (run with ``-s``) and quoted in docs/RELIABILITY.md.
 No timed assertion: a slow page is reported, not failed.
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from faultstack import FaultStack, run_jobs_page, wait_until
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import Job, Measurement
+from optistudio.db.session import transaction
+from optistudio.studio.services import submit_benchmark
 from sqlalchemy import func, select
 
-from core.benchmark import BenchmarkSpec
-from db.models import Job, Measurement
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.services import submit_benchmark
+from optistudio.services.catalog import add_model_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from faultstack import QUICK, FaultStack, lasting, running_stack, wait_until
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.queries import results_rows
+from optistudio.db.session import transaction
+from optistudio.studio.services import cancel_job, submit_benchmark
 
-from core.benchmark import BenchmarkSpec
-from db.queries import results_rows
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.services import cancel_job, submit_benchmark
+from optistudio.services.catalog import add_model_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -196,7 +196,7 @@ def test_a_long_database_outage_fails_the_job_cleanly(pg_faults, tiny_model: Pat
     job_id = submit(faults, model_id, lasting(30.0))
     faults.wait_for_job(job_id, {"running"})
 
-    outage(server, 20.0)  # past the worker's 15 s retry window (db.session.DB_RETRY_S)
+    outage(server, 20.0)  # past the worker's 15 s retry window (optistudio.db.session.DB_RETRY_S)
     job = faults.wait_for_job(job_id, {"succeeded", "failed", "cancelled"}, timeout=90)
 
     assert job.status.value == "failed"

@@ -7,7 +7,7 @@ the operating system's page cache intact, so the last second is lost only when t
 itself goes down before the fsync; the second test reproduces that by cutting the append-only
 file back to its size before the last submissions. Either way the database is the list of jobs
 still to run: a worker sends again every queued job the broker does not hold
-(workers.recovery.resend_missing_jobs), and each job runs once. docs/RELIABILITY.md quotes the
+(optistudio.workers.recovery.resend_missing_jobs), and each job runs once. docs/RELIABILITY.md quotes the
 counts these tests print.
 """
 
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 from faultstack import QUICK, FaultStack, running_stack, wait_until
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.queries import results_rows
+from optistudio.db.session import transaction
+from optistudio.studio.services import submit_benchmark
+from optistudio.workers.app import create_app
+from optistudio.workers.broker_contents import task_ids_in_broker
 
-from core.benchmark import BenchmarkSpec
-from db.queries import results_rows
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from optistudio.launcher import free_port, redis_command, redis_ready
-from studio.services import submit_benchmark
-from workers.app import create_app
-from workers.broker_contents import task_ids_in_broker
+from optistudio.cli.launcher import free_port, redis_command, redis_ready
+from optistudio.services.catalog import add_model_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

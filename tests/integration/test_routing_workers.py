@@ -6,18 +6,18 @@ import time
 from pathlib import Path
 
 import pytest
+from optistudio.core.backends import get_backend
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.queries import get_job
+from optistudio.db.session import make_session_factory, transaction
+from optistudio.studio.services import NoWorkerForTarget, route, submit_benchmark, worker_rows
+from optistudio.workers.app import create_app
 
-from core.backends import get_backend
-from core.benchmark import BenchmarkSpec
-from db.queries import get_job
-from db.session import make_session_factory, transaction
-from optistudio.catalog import add_model_file
-from optistudio.launcher import Stack, free_port, redis_command, redis_ready, worker_command
-from optistudio.migrate import upgrade
-from optistudio.settings import Settings
-from optistudio.telemetry import telemetry_off_env
-from studio.services import NoWorkerForTarget, route, submit_benchmark, worker_rows
-from workers.app import create_app
+from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
+from optistudio.services.catalog import add_model_file
+from optistudio.services.migrate import upgrade
+from optistudio.services.settings import Settings
+from optistudio.services.telemetry import telemetry_off_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from db.models import JobKind, JobStatus
-from db.queries import (
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import (
     MeasurementRow,
     create_job,
     finish_job,
@@ -14,8 +14,9 @@ from db.queries import (
     replace_measurements,
     set_job_result,
 )
-from db.session import transaction
-from optistudio.catalog import add_model_file
+from optistudio.db.session import transaction
+
+from optistudio.services.catalog import add_model_file
 
 ENV = {"cpu_model": "Test CPU", "logical_cores": 2, "libraries": {"onnxruntime": "1.20.0"}}
 

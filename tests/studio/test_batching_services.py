@@ -6,14 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from core.batching.profile import LatencyProfile
-from core.batching.settings import BatchingSettings
-from core.batching.simulate import simulate
-from core.batching.triton import parse_pbtxt
-from core.batching.tuner import recommend
-from core.intake import inspect_model
-from studio import batching_services as batching
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.triton import parse_pbtxt
+from optistudio.core.batching.tuner import recommend
+from optistudio.core.model.intake import inspect_model
+from optistudio.studio import batching_services as batching
 
 PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
 

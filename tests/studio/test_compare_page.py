@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 from compare_seed import ENV, Seeded, benchmark, seed
-from streamlit.testing.v1 import AppTest
-
-from core.compare_snapshot import environment_differences
-from studio.compare_services import (
+from optistudio.core.report.snapshot import environment_differences
+from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
     read_selection,
@@ -20,6 +18,7 @@ from studio.compare_services import (
     shared_snapshot,
     write_selection,
 )
+from streamlit.testing.v1 import AppTest
 
 
 @pytest.fixture
@@ -90,14 +89,14 @@ def test_share_is_frozen_and_revocable(db_factory, seeded: Seeded) -> None:
 
 @pytest.fixture
 def fresh_state(app_settings) -> None:
-    from studio import state
+    from optistudio.studio import state
 
     state.settings.clear()
     state.session_factory.clear()
 
 
 def compare_page() -> None:
-    from studio.views.compare import render
+    from optistudio.studio.views.compare import render
 
     render()
 

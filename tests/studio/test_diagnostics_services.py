@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from optistudio.core.diagnose.diagnostics import DiagnosticsSpec, diagnose
+from optistudio.core.measure.soak import SoakSpec, soak
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, finish_job, set_job_result
+from optistudio.db.session import transaction
+from optistudio.studio import diagnostics_services as diag
 
-from core.diagnostics import DiagnosticsSpec, diagnose
-from core.soak import SoakSpec, soak
-from db.models import JobKind, JobStatus
-from db.queries import create_job, finish_job, set_job_result
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from optistudio.jobspecs import ProfileJobSpec
-from studio import diagnostics_services as diag
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobspecs import ProfileJobSpec
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402

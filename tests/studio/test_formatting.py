@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-
-from studio.formatting import human_bytes, human_count
+from optistudio.studio.formatting import human_bytes, human_count
 
 
 @pytest.mark.parametrize(
@@ -25,8 +24,7 @@ def test_human_count(value: float | None, text: str) -> None:
 
 def test_flagged_points_stand_out_in_the_latency_chart() -> None:
     import pandas as pd
-
-    from studio.charts import latency_by_batch
+    from optistudio.studio.charts import latency_by_batch
 
     wide = pd.DataFrame(
         {

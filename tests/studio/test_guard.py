@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import pytest
-
-from studio.guard import guarded
+from optistudio.studio.guard import guarded
 
 
 def test_a_bug_shows_a_notice_and_is_logged(monkeypatch, caplog) -> None:
     shown = []
-    monkeypatch.setattr("studio.guard.st.error", shown.append)
+    monkeypatch.setattr("optistudio.studio.guard.st.error", shown.append)
 
     def broken_page() -> None:
         raise KeyError("model_id")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from db.models import WorkerRecord
-from db.queries import record_worker, stop_worker
-from db.session import transaction
-from studio.services import NoWorkerForTarget, route, worker_rows
+from optistudio.db.models import WorkerRecord
+from optistudio.db.queries import record_worker, stop_worker
+from optistudio.db.session import transaction
+from optistudio.studio.services import NoWorkerForTarget, route, worker_rows
 
 
 def inventory(*available: str, unavailable: dict[str, str] | None = None) -> dict:

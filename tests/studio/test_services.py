@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from core.benchmark import BenchmarkSpec
-from db.queries import MeasurementRow, claim_job, finish_job, replace_measurements
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.services import (
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.queries import MeasurementRow, claim_job, finish_job, replace_measurements
+from optistudio.db.session import transaction
+from optistudio.studio.services import (
     cancel_job,
     display_table,
     job_rows,
@@ -17,6 +15,8 @@ from studio.services import (
     submit_benchmark,
     verdict,
 )
+
+from optistudio.services.catalog import add_model_file
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def finished_job_with(db_factory, model_id: int, metrics: dict[str, float]) -> i
             MeasurementRow("onnxruntime", 1, 2, name, value, "") for name, value in metrics.items()
         ]
         replace_measurements(s, job_id=job_id, rows=rows)
-        from db.models import JobStatus
+        from optistudio.db.models import JobStatus
 
         finish_job(s, job_id=job_id, status=JobStatus.succeeded, message="ok")
     return job_id
@@ -107,8 +107,8 @@ def test_cancel_outcomes(db_factory, model_id) -> None:
 
 
 def test_suggested_dims_come_from_the_sample_that_needs_them() -> None:
-    from core.model_info import ModelInfo, TensorSpec
-    from studio.services import suggested_dims
+    from optistudio.core.model.info import ModelInfo, TensorSpec
+    from optistudio.studio.services import suggested_dims
 
     info = ModelInfo(
         sha256="0" * 64,

@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from optistudio.core.backends import get_backend
+from optistudio.core.backends.inventory import hardware_inventory
+from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
+from optistudio.core.model.info import ModelInfo
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import claim_job, create_job, finish_job, record_worker
+from optistudio.db.session import transaction
+from optistudio.studio.services import live_targets, results_frame, side_by_side
+from optistudio.workers.tasks import record_benchmark
 
-from core.backends import get_backend
-from core.benchmark import BenchmarkSpec, run_benchmark
-from core.inventory import hardware_inventory
-from core.model_info import ModelInfo
-from db.models import JobKind, JobStatus
-from db.queries import claim_job, create_job, finish_job, record_worker
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.services import live_targets, results_frame, side_by_side
-from workers.tasks import record_benchmark
+from optistudio.services.catalog import add_model_file
 
 QUICK = {
     "batch_sizes": [1, 2],
@@ -61,7 +61,7 @@ def test_side_by_side_has_one_row_per_target_with_its_output_check(
 def test_live_targets_come_from_live_workers_and_skip_int8_for_fp32_models(
     db_factory, tiny_model
 ) -> None:
-    from core.intake import inspect_model
+    from optistudio.core.model.intake import inspect_model
 
     assert live_targets(db_factory, max_age_s=60) == []
     with transaction(db_factory) as s:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.workers.batching_task import profile_job, verify_job
+from optistudio.workers.jobs import run_job
 
-from core.batching.profile import LatencyProfile
-from core.batching.settings import BatchingSettings
-from core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from db.models import Job, JobKind, JobStatus
-from db.queries import create_job, get_job
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from workers.batching_task import profile_job, verify_job
-from workers.jobs import run_job
+from optistudio.services.catalog import add_model_file
 
 
 def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> Job:  # type: ignore[no-untyped-def]

@@ -6,15 +6,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from optistudio.core.measure.soak import SoakSpec
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.workers.diagnostics_task import profile_job, soak_job
+from optistudio.workers.jobs import run_job
 
-from core.soak import SoakSpec
-from db.models import JobKind, JobStatus
-from db.queries import create_job, get_job
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from optistudio.jobspecs import ProfileJobSpec
-from workers.diagnostics_task import profile_job, soak_job
-from workers.jobs import run_job
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobspecs import ProfileJobSpec
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402

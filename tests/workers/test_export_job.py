@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.export import verify_bundle
-from db.models import JobKind, JobStatus
-from db.queries import create_job, get_job
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from studio.compare_services import export_rows, submit_export
-from workers.app import TASK_EXPORT
-from workers.export_task import export_job
-from workers.jobs import run_job
+from optistudio.core.report.bundle import verify_bundle
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.studio.compare_services import export_rows, submit_export
+from optistudio.workers.app import TASK_EXPORT
+from optistudio.workers.export_task import export_job
+from optistudio.workers.jobs import run_job
+
+from optistudio.services.catalog import add_model_file
 
 
 def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_model: Path) -> None:

@@ -2,7 +2,7 @@
 
 A process forked while another of its threads holds a SQLite write transaction inherits
 SQLite's in-process lock table in that state, and its own connections find the database locked
-forever. The heartbeat thread holds ``workers.inventory.NO_FORK_NOW`` while it uses the
+forever. The heartbeat thread holds ``optistudio.workers.inventory.NO_FORK_NOW`` while it uses the
 database, and every fork waits for it.
 """
 
@@ -13,9 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from db.queries import record_worker
-from db.session import make_session_factory, transaction
-from optistudio.migrate import upgrade
+from optistudio.db.queries import record_worker
+from optistudio.db.session import make_session_factory, transaction
+
+from optistudio.services.migrate import upgrade
 
 
 def child_can_write(url: str) -> int:
@@ -28,7 +29,7 @@ def child_can_write(url: str) -> int:
 
 
 def test_a_fork_waits_until_the_heartbeat_thread_has_committed(tmp_path: Path) -> None:
-    from workers.inventory import NO_FORK_NOW
+    from optistudio.workers.inventory import NO_FORK_NOW
 
     url = f"sqlite:///{tmp_path / 'optistudio.db'}"
     upgrade(url, lock_dir=tmp_path)

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job, request_cancel, results_rows
+from optistudio.db.session import transaction
+from optistudio.workers.jobs import run_job
+from optistudio.workers.tasks import benchmark_job
 
-from core.benchmark import BenchmarkSpec
-from db.models import JobKind, JobStatus
-from db.queries import create_job, get_job, request_cancel, results_rows
-from db.session import transaction
-from optistudio.catalog import add_model_file
-from workers.jobs import run_job
-from workers.tasks import benchmark_job
+from optistudio.services.catalog import add_model_file
 
 QUICK = BenchmarkSpec(
     batch_sizes=[1, 2],
@@ -73,7 +73,7 @@ def test_invalid_spec_fails_with_a_readable_message(db_factory, stored_model):
 
 def test_missing_model_file_fails_cleanly(db_factory, app_settings, stored_model):
     with transaction(db_factory) as s:
-        from db.queries import get_model
+        from optistudio.db.queries import get_model
 
         Path(get_model(s, model_id=stored_model).path).unlink()
     job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))

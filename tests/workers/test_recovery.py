@@ -9,11 +9,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import update
-from sqlalchemy.orm import Session, sessionmaker
-
-from db.models import Job, JobKind, JobStatus
-from db.queries import (
+from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.queries import (
     claim_job,
     create_job,
     get_job,
@@ -24,15 +21,18 @@ from db.queries import (
     touch_jobs,
     waiting_jobs,
 )
-from db.session import DatabaseUnavailable, make_session_factory, transaction
-from optistudio.migrate import upgrade
-from workers.recovery import (
+from optistudio.db.session import DatabaseUnavailable, make_session_factory, transaction
+from optistudio.workers.recovery import (
     recover_stale_jobs,
     resend_missing_jobs,
     target_of,
     task_of,
     vouch_for_active_jobs,
 )
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.services.migrate import upgrade
 
 ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
 
@@ -318,9 +318,9 @@ def test_a_job_no_live_worker_can_serve_stays_queued_unsent(factory) -> None:
 
 
 def test_every_job_kind_names_a_task_the_workers_define() -> None:
-    import workers.app
+    import optistudio.workers.app
 
-    defined = {v for k, v in vars(workers.app).items() if k.startswith("TASK_")}
+    defined = {v for k, v in vars(optistudio.workers.app).items() if k.startswith("TASK_")}
     assert {task_of(kind) for kind in JobKind} <= defined
 
 

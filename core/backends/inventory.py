@@ -1,0 +1,76 @@
+"""What a machine can serve: its backends (with availability), CPU and GPUs, for the worker table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optistudio.core.backends import backends
+from optistudio.core.machine.environment import cpu_model, isa_flags, library_versions
+from optistudio.core.machine.gpus import nvidia_gpus
+
+
+def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
+    """Backends this machine offers (all registered, or only `offered`) and its CPU.
+
+    A backend that is registered but cannot run here is listed with available=False and the
+    reason, so the studio can say why a target is missing.
+    """
+    import psutil
+
+    entries = {}
+    for spec in backends:
+        if offered and spec.name not in offered:
+            continue
+        availability = spec.create().availability()
+        entries[spec.name] = {
+            "available": availability.ok,
+            "reason": availability.reason,
+            "devices": availability.devices if availability.ok else [],
+            "precisions": spec.precisions,
+            "device_precisions": {
+                device: availability.precisions.get(device, spec.precisions)
+                for device in (availability.devices if availability.ok else [])
+            },
+            "versions": availability.versions,
+        }
+    return {
+        "backends": entries,
+        "cpu": {
+            "model": cpu_model(),
+            "isa_flags": isa_flags(),
+            "logical_cores": psutil.cpu_count(logical=True),
+            "physical_cores": psutil.cpu_count(logical=False),
+        },
+        "gpus": [gpu.model_dump() for gpu in nvidia_gpus()],
+        "libraries": library_versions(),
+    }
+
+
+def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:
+    """True when the inventory has `backend` available on `device` ('cpu', 'cuda', 'cuda:1').
+
+    A CUDA device with an index must also be one of the machine's GPUs.
+    """
+    entry = inventory.get("backends", {}).get(backend)
+    kind, _, index = device.partition(":")
+    if not (entry and entry["available"] and kind in entry["devices"]):
+        return False
+    if kind == "cuda" and index:
+        return any(str(gpu.get("index")) == index for gpu in inventory.get("gpus", []))
+    return True
+
+
+def targets(inventory: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Every (backend, device, precision) a machine can run; CUDA devices by GPU index."""
+    found = []
+    gpus = [f"cuda:{gpu['index']}" for gpu in inventory.get("gpus", [])]
+    for backend, entry in inventory.get("backends", {}).items():
+        if not entry.get("available"):
+            continue
+        by_device = entry.get("device_precisions") or {}
+        for kind in entry.get("devices", []):
+            devices = gpus if kind == "cuda" and gpus else [kind]
+            for device in devices:
+                for precision in by_device.get(kind, entry.get("precisions", [])):
+                    found.append((backend, device, precision))
+    return found

@@ -1,0 +1,477 @@
+"""Per-operator profiles from the runtimes' own profilers, and their comparison by op type.
+
+ONNX Runtime writes a Chrome-trace JSON when `SessionOptions.enable_profiling` is set: one
+"Node" event per kernel call (name '<node>_kernel_time', args.op_name, args.input_type_shape)
+inside one "Session" event 'model_run' per inference. OpenVINO keeps per-layer counters when
+compiled with PERF_COUNT (`ov::enable_profiling`); `request.get_profiling_info()` returns the
+last inference's layers (node_name, node_type, exec_type such as 'brgconv_avx512_I8', status,
+real_time). Both describe the *optimized* graph the runtime executes: fused nodes carry one of
+their original names, and the runtime adds nodes of its own (ORT 'ReorderOutput', OpenVINO
+'Reorder'). A node's precision is read from what it ran on: ORT's input element types, the
+suffix of OpenVINO's exec_type.
+
+Times are per inference: a node's time in each profiled run (warm-up runs excluded; 0 in a run
+where it did not execute), averaged after dropping the slowest 10 % of runs when there are at
+least 10, so one preempted run on a busy machine does not make a Flatten the bottleneck. A node's share is its time over the sum of all nodes' times, which is less than
+the wall time of a run (the runtime's own scheduling is not in any node).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends.openvino_backend import (
+    compile_config,
+    layer_precisions,
+    runtime_message,
+)
+from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
+from optistudio.core.machine.environment import fingerprint
+from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.intake import inspect_model
+from pydantic import BaseModel, ConfigDict, Field
+
+PROFILED_BACKENDS = ("onnxruntime", "openvino")
+ORT_TYPES = {
+    "float": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "double": "fp64",
+    "uint8": "int8",
+    "int8": "int8",
+    "int32": "int32",
+    "int64": "int64",
+    "bool": "bool",
+}
+OV_PRECISIONS = {
+    "f32": "fp32",
+    "f16": "fp16",
+    "bf16": "bf16",
+    "i8": "int8",
+    "u8": "int8",
+    "i32": "int32",
+    "i64": "int64",
+}
+QDQ_OPS = frozenset(
+    {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "FakeQuantize", "Convert"}
+)
+LAYOUT_OPS = frozenset({"Transpose", "ReorderInput", "ReorderOutput", "Reorder"})
+COMPUTE_FAMILIES = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention"})
+_FAMILY = {
+    "ConvInteger": "Conv",
+    "FusedConv": "Conv",
+    "NhwcConv": "Conv",
+    "Convolution": "Conv",
+    "GroupConvolution": "Conv",
+    "ConvolutionBackpropData": "ConvTranspose",
+    "MatMulInteger": "MatMul",
+    "MatMulIntegerToFloat": "MatMul",
+    "DynamicQuantizeMatMul": "MatMul",
+    "FusedMatMul": "MatMul",
+    "FullyConnected": "MatMul",
+    "QGemm": "Gemm",
+    "ReorderInput": "Reorder",
+    "ReorderOutput": "Reorder",
+}
+_TOKEN = re.compile(r"(_token_\d+|_nchwc)+$")
+
+
+def op_family(op_type: str) -> str:
+    """Op type with its quantized / fused / runtime-specific spelling folded ('QLinearConv'->'Conv').
+
+    Quantize/dequantize ops all fold into 'Quantize/Dequantize', so FP32 and INT8 profiles line
+    up by what the layer computes.
+    """
+    if op_type in QDQ_OPS:
+        return "Quantize/Dequantize"
+    if op_type in _FAMILY:
+        return _FAMILY[op_type]
+    return op_type.removeprefix("QLinear") or op_type
+
+
+class NodeTime(BaseModel):
+    """One node of the executed graph."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = Field(description="Name the runtime gave the node.")
+    graph_node: str = Field(description="Matching node name in the ONNX file, '' if none.")
+    op_type: str = Field(description="Op type the runtime executed (e.g. QLinearConv).")
+    family: str = Field(description="Op type folded across precisions (see op_family).")
+    precision: str = Field(description="Precision it really ran in (fp32, int8, ...); '' unknown.")
+    kernel: str = Field(default="", description="Runtime kernel (OpenVINO exec_type), if known.")
+    time_us: float = Field(description="Mean time per inference, microseconds.")
+    share: float = Field(description="time_us over the sum of all nodes' time_us.")
+    calls: int = Field(description="Kernel calls counted over the profiled runs.")
+
+
+class OpTypeTime(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    op_type: str
+    time_us: float
+    share: float
+    nodes: int
+    precisions: dict[str, int] = Field(description="Precision -> nodes of this op type in it.")
+
+
+class Profile(BaseModel):
+    """A model's per-node profile on one backend, with the plain (unprofiled) timing beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="File name of the profiled model.")
+    sha256: str
+    inputs: list[str] = Field(description="Input signatures, 'name:dtype:[?,3,224,224]'.")
+    outputs: list[str] = Field(description="Output signatures, same form.")
+    backend: str
+    batch_size: int
+    runs: int
+    quantized: bool = Field(description="The graph holds quantize/dequantize or integer ops.")
+    node_total_us: float = Field(description="Sum of all nodes' time per inference.")
+    profiled_ms: float = Field(description="Median wall time of a profiled inference.")
+    plain_ms: float = Field(description="Median wall time of an unprofiled inference.")
+    overhead: float = Field(description="profiled_ms / plain_ms, interleaved in the same run.")
+    nodes: list[NodeTime] = Field(description="Slowest first.")
+    op_types: list[OpTypeTime] = Field(description="Slowest first.")
+    runtime_details: dict[str, Any] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ProfileSpec(BaseModel):
+    """How to profile: backend, batch, inputs and how many runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["onnxruntime", "openvino"] = Field(
+        default="onnxruntime", description="Runtime whose profiler is used."
+    )
+    batch_size: int = Field(default=1, ge=1, le=4096, description="Batch size of the runs.")
+    dims: dict[str, int] = Field(
+        default_factory=dict, description="Sizes of named dynamic dims, e.g. {'sequence': 128}."
+    )
+    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    warmup_runs: int = Field(default=5, ge=0, le=1000, description="Runs not counted.")
+    runs: int = Field(
+        default=30, ge=1, le=100_000, description="Profiled runs (and as many plain)."
+    )
+    seed: int = Field(default=0, description="Seed of the synthetic inputs.")
+
+
+def profile_model(
+    path: Path, spec: ProfileSpec, *, work_dir: Path, info: ModelInfo | None = None
+) -> Profile:
+    """Profile `path` with its runtime's profiler; plain runs interleave for the overhead.
+
+    Raises ModelRejected / ModelLoadError (with the runtime's reason) for a model that does not
+    load, InvalidSpec for inputs that cannot be made.
+    """
+    info = info or inspect_model(path)
+    feeds, warnings = synthesize_inputs(
+        info.inputs, batch_size=spec.batch_size, dims=spec.dims, seed=spec.seed
+    )
+    # Two sessions share the process: idle threads must not spin and steal the other's cores.
+    options = SessionOptions(threads=spec.threads, spin_wait=False)
+    plain = get_backend(spec.backend).load(path, options)
+    try:
+        profiler = _PROFILERS[spec.backend](path, options, work_dir)
+        try:
+            plain_ms, profiled_ms = _interleaved(plain.run, profiler.run, feeds, spec)
+            raw = profiler.finish(spec.warmup_runs)
+        finally:
+            profiler.close()
+    finally:
+        plain.close()
+    nodes = _with_graph_names(_shares(raw), _GraphNames(path))
+    return Profile(
+        model=path.name,
+        sha256=info.sha256,
+        inputs=[signature(t) for t in info.inputs],
+        outputs=[signature(t) for t in info.outputs],
+        backend=spec.backend,
+        batch_size=spec.batch_size,
+        runs=spec.runs,
+        quantized=is_quantized(info.op_histogram),
+        node_total_us=sum(n.time_us for n in nodes),
+        profiled_ms=profiled_ms,
+        plain_ms=plain_ms,
+        overhead=profiled_ms / plain_ms if plain_ms > 0 else 1.0,
+        nodes=nodes,
+        op_types=by_op_type(nodes),
+        runtime_details=plain.details,
+        environment=fingerprint(threads=spec.threads),
+        warnings=warnings,
+    )
+
+
+def signature(tensor: TensorSpec) -> str:
+    """'name:dtype:[?,3,224,224]': what a variant keeps (dynamic dims may be renamed, so '?')."""
+    dims = ",".join(str(d) if isinstance(d, int) and d > 0 else "?" for d in tensor.shape)
+    return f"{tensor.name}:{tensor.dtype}:[{dims}]"
+
+
+def is_quantized(op_histogram: dict[str, int]) -> bool:
+    """True when a graph holds Q/DQ or integer ops (a quantized variant)."""
+    return any(
+        op in QDQ_OPS or op.startswith("QLinear") or op.endswith("Integer") for op in op_histogram
+    )
+
+
+def _interleaved(
+    plain: Any, profiled: Any, feeds: dict[str, np.ndarray], spec: ProfileSpec
+) -> tuple[float, float]:
+    """Warm-up, then plain and profiled runs alternately; median wall ms of each."""
+    for _ in range(spec.warmup_runs):
+        plain(feeds)
+        profiled(feeds)
+    times: dict[str, list[float]] = {"plain": [], "profiled": []}
+    for index in range(2 * spec.runs):
+        key, run = ("plain", plain) if index % 2 == 0 else ("profiled", profiled)
+        start = time.perf_counter()
+        run(feeds)
+        times[key].append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times["plain"])), float(np.median(times["profiled"]))
+
+
+class _RawNode(BaseModel):
+    node: str
+    op_type: str
+    precision: str
+    kernel: str = ""
+    per_run_us: list[float] = Field(description="Time in each profiled run.")
+    calls: int = 0
+
+    def add(self, run: int, duration_us: float) -> None:
+        self.per_run_us[run] += duration_us
+        self.calls += 1
+
+    @property
+    def time_us(self) -> float:
+        """Mean per run without the slowest 10 % of runs (when there are 10 or more)."""
+        ordered = sorted(self.per_run_us)
+        keep = len(ordered) - len(ordered) // 10
+        return float(np.mean(ordered[:keep])) if ordered else 0.0
+
+
+class _OrtProfiler:
+    """An ONNX Runtime session with profiling on; its JSON is parsed when finished."""
+
+    def __init__(self, path: Path, options: SessionOptions, work_dir: Path) -> None:
+        import onnxruntime as ort
+
+        work_dir.mkdir(parents=True, exist_ok=True)
+        session_options = ort.SessionOptions()
+        session_options.log_severity_level = 3
+        session_options.enable_profiling = True
+        session_options.profile_file_prefix = str(work_dir / "ort_profile")
+        if options.threads:
+            session_options.intra_op_num_threads = options.threads
+        if not options.spin_wait:
+            session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            self._session = ort.InferenceSession(
+                str(path), session_options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # the runtime raises its own untyped errors
+            raise ModelLoadError(
+                f"ONNX Runtime could not load this model: {first_line(exc)}"
+            ) from exc
+        self._file: Path | None = None
+
+    def run(self, feeds: dict[str, np.ndarray]) -> None:
+        self._session.run(None, feeds)
+
+    def finish(self, warmup: int) -> list[_RawNode]:
+        self._file = Path(self._session.end_profiling())
+        return parse_ort_profile(json.loads(self._file.read_text()), skip_runs=warmup)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.unlink(missing_ok=True)
+        self._session = None
+
+
+def parse_ort_profile(events: list[dict[str, Any]], *, skip_runs: int = 0) -> list[_RawNode]:
+    """Node events of an ORT profile, summed per node, runs after the first `skip_runs`."""
+    runs = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )[skip_runs:]
+    if not runs:
+        raise InvalidSpec("The ONNX Runtime profile holds no inference after the warm-up runs.")
+    starts = np.array([start for start, _ in runs])
+    sums: dict[str, _RawNode] = {}
+    for event in events:
+        run = _run_of(event["ts"], starts, runs) if event.get("cat") == "Node" else None
+        if run is None:
+            continue
+        args = event.get("args", {})
+        name = str(event["name"]).removesuffix("_kernel_time")
+        entry = sums.setdefault(
+            name,
+            _RawNode(
+                node=name,
+                op_type=str(args.get("op_name", "")),
+                precision=_ort_precision(args.get("input_type_shape", [])),
+                per_run_us=[0.0] * len(runs),
+            ),
+        )
+        entry.add(run, float(event["dur"]))
+    return list(sums.values())
+
+
+def _run_of(ts: float, starts: np.ndarray, runs: list[tuple[float, float]]) -> int | None:
+    index = int(np.searchsorted(starts, ts, side="right")) - 1
+    return index if index >= 0 and ts <= runs[index][1] else None
+
+
+def _ort_precision(input_types: list[dict[str, Any]]) -> str:
+    for entry in input_types[:1]:
+        for element_type in entry:
+            return ORT_TYPES.get(str(element_type), str(element_type))
+    return ""
+
+
+class _OpenVinoProfiler:
+    """A model compiled with PERF_COUNT; counters are read after every inference."""
+
+    def __init__(self, path: Path, options: SessionOptions, work_dir: Path) -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        config = compile_config(options) | {"PERF_COUNT": True}
+        try:
+            self._compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        except Exception as exc:  # the runtime raises its own untyped errors
+            raise ModelLoadError(
+                f"OpenVINO could not load this model: {runtime_message(exc)}"
+            ) from exc
+        self._request = self._compiled.create_infer_request()
+        self._runs: list[list[Any]] = []
+        self.layer_precisions = layer_precisions(self._compiled)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> None:
+        self._request.infer(feeds)
+        self._runs.append(self._request.get_profiling_info())
+
+    def finish(self, warmup: int) -> list[_RawNode]:
+        return parse_openvino_counters(self._runs[warmup:])
+
+    def close(self) -> None:
+        self._request = None
+        self._compiled = None
+
+
+def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
+    """OpenVINO ProfilingInfo lists (one per inference), summed per executed layer."""
+    if not runs:
+        raise InvalidSpec("OpenVINO returned no performance counters after the warm-up runs.")
+    sums: dict[str, _RawNode] = {}
+    for run, layers in enumerate(runs):
+        for layer in layers:
+            if str(layer.status).rsplit(".", 1)[-1] != "EXECUTED":
+                continue
+            kernel = str(layer.exec_type)
+            entry = sums.setdefault(
+                layer.node_name,
+                _RawNode(
+                    node=layer.node_name,
+                    op_type=str(layer.node_type),
+                    precision=OV_PRECISIONS.get(kernel.rsplit("_", 1)[-1].lower(), ""),
+                    kernel=kernel,
+                    per_run_us=[0.0] * len(runs),
+                ),
+            )
+            entry.add(run, layer.real_time.total_seconds() * 1e6)
+    return list(sums.values())
+
+
+_PROFILERS: dict[str, Any] = {"onnxruntime": _OrtProfiler, "openvino": _OpenVinoProfiler}
+
+
+def _shares(raw: list[_RawNode]) -> list[NodeTime]:
+    total = sum(node.time_us for node in raw) or 1.0
+    nodes = [
+        NodeTime(
+            node=node.node,
+            graph_node="",
+            op_type=node.op_type,
+            family=op_family(node.op_type),
+            precision=node.precision,
+            kernel=node.kernel,
+            time_us=node.time_us,
+            share=node.time_us / total,
+            calls=node.calls,
+        )
+        for node in raw
+    ]
+    return sorted(nodes, key=lambda n: -n.time_us)
+
+
+class _GraphNames:
+    """The file's node names, and which node produces each tensor (to map fused nodes back)."""
+
+    def __init__(self, path: Path) -> None:
+        graph = onnx.load(path, load_external_data=False).graph
+        self.nodes = {node.name: node for node in graph.node if node.name}
+        self.producers = {out: node for node in graph.node if node.name for out in node.output}
+
+    def match(self, runtime_name: str, family: str) -> str:
+        """'conv1_token_9', 'conv1/WithoutBiases' -> 'conv1'; 'r1_nchwc' (ORT names some fused
+        nodes by their output) -> the node producing 'r1', walked back through fused
+        activations to one of the runtime op's family ('conv1' for Conv+Relu -> 'r1')."""
+        stripped = _TOKEN.sub("", runtime_name)
+        for candidate in (runtime_name, stripped, runtime_name.split("/", 1)[0]):
+            if candidate in self.nodes:
+                return candidate
+        node = self.producers.get(stripped)
+        for _ in range(3):
+            if node is None or op_family(node.op_type) == family or not node.input:
+                break
+            node = self.producers.get(node.input[0])
+        if node is None or op_family(node.op_type) != family:
+            node = self.producers.get(stripped)
+        return node.name if node is not None else ""
+
+
+def _with_graph_names(nodes: list[NodeTime], names: _GraphNames) -> list[NodeTime]:
+    for node in nodes:
+        node.graph_node = names.match(node.node, node.family)
+    return nodes
+
+
+def by_op_type(nodes: list[NodeTime]) -> list[OpTypeTime]:
+    """Node times summed per executed op type, slowest first."""
+    total = sum(n.time_us for n in nodes) or 1.0
+    grouped: dict[str, list[NodeTime]] = defaultdict(list)
+    for node in nodes:
+        grouped[node.op_type].append(node)
+    rows = [
+        OpTypeTime(
+            op_type=op,
+            time_us=sum(n.time_us for n in members),
+            share=sum(n.time_us for n in members) / total,
+            nodes=len(members),
+            precisions=_count(n.precision or "unknown" for n in members),
+        )
+        for op, members in grouped.items()
+    ]
+    return sorted(rows, key=lambda r: -r.time_us)
+
+
+def _count(values: Any) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for value in values:
+        counts[value] += 1
+    return dict(counts)

@@ -1,0 +1,190 @@
+"""What a model says it will hold in memory, read from its protobuf's dims alone.
+
+A file of a few kilobytes can declare a 10^12-element weight (stored "externally"), a fixed-shape
+input of a terabyte, or a ConstantOfShape whose shape is a constant of the same size: loading or
+running it would exhaust the machine. These checks multiply dims (Python integers, so nothing
+overflows) and never materialise a tensor, so they run before the checker or any runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+
+import onnx
+import psutil
+from optistudio.core.errors import ModelRejected
+
+_HINT = (
+    "Declared sizes over the budget would exhaust memory when the model is loaded or run. "
+    "If they are real, raise OPTISTUDIO_MAX_TENSOR_MB on machines that have the memory."
+)
+_FOUR_BIT = {
+    getattr(onnx.TensorProto, name)
+    for name in ("INT4", "UINT4", "FLOAT4E2M1")
+    if hasattr(onnx.TensorProto, name)
+}
+_SHAPE_OPERAND_LIMIT = 64
+"""A ConstantOfShape shape constant longer than this is not a shape; it is left to the checker."""
+
+
+def default_tensor_budget() -> int:
+    """Half of this machine's physical memory."""
+    return int(psutil.virtual_memory().total // 2)
+
+
+def check_declared_sizes(model: onnx.ModelProto, limit: int) -> None:
+    """ModelRejected when any stored tensor, fixed-shape value or constant shape exceeds `limit`."""
+    for tensor in model_tensors(model):
+        _check(f"tensor {tensor.name!r}", tensor.dims, tensor.data_type, limit)
+    for sparse in _sparse_tensors(model.graph):
+        _check(f"sparse tensor {sparse.values.name!r}", sparse.dims, sparse.values.data_type, limit)
+    for value in _values(model.graph):
+        _check_value(value, limit)
+    _check_constant_of_shape(model.graph, limit)
+
+
+def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every dense tensor stored in the model, its subgraphs and its local functions."""
+    yield from graph_tensors(model.graph)
+    for function in model.functions:
+        for node in function.node:
+            for attr in node.attribute:
+                yield from _attribute_tensors(attr)
+
+
+def graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            yield from _attribute_tensors(attr)
+
+
+def _attribute_tensors(attr: onnx.AttributeProto) -> Iterator[onnx.TensorProto]:
+    kinds = onnx.AttributeProto
+    if attr.type == kinds.TENSOR:
+        yield attr.t
+    elif attr.type == kinds.TENSORS:
+        yield from attr.tensors
+    elif attr.type == kinds.GRAPH:
+        yield from graph_tensors(attr.g)
+    elif attr.type == kinds.GRAPHS:
+        for graph in attr.graphs:
+            yield from graph_tensors(graph)
+
+
+def _subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _subgraphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _subgraphs(sub)
+
+
+def _sparse_tensors(graph: onnx.GraphProto) -> Iterator[onnx.SparseTensorProto]:
+    for sub in _subgraphs(graph):
+        yield from sub.sparse_initializer
+
+
+def _values(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
+    for sub in _subgraphs(graph):
+        yield from sub.input
+        yield from sub.output
+        yield from sub.value_info
+
+
+def _check_value(value: onnx.ValueInfoProto, limit: int) -> None:
+    """Fixed dims of a tensor-typed input/output/value info; a dynamic dim counts as 1."""
+    if value.type.WhichOneof("value") != "tensor_type":
+        return
+    tensor = value.type.tensor_type
+    dims = [dim.dim_value if dim.HasField("dim_value") else 1 for dim in tensor.shape.dim]
+    _check(f"value {value.name!r}", dims, tensor.elem_type, limit)
+
+
+def _check_constant_of_shape(graph: onnx.GraphProto, limit: int) -> None:
+    """ConstantOfShape nodes whose shape operand is a small constant stored in the graph."""
+    for sub in _subgraphs(graph):
+        constants = _small_int_constants(sub)
+        for node in sub.node:
+            if node.op_type == "ConstantOfShape" and node.input and node.input[0] in constants:
+                dtype = next((a.t.data_type for a in node.attribute if a.name == "value"), 1)
+                _check(
+                    f"the output of ConstantOfShape {node.name!r}",
+                    constants[node.input[0]],
+                    dtype,
+                    limit,
+                )
+
+
+def _small_int_constants(graph: onnx.GraphProto) -> dict[str, list[int]]:
+    named = [(tensor.name, tensor) for tensor in graph.initializer]
+    named += [
+        (node.output[0], attr.t)
+        for node in graph.node
+        if node.op_type == "Constant" and node.output
+        for attr in node.attribute
+        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR
+    ]
+    return {name: values for name, tensor in named if (values := _int_values(tensor)) is not None}
+
+
+def _int_values(tensor: onnx.TensorProto) -> list[int] | None:
+    if tensor.data_type != onnx.TensorProto.INT64 or len(tensor.dims) > 1:
+        return None
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    if tensor.int64_data:
+        values = list(tensor.int64_data[: _SHAPE_OPERAND_LIMIT + 1])
+    elif 0 < len(tensor.raw_data) <= 8 * _SHAPE_OPERAND_LIMIT and len(tensor.raw_data) % 8 == 0:
+        raw = tensor.raw_data
+        values = [
+            int.from_bytes(raw[i : i + 8], "little", signed=True) for i in range(0, len(raw), 8)
+        ]
+    else:
+        return None
+    return values if len(values) <= _SHAPE_OPERAND_LIMIT else None
+
+
+def _check(what: str, dims: Iterable[int], elem_type: int, limit: int) -> None:
+    dims = list(dims)
+    if any(dim < 0 for dim in dims):
+        raise ModelRejected(
+            f"The model declares {what} with a negative dimension {dims}.",
+            hint="Re-export the model; a stored shape cannot be negative.",
+        )
+    size = math.prod(dims) * _itemsize(elem_type)
+    if size > limit:
+        raise ModelRejected(
+            f"The model declares {what} of shape {_shape(dims)}, {_gib(size)}, over the "
+            f"{_gib(limit)} budget for one tensor.",
+            hint=_HINT,
+        )
+
+
+def declared_bytes(tensor: onnx.TensorProto) -> int:
+    """Bytes the tensor's dims and type call for (4-bit types pack two elements a byte)."""
+    elements = math.prod(tensor.dims)
+    if tensor.data_type in _FOUR_BIT:
+        return (elements + 1) // 2
+    return elements * _itemsize(tensor.data_type)
+
+
+def _itemsize(elem_type: int) -> int:
+    """Bytes per element (at least 1; strings count 1 byte each, a lower bound)."""
+    try:
+        return max(1, onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+    except (KeyError, TypeError, ValueError):
+        return 1
+
+
+def _shape(dims: list[int]) -> str:
+    text = "x".join(map(str, dims[:8])) + ("x..." if len(dims) > 8 else "")
+    return f"[{text[:80]}]"
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:,.1f} GiB" if size < 1024**5 else f"{float(size):.2e} bytes"

@@ -1,0 +1,453 @@
+"""How far an optimized model's outputs are from the original's, on streamed input batches.
+
+For every sample i (a row along the first axis), with r_i and c_i the reference's and the
+candidate's first output flattened to float64 vectors:
+
+    cosine_i = r_i . c_i / (|r_i| |c_i|)     (1 when both are zero, 0 when only one is)
+
+mean_cosine and min_cosine are taken over samples. Absolute errors |r - c| cover every element
+of every output. A first output shaped [batch, classes] also gets top-1 agreement, the fraction
+of samples where argmax r_i == argmax c_i, and with labels the top-1 accuracy of each model.
+Only running sums are kept, so memory is bounded by one batch.
+
+Top-1 is only judged where it means something: with labels, or when the judged output is a
+classifier's (made by a Softmax / LogSoftmax / Sigmoid or a linear head: Gemm, MatMul, MatMul +
+bias). An embedding ([batch, dims] made by pooling or normalization, e.g. MiniLM's
+sentence_embedding) has an argmax too, but its agreement says nothing, so it is not computed.
+
+The candidate can run on another backend (e.g. an NNCF model on OpenVINO, whose INT8 kernels are
+what a deployment gets); the reference always runs on ONNX Runtime's CPU provider.
+
+Any NaN or Inf in the candidate's outputs sets `nan_or_inf`, a failure whatever the other numbers
+say; non-finite elements are left out of the error sums and their sample's cosine counts as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sized
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.errors import DataMismatch, InvalidSpec
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.passes.base import CalibrationSource
+from pydantic import BaseModel, ConfigDict, Field
+
+ProgressCallback = Callable[[float, str], None]
+
+SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
+UNLABELLED_NOTE = "no labels: top-1 is agreement with the original model, not task accuracy"
+LABELLED_NOTE = "top-1 accuracy measured against the given labels"
+NO_SIZE_LIMIT = 2**62
+"""Models compared here already passed intake; its upload size cap does not apply again."""
+
+
+class AccuracyReport(BaseModel):
+    """The candidate's outputs compared with the reference's on the same inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    samples: int = Field(description="Samples compared (rows along the first axis).")
+    data: Literal["synthetic", "user"] = Field(description="Where the inputs came from.")
+    max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
+    output: str = Field(default="", description="The output that cosine and top-1 judge.")
+    output_role: Literal["classifier", "embedding", "other"] = Field(
+        default="other",
+        description="What the judged output looks like from the graph: top-1 is judged only for "
+        "a classifier's output (or with labels).",
+    )
+    candidate_backend: str = Field(
+        default="onnxruntime", description="Backend the candidate ran on."
+    )
+    mean_abs_error: float = Field(description="Mean |reference - candidate| over all elements.")
+    mean_cosine: float = Field(description="Per-sample cosine of the first output, averaged.")
+    min_cosine: float = Field(description="The worst sample's cosine of the first output.")
+    top1_agreement: float | None = Field(
+        default=None,
+        description="Fraction of samples whose argmax over the last axis agrees; None when the "
+        "first output is not [batch, classes].",
+    )
+    top1_accuracy_reference: float | None = Field(
+        default=None, description="Top-1 accuracy of the reference against the labels."
+    )
+    top1_accuracy_candidate: float | None = Field(
+        default=None, description="Top-1 accuracy of the candidate against the labels."
+    )
+    top1_drop: float | None = Field(
+        default=None, description="Reference minus candidate top-1 accuracy (0.01 = 1 point)."
+    )
+    per_output_max_abs_error: dict[str, float] = Field(
+        description="Largest absolute error of each output, by the reference's output names."
+    )
+    nan_or_inf: bool = Field(description="The candidate produced NaN or Inf: always a failure.")
+    nonfinite_values: int = Field(default=0, description="How many NaN/Inf output elements.")
+    note: str = Field(default="", description="How to read these numbers.")
+
+
+class AccuracyBudget(BaseModel):
+    """How much accuracy an optimization may cost; None switches a check off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_top1_drop: float | None = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="Largest allowed top-1 accuracy drop (0.01 = 1 point). Without labels the "
+        "top-1 disagreement with the original is used, an upper bound on the drop.",
+    )
+    min_cosine: float | None = Field(
+        default=0.99,
+        ge=-1,
+        le=1,
+        description="Smallest allowed mean cosine similarity to the original's first output.",
+    )
+
+
+def accuracy_report(
+    reference: Path,
+    candidate: Path,
+    data: CalibrationSource,
+    *,
+    labels: np.ndarray | None = None,
+    progress: ProgressCallback | None = None,
+    output: str | None = None,
+    candidate_backend: str = "onnxruntime",
+) -> AccuracyReport:
+    """Run both models on every batch of `data` and compare outputs (the reference on ONNX
+    Runtime's CPU provider, the candidate on `candidate_backend`).
+
+    Feeds are cast to each model's declared input dtypes, so an FP16 candidate with float16
+    inputs gets the same data. Labels need user data and a [batch, classes] first output.
+    """
+    synthetic = bool(getattr(data, "synthetic", False))
+    if labels is not None and synthetic:
+        raise DataMismatch("Labels were given with synthetic inputs; they need the real data.")
+    expected = _sample_count(data)
+    if labels is not None and expected is not None and len(labels) != expected:
+        raise DataMismatch(
+            f"labels have {len(labels)} entries but the dataset has {expected} samples."
+        )
+    models = [_Runner(Path(reference)), _Runner(Path(candidate), backend=candidate_backend)]
+    try:
+        index = _output_index(models[0].output_names, output)
+        role = output_role(Path(reference), models[0].output_names[index])
+        tally = _Tally(labels, index=index, top1=labels is not None or role == "classifier")
+        for ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
+            tally.add(ref_outputs, cand_outputs)
+    finally:
+        for model in models:
+            model.close()
+    return tally.report(
+        synthetic, names=models[0].output_names, role=role, backend=candidate_backend
+    )
+
+
+PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Cast"}
+CLASSIFIER_HEADS = {"Softmax", "LogSoftmax", "Sigmoid", "Gemm", "MatMul"}
+EMBEDDING_MAKERS = {
+    "Div",
+    "LpNormalization",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceL2",
+    "Mul",
+    "GlobalAveragePool",
+}
+
+
+def output_role(model: Path, name: str) -> Literal["classifier", "embedding", "other"]:
+    """Guess from the graph what an output is: what node made it (see the module docstring)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    producers = {out: node for node in graph.node for out in node.output}
+    node = producers.get(name)
+    while node is not None and node.op_type in PASS_THROUGH:
+        node = producers.get(node.input[0])
+    if node is None:
+        return "other"
+    if node.op_type == "Add":  # MatMul + bias is a linear head
+        made_by = {producers[i].op_type for i in node.input if i in producers}
+        return "classifier" if made_by & {"MatMul", "Gemm"} else "other"
+    if node.op_type in CLASSIFIER_HEADS:
+        return "classifier"
+    return "embedding" if node.op_type in EMBEDDING_MAKERS else "other"
+
+
+def _output_index(names: list[str], output: str | None) -> int:
+    """Which output cosine and top-1 judge: the named one, else the first."""
+    if output is None:
+        return 0
+    if output not in names:
+        raise DataMismatch(f"The model has no output {output!r}. Its outputs: {', '.join(names)}.")
+    return names.index(output)
+
+
+def within_budget(report: AccuracyReport, budget: AccuracyBudget) -> tuple[bool, str]:
+    """Whether a report meets a budget, and why, in words (NaN/Inf always fails)."""
+    failures: list[str] = []
+    passes: list[str] = []
+    if report.nan_or_inf:
+        failures.append(f"the candidate produced NaN/Inf ({report.nonfinite_values} values)")
+    if budget.min_cosine is not None:
+        ok = report.mean_cosine >= budget.min_cosine
+        sign = ">=" if ok else "<"
+        (passes if ok else failures).append(
+            f"mean cosine {report.mean_cosine:.5f} {sign} {budget.min_cosine}"
+        )
+    if budget.max_top1_drop is not None:
+        _check_top1(report, budget.max_top1_drop, passes, failures)
+    if failures:
+        return False, "over budget: " + "; ".join(failures)
+    return True, "within budget: " + ("; ".join(passes) or "no checks enabled")
+
+
+def _check_top1(
+    report: AccuracyReport, limit: float, passes: list[str], failures: list[str]
+) -> None:
+    if report.top1_drop is not None:
+        drop, what = report.top1_drop, "top-1 drop"
+    elif report.top1_agreement is not None:
+        drop, what = 1 - report.top1_agreement, "top-1 disagreement (no labels; bounds the drop)"
+    elif report.output_role != "classifier" and report.output:
+        passes.append(
+            f"top-1 not checked ({report.output} is not a classifier's output: it looks like "
+            f"{'an embedding' if report.output_role == 'embedding' else 'another kind'})"
+        )
+        return
+    else:
+        passes.append("top-1 not checked (the judged output is not [batch, classes])")
+        return
+    ok = drop <= limit
+    sign = "<=" if ok else ">"
+    (passes if ok else failures).append(f"{what} {drop:.2%} {sign} {limit:.2%}")
+
+
+class _Runner:
+    """One model loaded on a backend (ONNX Runtime by default), with its declared input dtypes."""
+
+    def __init__(self, path: Path, *, backend: str = "onnxruntime") -> None:
+        info = inspect_model(path, max_bytes=NO_SIZE_LIMIT)
+        self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in info.inputs}
+        self.output_names = [spec.name for spec in info.outputs]
+        self.model: LoadedModel = get_backend(backend).load(path, SessionOptions())
+
+    def run(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        feeds = {name: _cast(array, self.dtypes.get(name)) for name, array in batch.items()}
+        return self.model.run(feeds)
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def _sample_count(data: CalibrationSource) -> int | None:
+    return len(data) if isinstance(data, Sized) else None
+
+
+def _cast(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    return array if dtype is None or array.dtype == dtype else array.astype(dtype)
+
+
+def _paired_outputs(
+    models: list[_Runner],
+    data: CalibrationSource,
+    tally: _Tally,
+    progress: ProgressCallback | None,
+) -> Iterable[tuple[list[np.ndarray], list[np.ndarray]]]:
+    total = _sample_count(data)
+    for batch in data.batches():
+        yield models[0].run(batch), models[1].run(batch)
+        if progress is not None:
+            fraction = min(tally.samples / total, 1.0) if total else 0.0
+            progress(fraction, f"compared {tally.samples} samples")
+
+
+class _OutputErrors:
+    """Running absolute-error sums for one output."""
+
+    def __init__(self) -> None:
+        self.max = 0.0
+        self.total = 0.0
+        self.count = 0
+
+    def add(self, error: np.ndarray) -> None:
+        if error.size:
+            self.max = max(self.max, float(error.max()))
+            self.total += float(error.sum())
+            self.count += error.size
+
+
+class _Tally:
+    """Running sums over batches: errors per output, cosines, top-1 counts."""
+
+    def __init__(self, labels: np.ndarray | None, *, index: int = 0, top1: bool = True) -> None:
+        self.labels = labels
+        self.index = index
+        self.top1 = top1
+        self.samples = 0
+        self.errors: list[_OutputErrors] = []
+        self.nonfinite = 0
+        self.cosine_sum = 0.0
+        self.cosine_min = 1.0
+        self.classification = True
+        self.agree = 0
+        self.correct = [0, 0]
+
+    def add(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
+        _check_same_outputs(reference, candidate)
+        ref, cand = _per_sample(reference[self.index]), _per_sample(candidate[self.index])
+        self._add_errors(reference, candidate)
+        cosines = _cosines(ref, cand)
+        self.cosine_sum += float(cosines.sum())
+        self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
+        self._add_top1(reference[self.index], candidate[self.index])
+        self.samples += len(ref)
+
+    def _add_errors(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
+        if not self.errors:
+            self.errors = [_OutputErrors() for _ in reference]
+        for errors, ref, cand in zip(self.errors, reference, candidate, strict=True):
+            ref64, cand64 = ref.astype(np.float64), cand.astype(np.float64)
+            finite = np.isfinite(ref64) & np.isfinite(cand64)
+            self.nonfinite += int(np.count_nonzero(~np.isfinite(cand64)))
+            errors.add(np.abs(ref64 - cand64)[finite])
+
+    def _add_top1(self, reference: np.ndarray, candidate: np.ndarray) -> None:
+        self.classification &= reference.ndim == 2 and reference.shape[1] > 1
+        if not self.classification:
+            return
+        ref_top, cand_top = reference.argmax(axis=-1), candidate.argmax(axis=-1)
+        self.agree += int(np.count_nonzero(ref_top == cand_top))
+        if self.labels is not None:
+            expected = self._labels_for(len(ref_top), reference.shape[1])
+            self.correct[0] += int(np.count_nonzero(ref_top == expected))
+            self.correct[1] += int(np.count_nonzero(cand_top == expected))
+
+    def _labels_for(self, count: int, classes: int) -> np.ndarray:
+        assert self.labels is not None
+        expected = self.labels[self.samples : self.samples + count]
+        if len(expected) < count:
+            raise DataMismatch(
+                f"labels have {len(self.labels)} entries but the dataset has more samples."
+            )
+        if expected.size and (expected.min() < 0 or expected.max() >= classes):
+            raise DataMismatch(
+                f"Labels must be class ids in [0, {classes}) for this model's output; "
+                f"found {int(expected.min())}..{int(expected.max())}."
+            )
+        return expected
+
+    def report(
+        self,
+        synthetic: bool,
+        *,
+        names: list[str],
+        role: Literal["classifier", "embedding", "other"] = "other",
+        backend: str = "onnxruntime",
+    ) -> AccuracyReport:
+        self._check_complete()
+        counted = sum(errors.count for errors in self.errors)
+        top1 = self._top1_fields()
+        return AccuracyReport(
+            samples=self.samples,
+            data="synthetic" if synthetic else "user",
+            max_abs_error=max(errors.max for errors in self.errors),
+            mean_abs_error=sum(errors.total for errors in self.errors) / max(counted, 1),
+            output=names[self.index] if names else "",
+            mean_cosine=self.cosine_sum / self.samples,
+            min_cosine=self.cosine_min,
+            per_output_max_abs_error={
+                name: errors.max for name, errors in zip(names, self.errors, strict=False)
+            },
+            nan_or_inf=self.nonfinite > 0,
+            nonfinite_values=self.nonfinite,
+            note=SYNTHETIC_NOTE if synthetic else self._note(),
+            output_role=role,
+            candidate_backend=backend,
+            top1_agreement=top1.get("top1_agreement"),
+            top1_accuracy_reference=top1.get("top1_accuracy_reference"),
+            top1_accuracy_candidate=top1.get("top1_accuracy_candidate"),
+            top1_drop=top1.get("top1_drop"),
+        )
+
+    def _check_complete(self) -> None:
+        if self.samples == 0:
+            raise DataMismatch("The dataset is empty: no samples were compared.")
+        if self.labels is not None and not self.classification:
+            raise DataMismatch(
+                "Labels were given but the model's first output is not [batch, classes], "
+                "so top-1 accuracy is undefined."
+            )
+        if self.labels is not None and len(self.labels) != self.samples:
+            raise DataMismatch(
+                f"labels have {len(self.labels)} entries but the dataset has "
+                f"{self.samples} samples."
+            )
+
+    def _note(self) -> str:
+        return LABELLED_NOTE if self.labels is not None else UNLABELLED_NOTE
+
+    def _top1_fields(self) -> dict[str, float | None]:
+        if not (self.classification and self.top1):
+            return {}
+        fields: dict[str, float | None] = {"top1_agreement": self.agree / self.samples}
+        if self.labels is not None:
+            reference, candidate = (count / self.samples for count in self.correct)
+            fields |= {
+                "top1_accuracy_reference": reference,
+                "top1_accuracy_candidate": candidate,
+                "top1_drop": reference - candidate,
+            }
+        return fields
+
+
+def _check_same_outputs(reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
+    ref_shapes = [list(array.shape) for array in reference]
+    cand_shapes = [list(array.shape) for array in candidate]
+    if ref_shapes != cand_shapes:
+        raise InvalidSpec(
+            f"The models' outputs differ in shape: reference {ref_shapes}, "
+            f"candidate {cand_shapes}; they cannot be compared."
+        )
+
+
+def _per_sample(output: np.ndarray) -> np.ndarray:
+    """[samples, features] float64 view of an output (a scalar output is one sample)."""
+    rows = output.shape[0] if output.ndim else 1
+    return output.astype(np.float64).reshape(rows, -1)
+
+
+def _cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
+    broken = (~np.isfinite(candidate)).any(axis=1)
+    finite = np.isfinite(reference) & np.isfinite(candidate)
+    ref, cand = np.where(finite, reference, 0.0), np.where(finite, candidate, 0.0)
+    ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
+    dot = np.einsum("ij,ij->i", ref, cand)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosines = np.clip(dot / (ref_norm * cand_norm), -1.0, 1.0)
+    both_zero = (ref_norm == 0) & (cand_norm == 0)
+    cosines = np.where(both_zero, 1.0, np.where((ref_norm == 0) | (cand_norm == 0), 0.0, cosines))
+    return np.where(broken, 0.0, cosines)
+
+
+def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float | bool]:
+    """How closely one output matches its reference: max abs error, error relative to the
+    reference's largest magnitude, worst and mean per-sample cosine, and NaN/Inf in it."""
+    _check_same_outputs([reference], [candidate])
+    ref, cand = _per_sample(reference), _per_sample(candidate)
+    nan_inf = bool((~np.isfinite(cand)).any())
+    finite = np.isfinite(ref) & np.isfinite(cand)
+    error = np.abs(ref - cand)[finite]
+    max_abs = float(error.max()) if error.size else 0.0
+    scale = float(np.abs(ref[np.isfinite(ref)]).max()) if np.isfinite(ref).any() else 0.0
+    cosines = _cosines(ref, cand)
+    return {
+        "max_abs_error": max_abs,
+        "max_rel_error": max_abs / scale if scale else max_abs,
+        "cosine_min": float(cosines.min()) if cosines.size else 1.0,
+        "cosine_mean": float(cosines.mean()) if cosines.size else 1.0,
+        "nan_inf": nan_inf,
+    }

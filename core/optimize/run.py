@@ -1,0 +1,331 @@
+"""The optimization run: apply each recipe to the original, then check and time every variant.
+
+For each recipe the passes run in order, each on the previous pass's output. The variant is then
+checked against the original on the accuracy data (the user's, or synthetic inputs, which
+measure agreement with the original rather than task accuracy) and timed against it with an
+interleaved comparison (optistudio.core.measure.compare), so its speedup carries a confidence interval. A recipe that
+fails (a pass that cannot handle the model) is recorded with its reason and the others go on.
+
+The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
+budget whose interval says "faster"; if none qualifies, the original stays the best choice.
+
+The target is a backend, or 'any' (the default): then the candidates spread over every backend
+available on the CPU (see optistudio.core.optimize.recipes.any_backend_candidates), each variant is checked and
+timed on its own backend, and every speedup is against the original on ONNX Runtime, so the
+choice covers the backend too: "run the NNCF variant on OpenVINO" can win over "quantize for
+ONNX Runtime".
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from optistudio.core.backends import backends
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.errors import (
+    BackendUnavailable,
+    Cancelled,
+    DataMismatch,
+    OptistudioError,
+    UnknownName,
+    describe_validation_error,
+)
+from optistudio.core.machine.environment import fingerprint
+from optistudio.core.measure.compare import ComparisonSpec, compare_models
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy import (
+    AccuracyBudget,
+    AccuracyReport,
+    accuracy_report,
+    within_budget,
+)
+from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND, Recipe, resolve_recipes
+from optistudio.core.passes.base import CalibrationSource, PassContext, passes
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[float, str], None]
+
+QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
+
+
+class OptimizeSpec(BaseModel):
+    """What to try and what the variants must keep."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipes: list[str] = Field(
+        default_factory=lambda: ["auto"],
+        description="Recipe names to apply, or 'auto' for the candidates that suit the model.",
+    )
+    target_backend: str = Field(
+        default="any",
+        description="Backend the variants target, or 'any': every backend available on the "
+        "CPU, so Auto chooses the backend too (speedups are then against the original on "
+        "ONNX Runtime, the reference).",
+    )
+    budget: AccuracyBudget = Field(
+        default_factory=AccuracyBudget, description="What a variant may lose in accuracy."
+    )
+    comparison: ComparisonSpec = Field(
+        default_factory=lambda: QUICK_COMPARISON.model_copy(),
+        description="How each variant is timed against the original (interleaved).",
+    )
+    accuracy_samples: int = Field(
+        default=32, ge=1, le=100_000, description="Synthetic samples when no data is given."
+    )
+    accuracy_output: str | None = Field(
+        default=None,
+        description="The output the accuracy budget judges, e.g. 'sentence_embedding'; "
+        "empty = the first output.",
+    )
+    pass_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Settings per pass name, laid over every recipe step of that pass, e.g. "
+        "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
+    )
+
+    @model_validator(mode="after")
+    def _check_target(self) -> OptimizeSpec:
+        if self.target_backend != ANY:
+            try:
+                backends.get(self.target_backend)
+            except UnknownName as exc:
+                raise ValueError(f"{exc.message} Or 'any'.") from None
+        return self
+
+    @model_validator(mode="after")
+    def _check_pass_settings(self) -> OptimizeSpec:
+        for name, settings in self.pass_settings.items():
+            try:
+                passes.get(name).config_class().model_validate(settings)
+            except ValidationError as exc:
+                raise ValueError(f"{name}: {describe_validation_error(exc)}") from None
+            except UnknownName as exc:
+                raise ValueError(exc.message) from None
+        return self
+
+
+class StepReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    details: dict[str, Any]
+    warnings: list[str]
+
+
+class VariantResult(BaseModel):
+    """One recipe's outcome: its file and figures, or the reason it failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: Recipe
+    precision: str
+    backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
+    path: str | None = None
+    steps: list[StepReport] = Field(default_factory=list)
+    accuracy: AccuracyReport | None = None
+    within_budget: bool = False
+    budget_note: str = ""
+    ratio: float | None = Field(default=None, description="Variant / original latency (median).")
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    verdict: str = ""
+    speedup: float | None = Field(default=None, description="1 / ratio.")
+    original_p50_ms: float | None = None
+    variant_p50_ms: float | None = None
+    error: str | None = None
+
+
+class OptimizeReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spec: OptimizeSpec
+    data: str = Field(description="Where the calibration and accuracy data came from.")
+    variants: list[VariantResult]
+    chosen: str | None = Field(description="Recipe name of the best variant, None = original.")
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+
+def optimize(
+    model: Path,
+    spec: OptimizeSpec,
+    *,
+    out_dir: Path,
+    data: CalibrationSource | None = None,
+    labels: np.ndarray | None = None,
+    progress: ProgressCallback | None = None,
+) -> OptimizeReport:
+    """Make one variant per recipe, check and time each; see the module docstring."""
+    report = progress or (lambda fraction, message: None)
+    info = inspect_model(model)
+    _check_output(info, spec.accuracy_output)
+    source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
+    # The accuracy-aware pass searches against the run's budget unless told otherwise.
+    settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
+    usable = available_backends(spec.comparison.device)
+    if spec.target_backend != ANY and spec.target_backend not in usable:
+        raise BackendUnavailable(
+            f"{spec.target_backend} cannot run here. Available: {', '.join(usable)}.",
+            hint="Pick one of those targets, or 'any'.",
+        )
+    resolved = resolve_recipes(
+        spec.recipes, info, target_backend=spec.target_backend, backends=usable
+    )
+    recipes = [with_settings(r, settings) for r in resolved]
+    variants = []
+    for index, recipe in enumerate(recipes):
+        share = _Share(report, index, len(recipes), recipe.label)
+        variants.append(_variant(model, info, recipe, spec, out_dir, source, labels, share))
+    chosen = choose(variants)
+    report(1.0, "Done")
+    return OptimizeReport(
+        spec=spec,
+        data=source.description,
+        variants=variants,
+        chosen=chosen.recipe.name if chosen else None,
+        environment=fingerprint(threads=spec.comparison.threads),
+    )
+
+
+def available_backends(device: str = "cpu") -> list[str]:
+    """Registered backends that can run on this device here, the reference first."""
+    kind = device.split(":", 1)[0]
+    usable = []
+    for spec in backends:
+        availability = spec.create().availability()
+        if availability.ok and kind in availability.devices:
+            usable.append(spec.name)
+    return sorted(usable, key=lambda name: name != REFERENCE_BACKEND)
+
+
+def _check_output(info: ModelInfo, output: str | None) -> None:
+    names = [tensor.name for tensor in info.outputs]
+    if output is not None and output not in names:
+        raise DataMismatch(f"The model has no output {output!r}. Its outputs: {', '.join(names)}.")
+
+
+def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> Recipe:
+    """The recipe with the user's per-pass settings laid over its steps (what really ran)."""
+    steps = [
+        step.model_copy(update={"config": step.config | pass_settings.get(step.step, {})})
+        for step in recipe.steps
+    ]
+    return recipe.model_copy(update={"steps": steps})
+
+
+def choose(variants: list[VariantResult]) -> VariantResult | None:
+    """The fastest variant within budget whose speedup is significant, else None."""
+    good = [v for v in variants if v.within_budget and v.verdict == "faster" and v.ratio]
+    return min(good, key=lambda v: (v.ratio, v.ratio_high), default=None)
+
+
+def run_recipe(
+    model: Path, recipe: Recipe, folder: Path, context: PassContext
+) -> tuple[Path, list[StepReport], str]:
+    """Apply the recipe's passes in order; returns the final file, step reports and precision."""
+    folder.mkdir(parents=True, exist_ok=True)
+    current, steps, precision = model, [], "fp32"
+    for number, step in enumerate(recipe.steps, start=1):
+        info = passes.get(step.step)
+        out = folder / f"{number:02d}-{step.step}.onnx"
+        result = info.run(current, out, step.config, context)
+        steps.append(StepReport(step=step.step, details=result.details, warnings=result.warnings))
+        current, precision = result.output, _precision(precision, info.produces_precision)
+    final = folder / "model.onnx"
+    shutil.copyfile(current, final)
+    return final, steps, precision
+
+
+def _variant(
+    model: Path,
+    info: ModelInfo,
+    recipe: Recipe,
+    spec: OptimizeSpec,
+    out_dir: Path,
+    source: CalibrationSource,
+    labels: np.ndarray | None,
+    share: _Share,
+) -> VariantResult:
+    backend = recipe.backend or (
+        REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+    )
+    result = VariantResult(recipe=recipe, precision="fp32", backend=backend)
+    context = PassContext(
+        work_dir=out_dir / recipe.name,
+        target_backend=backend,
+        calibration=source,
+        progress=share.scaled(0.0, 0.5),
+    )
+    try:
+        path, result.steps, result.precision = run_recipe(
+            model, recipe, out_dir / recipe.name, context
+        )
+        result.path = str(path)
+        share(0.5, "checking accuracy")
+        result.accuracy = accuracy_report(
+            model,
+            path,
+            source,
+            labels=labels,
+            output=spec.accuracy_output,
+            candidate_backend=backend,
+        )
+        result.within_budget, result.budget_note = within_budget(result.accuracy, spec.budget)
+        share(0.7, f"timing on {backend} against the original")
+        baseline = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+        timing = spec.comparison.model_copy(
+            update={"backend": baseline, "candidate_backend": backend}
+        )
+        _timed(result, model, path, timing, share.scaled(0.7, 1.0))
+    except Cancelled:
+        raise
+    except OptistudioError as exc:
+        log.info("recipe %s failed: %s", recipe.name, exc)
+        result.error = str(exc)
+    return result
+
+
+def _timed(
+    result: VariantResult,
+    model: Path,
+    variant: Path,
+    spec: ComparisonSpec,
+    progress: ProgressCallback,
+) -> None:
+    comparison = compare_models(model, variant, spec, progress=progress)
+    result.ratio, result.ratio_low, result.ratio_high = (
+        comparison.ratio,
+        comparison.low,
+        comparison.high,
+    )
+    result.verdict = comparison.verdict
+    result.speedup = 1.0 / comparison.ratio if comparison.ratio else None
+    result.original_p50_ms, result.variant_p50_ms = comparison.a_p50_ms, comparison.b_p50_ms
+
+
+def _precision(current: str, produced: str) -> str:
+    order = {"fp32": 0, "fp16": 1, "int8": 1, "mixed": 2}
+    if current != "fp32" and produced not in ("fp32", current):
+        return "mixed"
+    return produced if order.get(produced, 0) >= order.get(current, 0) else current
+
+
+class _Share:
+    """Progress of one recipe mapped into its share of the whole run."""
+
+    def __init__(self, report: ProgressCallback, index: int, total: int, label: str) -> None:
+        self.report, self.start, self.width, self.label = report, index / total, 1 / total, label
+
+    def __call__(self, fraction: float, message: str) -> None:
+        self.report(self.start + self.width * fraction, f"{self.label}: {message}")
+
+    def scaled(self, low: float, high: float) -> ProgressCallback:
+        return lambda fraction, message: self(low + (high - low) * fraction, message)

@@ -1,0 +1,266 @@
+"""A deployable zip bundle for one model or variant, written streaming to disk.
+
+Contents: the model file(s), the recipe spec that reproduces it, accuracy and benchmark reports,
+`pipeline.json`, a Triton model repository (`triton/<name>/config.pbtxt`, `triton/<name>/1/`),
+OpenVINO IR (`openvino/<name>.xml` + `.bin`), `manifest.json` and `SHA256SUMS` (every other
+member's SHA-256, checkable with `sha256sum -c`). A part that cannot be built (a model without a
+dynamic batch dim has no Triton batching config, a TensorRT engine needs a TensorRT worker) is
+listed in the manifest's `skipped` with the reason, never faked.
+
+Files are copied into the zip in chunks while their hash is taken, so a big model is never held
+in memory; the zip is written under a temporary name and renamed when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import onnx
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+from optistudio.core.batching.triton import triton_config
+from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
+from optistudio.core.model.declared_sizes import model_tensors
+from optistudio.core.model.info import ModelInfo
+
+CHUNK = 1 << 20
+DEFAULT_QUEUE_DELAY_US = 100
+TENSORRT_SKIPPED = (
+    "No TensorRT engine: engines are built for one GPU by a TensorRT worker, and none is "
+    "available here. Build it on the serving GPU from the .onnx in model/ with `trtexec --onnx=...`."
+)
+
+
+@dataclass
+class BundleSource:
+    """What goes into a bundle; the caller (CLI, worker) gathers it from the database."""
+
+    name: str
+    model_path: Path
+    info: ModelInfo
+    precision: str = "fp32"
+    recipe: dict[str, Any] | None = None
+    reproduce: dict[str, Any] = field(default_factory=dict)
+    accuracy: dict[str, Any] | None = None
+    benchmarks: list[dict[str, Any]] = field(default_factory=list)
+    preprocessing: dict[str, Any] | None = None
+    batch_sizes: list[int] = field(default_factory=list)
+    tensorrt_note: str = TENSORRT_SKIPPED
+
+
+@dataclass
+class BundleReport:
+    path: Path
+    files: dict[str, str]
+    """Member -> SHA-256."""
+    skipped: dict[str, str]
+    """Part -> why it is not in the bundle."""
+
+
+def safe_name(name: str) -> str:
+    """A Triton-valid model name from a display name ('tiny · int8' -> 'tiny_int8')."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]+", "_", name).strip("_.-")
+    return cleaned[:64] or "model"
+
+
+def model_files(model_path: Path, info: ModelInfo) -> list[Path]:
+    """The .onnx file and the external data files it names (read without loading weights)."""
+    if not info.external_data:
+        return [model_path]
+    proto = onnx.load(str(model_path), load_external_data=False)
+    locations = sorted(
+        {ExternalDataInfo(t).location for t in model_tensors(proto) if uses_external_data(t)}
+    )
+    folder = model_path.parent.resolve()
+    files = [(folder / location).resolve() for location in locations]
+    outside = [str(f) for f in files if not f.is_relative_to(folder)]
+    if outside:
+        raise InvalidSpec(f"External data outside the model's folder: {', '.join(outside)}.")
+    return [model_path, *files]
+
+
+class _Writer:
+    """Adds members to an open zip while hashing them; remembers every member's digest."""
+
+    def __init__(self, archive: zipfile.ZipFile) -> None:
+        self.archive = archive
+        self.digests: dict[str, str] = {}
+
+    def add_file(self, arcname: str, path: Path) -> None:
+        digest = hashlib.sha256()
+        with path.open("rb") as source, self._open(arcname) as target:
+            while chunk := source.read(CHUNK):
+                digest.update(chunk)
+                target.write(chunk)
+        self.digests[arcname] = digest.hexdigest()
+
+    def add_text(self, arcname: str, text: str) -> None:
+        data = text.encode()
+        with self._open(arcname, compress=True) as target:
+            target.write(data)
+        self.digests[arcname] = hashlib.sha256(data).hexdigest()
+
+    def add_json(self, arcname: str, data: Any) -> None:
+        self.add_text(arcname, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+    def _open(self, arcname: str, *, compress: bool = False) -> IO[bytes]:
+        """Model files are stored as they are (weights barely compress); text is deflated."""
+        info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        return self.archive.open(info, "w", force_zip64=True)
+
+
+def write_bundle(
+    source: BundleSource,
+    out: Path,
+    *,
+    progress: Callable[[float, str], None] | None = None,
+) -> BundleReport:
+    """Write the bundle to `out` (atomically); returns its members' digests and skipped parts."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    skipped: dict[str, str] = {}
+    try:
+        with zipfile.ZipFile(partial, "w") as z:
+            writer = _Writer(z)
+            for fraction, step in _steps(source, writer, skipped):
+                if progress:
+                    progress(fraction, step)
+            _write_manifest(source, writer, skipped)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return BundleReport(path=out, files=writer.digests, skipped=skipped)
+
+
+def _steps(
+    source: BundleSource, writer: _Writer, skipped: dict[str, str]
+) -> Iterator[tuple[float, str]]:
+    name = safe_name(source.name)
+    yield 0.0, "Copying the model"
+    folder = source.model_path.parent.resolve()
+    for path in model_files(source.model_path, source.info):
+        writer.add_file(f"model/{path.resolve().relative_to(folder)}", path)
+    yield 0.3, "Writing the recipe and reports"
+    writer.add_json("recipe.json", _recipe(source))
+    writer.add_json("reports/accuracy.json", source.accuracy or _reference_accuracy(source))
+    writer.add_json("reports/benchmark.json", source.benchmarks)
+    writer.add_json("pipeline.json", pipeline(source, name))
+    yield 0.4, "Laying out the Triton model repository"
+    _triton(source, name, writer, skipped)
+    yield 0.5, "Converting to OpenVINO IR"
+    _openvino(source, name, writer, skipped)
+    skipped["tensorrt"] = source.tensorrt_note
+    yield 1.0, "Bundle written"
+
+
+def _recipe(source: BundleSource) -> dict[str, Any]:
+    return {"recipe": source.recipe, "precision": source.precision, **source.reproduce}
+
+
+def _reference_accuracy(source: BundleSource) -> dict[str, Any]:
+    if source.recipe is None:
+        return {"note": "This is an original model: it is the reference, so it has no error."}
+    return {"note": "No accuracy report is stored for this variant."}
+
+
+def pipeline(source: BundleSource, name: str) -> dict[str, Any]:
+    """How to serve the model: its tensors, precision, preprocessing and where each format is."""
+    return {
+        "name": name,
+        "model": f"model/{source.model_path.name}",
+        "format": "onnx",
+        "precision": source.precision,
+        "opsets": source.info.opsets,
+        "inputs": [t.model_dump() for t in source.info.inputs],
+        "outputs": [t.model_dump() for t in source.info.outputs],
+        "preprocessing": source.preprocessing,
+        "measured_batch_sizes": source.batch_sizes,
+        "triton": f"triton/{name}",
+        "openvino": f"openvino/{name}.xml",
+    }
+
+
+def _triton(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
+    sizes = sorted({b for b in source.batch_sizes if b >= 1}) or [1]
+    max_batch = max(max(sizes), 1)
+    try:
+        config = triton_config(
+            name,
+            source.info,
+            max_batch_size=max_batch,
+            preferred_batch_sizes=[b for b in sizes if b > 1] or [max_batch],
+            max_queue_delay_us=DEFAULT_QUEUE_DELAY_US,
+        )
+    except OptistudioError as exc:
+        skipped["triton"] = f"No Triton config: {exc.message}"
+        return
+    writer.add_text(f"triton/{name}/config.pbtxt", config)
+    folder = source.model_path.parent.resolve()
+    for path in model_files(source.model_path, source.info):
+        relative = path.resolve().relative_to(folder)
+        target = "model.onnx" if path == source.model_path else str(relative)
+        writer.add_file(f"triton/{name}/1/{target}", path)
+
+
+def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
+    try:
+        import openvino as ov
+    except ImportError:
+        skipped["openvino"] = "OpenVINO is not installed here (pip install openvino)."
+        return
+    folder = Path(tempfile.mkdtemp(prefix="optistudio-ir-"))
+    try:
+        model = ov.convert_model(str(source.model_path))
+        ov.save_model(model, str(folder / f"{name}.xml"), compress_to_fp16=False)
+        del model
+        for suffix in (".xml", ".bin"):
+            writer.add_file(f"openvino/{name}{suffix}", folder / f"{name}{suffix}")
+    except Exception as exc:  # OpenVINO raises its own RuntimeError subclasses for bad ops
+        skipped["openvino"] = f"OpenVINO could not convert this model: {first_line(exc)}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, str]) -> None:
+    files = dict(sorted(writer.digests.items()))
+    sums = "".join(f"{digest}  {member}\n" for member, digest in files.items())
+    manifest = {
+        "name": source.name,
+        "sha256_of_model": source.info.sha256,
+        "files": files,
+        "skipped": skipped,
+        "check": "unzip the bundle, then run `sha256sum -c SHA256SUMS`",
+    }
+    writer.add_text("SHA256SUMS", sums)
+    writer.add_json("manifest.json", manifest)
+
+
+def read_manifest(bundle: Path) -> dict[str, Any]:
+    with zipfile.ZipFile(bundle) as z:
+        return dict(json.loads(z.read("manifest.json")))
+
+
+def verify_bundle(bundle: Path) -> list[str]:
+    """Members whose SHA-256 does not match the manifest (streamed); empty when all match."""
+    manifest = read_manifest(bundle)
+    bad = []
+    with zipfile.ZipFile(bundle) as z:
+        for member, expected in manifest["files"].items():
+            digest = hashlib.sha256()
+            with z.open(member) as stream:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+            if digest.hexdigest() != expected:
+                bad.append(member)
+    return bad

@@ -1,0 +1,120 @@
+"""Plotly figures of a comparison snapshot: Pareto view, throughput vs p99, latency spread.
+
+Used by the studio page, the shared page and the self-contained HTML report alike.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from optistudio.core.report.pareto import pareto_front
+from optistudio.core.report.snapshot import CompareSnapshot, ResultRow, column_title
+
+MAX_BOXES = 40
+"""Latency distributions drawn at most; more boxes than this are unreadable."""
+FRONTIER_COLOR, POINT_COLOR, SWEET_COLOR = "#d62728", "#7f8fa6", "#2ca02c"
+
+
+def _layout(figure: go.Figure, x: str, y: str) -> go.Figure:
+    figure.update_layout(
+        xaxis_title=x, yaxis_title=y, height=440, margin={"t": 30, "b": 10}, legend_title=""
+    )
+    return figure
+
+
+def _xy(snapshot: CompareSnapshot, x: str, y: str) -> list[tuple[int, float, float]]:
+    points = []
+    for i, row in enumerate(snapshot.rows):
+        vx, vy = snapshot.value(row, x), snapshot.value(row, y)
+        if vx is not None and vy is not None:
+            points.append((i, vx, vy))
+    return points
+
+
+def _scatter(
+    snapshot: CompareSnapshot, rows: list[tuple[int, float, float]], name: str, **style: object
+) -> go.Scatter:
+    return go.Scatter(
+        x=[p[1] for p in rows],
+        y=[p[2] for p in rows],
+        name=name,
+        text=[snapshot.rows[p[0]].label for p in rows],
+        hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+        **style,
+    )
+
+
+def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
+    """Every result as a point, the Pareto frontier of (x, y) as a highlighted line."""
+    points = _xy(snapshot, x, y)
+    front = set(pareto_front(snapshot.points(), [x, y]))
+    on = sorted((p for p in points if p[0] in front), key=lambda p: (p[1], p[2]))
+    off = [p for p in points if p[0] not in front]
+    figure = go.Figure()
+    figure.add_trace(
+        _scatter(snapshot, off, "dominated", mode="markers", marker={"color": POINT_COLOR})
+    )
+    style = {"color": FRONTIER_COLOR, "size": 11}
+    figure.add_trace(_scatter(snapshot, on, "Pareto frontier", mode="lines+markers", marker=style))
+    return _layout(figure, column_title(x), column_title(y))
+
+
+def pareto_figure(snapshot: CompareSnapshot) -> go.Figure:
+    """Error vs the original against latency; the budget shaded and the sweet spot starred."""
+    x, y = snapshot.latency_metric, snapshot.quality_metric
+    figure = frontier_figure(snapshot, x, y)
+    if snapshot.budget_ms is not None:
+        figure.add_vrect(
+            x0=0, x1=snapshot.budget_ms, fillcolor=SWEET_COLOR, opacity=0.08, line_width=0
+        )
+        figure.add_vline(
+            x=snapshot.budget_ms,
+            line_dash="dash",
+            line_color=SWEET_COLOR,
+            annotation_text=f"budget {snapshot.budget_ms:g} ms",
+        )
+    sweet = snapshot.sweet_spot()
+    if sweet is not None:
+        point = [p for p in _xy(snapshot, x, y) if p[0] == sweet]
+        star = {"symbol": "star", "size": 20, "color": SWEET_COLOR}
+        figure.add_trace(_scatter(snapshot, point, "sweet spot", mode="markers", marker=star))
+    if not _xy(snapshot, x, y):
+        figure.add_annotation(text="No selected result has accuracy figures", showarrow=False)
+    return figure
+
+
+def throughput_figure(snapshot: CompareSnapshot) -> go.Figure:
+    """Throughput against p99 latency, with the frontier of the two highlighted."""
+    return frontier_figure(snapshot, "p99_ms", "throughput")
+
+
+def _box(row: ResultRow, values: dict[str, float | None]) -> go.Box | None:
+    p10, p50, p90, p99 = (values.get(k) for k in ("p10_ms", "p50_ms", "p90_ms", "p99_ms"))
+    if None in (p10, p50, p90, p99):
+        return None
+    low = values.get("min_ms") or p10
+    return go.Box(
+        name=row.label,
+        q1=[p10],
+        median=[p50],
+        q3=[p90],
+        lowerfence=[low],
+        upperfence=[p99],
+        mean=[values.get("mean_ms") or p50],
+        orientation="h",
+        showlegend=False,
+    )
+
+
+def distribution_figure(snapshot: CompareSnapshot) -> go.Figure:
+    """Latency spread per result from its stored percentiles: box p10-p90, whiskers min-p99."""
+    figure = go.Figure()
+    for row in snapshot.rows[:MAX_BOXES]:
+        box = _box(row, {k: snapshot.value(row, k) for k in row.metrics})
+        if box is not None:
+            figure.add_trace(box)
+    figure.update_layout(
+        xaxis_title="latency (ms)",
+        height=max(260, 34 * min(len(snapshot.rows), MAX_BOXES) + 80),
+        margin={"t": 30, "b": 10},
+    )
+    return figure

@@ -1,0 +1,113 @@
+"""A comparison as files: one self-contained HTML report (Plotly inlined, works offline), CSV, JSON.
+
+The HTML carries plotly.js once, inline, so it opens without a network; the data in it is the
+snapshot's, so the report shows exactly what the page showed.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+
+from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
+from optistudio.core.report.snapshot import (
+    TABLE_METRICS,
+    CompareSnapshot,
+    column_title,
+    environment_differences,
+    table_records,
+)
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:4px 8px}
+td.best{background:#e3f4e3;font-weight:600}.warn{background:#fff4e0;padding:8px;border-radius:4px}
+td.num{text-align:right}
+"""
+
+
+def report_csv(snapshot: CompareSnapshot) -> str:
+    """The table as CSV: one row per result, each metric with its delta and best flag."""
+    records = table_records(snapshot)
+    out = io.StringIO()
+    if records:
+        writer = csv.DictWriter(out, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    return out.getvalue()
+
+
+def report_json(snapshot: CompareSnapshot) -> str:
+    """The snapshot itself plus the computed table, frontier and sweet spot."""
+    payload = snapshot.model_dump(mode="json") | {
+        "table": table_records(snapshot),
+        "pareto_keys": [snapshot.rows[i].key for i in snapshot.frontier()],
+        "sweet_spot": _sweet_key(snapshot),
+        "environment_differences": environment_differences(snapshot),
+    }
+    return json.dumps(payload, indent=2)
+
+
+def _sweet_key(snapshot: CompareSnapshot) -> str | None:
+    index = snapshot.sweet_spot()
+    return None if index is None else snapshot.rows[index].key
+
+
+def report_html(snapshot: CompareSnapshot) -> str:
+    """One HTML file with the table, the warnings and the three charts; no network needed."""
+    figures = [pareto_figure(snapshot), throughput_figure(snapshot), distribution_figure(snapshot)]
+    charts = [
+        fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+        for i, fig in enumerate(figures)
+    ]
+    titles = ["Error vs latency (Pareto frontier)", "Throughput vs p99 latency", "Latency spread"]
+    body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
+    body.append(_table(snapshot))
+    body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(snapshot.title)}</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(body)}</body></html>"
+    )
+
+
+def _summary(snapshot: CompareSnapshot) -> str:
+    parts = [f"{len(snapshot.rows)} result(s)", f"created {snapshot.created_at or 'now'}"]
+    base = snapshot.baseline_row()
+    if base is not None:
+        parts.append(f"baseline {base.label}")
+    sweet = snapshot.sweet_spot()
+    if snapshot.budget_ms is not None:
+        best = snapshot.rows[sweet].label if sweet is not None else "nothing fits"
+        parts.append(f"sweet spot under {snapshot.budget_ms:g} ms: {best}")
+    return f"<p>{html.escape(' · '.join(parts))}</p>"
+
+
+def _warnings(snapshot: CompareSnapshot) -> str:
+    differences = environment_differences(snapshot)
+    if not differences:
+        return "<p>All results were measured in the same environment.</p>"
+    items = "".join(f"<li>{html.escape(d)}</li>" for d in differences)
+    return f"<div class='warn'><b>Environments differ</b><ul>{items}</ul></div>"
+
+
+def _table(snapshot: CompareSnapshot) -> str:
+    head = "".join(f"<th>{html.escape(column_title(m))}</th>" for m in TABLE_METRICS)
+    rows = []
+    for record in table_records(snapshot):
+        flags = "★ " * record["sweet spot"] + "◆ " * record["pareto"] + "⚑ " * record["baseline"]
+        cells = "".join(_cell(record, m) for m in TABLE_METRICS)
+        rows.append(f"<tr><td>{flags}{html.escape(record['result'])}</td>{cells}</tr>")
+    legend = "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column</p>"
+    return f"<h2>Results</h2>{legend}<table><tr><th>result</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _cell(record: dict[str, object], metric: str) -> str:
+    value, change = record[metric], record[f"{metric} delta"]
+    if value is None:
+        return "<td></td>"
+    text = f"{value:.4g}" + (f" ({change:+.1%})" if isinstance(change, float) else "")
+    css = "num best" if record[f"{metric} best"] else "num"
+    return f"<td class='{css}'>{html.escape(text)}</td>"

@@ -1,0 +1,268 @@
+"""`optistudio batching profile|simulate|verify|recommend MODEL.onnx`: the batching tuner.
+
+profile   times the model per batch size and the runtime's hand-back time per batch under load
+          (added to every simulated batch), and predicts the given setting from it;
+simulate  predicts throughput and latency of a setting (from --profile FILE, or a fresh profile);
+verify    serves the model with the real Pipeline under the load generator and measures;
+recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate),
+          keeping the budget with the model --margin percent slower than profiled (default 10).
+Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from optistudio.cli.args import parse_assignment, parse_int_list
+from optistudio.core.errors import InvalidSpec
+
+ACTIONS = ("profile", "simulate", "verify", "recommend")
+DEFAULT_MARGIN_PERCENT = 10.0  # optistudio.core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
+
+
+def add_batching_parser(commands: Any) -> None:
+    batching = commands.add_parser(
+        "batching", help="profile, simulate, verify and tune dynamic batching for a model"
+    )
+    batching.add_argument("action", choices=ACTIONS)
+    batching.add_argument("model", type=Path, help="path to an .onnx file")
+    add = batching.add_argument
+    add("--shape", type=parse_assignment, action="append", default=[], help="NAME=D1,D2,...")
+    add("--backend", default="onnxruntime")
+    add(
+        "--threads",
+        type=int,
+        help="intra-op threads per instance (default: the cores but one, shared out between "
+        "instances; the spare core serves the requests)",
+    )
+    add(
+        "--spin",
+        action="store_true",
+        help="let ONNX Runtime's idle threads spin (off: behind the pipeline they slow the "
+        "serving threads and make the model's speed erratic)",
+    )
+    add("--max-batch-size", type=int, default=8)
+    add("--timeout-ms", type=float, default=2.0)
+    add("--eager", type=int, help="send at once when this many requests wait")
+    add("--preferred", type=parse_int_list, help="preferred batch sizes, e.g. 4,8")
+    add("--instances", type=int, default=1)
+    add("--max-queue", type=int, default=1024)
+    add("--rate", type=float, help="arrival rate, requests/s (recommend: omit = max throughput)")
+    add("--process", choices=("poisson", "constant", "closed"), default="poisson")
+    add("--clients", type=int, default=0, help="closed loop: concurrent clients")
+    add("--seconds", type=float, default=5.0, help="verify: how long to send")
+    add("--p99-budget-ms", type=float, help="recommend: the p99 latency budget")
+    add(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN_PERCENT,
+        help="recommend: the budget must also hold with the model this many percent slower "
+        "than profiled (default %(default)g; 0 trusts the profile exactly)",
+    )
+    add("--profile", type=Path, help="simulate/recommend/verify: a saved profile JSON")
+    add("--out", type=Path, help="profile: also write the profile JSON here")
+    add("--seed", type=int, default=0)
+    add("--json", action="store_true", help="print one JSON object")
+
+
+def batching_settings(args: argparse.Namespace) -> Any:
+    from optistudio.core.batching.settings import settings_from
+
+    values = {
+        "max_batch_size": args.max_batch_size,
+        "timeout_ms": args.timeout_ms,
+        "eager_threshold": args.eager,
+        "preferred_batch_sizes": args.preferred or [],
+        "instances": args.instances,
+        "max_queue": args.max_queue,
+    }
+    return settings_from(values)
+
+
+def command_batching(args: argparse.Namespace) -> int:
+    settings = batching_settings(args)
+    if args.process != "closed" and args.action != "recommend" and not args.rate:
+        raise InvalidSpec(
+            "--rate is needed (requests per second) for an open-loop arrival process."
+        )
+    payload = {
+        "profile": _profile_command,
+        "simulate": _simulate_command,
+        "verify": _verify_command,
+        "recommend": _recommend_command,
+    }[args.action](args, settings)
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    else:
+        _print_summary(payload)
+    return 0
+
+
+def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) -> Any:
+    from optistudio.core.backends import SessionOptions
+    from optistudio.core.batching.profile import LatencyProfile, measure_profile
+
+    if args.profile is not None and not fresh:
+        try:
+            return LatencyProfile.model_validate_json(args.profile.read_text())
+        except (OSError, ValueError) as exc:
+            raise InvalidSpec(
+                f"Cannot read the profile {str(args.profile)!r}: {str(exc).splitlines()[0]}",
+                hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
+            ) from None
+    options = SessionOptions(threads=args.threads, spin_wait=args.spin)
+    return measure_profile(
+        args.model,
+        max_batch_size=settings.max_batch_size,
+        backend=args.backend,
+        options=options,
+        shapes=dict(args.shape),
+    )
+
+
+def _predict(args: argparse.Namespace, settings: Any, profile: Any) -> Any:
+    from optistudio.core.batching.simulate import simulate
+
+    return simulate(
+        profile,
+        settings,
+        rate=args.rate,
+        process=args.process,
+        clients=args.clients,
+        seed=args.seed,
+    )
+
+
+def _payload(kind: str, settings: Any, result: Any, **extra: Any) -> dict[str, Any]:
+    figures = result.model_dump()
+    return {
+        "kind": kind,
+        "throughput": figures.pop("throughput"),
+        "p50_ms": figures.pop("p50_ms"),
+        "p99_ms": figures.pop("p99_ms"),
+        "settings": settings.model_dump(),
+        **figures,
+        **extra,
+    }
+
+
+def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    profile = _profile(args, settings, fresh=True)
+    if args.out is not None:
+        args.out.write_text(profile.model_dump_json(indent=2))
+    ceiling, best = profile.ceiling(settings.max_batch_size)
+    return _payload(
+        "predicted",
+        settings,
+        _predict(args, settings, profile),
+        profile=profile.model_dump(),
+        ceiling_throughput=ceiling * settings.instances,
+        ceiling_batch_size=best,
+        handoff_ms=profile.handoff_ms,
+    )
+
+
+def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    profile = _profile(args, settings)
+    return _payload("predicted", settings, _predict(args, settings, profile))
+
+
+def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    from optistudio.core.backends import SessionOptions
+    from optistudio.core.batching.results import p99_halves
+    from optistudio.core.batching.verify import measure_load
+
+    run = measure_load(
+        args.model,
+        settings,
+        rate=args.rate,
+        process=args.process,
+        clients=args.clients,
+        seconds=args.seconds,
+        backend=args.backend,
+        options=SessionOptions(threads=args.threads, spin_wait=args.spin),
+        shapes=dict(args.shape),
+        seed=args.seed,
+    )
+    extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
+    if args.profile is not None:
+        extra["predicted"] = _predict(args, settings, _profile(args, settings)).model_dump()
+    return _payload("measured", settings, run.result, **extra)
+
+
+def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
+    from optistudio.core.batching.tuner import recommend
+
+    if args.p99_budget_ms is None:
+        raise InvalidSpec("recommend needs --p99-budget-ms (the p99 latency you can accept).")
+    if not 0 <= args.margin < 100:
+        raise InvalidSpec(
+            f"--margin is a percentage from 0 to below 100 (10 = the model 10 % slower), got "
+            f"{args.margin:g}."
+        )
+    profile = _profile(args, settings)
+    advice = recommend(
+        profile,
+        p99_budget_ms=args.p99_budget_ms,
+        rate=args.rate,
+        base=settings,
+        max_batch_size=settings.max_batch_size,
+        seed=args.seed,
+        margin=args.margin / 100,
+    )
+    return _payload(
+        "predicted",
+        advice.settings,
+        advice.predicted,
+        feasible=advice.feasible,
+        margin=advice.margin,
+        p99_slower_ms=_finite(advice.p99_slower_ms),
+        reason=advice.reason,
+        candidates=[_candidate(c) for c in advice.candidates],
+    )
+
+
+def _candidate(candidate: Any) -> dict[str, Any]:
+    """A tried setting as JSON (strict: a queue that would not keep up with the model slower
+    is `slower_saturated`, its p99 null, not Infinity)."""
+    row = candidate.model_dump(exclude={"predicted"})
+    row["slower_saturated"] = row["p99_slower_ms"] == float("inf")
+    row["p99_slower_ms"] = _finite(row["p99_slower_ms"])
+    return row | {
+        "throughput": candidate.predicted.throughput,
+        "p99_ms": candidate.predicted.p99_ms,
+    }
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value == float("inf") else value
+
+
+def _print_summary(payload: dict[str, Any]) -> None:
+    settings = payload["settings"]
+    print(
+        f"{payload['kind']}: {payload['throughput']:.1f} req/s, p50 {payload['p50_ms']:.2f} ms, "
+        f"p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "
+        f"queue {payload['mean_queue_ms']:.2f} ms + compute {payload['mean_compute_ms']:.2f} ms"
+    )
+    print(
+        f"settings: max batch {settings['max_batch_size']}, timeout {settings['timeout_ms']:g} ms, "
+        f"instances {settings['instances']}"
+    )
+    if payload.get("saturated"):
+        print("warning: arrivals outpace service at this rate (the queue keeps growing)")
+    if "reason" in payload:
+        print(payload["reason"])
+    if "ceiling_throughput" in payload:
+        print(
+            f"ceiling: {payload['ceiling_throughput']:.1f} req/s at batch "
+            f"{payload['ceiling_batch_size']}"
+        )
+    if payload.get("handoff_ms") is not None:
+        print(
+            f"per-batch hand-back under load: {payload['handoff_ms']:.2f} ms, "
+            "included in predictions"
+        )

@@ -1,0 +1,178 @@
+"""`optistudio optimize` and `optistudio recipes`: variants of a model from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from optistudio.cli.args import parse_float_list, parse_int_list, validated
+from optistudio.core.errors import OptistudioError
+
+
+def add_optimize_parser(commands: Any) -> None:
+    optimize = commands.add_parser("optimize", help="make optimized variants of a model")
+    optimize.add_argument("model", type=Path, help="path to an .onnx file")
+    optimize.add_argument(
+        "--recipe",
+        action="append",
+        default=[],
+        help="recipe name or 'auto' (repeatable; default auto). See `optistudio recipes`.",
+    )
+    optimize.add_argument(
+        "--calib",
+        type=Path,
+        help=".npz of named input arrays (samples first), or a folder or .zip of images",
+    )
+    optimize.add_argument("--image-size", type=parse_int_list, help="images: H,W to resize to")
+    optimize.add_argument("--image-layout", choices=["NCHW", "NHWC"], help="images: layout")
+    optimize.add_argument("--image-color", choices=["RGB", "BGR", "GRAY"], help="images: colour")
+    optimize.add_argument("--image-mean", type=parse_float_list, help="images: per-channel mean")
+    optimize.add_argument("--image-std", type=parse_float_list, help="images: per-channel std")
+    optimize.add_argument("--labels", type=Path, help="labels (.npy or .csv) for top-1 accuracy")
+    optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
+    optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
+    optimize.add_argument("--seconds", type=float, help="timing per variant vs the original")
+    optimize.add_argument(
+        "--accuracy-output", help="output the accuracy budget judges (default: the first)"
+    )
+    optimize.add_argument(
+        "--target",
+        help="backend the variants are for: 'any' (default: every backend here, Auto picks "
+        "the backend too), onnxruntime or openvino",
+    )
+    optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
+    optimize.add_argument("--json", action="store_true", help="print one JSON object")
+    optimize.add_argument("--save", action="store_true", help="store everything in the database")
+    commands.add_parser("recipes", help="list the optimization recipes and passes")
+
+
+def optimize_spec(args: argparse.Namespace) -> Any:
+    from optistudio.services.jobspecs import OptimizeJobSpec
+
+    budget = {"min_cosine": args.budget_cosine, "max_top1_drop": args.budget_top1_drop}
+    fields: dict[str, Any] = {
+        "recipes": [r for text in args.recipe for r in text.split(",") if r] or ["auto"],
+        "budget": {k: v for k, v in budget.items() if v is not None},
+        "data_path": str(args.calib.resolve()) if args.calib else None,
+        "labels_path": str(args.labels.resolve()) if args.labels else None,
+        "accuracy_output": args.accuracy_output,
+        "image_preprocessing": _image_preprocessing(args),
+        "target_backend": args.target,
+    }
+    if args.seconds is not None:
+        fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
+    return validated(OptimizeJobSpec, fields, "optimize")
+
+
+def _image_preprocessing(args: argparse.Namespace) -> dict[str, Any] | None:
+    given = {
+        "size": args.image_size,
+        "layout": args.image_layout,
+        "color": args.image_color,
+        "mean": args.image_mean,
+        "std": args.image_std,
+    }
+    chosen = {key: value for key, value in given.items() if value is not None}
+    return chosen or None
+
+
+def command_optimize(args: argparse.Namespace) -> int:
+    """Variants per recipe, each with accuracy and speedup measured in this run."""
+    from optistudio.services.settings import get_settings
+
+    settings = get_settings()
+    spec = optimize_spec(args)
+    from optistudio.core.model.intake import inspect_model
+
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    if args.save:
+        payload = _optimize_and_save(args.model, spec, settings)
+    else:
+        payload = _optimize_here(args.model, info, spec, args.out)
+    payload["files"] = _export_variants(payload, args.out)
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        _print_variants(payload)
+    return 0
+
+
+def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> dict[str, Any]:
+    from optistudio.core.optimize.run import optimize
+
+    data, labels = spec.open_data(info.inputs)
+    report = optimize(model, spec.optimize_spec(), out_dir=out / "work", data=data, labels=labels)
+    return report.model_dump(mode="json")
+
+
+def _optimize_and_save(model_path: Path, spec: Any, settings: Any) -> dict[str, Any]:
+    """Store the model, then run the optimization through a job row exactly as a worker does."""
+    from optistudio.db.models import JobKind, JobStatus
+    from optistudio.db.queries import create_job, get_job
+    from optistudio.db.session import make_session_factory, transaction
+    from optistudio.services.catalog import add_model_file
+    from optistudio.services.migrate import upgrade
+    from optistudio.workers.jobs import run_job
+    from optistudio.workers.optimize_task import optimize_job
+
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    factory = make_session_factory(settings.database_url)
+    entry = add_model_file(factory, settings, model_path, name=model_path.stem, origin="cli")
+    with transaction(factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=entry.model_id
+        ).id
+    run_job(factory, job_id, worker=f"cli@{socket.gethostname()}", task_id=None, work=optimize_job)
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        if job is None or job.status != JobStatus.succeeded:
+            raise OptistudioError(job.message if job else f"Job {job_id} vanished.")
+        result: dict[str, Any] = dict(job.result or {})
+    return result | {"model_id": entry.model_id, "job_id": job_id}
+
+
+def _export_variants(payload: dict[str, Any], out: Path) -> dict[str, str]:
+    """Copy each variant to OUT/<recipe>.onnx; returns recipe -> file."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for variant in payload["variants"]:
+        if variant.get("path"):
+            target = out / f"{variant['recipe']['name']}.onnx"
+            shutil.copyfile(variant["path"], target)
+            files[variant["recipe"]["name"]] = str(target)
+    return files
+
+
+def _print_variants(payload: dict[str, Any]) -> None:
+    print(f"data: {payload['data']}")
+    print(
+        f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
+    )
+    for v in payload["variants"]:
+        name = v["recipe"]["name"] + (" *" if v["recipe"]["name"] == payload["chosen"] else "")
+        if v.get("error"):
+            print(f"{name:<34}{v['precision']:>6}  failed: {v['error']}")
+            continue
+        ci = f"{1 / v['ratio_high']:.2f}-{1 / v['ratio_low']:.2f}x"
+        cosine = v["accuracy"]["mean_cosine"]
+        budget = "ok" if v["within_budget"] else "miss"
+        print(
+            f"{name:<34}{v['precision']:>6}{v['speedup']:>8.2f}x{ci:>15}{cosine:>9.4f}"
+            f"{budget:>8}  {v['verdict']}"
+        )
+    print(f"* chosen: {payload['chosen'] or 'none (keep the original)'}")
+
+
+def command_recipes() -> int:
+    from optistudio.core.optimize.recipes import BUILTIN_RECIPES
+    from optistudio.core.passes.base import passes
+
+    print("recipes: auto (candidates chosen for the model), " + ", ".join(BUILTIN_RECIPES))
+    for info in passes:
+        print(f"  pass {info.name:<14} {info.label}: {info.description}")
+    return 0

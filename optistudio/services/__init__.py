@@ -1,0 +1,1 @@
+"""Services shared by the workers, the studio and the command line."""

@@ -1,0 +1,133 @@
+"""Putting models into the catalogue: content-addressed artifact plus one database row.
+
+Shared by the studio (uploads, samples) and the CLI (`bench --save`), so a model stored either
+way is the same model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.errors import ModelRejected
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.intake import store_model
+from optistudio.core.model.samples import build_sample
+from optistudio.db.queries import get_or_create_model
+from optistudio.db.session import transaction
+from optistudio.services.artifact_store import store_for
+from optistudio.services.settings import Settings
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    model_id: int
+    created: bool
+    name: str
+    path: Path
+    info: ModelInfo
+
+
+def add_model_file(
+    factory: sessionmaker[Session],
+    settings: Settings,
+    source: Path,
+    *,
+    name: str,
+    origin: str = "upload",
+    parent_id: int | None = None,
+    recipe: dict[str, Any] | None = None,
+    precision: str = "fp32",
+) -> CatalogEntry:
+    """Validate and store `source`, then record it; the same bytes twice give one model.
+
+    Variants name their `parent_id` and the `recipe` that made them from it. The row records the
+    model's address in the artifact store (a shared-folder path or an s3:// URL)."""
+    stored = store_model(
+        source,
+        artifact_dir=settings.artifact_dir,
+        max_bytes=settings.max_upload_bytes,
+        max_tensor_bytes=settings.max_tensor_bytes,
+    )
+    address = store_for(settings).publish(stored)
+    with transaction(factory) as s:
+        model, created = get_or_create_model(
+            s,
+            sha256=stored.info.sha256,
+            name=name,
+            filename=source.name,
+            path=address,
+            size_bytes=stored.info.size_bytes,
+            info=stored.info.model_dump(mode="json"),
+            source=origin,
+            parent_id=parent_id,
+            recipe=recipe,
+            precision=precision,
+        )
+        model_id = model.id
+    return CatalogEntry(model_id, created, name, stored.path, stored.info)
+
+
+def add_upload(
+    factory: sessionmaker[Session], settings: Settings, stream: BinaryIO, *, filename: str
+) -> CatalogEntry:
+    """Store an uploaded stream (copied in chunks to a scratch file first)."""
+    scratch_root = settings.data_dir / "incoming"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
+        target = Path(scratch) / Path(filename).name
+        _copy_bounded(stream, target, settings.max_upload_bytes)
+        return add_model_file(factory, settings, target, name=Path(filename).stem)
+
+
+def add_sample(factory: sessionmaker[Session], settings: Settings, sample: str) -> CatalogEntry:
+    """Build a sample model in code (or copy a packaged one) and store it."""
+    scratch_root = settings.data_dir / "incoming"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
+        path = build_sample(sample, Path(scratch))
+        return add_model_file(factory, settings, path, name=sample, origin="sample")
+
+
+def _copy_bounded(stream: BinaryIO, target: Path, max_bytes: int) -> None:
+    """Copy in 1 MiB chunks, refusing as soon as the stream passes the upload limit."""
+    written = 0
+    with target.open("wb") as out:
+        while chunk := stream.read(1024 * 1024):
+            written += len(chunk)
+            if written > max_bytes:
+                raise ModelRejected(
+                    f"The file is larger than the upload limit of {max_bytes // 2**20} MiB.",
+                    hint="Raise OPTISTUDIO_MAX_UPLOAD_MB if this model is expected to be this big.",
+                )
+            out.write(chunk)
+
+
+def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Path:
+    """Keep an uploaded calibration/accuracy file (.npz, .npy, .csv) content-addressed."""
+    suffix = Path(filename).suffix.lower()
+    if suffix not in DATASET_SUFFIXES:
+        raise ModelRejected(
+            f"{filename!r} is not a supported data file.",
+            hint=f"Use one of: {', '.join(sorted(DATASET_SUFFIXES))}.",
+        )
+    folder = settings.artifact_dir / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+        target = Path(scratch) / f"upload{suffix}"
+        _copy_bounded(stream, target, settings.max_upload_bytes)
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+        final = folder / f"{digest}{suffix}"
+        if not final.exists():
+            os.replace(target, final)
+    store_for(settings).publish_data(final)
+    return final
+
+
+DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv"}
