@@ -33,6 +33,9 @@ INTERESTING_FLAGS = (
 )
 """CPU features that decide which kernels (INT8 VNNI/AMX, BF16, FP16) a runtime can use."""
 
+INT8_DOT_PRODUCT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+"""x86 instructions that multiply-add 8-bit integers into 32 bits without an int16 step."""
+
 LIBRARIES = ("onnx", "onnxruntime", "openvino", "numpy", "tensorrt")
 
 
@@ -59,6 +62,19 @@ def isa_flags() -> list[str]:
     info = _cpuinfo()
     present = set((info.get("flags") or info.get("Features") or "").split())
     return [flag for flag in INTERESTING_FLAGS if flag in present]
+
+
+def int8_weights_need_reduced_range(flags: list[str] | None = None) -> bool:
+    """Whether 8-bit weights can saturate ONNX Runtime's INT8 kernels on this CPU.
+
+    On x86 without VNNI/AMX the u8 x s8 kernels multiply pairs and add them in int16
+    (vpmaddubsw), which saturates when both products are large: 255 * 127 * 2 > 32767.
+    ONNX Runtime's guidance there is 7-bit weights (reduce_range) or U8U8; with VNNI/AMX
+    (dot products straight into int32) and on Arm, full 8-bit weights are exact.
+    """
+    present = set(isa_flags() if flags is None else flags)
+    x86 = bool(present & {"sse4_2", "avx", "avx2", "avx512f"})
+    return x86 and not present & set(INT8_DOT_PRODUCT_FLAGS)
 
 
 def library_versions() -> dict[str, str]:

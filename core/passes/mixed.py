@@ -63,6 +63,9 @@ class MixedPrecisionConfig(BaseModel):
     per_channel: bool = Field(
         True, description="One scale per output channel of each weight instead of per tensor."
     )
+    reduce_range: bool | None = Field(
+        None, description="7-bit weights (as in int8_static; default: decided by the CPU)."
+    )
     budget: AccuracyBudget = Field(
         default_factory=AccuracyBudget,
         description="What the result may lose against the float model (checked on the "
@@ -209,6 +212,7 @@ class _Search:
             {
                 "calibration": self.config.calibration,
                 "per_channel": self.config.per_channel,
+                "reduce_range": self.config.reduce_range,
                 "nodes_to_exclude": excluded,
                 "preprocess": False,
             }

@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
 from optistudio.core.errors import OptistudioError, PassFailed
+from optistudio.core.machine.environment import int8_weights_need_reduced_range
 from optistudio.core.passes.base import (
     CalibrationSource,
     PassContext,
@@ -54,8 +55,11 @@ class Int8DynamicConfig(BaseModel):
     per_channel: bool = Field(
         True, description="One scale per output channel of each weight instead of per tensor."
     )
-    reduce_range: bool = Field(
-        False, description="Quantize weights to 7 bits; can help accuracy on CPUs without VNNI."
+    reduce_range: bool | None = Field(
+        None,
+        description="Quantize weights to 7 bits. Default: decided by the CPU the pass runs on: "
+        "on for x86 CPUs without VNNI/AMX, whose 8-bit kernels can saturate (ONNX Runtime's "
+        "guidance), off elsewhere.",
     )
     weight_type: Literal["qint8", "quint8"] = Field(
         "qint8", description="Integer type of the quantized weights (signed or unsigned)."
@@ -95,6 +99,12 @@ class Int8StaticConfig(BaseModel):
         False, description="Symmetric activation ranges (zero point 0) instead of asymmetric."
     )
     symmetric_weights: bool = Field(True, description="Symmetric weight ranges (zero point 0).")
+    reduce_range: bool | None = Field(
+        None,
+        description="Quantize weights to 7 bits. Default: decided by the CPU the pass runs on: "
+        "on for x86 CPUs without VNNI/AMX, whose 8-bit kernels can saturate (ONNX Runtime's "
+        "guidance), off elsewhere.",
+    )
     op_types: list[str] | None = Field(
         None,
         description="Op types to quantize. Default: all ONNX Runtime quantizes in QDQ format.",
@@ -125,18 +135,36 @@ def run_int8_dynamic(
             out,
             op_types_to_quantize=config.op_types,
             per_channel=config.per_channel,
-            reduce_range=config.reduce_range,
+            reduce_range=reduced_range(config.reduce_range),
             weight_type=QuantType.QInt8 if config.weight_type == "qint8" else QuantType.QUInt8,
             nodes_to_exclude=list(config.nodes_to_exclude),
             use_external_data_format=_uses_external_data(model),
         )
     context.progress(1.0, "quantized")
     replaced = _replaced_ops(before, _op_counts(out))
-    details = {"quantized_nodes": replaced, **_common_details(model, out)}
+    details = {
+        "quantized_nodes": replaced,
+        "reduce_range": describe_range(config.reduce_range),
+        **_common_details(model, out),
+    }
     warnings = _exclusion_warnings(model, config.nodes_to_exclude) + _dynamic_warnings(
         before, config, replaced
     )
     return PassReport(output=out, details=details, warnings=warnings)
+
+
+def reduced_range(asked: bool | None) -> bool:
+    """7-bit weights as asked, or as this CPU needs (int8_weights_need_reduced_range)."""
+    return int8_weights_need_reduced_range() if asked is None else asked
+
+
+def describe_range(asked: bool | None) -> str:
+    """What was chosen for the weights' range and why, for the variant's report."""
+    if asked is not None:
+        return f"{'7' if asked else '8'}-bit weights, as asked"
+    if reduced_range(None):
+        return "7-bit weights: this x86 CPU has no VNNI/AMX, where 8-bit weights can saturate"
+    return "8-bit weights: this CPU multiplies 8-bit integers without saturating"
 
 
 def _dynamic_warnings(
@@ -182,6 +210,7 @@ def run_int8_static(
         "calibration": _calibration_details(config, stats.batches, len(ranges), source),
         "ranges": {name: list(pair) for name, pair in list(ranges.items())[:REPORTED_RANGES]},
         "ranges_handed_over_as": handover,
+        "reduce_range": describe_range(config.reduce_range),
         "quantized_nodes": _dequantized_consumers(out),
         "qdq_nodes": {op: _op_counts(out)[op] for op in _QDQ_OPS},
         **_common_details(model, out),
@@ -290,6 +319,7 @@ def _static_options(model: Path, config: Int8StaticConfig, op_types: list[str]) 
         "quant_format": QuantFormat.QDQ,
         "op_types_to_quantize": op_types,
         "per_channel": config.per_channel,
+        "reduce_range": reduced_range(config.reduce_range),
         "activation_type": QuantType.QInt8,
         "weight_type": QuantType.QInt8,
         "nodes_to_exclude": list(config.nodes_to_exclude),

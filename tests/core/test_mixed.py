@@ -104,10 +104,12 @@ def test_layer_errors_rank_the_sensitive_node_first(sensitive: Path, int8: Path,
 
 
 def test_raw_sqnr_order_is_also_available(sensitive: Path, int8: Path, tmp_path):
-    errors = layer_errors(sensitive, int8, _data(sensitive), work_dir=tmp_path / "s", order="sqnr")
+    by_sqnr = layer_errors(sensitive, int8, _data(sensitive), work_dir=tmp_path / "s", order="sqnr")
+    by_noise = layer_errors(sensitive, int8, _data(sensitive), work_dir=tmp_path / "t")
 
-    assert [error.sqnr_db for error in errors] == sorted(error.sqnr_db for error in errors)
-    assert errors[0].tensor != "r2"  # accumulated downstream error outranks its source
+    assert [error.sqnr_db for error in by_sqnr] == sorted(error.sqnr_db for error in by_sqnr)
+    assert [e.noise_added for e in by_noise] == sorted((e.noise_added for e in by_noise), reverse=True)
+    assert {error.tensor for error in by_sqnr} == {error.tensor for error in by_noise}
 
 
 def test_tensors_are_matched_by_float_name_through_the_folded_relu(sensitive, int8, tmp_path):
