@@ -8,12 +8,12 @@ never loads TensorRT or OpenVINO.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from optistudio.core.loader import load
 from optistudio.core.registry import Registry
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,9 +109,7 @@ class BackendSpec(BaseModel):
     implementation: str = Field(description="'module:Class' of the InferenceBackend.")
 
     def create(self) -> InferenceBackend:
-        module_name, _, class_name = self.implementation.partition(":")
-        backend_class = getattr(importlib.import_module(module_name), class_name)
-        backend: InferenceBackend = backend_class()
+        backend: InferenceBackend = load(self.implementation)()
         return backend
 
 

@@ -40,6 +40,8 @@ from optistudio.core.errors import (
     InferenceFailed,
     InvalidSpec,
     OptistudioError,
+    PipelineClosed,
+    QueueFull,
     first_line,
 )
 from optistudio.core.model.info import TensorSpec
@@ -51,14 +53,6 @@ Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 """Runs one batch: feeds by input name to outputs in model order (LoadedModel.run)."""
 
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
-
-
-class QueueFull(OptistudioError):
-    """The pipeline's queue holds max_queue requests; the new one is refused (backpressure)."""
-
-
-class PipelineClosed(OptistudioError):
-    """The pipeline is shutting down and takes no new requests."""
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from optistudio.core.backends import SessionOptions
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.machine.affinity import available_cores
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class BatchingSettings(BaseModel):
@@ -80,9 +80,6 @@ class BatchingSettings(BaseModel):
 
 def settings_from(values: dict[str, object]) -> BatchingSettings:
     """Settings from untrusted values, with an InvalidSpec naming each bad field."""
-    from optistudio.core.errors import describe_validation_error
-    from pydantic import ValidationError
-
     try:
         return BatchingSettings.model_validate(values)
     except ValidationError as exc:

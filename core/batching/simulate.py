@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.errors import InvalidSpec
@@ -93,6 +93,28 @@ def simulate_speed_moves(
     slower = simulate(profile.scaled(1 + step), settings, **kwargs)
     faster = simulate(profile.scaled(1 - step), settings, **kwargs)
     return slower, faster
+
+
+def replay_batches(
+    settings: BatchingSettings,
+    arrivals: Sequence[float],
+    service_s: Sequence[float],
+    *,
+    overhead_s: float = 0.0,
+    warmup_share: float = 0.1,
+) -> tuple[LoadResult, list[BatchRecord]]:
+    """The policy on given send times (`arrivals`, seconds, ascending), the k-th batch it sends
+    taking `service_s[k]` + `overhead_s` seconds; the result and the batches sent. Fed a load
+    run's own times, only the batching decisions can differ from the run. Batches past the
+    given times take 1 ms per row + `overhead_s` (a faithful replay never gets there)."""
+    sim = _Simulation(_UNIT_PROFILE, settings, overhead_s)
+    sim.replayed = deque(seconds + overhead_s for seconds in service_s)
+    sim.run(np.asarray(arrivals, dtype=np.float64), 0, 0)
+    return sim.result(None, warmup_share), sim.batches
+
+
+_UNIT_PROFILE = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
+"""1 ms per row: the stand-in service of a replay past its given times."""
 
 
 def _open_arrivals(process: Process, rate: float | None, count: int, seed: int) -> np.ndarray:

@@ -11,14 +11,14 @@ the real runner times compare with the profile's latency at each size.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import replay_batches
 
 
 @dataclass(frozen=True)
@@ -40,15 +40,16 @@ def replay(
     """Simulate `settings` on the given send times, the k-th batch taking the k-th measured
     batch's time from cut to the end of its run, plus `overhead_s` (default: the run's mean
     hand-back time, `handoff_ms`)."""
-    from optistudio.core.batching.simulate import _Simulation
-
     if overhead_s is None:
         overhead_s = handoff_ms(batches) / 1000
-    profile = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
-    sim = _Simulation(profile, settings, overhead_s)
-    sim.replayed = deque(b.run_end - b.cut + overhead_s for b in batches)
-    sim.run(np.asarray(sent_s, dtype=np.float64), 0, 0)
-    return Replay(sim.result(None, warmup_share), sim.batches)
+    result, simulated = replay_batches(
+        settings,
+        sent_s,
+        [b.run_end - b.cut for b in batches],
+        overhead_s=overhead_s,
+        warmup_share=warmup_share,
+    )
+    return Replay(result, simulated)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ the highest wins.
 
 from __future__ import annotations
 
-from optistudio.core.batching.profile import LatencyProfile, default_batch_sizes
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.profile import default_batch_sizes
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate

@@ -1,7 +1,7 @@
 """Input data for calibration and accuracy checks: user .npz files, synthetic data, labels.
 
-Both datasets satisfy `optistudio.core.passes.base.CalibrationSource`: `batches()` streams dicts of input
-name -> array and starts over on every call, so memory stays bounded by one batch.
+Both datasets satisfy `optistudio.core.data.source.CalibrationSource`: `batches()` streams
+dicts of input name -> array and starts over on every call, so memory stays bounded by one batch.
 
 An .npz is a zip of .npy members, which numpy cannot memory-map (and cannot map at all when
 compressed). `NpzDataset` therefore reads only each member's header up front, to validate names,

@@ -15,7 +15,7 @@ Every image goes through the same steps, in this order:
 5. cast to `dtype` (integer dtypes are rounded and clipped to their range) and lay out as
    NCHW (channels first) or NHWC.
 
-`ImageDataset` satisfies `optistudio.core.passes.base.CalibrationSource`, like the datasets in
+`ImageDataset` satisfies `optistudio.core.data.source.CalibrationSource`, like the datasets in
 `optistudio.core.data.datasets`: it lists the files up front, checks that each one is an image (headers only),
 and decodes one batch at a time.
 """

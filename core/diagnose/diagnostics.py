@@ -8,12 +8,12 @@ quantized one on the given data (synthetic inputs without data, which the report
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.diagnose.explain_int8 import Finding, explain_int8
 from optistudio.core.diagnose.layer_report import layer_error_rows
 from optistudio.core.diagnose.profile_compare import ProfileComparison, compare_profiles
@@ -21,10 +21,8 @@ from optistudio.core.diagnose.profiling import Profile, ProfileSpec, profile_mod
 from optistudio.core.errors import OptistudioError
 from optistudio.core.measure.stages import Breakdown, PipelineSpec, PostStep, layered_breakdown
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.passes.base import CalibrationSource
+from optistudio.core.progress import ProgressCallback, ignore_progress
 from pydantic import BaseModel, ConfigDict, Field
-
-ProgressCallback = Callable[[float, str], None]
 
 
 class DiagnosticsSpec(ProfileSpec):
@@ -83,7 +81,7 @@ def diagnose(
     """Profile `model` (and `variant`), compare and explain; see the module docstring.
 
     `names` label the model and the variant in the report (default: their file names)."""
-    report_progress = progress or (lambda fraction, message: None)
+    report_progress = progress or ignore_progress
     report_progress(0.0, f"Profiling {model.name} on {spec.backend}")
     report = DiagnosticsReport(
         profile=profile_model(model, spec.profile_spec(), work_dir=work_dir / "a")

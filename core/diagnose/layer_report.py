@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.numerics.sensitivity import LayerError, layer_errors
-from optistudio.core.passes.base import CalibrationSource
 
 
 def layer_error_rows(

@@ -33,6 +33,7 @@ from optistudio.core.backends.openvino_backend import (
     layer_precisions,
     runtime_message,
 )
+from optistudio.core.backends.reference import reference_session
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
@@ -267,20 +268,15 @@ class _OrtProfiler:
     """An ONNX Runtime session with profiling on; its JSON is parsed when finished."""
 
     def __init__(self, path: Path, options: SessionOptions, work_dir: Path) -> None:
-        import onnxruntime as ort
-
         work_dir.mkdir(parents=True, exist_ok=True)
-        session_options = ort.SessionOptions()
-        session_options.log_severity_level = 3
-        session_options.enable_profiling = True
-        session_options.profile_file_prefix = str(work_dir / "ort_profile")
-        if options.threads:
-            session_options.intra_op_num_threads = options.threads
-        if not options.spin_wait:
-            session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
-            self._session = ort.InferenceSession(
-                str(path), session_options, providers=["CPUExecutionProvider"]
+            self._session = reference_session(
+                path,
+                optimization="all",
+                threads=options.threads,
+                spin_wait=options.spin_wait,
+                quiet=True,
+                profile_prefix=work_dir / "ort_profile",
             )
         except Exception as exc:  # the runtime raises its own untyped errors
             raise ModelLoadError(

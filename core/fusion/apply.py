@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
-import onnxruntime as ort
 from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRuleSet
+from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import InvalidSpec, PassFailed
 from optistudio.core.fusion.registry import FusionPatternInfo, fusion_patterns
 from pydantic import BaseModel, ConfigDict, Field
@@ -138,10 +138,8 @@ def _check(out: Path, fired: list[str]) -> None:
 
 
 def _run(path: Path, feeds: dict[str, Any], role: str) -> dict[str, np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session = reference_session(path)
         names = [output.name for output in session.get_outputs()]
         return dict(zip(names, session.run(names, feeds), strict=True))
     except Exception as exc:  # onnxruntime raises its own untyped errors

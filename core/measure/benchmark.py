@@ -9,7 +9,6 @@ medians agree within `stability_tolerance` (see `optistudio.core.measure.stats`)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,8 @@ from optistudio.core.metrics import unit_of
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.crosscheck import OutputCheck, check_outputs, reference_outputs
+from optistudio.core.progress import ProgressCallback, ignore_progress
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-ProgressCallback = Callable[[float, str], None]
-"""Called with (fraction done, message). It may raise optistudio.core.errors.Cancelled to stop the run."""
 
 MIN_WINDOW_RUNS = 3
 DEFAULT_BATCH_SIZES = (1, 8)
@@ -194,7 +191,7 @@ def run_benchmark(
 ) -> BenchmarkReport:
     """Measure a model on one backend for each batch size of the spec."""
     info = info or inspect_model(model_path)
-    report_progress = progress or (lambda fraction, message: None)
+    report_progress = progress or ignore_progress
     batch_sizes = resolve_batch_sizes(spec, info)
     backend = get_backend(spec.backend)
     options = SessionOptions(

@@ -25,7 +25,7 @@ timed for seconds yields tens of thousands of pairs: the interval then gets so n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Literal
@@ -39,10 +39,8 @@ from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.stats import latency_summary
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.progress import ProgressCallback, ignore_progress
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-ProgressCallback = Callable[[float, str], None]
-"""Called with (fraction done, message). It may raise optistudio.core.errors.Cancelled to stop the run."""
 
 Verdict = Literal["faster", "slower", "no significant difference"]
 FASTER: Verdict = "faster"
@@ -289,7 +287,7 @@ def compare_models(
     Each model gets inputs synthesized from its own input specs with the same seed, so an FP16
     variant is fed FP16 data of the same shapes.
     """
-    report = progress or _no_progress
+    report = progress or ignore_progress
     feeds_a = _feeds(info_a or inspect_model(path_a), spec)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec)
     backend_b = spec.candidate_backend or spec.backend
@@ -318,7 +316,7 @@ def compare_loaded(
 
     Progress is reported about every PROGRESS_INTERVAL_S; a Cancelled raised by it propagates.
     """
-    report = progress or _no_progress
+    report = progress or ignore_progress
     report(0.0, "Warming up both models")
     for _ in range(spec.warmup_runs):
         model_a.run(feeds_a)
@@ -416,7 +414,3 @@ def _comparison(
         environment=fingerprint(threads=spec.threads),
         sentence=describe(interval),
     )
-
-
-def _no_progress(fraction: float, message: str) -> None:
-    """The default progress callback: report nothing."""

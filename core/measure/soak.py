@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +36,7 @@ from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.progress import ProgressCallback, ignore_progress
 from pydantic import BaseModel, ConfigDict, Field
 
 MIB = 1024 * 1024
@@ -46,7 +46,6 @@ T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 """Student t quantiles (0.975) by degrees of freedom, B - 2 for B blocks."""
 
 Verdict = Literal["leak suspected", "stable", "too short"]
-ProgressCallback = Callable[[float, str], None]
 
 
 class SoakSpec(BaseModel):
@@ -162,7 +161,7 @@ def soak_loaded(
     progress: ProgressCallback | None = None,
 ) -> SoakReport:
     """Soak an already loaded model over `variants` (any LoadedModel: tests wrap one)."""
-    report_progress = progress or (lambda fraction, message: None)
+    report_progress = progress or ignore_progress
     for _ in range(spec.warmup_rounds):
         for feeds in variants:
             model.run(feeds)

@@ -24,18 +24,17 @@ say; non-finite elements are left out of the error sums and their sample's cosin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Iterable, Sized
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.passes.base import CalibrationSource
+from optistudio.core.progress import ProgressCallback
 from pydantic import BaseModel, ConfigDict, Field
-
-ProgressCallback = Callable[[float, str], None]
 
 SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
 UNLABELLED_NOTE = "no labels: top-1 is agreement with the original model, not task accuracy"

@@ -45,8 +45,10 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
+from optistudio.core.backends.reference import reference_session
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, ModelLoadError
-from optistudio.core.passes.base import CalibrationSource, ProgressCallback
+from optistudio.core.progress import ProgressCallback
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -360,12 +362,8 @@ def _stream(
 
 
 def _session(path: Path) -> ort.InferenceSession:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return reference_session(path)
     except Exception as exc:  # onnxruntime raises its own untyped Fail/InvalidGraph errors
         raise ModelLoadError(
             f"ONNX Runtime could not load the model for calibration: {exc}"

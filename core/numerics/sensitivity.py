@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
+from optistudio.core.backends.reference import reference_session
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, ModelLoadError
-from optistudio.core.passes.base import CalibrationSource
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
@@ -260,12 +261,8 @@ def _rows(batch: Mapping[str, np.ndarray]) -> int:
 
 
 def _session(path: Path) -> ort.InferenceSession:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return reference_session(path)
     except Exception as exc:  # onnxruntime raises its own untyped errors
         raise ModelLoadError(
             f"ONNX Runtime could not load {path.name} to compare layers: {exc}"

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from optistudio.core.backends import backends
 from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import (
     BackendUnavailable,
     Cancelled,
@@ -36,7 +36,7 @@ from optistudio.core.errors import (
     describe_validation_error,
 )
 from optistudio.core.machine.environment import fingerprint
-from optistudio.core.measure.compare import ComparisonSpec, compare_models
+from optistudio.core.measure.compare import FASTER, ComparisonSpec, Verdict, compare_models
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
@@ -46,12 +46,18 @@ from optistudio.core.numerics.accuracy import (
     within_budget,
 )
 from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND, Recipe, resolve_recipes
-from optistudio.core.passes.base import CalibrationSource, PassContext, passes
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 log = logging.getLogger(__name__)
-
-ProgressCallback = Callable[[float, str], None]
 
 QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
 
@@ -137,11 +143,18 @@ class VariantResult(BaseModel):
     ratio: float | None = Field(default=None, description="Variant / original latency (median).")
     ratio_low: float | None = None
     ratio_high: float | None = None
-    verdict: str = ""
+    verdict: Verdict | None = Field(
+        default=None, description="Faster, slower or no significant difference; None untimed."
+    )
     speedup: float | None = Field(default=None, description="1 / ratio.")
     original_p50_ms: float | None = None
     variant_p50_ms: float | None = None
     error: str | None = None
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _untimed_was_empty(cls, value: Any) -> Any:
+        return value or None  # results stored before verdicts were a Literal said "" untimed
 
 
 class OptimizeReport(BaseModel):
@@ -164,7 +177,7 @@ def optimize(
     progress: ProgressCallback | None = None,
 ) -> OptimizeReport:
     """Make one variant per recipe, check and time each; see the module docstring."""
-    report = progress or (lambda fraction, message: None)
+    report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
     source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
@@ -182,7 +195,9 @@ def optimize(
     recipes = [with_settings(r, settings) for r in resolved]
     variants = []
     for index, recipe in enumerate(recipes):
-        share = _Share(report, index, len(recipes), recipe.label)
+        share = scaled(
+            report, index / len(recipes), (index + 1) / len(recipes), prefix=f"{recipe.label}: "
+        )
         variants.append(_variant(model, info, recipe, spec, out_dir, source, labels, share))
     chosen = choose(variants)
     report(1.0, "Done")
@@ -223,7 +238,7 @@ def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> R
 
 def choose(variants: list[VariantResult]) -> VariantResult | None:
     """The fastest variant within budget whose speedup is significant, else None."""
-    good = [v for v in variants if v.within_budget and v.verdict == "faster" and v.ratio]
+    good = [v for v in variants if v.within_budget and v.verdict == FASTER and v.ratio]
     return min(good, key=lambda v: (v.ratio, v.ratio_high), default=None)
 
 
@@ -252,7 +267,7 @@ def _variant(
     out_dir: Path,
     source: CalibrationSource,
     labels: np.ndarray | None,
-    share: _Share,
+    share: ProgressCallback,
 ) -> VariantResult:
     backend = recipe.backend or (
         REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
@@ -262,7 +277,7 @@ def _variant(
         work_dir=out_dir / recipe.name,
         target_backend=backend,
         calibration=source,
-        progress=share.scaled(0.0, 0.5),
+        progress=scaled(share, 0.0, 0.5),
     )
     try:
         path, result.steps, result.precision = run_recipe(
@@ -284,7 +299,7 @@ def _variant(
         timing = spec.comparison.model_copy(
             update={"backend": baseline, "candidate_backend": backend}
         )
-        _timed(result, model, path, timing, share.scaled(0.7, 1.0))
+        _timed(result, model, path, timing, scaled(share, 0.7, 1.0))
     except Cancelled:
         raise
     except OptistudioError as exc:
@@ -316,16 +331,3 @@ def _precision(current: str, produced: str) -> str:
     if current != "fp32" and produced not in ("fp32", current):
         return "mixed"
     return produced if order.get(produced, 0) >= order.get(current, 0) else current
-
-
-class _Share:
-    """Progress of one recipe mapped into its share of the whole run."""
-
-    def __init__(self, report: ProgressCallback, index: int, total: int, label: str) -> None:
-        self.report, self.start, self.width, self.label = report, index / total, 1 / total, label
-
-    def __call__(self, fraction: float, message: str) -> None:
-        self.report(self.start + self.width * fraction, f"{self.label}: {message}")
-
-    def scaled(self, low: float, high: float) -> ProgressCallback:
-        return lambda fraction, message: self(low + (high - low) * fraction, message)

@@ -16,27 +16,16 @@ handled by this pass; any other exception is a bug.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
+from optistudio.core.loader import load
+from optistudio.core.progress import ProgressCallback, ignore_progress
 from optistudio.core.registry import Registry
 from pydantic import BaseModel, ConfigDict, Field
-
-ProgressCallback = Callable[[float, str], None]
-
-
-class CalibrationSource(Protocol):
-    """Streams input batches (dict of input name -> array); iterating again starts over."""
-
-    def batches(self) -> Iterator[dict[str, np.ndarray]]: ...
-
-    @property
-    def description(self) -> str: ...
 
 
 @dataclass
@@ -46,7 +35,7 @@ class PassContext:
     work_dir: Path
     target_backend: str = "onnxruntime"
     calibration: CalibrationSource | None = None
-    progress: ProgressCallback = field(default=lambda fraction, message: None)
+    progress: ProgressCallback = ignore_progress
 
     def require_calibration(self, what: str) -> CalibrationSource:
         """The calibration data, or PassFailed saying that `what` needs some."""
@@ -82,20 +71,15 @@ class PassInfo(BaseModel):
     produces_precision: str = Field(default="fp32", description="fp32, fp16, int8 or mixed.")
 
     def config_class(self) -> type[BaseModel]:
-        config: type[BaseModel] = _load(self.config)
+        config: type[BaseModel] = load(self.config)
         return config
 
     def run(
         self, model: Path, out: Path, config: BaseModel | dict[str, Any], context: PassContext
     ) -> PassReport:
         typed = self.config_class().model_validate(config)
-        report: PassReport = _load(self.implementation)(model, out, typed, context)
+        report: PassReport = load(self.implementation)(model, out, typed, context)
         return report
-
-
-def _load(reference: str) -> Any:
-    module_name, _, attribute = reference.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
 
 
 passes: Registry[PassInfo] = Registry("pass", "optistudio.passes")

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Literal
 
 import onnx
+from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import PassFailed
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from pydantic import BaseModel, ConfigDict, Field
-
-LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
 
 class OrtOptimizeConfig(BaseModel):
@@ -38,15 +37,9 @@ def run_ort_optimize(
     model: Path, out: Path, config: OrtOptimizeConfig, context: PassContext
 ) -> PassReport:
     """Let ONNX Runtime optimize the graph offline and save what it would run."""
-    import onnxruntime as ort
-
     context.progress(0.1, f"ONNX Runtime graph optimization ({config.level})")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[config.level])
-    options.optimized_model_filepath = str(out)
-    options.log_severity_level = 3
     try:
-        ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        reference_session(model, optimization=config.level, quiet=True, optimized_model=out)
     except Exception as exc:  # the runtime raises its own untyped errors
         raise PassFailed(f"ONNX Runtime could not optimize this model: {exc}") from exc
     return PassReport(output=out, details=_node_delta(model, out) | {"level": config.level})

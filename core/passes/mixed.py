@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
 from optistudio.core.numerics.accuracy import (
     AccuracyBudget,
@@ -41,8 +42,9 @@ from optistudio.core.numerics.accuracy import (
 )
 from optistudio.core.numerics.calibration import CalibrationMethod
 from optistudio.core.numerics.sensitivity import LayerError, layer_errors
-from optistudio.core.passes.base import CalibrationSource, PassContext, PassInfo, PassReport
+from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
+from optistudio.core.progress import scaled
 from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
@@ -220,13 +222,12 @@ class _Search:
 
     def _inner(self, folder: Path) -> PassContext:
         slot, width = len(self.trials), 1 / self.config.max_trials
-        outer = self.context.progress
         return PassContext(
             work_dir=folder,
             target_backend=self.context.target_backend,
             calibration=self.source,
-            progress=lambda fraction, message: outer(
-                min(1.0, (slot + fraction) * width), f"trial {slot}: {message}"
+            progress=scaled(
+                self.context.progress, slot * width, (slot + 1) * width, prefix=f"trial {slot}: "
             ),
         )
 

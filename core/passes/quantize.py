@@ -28,15 +28,12 @@ from typing import Any, Literal
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
+from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import OptistudioError, PassFailed
 from optistudio.core.machine.environment import int8_weights_need_reduced_range
-from optistudio.core.passes.base import (
-    CalibrationSource,
-    PassContext,
-    PassInfo,
-    PassReport,
-    ProgressCallback,
-)
+from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
+from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.progress import scaled
 from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
@@ -182,8 +179,6 @@ def run_int8_static(
     model: Path, out: Path, config: Int8StaticConfig, context: PassContext
 ) -> PassReport:
     """Calibrate activation ranges by streaming, then quantize to QDQ INT8 with ONNX Runtime."""
-    from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
-
     source = context.require_calibration("static INT8")
     context.work_dir.mkdir(parents=True, exist_ok=True)
     context.progress(0.0, "pre-processing")
@@ -194,7 +189,7 @@ def run_int8_static(
     stats = collect_activation_stats(
         prepared,
         source,
-        progress=_scaled(context.progress, 0.1, 0.8),
+        progress=scaled(context.progress, 0.1, 0.8),
         op_types=op_types,
         max_batches=config.max_batches,
         work_dir=context.work_dir,
@@ -378,13 +373,6 @@ def _ort_errors(action: str) -> Iterator[None]:
             f"ONNX Runtime could not {action}: {type(exc).__name__}: {exc}",
             hint="Exclude the failing nodes (nodes_to_exclude) or op types, or try another pass.",
         ) from exc
-
-
-def _scaled(progress: ProgressCallback, start: float, end: float) -> ProgressCallback:
-    def report(fraction: float, message: str) -> None:
-        progress(start + (end - start) * fraction, message)
-
-    return report
 
 
 def _uses_external_data(model: Path) -> bool:

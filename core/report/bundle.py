@@ -20,7 +20,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -31,6 +31,7 @@ from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
+from optistudio.core.progress import ProgressCallback
 
 CHUNK = 1 << 20
 DEFAULT_QUEUE_DELAY_US = 100
@@ -123,7 +124,7 @@ def write_bundle(
     source: BundleSource,
     out: Path,
     *,
-    progress: Callable[[float, str], None] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> BundleReport:
     """Write the bundle to `out` (atomically); returns its members' digests and skipped parts."""
     out = Path(out)

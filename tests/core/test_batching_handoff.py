@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from optistudio.core.batching.profile import LatencyProfile, measure_profile
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate

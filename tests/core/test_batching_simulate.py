@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optistudio.core.batching.profile import LatencyProfile, default_batch_sizes
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.profile import default_batch_sizes
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_speed_moves
 from optistudio.core.batching.tuner import recommend

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from batching_helpers import Recorder, build_double_model, row
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.profile import LatencyProfile
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate

@@ -1,0 +1,122 @@
+"""Measured latency per batch size (`LatencyProfile`): what the batching simulator reads.
+
+A profile holds, per measured batch size, the mean latency of one run, its p50/p99, the
+percentiles 0, 1, ..., 100 (`quantiles_ms`) and every run in the order it ran (`runs`), plus the
+runtime's own cost per batch under load (`handoff_ms`). Between measured sizes latency is
+interpolated linearly; past the largest it is extrapolated along the last segment's slope
+(never falling). `optistudio.core.batching.profile` measures one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+QUANTILE_COUNT = 101
+"""Percentiles kept per batch size: 0, 1, ..., 100."""
+
+
+class LatencyProfile(BaseModel):
+    """Measured latency (ms) per batch size, sorted by batch size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch_sizes: list[int] = Field(description="Measured batch sizes, ascending.")
+    mean_ms: list[float] = Field(description="Mean latency of one run at each batch size.")
+    p50_ms: list[float] = Field(default_factory=list)
+    p99_ms: list[float] = Field(default_factory=list)
+    quantiles_ms: list[list[float]] = Field(
+        default_factory=list,
+        description="Per batch size, latency at percentiles 0, 1, ..., 100 (101 values).",
+    )
+    runs: list[tuple[int, float]] = Field(
+        default_factory=list,
+        description="Every timed run in the order it ran: (batch size, ms). Empty in profiles "
+        "made before runs were kept; the simulator then draws from quantiles_ms.",
+    )
+    handoff_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="Mean time (ms) from the end of one batch's run to the cut of the next "
+        "under a saturating closed loop through the Pipeline at the largest batch size: results "
+        "handed back, callers woken, the next batch cut. The simulator adds it per batch. None "
+        "in profiles made before it was measured.",
+    )
+    backend: str = ""
+    environment: dict[str, object] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LatencyProfile:
+        if not self.batch_sizes or len(self.batch_sizes) != len(self.mean_ms):
+            raise ValueError("a profile needs one mean latency per batch size")
+        if self.batch_sizes != sorted(set(self.batch_sizes)) or self.batch_sizes[0] < 1:
+            raise ValueError("batch sizes must be distinct, ascending and >= 1")
+        if min(self.mean_ms) <= 0:
+            raise ValueError("latencies must be positive")
+        if self.quantiles_ms and (
+            len(self.quantiles_ms) != len(self.batch_sizes)
+            or len({len(q) for q in self.quantiles_ms}) != 1
+            or len(self.quantiles_ms[0]) < 2
+        ):
+            raise ValueError("quantiles_ms needs as many values for every batch size (>= 2)")
+        if self.runs and not {size for size, _ in self.runs} <= set(self.batch_sizes):
+            raise ValueError("runs may only hold measured batch sizes")
+        if any(ms <= 0 for _, ms in self.runs):
+            raise ValueError("run latencies must be positive")
+        return self
+
+    def latency_ms(self, batch_size: int) -> float:
+        """Latency of a batch of this size (interpolated between measured sizes)."""
+        sizes, means = self.batch_sizes, self.mean_ms
+        if len(sizes) == 1:
+            return means[0] * batch_size / sizes[0] if batch_size > sizes[0] else means[0]
+        if batch_size <= sizes[-1]:
+            return float(np.interp(batch_size, sizes, means))
+        slope = (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
+        return means[-1] + max(slope, 0.0) * (batch_size - sizes[-1])
+
+    def scaled(self, factor: float) -> LatencyProfile:
+        """The same profile with the model `factor` times as slow (every latency scaled; the
+        runtime's hand-back time per batch is not the model's and stays)."""
+        if factor <= 0:
+            raise ValueError(f"a speed factor must be positive, got {factor}")
+        return self.model_copy(
+            update={
+                "mean_ms": [ms * factor for ms in self.mean_ms],
+                "p50_ms": [ms * factor for ms in self.p50_ms],
+                "p99_ms": [ms * factor for ms in self.p99_ms],
+                "quantiles_ms": [[ms * factor for ms in row] for row in self.quantiles_ms],
+                "runs": [(size, ms * factor) for size, ms in self.runs],
+            }
+        )
+
+    def ceiling(self, max_batch_size: int, *, with_handoff: bool = False) -> tuple[float, int]:
+        """The best throughput one instance can reach (rows/s) and the batch size giving it:
+        the model's own (bare runs back to back), or with_handoff the runtime's, each batch
+        also paying `handoff_ms`."""
+        extra = (self.handoff_ms or 0.0) if with_handoff else 0.0
+        best = max(range(1, max_batch_size + 1), key=lambda b: b / (self.latency_ms(b) + extra))
+        return best / (self.latency_ms(best) + extra) * 1000.0, best
+
+    def quantile_curve(self, batch_size: int) -> np.ndarray:
+        """Latency percentiles (ms) at a batch size: the measured spread relative to the mean,
+        interpolated between measured sizes, scaled so that drawing along the curve (linear
+        between percentiles) averages `latency_ms`. Flat without quantiles."""
+        mean = self.latency_ms(batch_size)
+        if not self.quantiles_ms:
+            return np.full(QUANTILE_COUNT, mean)
+        table = np.asarray(self.quantiles_ms) / np.asarray(self.mean_ms)[:, None]
+        sizes = np.asarray(self.batch_sizes)
+        count = table.shape[1]
+        shape = np.array([np.interp(batch_size, sizes, table[:, k]) for k in range(count)])
+        drawn_mean = float((shape[:-1] + shape[1:]).mean() / 2)
+        return shape * (mean / drawn_mean)
+
+    def speed_timeline(self) -> tuple[np.ndarray, np.ndarray]:
+        """The runs as a clock of work: cumulative wall seconds and, at the same points,
+        cumulative work in seconds at the profile's mean speed (a run of size b is
+        latency_ms(b) of work). Both start at 0; their ratio over a stretch is the machine's
+        speed then, and over all runs it is 1."""
+        wall = np.cumsum([0.0] + [ms for _, ms in self.runs]) / 1000.0
+        work = np.cumsum([0.0] + [self.latency_ms(size) for size, _ in self.runs]) / 1000.0
+        return wall, work
