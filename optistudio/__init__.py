@@ -1,1 +1,38 @@
-"""The application shell: settings, the command line and the process launcher."""
+"""Optistudio: benchmark, optimize and batch-serve ONNX models. The application shell (settings,
+the command line, the process launcher) lives in the subpackages; the library's Python face is
+three names, imported on first use so that `import optistudio.db` stays light:
+`PipelineOptimizer` (dynamic batching, `optistudio.core.batching.pipeline_optimizer`),
+`register_fusion_pattern` (in-process fusion patterns, `optistudio.core.fusion.user`) and
+`InferenceBackend` (a model on a registered backend, `optistudio.core.backends.predictor`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from optistudio.core.backends.predictor import Predictor as InferenceBackend
+    from optistudio.core.batching.pipeline_optimizer import PipelineOptimizer
+    from optistudio.core.fusion.user import register_fusion_pattern
+
+_EXPORTS = {
+    "PipelineOptimizer": "optistudio.core.batching.pipeline_optimizer:PipelineOptimizer",
+    "register_fusion_pattern": "optistudio.core.fusion.user:register_fusion_pattern",
+    "InferenceBackend": "optistudio.core.backends.predictor:Predictor",
+}
+
+__all__ = ["InferenceBackend", "PipelineOptimizer", "register_fusion_pattern"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'optistudio' has no attribute {name!r}")
+    module_name, _, attribute = _EXPORTS[name].partition(":")
+    value = getattr(importlib.import_module(module_name), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -11,6 +11,13 @@ Surprises worth knowing:
   provider converts at build time ('fp16' / 'int8' builder flags).
 - On a GPU, ONNX Runtime's CUDA provider computes FP32 MatMul / Conv in TF32 by default
   (Ampere and later). We turn that off (use_tf32=0): 'fp32' is FP32.
+- memory_pool_ratio caps the pool the session's memory comes from: on CUDA the arena
+  (gpu_mem_limit = ratio x the GPU's memory), with the TensorRT provider its workspace
+  (trt_max_workspace_size), on the CPU provider a CPU arena of its own (max_mem = ratio x the
+  host's memory, grown by what is requested, kSameAsRequested). ONNX Runtime gives a session a
+  capped CPU arena only through the process's shared allocator: we register a fresh one just
+  before creating the session (under a lock) and the session keeps it, so each session has its
+  own cap. A run that needs more fails with the arena's "Available memory ..." message.
 - IO binding (`io_binding=True`) uploads an input array to the device once and keeps it bound:
   benchmarks then time the model, not the host-to-device copy. The cache is keyed by the array
   objects; a caller that changes an array in place must pass a new array.
@@ -18,6 +25,7 @@ Surprises worth knowing:
 
 from __future__ import annotations
 
+import threading
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -61,6 +69,11 @@ PACKAGE_OF_PROVIDER = {
     "dnnl": "an ONNX Runtime build with oneDNN",
 }
 PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino")
+SAME_AS_REQUESTED = 1
+"""ONNX Runtime's ArenaExtendStrategy kSameAsRequested: the arena grows by what is asked for."""
+
+_shared_arena_lock = threading.Lock()
+"""Held from registering a session's CPU arena until the session holds it (it is process-wide)."""
 
 
 class OnnxRuntimeSession(LoadedModel):
@@ -163,10 +176,9 @@ class OnnxRuntimeBackend(InferenceBackend):
         provider = _provider_for(ort, kind, index, options.execution_provider)
         _check_precision(options.precision, provider)
         providers = _providers(provider, index, options)
+        arena = cpu_arena_config(options, provider)
         try:
-            session = ort.InferenceSession(
-                str(model_path), sess_options=_session_options(ort, options), providers=providers
-            )
+            session = _create_session(ort, model_path, options, providers, arena)
         except Exception as exc:  # the runtime raises its own untyped errors
             raise ModelLoadError(
                 f"ONNX Runtime could not load this model: {first_line(exc)}",
@@ -190,7 +202,7 @@ class OnnxRuntimeBackend(InferenceBackend):
             # ONNX Runtime's default intra-op pool has one thread per physical core.
             "threads": options.threads or psutil.cpu_count(logical=False) or 1,
             "precision": options.precision,
-            "memory_pool": _memory_pool_note(options, provider, index),
+            "memory_pool": _memory_pool_note(options, provider, index, arena),
             "io_binding": options.io_binding,
             "ignored_options": _ignored_options(options, provider),
         }
@@ -300,17 +312,65 @@ def _providers(provider: str, index: int, options: SessionOptions) -> list[Any]:
     return [(PROVIDER_NAMES[provider], settings), "CPUExecutionProvider"]
 
 
-def _memory_pool_note(options: SessionOptions, provider: str, index: int) -> str:
-    if options.memory_pool_ratio is None:
+def cpu_arena_config(options: SessionOptions, provider: str) -> dict[str, int] | None:
+    """The capped CPU arena of a CPU-provider session (OrtArenaCfg keys), or None for the
+    default arena: max_mem = memory_pool_ratio x the host's memory, grown as requested."""
+    if options.memory_pool_ratio is None or provider != "cpu":
+        return None
+    total = psutil.virtual_memory().total
+    return {
+        "max_mem": int(total * options.memory_pool_ratio),
+        "arena_extend_strategy": SAME_AS_REQUESTED,
+    }
+
+
+def _create_session(
+    ort: Any,
+    model_path: Path,
+    options: SessionOptions,
+    providers: list[Any],
+    arena: dict[str, int] | None,
+) -> Any:
+    """The session; with `arena`, on a CPU arena of its own registered just before."""
+    session_options = _session_options(ort, options)
+    if arena is None:
+        return ort.InferenceSession(str(model_path), session_options, providers=providers)
+    session_options.add_session_config_entry("session.use_env_allocators", "1")
+    cpu = ort.OrtMemoryInfo(
+        "Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT
+    )
+    with _shared_arena_lock:
+        ort.create_and_register_allocator(cpu, ort.OrtArenaCfg(arena))
+        return ort.InferenceSession(str(model_path), session_options, providers=providers)
+
+
+def _memory_pool_note(
+    options: SessionOptions, provider: str, index: int, arena: dict[str, int] | None
+) -> str:
+    ratio = options.memory_pool_ratio
+    if ratio is None:
         return "arena on (ONNX Runtime's default)"
     pool = _pool_bytes(options, index)
+    if arena is not None:
+        return (
+            f"CPU arena capped at {arena['max_mem'] / 2**20:.0f} MiB "
+            f"(memory_pool_ratio={ratio} of the host's memory, grown as requested)"
+        )
     if provider == "cuda" and pool:
-        return f"CUDA arena capped at {pool / 2**20:.0f} MiB (gpu_mem_limit)"
+        return (
+            f"CUDA arena capped at {pool / 2**20:.0f} MiB "
+            f"(gpu_mem_limit, memory_pool_ratio={ratio})"
+        )
     if provider == "tensorrt" and pool:
-        return f"TensorRT workspace capped at {pool / 2**20:.0f} MiB (trt_max_workspace_size)"
+        return (
+            f"TensorRT workspace capped at {pool / 2**20:.0f} MiB "
+            f"(trt_max_workspace_size, memory_pool_ratio={ratio})"
+        )
+    if provider in ("cuda", "tensorrt"):
+        return f"memory_pool_ratio={ratio} not applied: the driver did not report the GPU's memory"
     return (
-        f"arena on; memory_pool_ratio={options.memory_pool_ratio} not applied: ONNX Runtime's "
-        "CPU arena has no size limit as a share of memory (it grows as needed)"
+        f"arena on; memory_pool_ratio={ratio} not applied: the {provider} execution provider "
+        "manages its own memory"
     )
 
 

@@ -42,6 +42,19 @@ class FusionPatternInfo(BaseModel):
         return list(built) if isinstance(built, (list, tuple)) else [built]
 
 
-fusion_patterns: Registry[FusionPatternInfo] = Registry(
-    "fusion pattern", "optistudio.fusion_patterns"
-)
+class FusionPatternRegistry(Registry[FusionPatternInfo]):
+    """The fusion patterns by name; a pattern registered in-process can be looked up without
+    an error and taken back (`optistudio.core.fusion.user`)."""
+
+    def find(self, name: str) -> FusionPatternInfo | None:
+        """The pattern registered under `name`, or None."""
+        self._load_entry_points()
+        return self._entries.get(name)
+
+    def unregister(self, name: str) -> FusionPatternInfo | None:
+        """Forget `name` in this process; returns the pattern it held, or None."""
+        self._load_entry_points()
+        return self._entries.pop(name, None)
+
+
+fusion_patterns = FusionPatternRegistry("fusion pattern", "optistudio.fusion_patterns")

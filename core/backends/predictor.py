@@ -1,0 +1,128 @@
+"""A model on a backend picked from the registry, ready to predict: `optistudio.InferenceBackend`.
+
+    backend = InferenceBackend.create("cpu").load("model.onnx")
+    outputs = backend.predict({"x": array})        # the output arrays, in the model's order
+
+`create` takes the backend named, or else the first registered backend (by name) that lists the
+device's kind and is available on this machine; the runtime is imported only then. The other
+keyword arguments are `SessionOptions` fields (threads, precision, memory_pool_ratio, ...),
+checked at once: a misspelt one is an InvalidSpec naming it. The library face exports this
+class as `optistudio.InferenceBackend`; runtimes implement `core.backends.base.InferenceBackend`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from optistudio.core.backends.base import (
+    InferenceBackend,
+    LoadedModel,
+    SessionOptions,
+    backends,
+    get_backend,
+)
+from optistudio.core.errors import BackendUnavailable, InvalidSpec, describe_validation_error
+from pydantic import ValidationError
+
+
+class Predictor:
+    """One backend with its options and, once loaded, one model; use as a context manager."""
+
+    def __init__(self, backend: InferenceBackend, options: SessionOptions) -> None:
+        self.backend = backend
+        self.options = options
+        self._model: LoadedModel | None = None
+
+    @classmethod
+    def create(
+        cls,
+        device: str = "cpu",
+        *,
+        backend: str | None = None,
+        model: str | Path | None = None,
+        **options: Any,
+    ) -> Predictor:
+        """A predictor on `device` ('cpu', 'cuda:0', ...); loads `model` when given.
+
+        Raises UnknownName for a backend not registered, BackendUnavailable when none can run
+        on the device here, InvalidSpec for a bad option.
+        """
+        session_options = session_options_from({**options, "device": device})
+        chosen = get_backend(backend or pick_backend(session_options.device))
+        predictor = cls(chosen, session_options)
+        return predictor.load(model) if model is not None else predictor
+
+    @property
+    def name(self) -> str:
+        """The backend's registry name, e.g. 'onnxruntime'."""
+        return self.backend.name
+
+    @property
+    def details(self) -> dict[str, Any]:
+        """What the runtime did with the loaded model (providers, threads, memory pool...)."""
+        return self._model.details if self._model is not None else {}
+
+    def load(self, model: str | Path) -> Predictor:
+        """Load an ONNX file, replacing the model loaded before; returns this predictor."""
+        loaded = self.backend.load(Path(model), self.options)
+        self.close()
+        self._model = loaded
+        return self
+
+    def predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+        """Run the model once on arrays by input name; returns its outputs in model order."""
+        if self._model is None:
+            raise InvalidSpec(
+                f"No model is loaded on this {self.name} predictor.",
+                hint="Call .load('model.onnx') first, or pass model= to create().",
+            )
+        return self._model.run({name: np.asarray(value) for name, value in inputs.items()})
+
+    def close(self) -> None:
+        """Release the loaded model (a later predict needs a new load)."""
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+
+    def __enter__(self) -> Predictor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Predictor({self.name!r}, device={self.options.device!r})"
+
+
+def pick_backend(device: str) -> str:
+    """The first registered backend, by name, that lists the device's kind and runs it here."""
+    kind = device.partition(":")[0]
+    reasons = []
+    for spec in backends:
+        if kind not in spec.devices:
+            continue
+        availability = spec.create().availability()
+        if availability.ok and kind in availability.devices:
+            return spec.name
+        reasons.append(f"{spec.name}: {availability.reason or f'no {kind} device here'}")
+    raise BackendUnavailable(
+        f"No registered backend can run on {device!r} here"
+        + (f" ({'; '.join(reasons)})." if reasons else "."),
+        hint=f"Registered backends: {', '.join(backends.names())}. Pass backend=... or "
+        "another device.",
+    )
+
+
+def session_options_from(values: dict[str, Any]) -> SessionOptions:
+    """SessionOptions from keyword arguments, with an InvalidSpec naming each bad field."""
+    try:
+        return SessionOptions.model_validate(values)
+    except ValidationError as exc:
+        raise InvalidSpec(
+            f"Invalid backend options: {describe_validation_error(exc)}",
+            hint="The options are SessionOptions fields: "
+            f"{', '.join(SessionOptions.model_fields)}.",
+        ) from None
