@@ -30,10 +30,9 @@ from onnx import TensorProto, helper, numpy_helper
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from optistudio.cli.launcher import free_port  # noqa: E402
 from optistudio.core.model.declared_sizes import check_declared_sizes  # noqa: E402
 from optistudio.core.model.intake import inspect_model, store_model  # noqa: E402
-
-from optistudio.cli.launcher import free_port  # noqa: E402
 from optistudio.services.artifact_store import S3Store  # noqa: E402
 
 LAYERS = 24

@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO / "bench"))
 os.environ.setdefault("NNCF_CI", "1")  # no NNCF telemetry
 
 import reference_models  # noqa: E402
+
 from optistudio.core.backends import get_backend  # noqa: E402
 from optistudio.core.data.datasets import open_dataset  # noqa: E402
 from optistudio.core.errors import OptistudioError  # noqa: E402

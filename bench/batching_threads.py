@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from batching import _model  # noqa: E402
+
 from optistudio.core.backends import SessionOptions  # noqa: E402
 from optistudio.core.batching.profile import measure_profile  # noqa: E402
 from optistudio.core.batching.settings import BatchingSettings  # noqa: E402

@@ -32,9 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
 
+from sqlalchemy import insert  # noqa: E402
+
 from optistudio.db.models import Environment, Job, JobKind, JobStatus, Measurement, Model  # noqa: E402
 from optistudio.db.session import make_session_factory, transaction  # noqa: E402
-from sqlalchemy import insert  # noqa: E402
 
 METRICS = ("p10_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "mean_ms")
 MODELS = 100
@@ -127,10 +128,10 @@ def compare_page() -> None:
 
 def render_once(data_dir: Path, selected: list[str]) -> float:
     """Wall time of one full run of the Compare page with `selected` in the URL."""
-    from optistudio.studio import state
     from streamlit.testing.v1 import AppTest
 
     from optistudio.services.settings import get_settings
+    from optistudio.studio import state
 
     os.environ["OPTISTUDIO_DATA_DIR"] = str(data_dir)
     get_settings.cache_clear()

@@ -81,16 +81,15 @@ def engine_overhead(path: Path, rounds: int) -> None:
 
 
 def queue_latency(model: Path, jobs: int) -> None:
+    from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
     from optistudio.db.queries import get_job
     from optistudio.db.session import make_session_factory, transaction
-    from optistudio.studio.services import submit_benchmark
-    from optistudio.workers.app import create_app
-
-    from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
     from optistudio.services.catalog import add_model_file
     from optistudio.services.migrate import upgrade
     from optistudio.services.settings import Settings
     from optistudio.services.telemetry import telemetry_off_env
+    from optistudio.studio.services import submit_benchmark
+    from optistudio.workers.app import create_app
 
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch) / "data"

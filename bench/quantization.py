@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import reference_models  # noqa: E402
+
 from optistudio.core.data.datasets import NpzDataset, load_labels  # noqa: E402
 from optistudio.core.measure.compare import Comparison, ComparisonSpec, compare_models  # noqa: E402
 from optistudio.core.model.intake import inspect_model  # noqa: E402

@@ -47,9 +47,12 @@ class JobStatus(str, Enum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    timed_out = "timed_out"
 
 
-TERMINAL = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+TERMINAL = frozenset(
+    {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled, JobStatus.timed_out}
+)
 
 
 class JobKind(str, Enum):
@@ -148,7 +151,14 @@ class Job(Base):
     )
     progress: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
     message: Mapped[str] = mapped_column(Text, default="", server_default="")
+    """Progress while running; the outcome when done (an error's message, never its hint)."""
+    error_code: Mapped[str | None] = mapped_column(String(32))
+    """What kind of failure (a value of optistudio.core.errors.ErrorCode); None on success, and
+    on rows from before error codes, whose message still ends with the hint."""
+    error_hint: Mapped[str | None] = mapped_column(Text)
+    """What to try next, shown apart from the message."""
     error_detail: Mapped[str | None] = mapped_column(Text)
+    """A bug's traceback, for developers; never shown in the UI."""
     spec: Mapped[dict[str, Any]]
     result: Mapped[dict[str, Any] | None]
     """A summary the job kind defines (e.g. a comparison's ratio and interval); rows of numbers

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, joinedload
+
 from optistudio.db.models import (
     TERMINAL,
     Environment,
@@ -23,11 +27,13 @@ from optistudio.db.models import (
     Model,
     WorkerRecord,
 )
-from sqlalchemy import delete, func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, joinedload
 
 RowT = TypeVar("RowT", Model, Environment)
+
+CODE_CANCELLED = "cancelled"
+CODE_WORKER_LOST = "worker_lost"
+"""The error codes this module writes itself: values of optistudio.core.errors.ErrorCode, which
+db may not import (tests/db/test_queries.py keeps them in step)."""
 
 
 def _utcnow() -> datetime:
@@ -182,20 +188,21 @@ def claim_job(
     if job is None or job.status in TERMINAL:
         return None
     if job.cancel_requested:
-        _finish(job, JobStatus.cancelled, "Cancelled.")
+        _finish(job, JobStatus.cancelled, "Cancelled.", code=CODE_CANCELLED)
         return None
     if job.status is JobStatus.running:
         if task_id is not None and job.celery_task_id not in (None, task_id):
             return None
         if job.attempts >= max_attempts:
-            _finish(job, JobStatus.failed, gave_up_message(job.attempts, job.worker))
+            _give_up(job)
             return None
     now = _utcnow()
     job.status = JobStatus.running
     job.started_at = job.heartbeat_at = now
     job.attempts += 1
     job.worker, job.celery_task_id = worker, task_id
-    job.progress, job.message, job.error_detail = 0.0, "Starting…", None
+    job.progress, job.message = 0.0, "Starting…"
+    job.error_code = job.error_hint = job.error_detail = None
     s.flush()
     return job
 
@@ -203,9 +210,16 @@ def claim_job(
 def gave_up_message(attempts: int, worker: str | None) -> str:
     return (
         f"Failed after {attempts} attempts: the worker running it ({worker or 'unknown'}) "
-        "died or stopped responding each time. It is not retried again; if it happens with "
-        "this model only, the model may crash the runtime."
+        "died or stopped responding each time. It is not retried again."
     )
+
+
+GAVE_UP_HINT = "If it happens with this model only, the model may crash the runtime."
+
+
+def _give_up(job: Job) -> None:
+    message = gave_up_message(job.attempts, job.worker)
+    _finish(job, JobStatus.failed, message, code=CODE_WORKER_LOST, hint=GAVE_UP_HINT)
 
 
 def touch_jobs(s: Session, *, job_ids: Iterable[int], worker: str) -> int:
@@ -255,9 +269,9 @@ def end_lost_job(s: Session, *, job: Job, max_attempts: int = MAX_ATTEMPTS) -> J
     was started ``max_attempts`` times. Returns the terminal status, or None (run it again)."""
     if job.cancel_requested:
         message = f"Cancelled (its worker {job.worker or 'unknown'} had stopped responding)."
-        _finish(job, JobStatus.cancelled, message)
+        _finish(job, JobStatus.cancelled, message, code=CODE_CANCELLED)
     elif job.attempts >= max_attempts:
-        _finish(job, JobStatus.failed, gave_up_message(job.attempts, job.worker))
+        _give_up(job)
     else:
         return None
     s.flush()
@@ -331,23 +345,35 @@ def finish_job(
     job_id: int,
     status: JobStatus,
     message: str = "",
+    error_code: str | None = None,
+    error_hint: str | None = None,
     error_detail: str | None = None,
     environment_id: int | None = None,
 ) -> None:
-    """Put the job in a terminal state; ``error_detail`` (a traceback) is never shown in the UI."""
+    """Put the job in a terminal state with its message, and an error's code and hint apart.
+
+    ``error_detail`` (a traceback) is never shown in the UI."""
     if status not in TERMINAL:
         raise ValueError(f"finish_job needs a terminal status, got {status.value!r}")
     job = _job_for_update(s, job_id)
-    _finish(job, status, message, error_detail)
+    _finish(job, status, message, code=error_code, hint=error_hint, detail=error_detail)
     if environment_id is not None:
         job.environment_id = environment_id
     s.flush()
 
 
-def _finish(job: Job, status: JobStatus, message: str, error_detail: str | None = None) -> None:
+def _finish(
+    job: Job,
+    status: JobStatus,
+    message: str,
+    *,
+    code: str | None = None,
+    hint: str | None = None,
+    detail: str | None = None,
+) -> None:
     job.status = status
     job.message = message
-    job.error_detail = error_detail
+    job.error_code, job.error_hint, job.error_detail = code, hint, detail
     job.finished_at = _utcnow()
     if status is JobStatus.succeeded:
         job.progress = 1.0
@@ -359,7 +385,7 @@ def request_cancel(s: Session, *, job_id: int) -> Job | None:
     if job is None:
         return None
     if job.status is JobStatus.queued:
-        _finish(job, JobStatus.cancelled, "Cancelled before it started.")
+        _finish(job, JobStatus.cancelled, "Cancelled before it started.", code=CODE_CANCELLED)
     elif job.status is JobStatus.running:
         job.cancel_requested = True
         job.message = "Cancelling…"

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from optistudio.db.models import Environment, Job, JobKind, JobStatus, Measurement, Model
-from optistudio.db.queries import results_rows
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+
+from optistudio.db.models import Environment, Job, JobKind, JobStatus, Measurement, Model
+from optistudio.db.queries import results_rows
 
 RESULT_FIELDS = (
     "job_id",

@@ -11,9 +11,10 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from optistudio.db.models import Share
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+
+from optistudio.db.models import Share
 
 TOKEN_BYTES = 32
 """256 random bits from `secrets`; the token is their URL-safe base64 (43 characters)."""

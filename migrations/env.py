@@ -12,9 +12,10 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
+from sqlalchemy import Connection
+
 from optistudio.db.models import Base, UtcDateTime
 from optistudio.db.session import make_engine
-from sqlalchemy import Connection
 
 URL_ENV_VAR = "OPTISTUDIO_DATABASE_URL"
 

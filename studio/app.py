@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from optistudio.studio.auth import require_login
 from optistudio.studio.guard import guarded
 from optistudio.studio.views import (

@@ -20,8 +20,9 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 import streamlit as st
-from optistudio.studio.state import settings
 from pydantic import SecretStr
+
+from optistudio.studio.state import settings
 
 log = logging.getLogger(__name__)
 

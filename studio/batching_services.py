@@ -12,8 +12,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.core.batching.applicability import batch_dim_problem
-from optistudio.core.batching.profile import LatencyProfile
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import Process, simulate, simulate_speed_moves
@@ -24,11 +28,9 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind
 from optistudio.db.queries import get_job, get_model
 from optistudio.db.session import transaction
+from optistudio.services.jobresults import RequestSamples, VerifyBatches
 from optistudio.studio.services import SendTask, submit_job
 from optistudio.studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
-from plotly.subplots import make_subplots
-from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
 
 SLIDER_REQUESTS = 5000
 """Requests per simulation behind a slider: p99 within a few percent, well under a second."""
@@ -178,25 +180,24 @@ def sweep_figure(frame: pd.DataFrame, rate: float | None) -> go.Figure:
     return figure
 
 
-def comparison_frame(predicted: dict[str, Any], measured: dict[str, Any]) -> pd.DataFrame:
+def comparison_frame(predicted: LoadResult, measured: LoadResult) -> pd.DataFrame:
     """Predicted beside measured for the headline figures, with the relative error."""
     rows = []
     for key in FIGURES:
-        p, m = float(predicted[key]), float(measured[key])
+        p, m = float(getattr(predicted, key)), float(getattr(measured, key))
         rows.append(
             {"figure": key, "predicted": p, "measured": m, "error": abs(p - m) / m if m else None}
         )
     return pd.DataFrame(rows)
 
 
-def profile_mismatch(profile: LatencyProfile, batches: dict[str, Any] | None) -> str | None:
+def profile_mismatch(profile: LatencyProfile, batches: VerifyBatches | None) -> str | None:
     """Why measured and predicted may differ: the model ran more than RUNNER_DRIFT faster or
     slower during the verify run than when it was profiled (None when it did not, or for a
     verify job stored before batches were recorded)."""
-    if not batches or not batches.get("runner"):
+    if batches is None or not batches.runner:
         return None
-    summary = {int(rows): (int(n), float(ms)) for rows, (n, ms) in batches["runner"].items()}
-    ratio = slowdown_of(summary, profile)
+    ratio = slowdown_of(batches.runner, profile)
     if abs(ratio - 1) <= RUNNER_DRIFT:
         return None
     pace = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
@@ -208,17 +209,17 @@ def profile_mismatch(profile: LatencyProfile, batches: dict[str, Any] | None) ->
     )
 
 
-def tail_note(measured: dict[str, Any], halves: list[float] | None) -> tuple[str, bool] | None:
+def tail_note(measured: LoadResult, halves: tuple[float, float] | None) -> tuple[str, bool] | None:
     """How settled the measured p99 is: its value in the run's first and second halves, and
     whether they part by more than TAIL_SPREAD of it (then the run was too short to read the
     prediction's p99 error from it). None for a run too short to split (or stored before)."""
     if not halves:
         return None
     first, second = halves
-    spread = abs(first - second) / float(measured["p99_ms"])
+    spread = abs(first - second) / measured.p99_ms
     line = (
         f"Measured p99 in the run's first half {first:.1f} ms, in its second {second:.1f} ms "
-        f"({spread:.0%} of the whole run's {float(measured['p99_ms']):.1f} ms)."
+        f"({spread:.0%} of the whole run's {measured.p99_ms:.1f} ms)."
     )
     if spread <= TAIL_SPREAD:
         return line, False
@@ -241,12 +242,12 @@ def comparison_figure(frame: pd.DataFrame) -> go.Figure:
     return figure
 
 
-def timeline_figure(requests: dict[str, list[float]]) -> go.Figure:
+def timeline_figure(requests: RequestSamples) -> go.Figure:
     """Each measured request over the run: queue wait and compute stacked."""
     figure = go.Figure()
-    sent = [t / 1000 for t in requests["sent_ms"]]
-    figure.add_scatter(x=sent, y=requests["queue_ms"], mode="markers", name="queue wait (ms)")
-    figure.add_scatter(x=sent, y=requests["latency_ms"], mode="markers", name="total (ms)")
+    sent = [t / 1000 for t in requests.sent_ms]
+    figure.add_scatter(x=sent, y=requests.queue_ms, mode="markers", name="queue wait (ms)")
+    figure.add_scatter(x=sent, y=requests.latency_ms, mode="markers", name="total (ms)")
     figure.update_layout(
         title="Measured requests", xaxis_title="sent at (s)", yaxis_title="ms", height=320
     )

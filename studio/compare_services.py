@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
@@ -24,11 +27,8 @@ from optistudio.db.selection import (
 )
 from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
+from optistudio.services.jobkinds import EXPORT, ExportJobSpec
 from optistudio.studio.services import SendTask, submit_job
-from pydantic import ValidationError
-from sqlalchemy.orm import Session, sessionmaker
-
-from optistudio.services.jobspecs import ExportJobSpec
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 PARAM_RESULTS, PARAM_BASELINE, PARAM_BUDGET = "results", "baseline", "budget"
@@ -244,14 +244,17 @@ def submit_export(factory: sessionmaker[Session], *, model_id: int, send: SendTa
 def export_rows(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
     """Finished export jobs, newest first, with the bundle's path when it is still there."""
     with transaction(factory) as s:
-        jobs = finished_jobs(s, kind=JobKind.export, limit=limit)
+        jobs = [
+            (job, EXPORT.read_result(job.result))
+            for job in finished_jobs(s, kind=JobKind.export, limit=limit)
+        ]
         return [
             {
                 "job": job.id,
                 "model": job.model.name if job.model else "deleted model",
                 "message": job.message,
-                "bundle": (job.result or {}).get("bundle"),
-                "size_bytes": (job.result or {}).get("size_bytes", 0),
+                "bundle": result.bundle if result else None,
+                "size_bytes": result.size_bytes if result else 0,
             }
-            for job in jobs
+            for job, result in jobs
         ]

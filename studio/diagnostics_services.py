@@ -1,28 +1,30 @@
 """What the Diagnostics page does, as plain functions that tests call without Streamlit.
 
 The page submits profile and soak jobs by task name and draws what their results hold; the
-figures are built here from the stored JSON, so every chart can be checked without a browser.
+figures are built here from the stored results (read back as their models), so every chart can
+be checked without a browser.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from optistudio.core.measure.soak import SoakSpec
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.diagnose.profile_compare import ProfileComparison
+from optistudio.core.diagnose.profiling import Profile
+from optistudio.core.measure.soak import SoakReport, SoakSpec
+from optistudio.core.measure.stages import Breakdown
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import list_jobs, list_models
 from optistudio.db.session import transaction
+from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
 from optistudio.studio.services import SendTask, submit_job
 from optistudio.studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
-from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.services.jobspecs import ProfileJobSpec
-
-DIAGNOSTIC_KINDS = (JobKind.profile, JobKind.soak)
-QUEUE_KEY = "mean_queue_ms"
-COMPUTE_KEY = "mean_compute_ms"
 CHANGE_COLOURS = {
     "faster": "#2ca02c",
     "slower": "#d62728",
@@ -66,75 +68,64 @@ def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[di
     ]
 
 
-def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> dict[str, Any] | None:
-    """The newest batching result of this model that holds a measured queue wait, or None.
+@dataclass(frozen=True)
+class QueueWait:
+    """A measured mean queue wait, and the job that measured it."""
+
+    job: int
+    kind: str
+    queue_ms: float
+
+
+def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> QueueWait | None:
+    """The newest measured queue wait of this model (from a batching verification), or None.
 
     Queue wait exists only where requests wait for a batch, so it comes from a dynamic-batching
     run (another job kind); a profile cannot measure it.
     """
     with transaction(factory) as s:
         jobs = [
-            (job.id, job.kind.value, job.result)
+            (job.id, BATCHING_VERIFY.read_result(job.result))
             for job in list_jobs(s, limit=500)
             if job.model_id == model_id
+            and job.kind == JobKind.batching_verify
             and job.status == JobStatus.succeeded
-            and job.kind not in DIAGNOSTIC_KINDS
-            and job.result
         ]
-    for job_id, kind, result in jobs:
-        found = _find_key(result, QUEUE_KEY)
-        if found is not None:
-            return {"job": job_id, "kind": kind, "queue_ms": found[QUEUE_KEY], "run": found}
+    for job_id, result in jobs:
+        if result is not None:
+            return QueueWait(job_id, BATCHING_VERIFY.label, result.measured.mean_queue_ms)
     return None
 
 
-def _find_key(value: Any, key: str) -> dict[str, Any] | None:
-    """The first dict (depth first) holding a numeric `key`."""
-    if isinstance(value, dict):
-        if isinstance(value.get(key), int | float):
-            return value
-        children = list(value.values())
-    elif isinstance(value, list):
-        children = value
-    else:
-        return None
-    for child in children:
-        found = _find_key(child, key)
-        if found is not None:
-            return found
-    return None
-
-
-def top_nodes_frame(profile: dict[str, Any], n: int = 15) -> pd.DataFrame:
+def top_nodes_frame(profile: Profile, n: int = 15) -> pd.DataFrame:
     """The `n` slowest nodes as a table with units in the headers."""
     rows = [
         {
-            "node": node["node"],
-            "graph node": node["graph_node"] or "(added by the runtime)",
-            "op type": node["op_type"],
-            "precision": node["precision"] or "?",
-            "time (µs)": round(node["time_us"], 2),
-            "share": node["share"],
+            "node": node.node,
+            "graph node": node.graph_node or "(added by the runtime)",
+            "op type": node.op_type,
+            "precision": node.precision or "?",
+            "time (µs)": round(node.time_us, 2),
+            "share": node.share,
         }
-        for node in profile["nodes"][:n]
+        for node in profile.nodes[:n]
     ]
     return pd.DataFrame(
         rows, columns=["node", "graph node", "op type", "precision", "time (µs)", "share"]
     )
 
 
-def op_type_figure(profile: dict[str, Any]) -> go.Figure:
+def op_type_figure(profile: Profile) -> go.Figure:
     """Time per op type, slowest on top, with the precisions its nodes ran in."""
-    rows = list(reversed(profile["op_types"][:20]))
+    rows = list(reversed(profile.op_types[:20]))
     figure = go.Figure(
         go.Bar(
-            x=[r["time_us"] for r in rows],
-            y=[r["op_type"] for r in rows],
+            x=[r.time_us for r in rows],
+            y=[r.op_type for r in rows],
             orientation="h",
-            text=[f"{r['share']:.0%}" for r in rows],
+            text=[f"{r.share:.0%}" for r in rows],
             hovertext=[
-                f"{r['nodes']} node(s); "
-                + ", ".join(f"{k}: {v}" for k, v in r["precisions"].items())
+                f"{r.nodes} node(s); " + ", ".join(f"{k}: {v}" for k, v in r.precisions.items())
                 for r in rows
             ],
         )
@@ -147,13 +138,13 @@ def op_type_figure(profile: dict[str, Any]) -> go.Figure:
     return figure
 
 
-def breakdown_frame(breakdown: dict[str, Any] | None, wait: dict[str, Any] | None) -> pd.DataFrame:
+def breakdown_frame(breakdown: Breakdown | None, wait: QueueWait | None) -> pd.DataFrame:
     """Stages of the layered breakdown; queue wait only when a batching run measured it."""
-    stages = list((breakdown or {}).get("stages", []))
-    rows = [{"stage": s["stage"], "ms": s["ms"], "detail": s["detail"]} for s in stages]
+    stages = breakdown.stages if breakdown is not None else []
+    rows = [{"stage": s.stage, "ms": s.ms, "detail": s.detail} for s in stages]
     if wait is not None:
-        detail = f"mean queue wait measured by {wait['kind']} job #{wait['job']}"
-        rows.insert(0, {"stage": "queue wait", "ms": float(wait["queue_ms"]), "detail": detail})
+        detail = f"mean queue wait measured by {wait.kind} job #{wait.job}"
+        rows.insert(0, {"stage": "queue wait", "ms": wait.queue_ms, "detail": detail})
     return pd.DataFrame(rows, columns=["stage", "ms", "detail"])
 
 
@@ -173,36 +164,36 @@ def breakdown_figure(frame: pd.DataFrame) -> go.Figure:
     return figure
 
 
-def comparison_frame(comparison: dict[str, Any]) -> pd.DataFrame:
+def comparison_frame(comparison: ProfileComparison) -> pd.DataFrame:
     rows = [
         {
-            "op family": f["family"],
-            "A (µs)": round(f["a_us"], 2),
-            "B (µs)": round(f["b_us"], 2),
-            "B / A": f["ratio"],
-            "change": f["change"],
-            "nodes A → B": f"{f['a_nodes']} → {f['b_nodes']}",
+            "op family": f.family,
+            "A (µs)": round(f.a_us, 2),
+            "B (µs)": round(f.b_us, 2),
+            "B / A": f.ratio,
+            "change": f.change,
+            "nodes A → B": f"{f.a_nodes} → {f.b_nodes}",
         }
-        for f in comparison["families"]
+        for f in comparison.families
     ]
     return pd.DataFrame(
         rows, columns=["op family", "A (µs)", "B (µs)", "B / A", "change", "nodes A → B"]
     )
 
 
-def comparison_figure(comparison: dict[str, Any]) -> go.Figure:
+def comparison_figure(comparison: ProfileComparison) -> go.Figure:
     """A and B time per op family side by side, B coloured by what changed."""
-    families = comparison["families"][:15]
-    names = [f["family"] for f in families]
+    families = comparison.families[:15]
+    names = [f.family for f in families]
     figure = go.Figure(
         [
-            go.Bar(name=comparison["a_model"], x=names, y=[f["a_us"] for f in families]),
+            go.Bar(name=comparison.a_model, x=names, y=[f.a_us for f in families]),
             go.Bar(
-                name=comparison["b_model"],
+                name=comparison.b_model,
                 x=names,
-                y=[f["b_us"] for f in families],
-                marker_color=[CHANGE_COLOURS[f["change"]] for f in families],
-                hovertext=[f["change"] for f in families],
+                y=[f.b_us for f in families],
+                marker_color=[CHANGE_COLOURS[f.change] for f in families],
+                hovertext=[f.change for f in families],
             ),
         ]
     )
@@ -255,15 +246,15 @@ def layer_error_figure(rows: list[dict[str, Any]], n: int = 25) -> go.Figure:
     return figure
 
 
-def soak_figure(result: dict[str, Any]) -> go.Figure:
+def soak_figure(result: SoakReport) -> go.Figure:
     """RSS against inferences, with the fitted growth line."""
-    samples = result["samples"]
+    samples = result.samples
     x = [s[0] for s in samples]
     rss = [s[2] for s in samples]
     figure = go.Figure(go.Scatter(x=x, y=rss, mode="lines+markers", name="RSS"))
     if samples:
         mean_x, mean_y = sum(x) / len(x), sum(rss) / len(rss)
-        slope_mb = result["slope_bytes"] / 2**20
+        slope_mb = result.slope_bytes / 2**20
         fit = [mean_y + slope_mb * (value - mean_x) for value in (x[0], x[-1])]
         figure.add_trace(
             go.Scatter(

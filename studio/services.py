@@ -11,8 +11,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.core.backends.inventory import offers, targets
-from optistudio.core.errors import OptistudioError
+from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.metrics import METRICS
 from optistudio.core.model.info import ModelInfo
@@ -22,7 +25,6 @@ from optistudio.db.queries import (
     create_job,
     finish_job,
     finished_comparisons,
-    finished_jobs,
     get_job,
     job_results,
     list_jobs,
@@ -35,40 +37,19 @@ from optistudio.db.queries import (
     set_task_id,
 )
 from optistudio.db.session import transaction
-from optistudio.workers.app import (
-    TASK_BATCHING_PROFILE,
-    TASK_BATCHING_VERIFY,
-    TASK_BENCHMARK,
-    TASK_COMPARE,
-    TASK_EXPORT,
-    TASK_OPTIMIZE,
-    TASK_PROFILE,
-    TASK_SOAK,
-)
-from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
-
-from optistudio.services.jobspecs import CompareJobSpec, OptimizeJobSpec
+from optistudio.services.job_errors import error_columns
+from optistudio.services.jobkinds import BENCHMARK, COMPARE, JOB_KINDS, CompareJobSpec
+from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
 
 log = logging.getLogger(__name__)
-
-TASK_OF_KIND = {
-    JobKind.benchmark: TASK_BENCHMARK,
-    JobKind.compare: TASK_COMPARE,
-    JobKind.optimize: TASK_OPTIMIZE,
-    JobKind.profile: TASK_PROFILE,
-    JobKind.soak: TASK_SOAK,
-    JobKind.export: TASK_EXPORT,
-    JobKind.batching_profile: TASK_BATCHING_PROFILE,
-    JobKind.batching_verify: TASK_BATCHING_VERIFY,
-}
 
 SendTask = Callable[[str, list[Any]], str]
 """Sends a task by name with its arguments; returns the broker's task id."""
 
-BROKER_DOWN = (
-    "Could not reach the job queue, so the job was not started. Is the worker stack running? "
-    "Start it with `make up` (or `optistudio up`)."
+BROKER_DOWN = ErrorInfo(
+    code=ErrorCode.broker_unavailable,
+    message="Could not reach the job queue, so the job was not started.",
+    hint="Is the worker stack running? Start it with `make up` (or `optistudio up`).",
 )
 
 
@@ -84,61 +65,6 @@ def submit_comparison(
 ) -> int:
     """Commit an interleaved A/B comparison job (A = baseline), then send it."""
     return submit_job(factory, kind=JobKind.compare, model_id=baseline_id, spec=spec, send=send)
-
-
-def submit_optimization(
-    factory: sessionmaker[Session], *, spec: OptimizeJobSpec, model_id: int, send: SendTask
-) -> int:
-    """Commit an optimize job for the model, then send it."""
-    return submit_job(factory, kind=JobKind.optimize, model_id=model_id, spec=spec, send=send)
-
-
-def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
-    """Finished optimize jobs, newest first: the original's name and one row per variant."""
-    with transaction(factory) as s:
-        jobs = finished_jobs(s, kind=JobKind.optimize, limit=limit)
-        return [
-            {
-                "job": job.id,
-                "model": job.model.name if job.model else "",
-                "model_id": job.model_id,
-                "message": job.message,
-                "data": (job.result or {}).get("data", ""),
-                "variants": variant_rows(job.result or {}),
-            }
-            for job in jobs
-        ]
-
-
-def variant_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """A table row per variant of an optimize result (failed ones keep their reason)."""
-    rows = []
-    for v in result.get("variants", []):
-        accuracy = v.get("accuracy") or {}
-        ratio_low, ratio_high = v.get("ratio_low"), v.get("ratio_high")
-        rows.append(
-            {
-                "recipe": v["recipe"]["label"],
-                "chosen": v["recipe"]["name"] == result.get("chosen"),
-                "backend": v.get("backend", "onnxruntime"),
-                "precision": v.get("precision", ""),
-                "speedup": v.get("speedup"),
-                "speedup CI": f"{1 / ratio_high:.2f}–{1 / ratio_low:.2f}x" if ratio_low else "",
-                "verdict": v.get("verdict", ""),
-                "mean cosine": accuracy.get("mean_cosine"),
-                "top-1 agreement": accuracy.get("top1_agreement"),
-                "top-1 drop": accuracy.get("top1_drop"),
-                "within budget": v.get("within_budget", False),
-                "variant p50 (ms)": v.get("variant_p50_ms"),
-                "model id": v.get("model_id"),
-                "error": v.get("error") or "",
-            }
-        )
-    return rows
-
-
-class NoWorkerForTarget(OptistudioError):
-    """No live worker offers the backend and device a job asks for."""
 
 
 def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_s: float) -> str:
@@ -236,14 +162,15 @@ def submit_job(
     send: SendTask,
 ) -> int:
     """Commit the job row first, then send only its id; a broker that is down fails the job."""
+    info = JOB_KINDS[kind]
     with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
+        job_id = create_job(s, kind=kind, spec=info.dump_spec(spec), model_id=model_id).id
     try:
-        task_id = send(TASK_OF_KIND[kind], [job_id])
+        task_id = send(info.task_name, [job_id])
     except Exception:
         log.exception("could not send job %s to the broker", job_id)
         with transaction(factory) as s:
-            finish_job(s, job_id=job_id, status=JobStatus.failed, message=BROKER_DOWN)
+            finish_job(s, job_id=job_id, status=JobStatus.failed, **error_columns(BROKER_DOWN))
         return job_id
     with transaction(factory) as s:
         set_task_id(s, job_id=job_id, task_id=task_id)
@@ -253,7 +180,8 @@ def submit_job(
 def recent_jobs(
     factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
 ) -> list[dict[str, Any]]:
-    """Recent jobs of `kind` (any status), newest first, with their result."""
+    """Recent jobs of `kind` (any status), newest first, with their result (the kind's result
+    model; None while it has none, or if it no longer reads)."""
     with transaction(factory) as s:
         jobs = [
             job
@@ -268,7 +196,9 @@ def recent_jobs(
                 "status": job.status.value,
                 "progress": float(job.progress or 0.0),
                 "message": job.message or "",
-                "result": job.result,
+                "error_code": job.error_code,
+                "error_hint": job.error_hint,
+                "result": JOB_KINDS[job.kind].read_result(job.result),
             }
             for job in jobs
         ]
@@ -277,25 +207,26 @@ def recent_jobs(
 def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:
     """Finished comparisons, newest first, as flat rows for a table and a chart."""
     with transaction(factory) as s:
-        jobs = finished_comparisons(s, limit=limit)
-        return [_comparison_row(job) for job in jobs]
+        stored = [
+            (job, COMPARE.read_result(job.result)) for job in finished_comparisons(s, limit=limit)
+        ]
+        return [_comparison_row(job, result) for job, result in stored if result is not None]
 
 
-def _comparison_row(job: Job) -> dict[str, Any]:
-    result = job.result or {}
+def _comparison_row(job: Job, result: CompareJobResult) -> dict[str, Any]:
     return {
         "job": job.id,
         "A": f"#{job.model_id} {job.model.name if job.model else ''}",
-        "B": f"#{result.get('candidate_model_id')} {result.get('candidate_name', '')}".strip(),
-        "ratio": result.get("ratio"),
-        "low": result.get("low"),
-        "high": result.get("high"),
-        "verdict": result.get("verdict", ""),
-        "pairs": result.get("pairs"),
-        "batch": result.get("batch_size"),
-        "sentence": result.get("sentence", job.message),
-        "margin": result.get("margin", 0.0),
-        "contended": bool((result.get("contention") or {}).get("contended")),
+        "B": f"#{result.candidate_model_id} {result.candidate_name}".strip(),
+        "ratio": result.ratio,
+        "low": result.low,
+        "high": result.high,
+        "verdict": result.verdict,
+        "pairs": result.pairs,
+        "batch": result.batch_size,
+        "sentence": result.sentence,
+        "margin": result.margin,
+        "contended": bool(result.contention and result.contention.contended),
     }
 
 
@@ -335,12 +266,14 @@ def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[s
 def _job_row(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
-        "kind": job.kind.value,
+        "kind": JOB_KINDS[job.kind].label,
         "model": job.model.name if job.model else "",
         "model_id": job.model_id,
         "status": job.status.value,
         "progress": float(job.progress or 0.0),
         "message": job.message or "",
+        "error_code": job.error_code,
+        "error_hint": job.error_hint,
         "cancel_requested": bool(job.cancel_requested),
         "created_at": job.created_at,
         "started_at": job.started_at,
@@ -389,19 +322,22 @@ def results_frame(factory: sessionmaker[Session], *, model_id: int | None = None
 
 def _target_of(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
     """Device, precision and the output check's verdict of a benchmark job."""
-    check = result.get("output_check")
+    stored = BENCHMARK.read_result(result)
+    target = stored.target if stored is not None else BENCHMARK.parse_spec(spec)
+    return {"device": target.device, "precision": target.precision, "outputs": _outputs(stored)}
+
+
+def _outputs(result: BenchmarkJobResult | None) -> str:
+    """The output check's verdict: agree, DISAGREE, the reference itself, or not checked."""
+    if result is None or "output_check" not in result.model_fields_set:
+        return "not checked"
+    check = result.output_check
     if check is None:
-        outputs = "reference" if "output_check" in result else "not checked"
-    elif check["passed"]:
-        worst = min((o["cosine_min"] for o in check["outputs"].values()), default=1.0)
-        outputs = f"agree (cos {worst:.5f})"
-    else:
-        outputs = "DISAGREE: " + "; ".join(check["problems"])
-    return {
-        "device": str(spec.get("device", "cpu")),
-        "precision": str(spec.get("precision", "fp32")),
-        "outputs": outputs,
-    }
+        return "reference"
+    if check.passed:
+        worst = min((float(o["cosine_min"]) for o in check.outputs.values()), default=1.0)
+        return f"agree (cos {worst:.5f})"
+    return "DISAGREE: " + "; ".join(check.problems)
 
 
 def side_by_side(wide: pd.DataFrame) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import functools
 
 import pandas as pd
 import streamlit as st
+
 from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
 from optistudio.core.report.html import report_csv, report_html, report_json
 from optistudio.core.report.snapshot import (

@@ -6,10 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
-from optistudio.db.session import make_session_factory
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.db.session import make_session_factory
+from optistudio.services.jobkinds import JobKindInfo, SpecT
 from optistudio.services.settings import Settings, get_settings
+from optistudio.studio.services import live_targets as targets
+from optistudio.studio.services import route
+from optistudio.workers.app import app
 
 HEARTBEAT_STALE_FACTOR = 3
 
@@ -26,8 +30,6 @@ def session_factory() -> sessionmaker[Session]:
 
 @st.cache_resource
 def celery_app() -> Any:
-    from optistudio.workers.app import app
-
     return app
 
 
@@ -49,8 +51,6 @@ def sender(queue: str) -> Callable[[str, list[Any]], str]:
 
 def route_to(backend: str, device: str) -> str:
     """The queue of a live worker that offers backend on device (NoWorkerForTarget if none)."""
-    from optistudio.studio.services import route
-
     return route(
         session_factory(),
         backend=backend,
@@ -59,10 +59,13 @@ def route_to(backend: str, device: str) -> str:
     )
 
 
+def route_job(kind: JobKindInfo[SpecT, Any], spec: SpecT) -> str:
+    """The queue for a job: a live worker's that offers its target, by its kind's rule."""
+    return route_to(*kind.target(spec))
+
+
 def live_targets(info: Any = None) -> list[tuple[str, str, str]]:
     """(backend, device, precision) the live workers offer (for `info`'s model when given)."""
-    from optistudio.studio.services import live_targets as targets
-
     return targets(
         session_factory(), max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR, info=info
     )

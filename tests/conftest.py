@@ -78,7 +78,6 @@ def app_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ob
 def db_factory(app_settings: object) -> object:
     """A session factory on a database migrated to head."""
     from optistudio.db.session import make_session_factory
-
     from optistudio.services.migrate import upgrade
 
     upgrade(app_settings.database_url, lock_dir=app_settings.data_dir)  # type: ignore[attr-defined]

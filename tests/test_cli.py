@@ -109,6 +109,46 @@ def test_refused_file_exits_non_zero_without_traceback(tmp_path, content, messag
     assert "Traceback" not in done.stderr
 
 
+def test_a_refusal_with_json_is_one_error_document_on_stdout(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"hello, not a model")
+
+    done = optistudio("bench", str(bad), "--json", data_dir=tmp_path / "data")
+
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert set(error) == {"code", "message", "hint"}
+    assert error["code"] == "model_rejected"
+    assert "not an ONNX model" in error["message"] and error["hint"]
+    assert error["hint"] not in error["message"]
+    lines = done.stderr.splitlines()
+    assert f"error: {error['message']}" in lines and f"hint: {error['hint']}" in lines
+    assert "Traceback" not in done.stderr
+
+
+def test_a_failed_saved_job_is_raised_again_with_its_stored_fields() -> None:
+    from types import SimpleNamespace
+
+    from optistudio.cli.errors import job_failure
+    from optistudio.core.errors import PassFailed
+    from optistudio.db.models import JobStatus
+
+    job = SimpleNamespace(
+        status=JobStatus.failed,
+        is_terminal=True,
+        message="int8_static cannot quantize op 'Foo'.",
+        error_code="pass_failed",
+        error_hint="Try the fp16 recipe.",
+        error_detail=None,
+    )
+
+    error = job_failure(job, 5)
+
+    assert isinstance(error, PassFailed)
+    assert (error.message, error.hint) == (job.message, job.error_hint)
+    assert str(job_failure(None, 5)) == "Job 5 vanished."
+
+
 def test_bad_option_names_the_field(tiny_model: Path, tmp_path: Path) -> None:
     done = optistudio(
         "bench",
@@ -335,8 +375,9 @@ def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path:
 
 def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
     import numpy as np
-    from optistudio.core.model.samples import build_sample
     from PIL import Image
+
+    from optistudio.core.model.samples import build_sample
 
     model = build_sample("tiny_cnn", tmp_path)  # input image: [batch, 1, 28, 28]
     images = tmp_path / "images"

@@ -47,9 +47,8 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
 
 
 def test_cli_margin_default_is_the_tuners() -> None:
-    from optistudio.core.batching.tuner import DEFAULT_MARGIN
-
     from optistudio.cli.batching import DEFAULT_MARGIN_PERCENT
+    from optistudio.core.batching.tuner import DEFAULT_MARGIN
 
     assert DEFAULT_MARGIN_PERCENT == DEFAULT_MARGIN * 100
 

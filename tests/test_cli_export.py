@@ -6,8 +6,9 @@ import json
 import zipfile
 from pathlib import Path
 
-from optistudio.core.report.bundle import verify_bundle
 from test_cli import optistudio
+
+from optistudio.core.report.bundle import verify_bundle
 
 
 def test_export_a_variant_by_the_id_optimize_save_printed(tiny_model: Path, tmp_path: Path):

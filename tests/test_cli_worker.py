@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from optistudio.core.errors import OptistudioError
 
 from optistudio.cli import build_parser
 from optistudio.cli.worker import worker_invocation
+from optistudio.core.errors import OptistudioError
 
 
 def test_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

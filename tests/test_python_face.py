@@ -17,14 +17,14 @@ import onnxruntime as ort
 import psutil
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from optistudio import InferenceBackend, PipelineOptimizer, register_fusion_pattern
 from optistudio.core.errors import InferenceFailed, InvalidSpec, UnknownName
 from optistudio.core.fusion import fusion_patterns
 from optistudio.core.fusion.apply import numerical_check
 from optistudio.core.fusion.specs import CONV_RELU
 from optistudio.core.fusion.user import UserFusionPattern, unregister_fusion_pattern
 from optistudio.core.passes.base import PassContext, passes
-
-from optistudio import InferenceBackend, PipelineOptimizer, register_fusion_pattern
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT = 10  # seconds a future may take; the batching tests hold batches for at most 9 s

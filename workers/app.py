@@ -8,30 +8,18 @@ from __future__ import annotations
 
 from celery import Celery
 
+from optistudio.services.jobkinds import DEFAULT_QUEUE, JOB_KINDS
 from optistudio.services.settings import Settings, get_settings
 
-TASK_BENCHMARK = "optistudio.benchmark"
-TASK_COMPARE = "optistudio.compare"
-TASK_OPTIMIZE = "optistudio.optimize"
-TASK_PROFILE = "optistudio.profile"
-TASK_SOAK = "optistudio.soak"
-TASK_BATCHING_PROFILE = "optistudio.batching_profile"
-TASK_BATCHING_VERIFY = "optistudio.batching_verify"
-TASK_EXPORT = "optistudio.export"
-DEFAULT_QUEUE = "cpu"
+TASK_MODULES = ["optistudio.workers.tasks", "optistudio.workers.inventory"]
+"""Loaded by the worker only: the tasks (one per job kind) and the heartbeat."""
 
 
 def create_app(settings: Settings) -> Celery:
     app = Celery(
         "optistudio",
         broker=settings.broker_url,
-        include=[
-            "optistudio.workers.tasks",
-            "optistudio.workers.inventory",
-            "optistudio.workers.diagnostics_task",
-            "optistudio.workers.batching_task",
-            "optistudio.workers.export_task",
-        ],
+        include=TASK_MODULES,
     )
     app.conf.update(
         task_serializer="json",
@@ -41,19 +29,7 @@ def create_app(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=DEFAULT_QUEUE,
-        task_routes={
-            name: {"queue": DEFAULT_QUEUE}
-            for name in (
-                TASK_BENCHMARK,
-                TASK_COMPARE,
-                TASK_OPTIMIZE,
-                TASK_PROFILE,
-                TASK_SOAK,
-                TASK_BATCHING_PROFILE,
-                TASK_BATCHING_VERIFY,
-                TASK_EXPORT,
-            )
-        },
+        task_routes={info.task_name: {"queue": info.queue} for info in JOB_KINDS.values()},
         task_time_limit=settings.job_time_limit_s + 60,
         task_soft_time_limit=settings.job_time_limit_s,
         # Longer than the longest job, or Redis redelivers a task that is still running.

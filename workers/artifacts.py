@@ -7,7 +7,6 @@ from pathlib import Path
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import Job, Model
-
 from optistudio.services.artifact_store import store_for
 from optistudio.services.settings import get_settings
 

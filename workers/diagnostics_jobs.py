@@ -4,41 +4,25 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from optistudio.core.data.datasets import open_dataset
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport, diagnose
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.soak import SoakReport, SoakSpec, soak
-from optistudio.db.models import Job, JobKind
-from optistudio.db.queries import get_model, get_or_create_environment, set_job_result
+from optistudio.db.models import Job
+from optistudio.db.queries import get_model
 from optistudio.db.session import transaction
-from optistudio.workers.app import TASK_PROFILE, TASK_SOAK, app
-from optistudio.workers.artifacts import model_of, stored_file
-from optistudio.workers.jobs import JobContext, run_job
-from optistudio.workers.tasks import session_factory
-
 from optistudio.services.artifact_store import local_data_file
-from optistudio.services.jobspecs import ProfileJobSpec, parse_job_spec
+from optistudio.services.jobkinds import ProfileJobSpec
+from optistudio.services.jobresults import ProfileJobResult
 from optistudio.services.settings import get_settings
+from optistudio.workers.artifacts import model_of, stored_file
+from optistudio.workers.jobs import JobContext
+from optistudio.workers.outcome import Done
 
 
-@app.task(name=TASK_PROFILE, bind=True)
-def profile(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
+def profile_job(job: Job, spec: ProfileJobSpec, context: JobContext) -> Done[ProfileJobResult]:
     """Profile the job's model (and its variant): per-op times, comparison, INT8 explainer."""
-    worker = self.request.hostname or "local"
-    run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=profile_job)
-
-
-@app.task(name=TASK_SOAK, bind=True)
-def soak_task(self, job_id: int) -> None:  # type: ignore[no-untyped-def]
-    """Run the job's model for a while and test its memory for growth."""
-    worker = self.request.hostname or "local"
-    run_job(session_factory(), job_id, worker=worker, task_id=self.request.id, work=soak_job)
-
-
-def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
-    spec: ProfileJobSpec = parse_job_spec(JobKind.profile, job.spec)
     model_path, info = model_of(job)
     variant_path, variant_name = _variant(spec, context)
     data = (  # through the artifact store: a worker on another machine fetches it once
@@ -59,20 +43,18 @@ def profile_job(job: Job, context: JobContext) -> tuple[str, int | None]:
         )
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-    result = report.model_dump(mode="json") | {
-        "variant_model_id": spec.variant_model_id,
-        "variant_name": variant_name,
-    }
-    environment_id = _store(context, job.id, result, report.profile.environment)
-    return profile_summary(report), environment_id
+    result = ProfileJobResult.model_validate(
+        report.model_dump()
+        | {"variant_model_id": spec.variant_model_id, "variant_name": variant_name}
+    )
+    return Done(profile_summary(report), result, environment=report.profile.environment)
 
 
-def soak_job(job: Job, context: JobContext) -> tuple[str, int | None]:
-    spec: SoakSpec = parse_job_spec(JobKind.soak, job.spec)
+def soak_job(job: Job, spec: SoakSpec, context: JobContext) -> Done[SoakReport]:
+    """Run the job's model for a while and test its memory for growth."""
     model_path, info = model_of(job)
     report = soak(model_path, spec, info=info, progress=context.progress)
-    result = report.model_dump(mode="json")
-    return soak_summary(report), _store(context, job.id, result, report.environment)
+    return Done(soak_summary(report), report, environment=report.environment)
 
 
 def _variant(spec: ProfileJobSpec, context: JobContext) -> tuple[Path | None, str]:
@@ -86,15 +68,6 @@ def _variant(spec: ProfileJobSpec, context: JobContext) -> tuple[Path | None, st
             )
         path, _ = stored_file(variant)
         return path, variant.name
-
-
-def _store(
-    context: JobContext, job_id: int, result: dict[str, Any], environment: dict[str, Any]
-) -> int:
-    with transaction(context.factory) as s:
-        stored = get_or_create_environment(s, data=environment)
-        set_job_result(s, job_id=job_id, result=result)
-        return stored.id
 
 
 def profile_summary(report: DiagnosticsReport) -> str:

@@ -16,11 +16,11 @@ import threading
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
+
 from optistudio.db.queries import record_worker, stop_worker
 from optistudio.db.session import make_session_factory, transaction
-from optistudio.workers.recovery import recover, vouch_for_active_jobs
-
 from optistudio.services.settings import get_settings
+from optistudio.workers.recovery import recover, vouch_for_active_jobs
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
-from optistudio.core.errors import Cancelled, OptistudioError
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.errors import (
+    Cancelled,
+    ErrorCode,
+    ErrorInfo,
+    OptistudioError,
+    TimedOut,
+    first_line,
+)
 from optistudio.db.models import Job, JobStatus
 from optistudio.db.queries import claim_job, finish_job, set_progress
 from optistudio.db.session import DatabaseUnavailable, is_unavailable, transaction
-from sqlalchemy.orm import Session, sessionmaker
+from optistudio.services.job_errors import error_columns
 
 log = logging.getLogger(__name__)
 
@@ -78,21 +87,20 @@ def run_job(
     try:
         message, environment_id = work(job, context)
     except Cancelled as exc:
-        _finish(factory, job_id, JobStatus.cancelled, exc.message)
+        _finish(factory, job_id, JobStatus.cancelled, exc.info())
     except SoftTimeLimitExceeded:
-        _finish(factory, job_id, JobStatus.failed, "Timed out: the job ran past its time limit.")
+        log.warning("job %s ran past its time limit", job_id)
+        _finish(factory, job_id, JobStatus.timed_out, _timed_out())
     except OptistudioError as exc:
         log.info("job %s failed: %s", job_id, exc)
-        _finish(factory, job_id, JobStatus.failed, str(exc))
+        _finish(factory, job_id, JobStatus.failed, exc.info())
     except Exception as exc:
         if is_unavailable(exc):
             log.warning("job %s: database unavailable: %s", job_id, exc)
-            message = f"{_first_line(exc)} The job was stopped; submit it again."
-            _finish(factory, job_id, JobStatus.failed, message)
+            _finish(factory, job_id, JobStatus.failed, _database_lost(exc))
             return
         log.exception("internal error in job %s", job_id)
-        message = f"Internal error (job {job_id}). The details are in the worker log."
-        _finish(factory, job_id, JobStatus.failed, message, traceback.format_exc())
+        _finish(factory, job_id, JobStatus.failed, _internal_error(job_id))
         raise
     else:
         _finish(factory, job_id, JobStatus.succeeded, message, environment_id=environment_id)
@@ -102,21 +110,15 @@ def _finish(
     factory: sessionmaker[Session],
     job_id: int,
     status: JobStatus,
-    message: str,
-    error_detail: str | None = None,
+    outcome: str | ErrorInfo,
     *,
     environment_id: int | None = None,
 ) -> None:
+    """Record the outcome: a success message, or an error's code, message, hint and detail."""
+    columns = error_columns(outcome) if isinstance(outcome, ErrorInfo) else {"message": outcome}
     try:
         with transaction(factory, retry_s=OUTCOME_RETRY_S) as s:
-            finish_job(
-                s,
-                job_id=job_id,
-                status=status,
-                message=message,
-                error_detail=error_detail,
-                environment_id=environment_id,
-            )
+            finish_job(s, job_id=job_id, status=status, environment_id=environment_id, **columns)
     except Exception as exc:
         if not is_unavailable(exc):
             raise
@@ -124,8 +126,32 @@ def _finish(
         log.error("job %s: could not record %s (%s)", job_id, status.value, exc)
 
 
-def _first_line(exc: BaseException) -> str:
+def _timed_out() -> ErrorInfo:
+    return TimedOut(
+        "Timed out: the job ran past its time limit and was stopped.",
+        hint="Make the run shorter (fewer batch sizes, a lower max_seconds), or raise "
+        "OPTISTUDIO_JOB_TIME_LIMIT_S on the workers.",
+    ).info()
+
+
+def _database_lost(exc: BaseException) -> ErrorInfo:
+    """A job stopped because the database went away (`exc` is_unavailable)."""
     if isinstance(exc, DatabaseUnavailable):
-        return str(exc)
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return f"The database connection was lost ({text[0] if text else type(exc).__name__})."
+        message = first_line(exc)
+    else:
+        message = f"The database connection was lost ({first_line(exc)})."
+    return ErrorInfo(
+        code=ErrorCode.database_unavailable,
+        message=f"{message} The job was stopped.",
+        hint="Submit it again once the database is back.",
+    )
+
+
+def _internal_error(job_id: int) -> ErrorInfo:
+    """A bug: a plain message, the traceback of the exception being handled kept as detail."""
+    return ErrorInfo(
+        code=ErrorCode.internal,
+        message=f"Internal error (job {job_id}). The details are in the worker log.",
+        hint="This is a bug in Optistudio; please report it with the worker log.",
+        detail=traceback.format_exc(),
+    )

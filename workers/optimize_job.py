@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from optistudio.core.optimize.run import OptimizeReport, VariantResult, optimize
-from optistudio.db.models import Job, JobKind
-from optistudio.db.queries import get_or_create_environment, set_job_result
-from optistudio.db.session import transaction
+from optistudio.db.models import Job
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import OptimizeJobSpec
+from optistudio.services.jobresults import OptimizeJobResult, StoredVariant
+from optistudio.services.settings import get_settings
 from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
-
-from optistudio.services.catalog import add_model_file
-from optistudio.services.jobspecs import OptimizeJobSpec, parse_job_spec
-from optistudio.services.settings import get_settings
+from optistudio.workers.outcome import Done
 
 
-def optimize_job(job: Job, context: JobContext) -> tuple[str, int | None]:
-    spec: OptimizeJobSpec = parse_job_spec(JobKind.optimize, job.spec)
+def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[OptimizeJobResult]:
+    """Make the job's recipes into variants, check their accuracy and time them."""
     settings = get_settings()
     model_path, info = model_of(job)
     data, labels = spec.open_data(info.inputs)
@@ -33,15 +31,14 @@ def optimize_job(job: Job, context: JobContext) -> tuple[str, int | None]:
         labels=labels,
         progress=context.progress,
     )
-    variant_ids = [_store_variant(job, variant, context) for variant in report.variants]
-    result = report.model_dump(mode="json")
-    for stored, variant_id in zip(result["variants"], variant_ids, strict=True):
-        stored["model_id"] = variant_id
-    with transaction(context.factory) as s:
-        environment = get_or_create_environment(s, data=report.environment)
-        set_job_result(s, job_id=job.id, result=result)
-        environment_id = environment.id
-    return summary(report), environment_id
+    variants = [
+        StoredVariant.model_validate(
+            variant.model_dump() | {"model_id": _store_variant(job, variant, context)}
+        )
+        for variant in report.variants
+    ]
+    result = OptimizeJobResult.model_validate(report.model_dump() | {"variants": variants})
+    return Done(summary(report), result, environment=report.environment)
 
 
 def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
@@ -72,9 +69,9 @@ def summary(report: OptimizeReport) -> str:
 
 
 def _figures(variant: VariantResult) -> str:
-    parts: list[Any] = [f"{variant.speedup:.2f}x faster" if variant.speedup else "timed"]
+    parts = [f"{variant.speedup:.2f}x faster" if variant.speedup else "timed"]
     if variant.ratio_low and variant.ratio_high:
         parts.append(f"(95 % CI {1 / variant.ratio_high:.2f}-{1 / variant.ratio_low:.2f}x)")
     if variant.accuracy is not None:
         parts.append(f"cosine {variant.accuracy.mean_cosine:.4f}")
-    return " ".join(str(p) for p in parts)
+    return " ".join(parts)

@@ -29,7 +29,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.core.backends.inventory import offers
+from optistudio.core.errors import ErrorCode, ErrorInfo
 from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import (
     MAX_ATTEMPTS,
@@ -43,16 +46,17 @@ from optistudio.db.queries import (
     waiting_jobs,
 )
 from optistudio.db.session import transaction
-from sqlalchemy.orm import Session, sessionmaker
+from optistudio.services.job_errors import error_columns
+from optistudio.services.jobkinds import JOB_KINDS, Target
+from optistudio.workers.app import app
+from optistudio.workers.broker_contents import task_ids_in_broker
 
 log = logging.getLogger(__name__)
 
-TASK_PREFIX = "optistudio."
-
 
 def task_of(kind: JobKind) -> str:
-    """The task that runs a job kind: every task is named ``optistudio.<kind>`` (optistudio.workers.app)."""
-    return f"{TASK_PREFIX}{kind.value}"
+    """The task that runs a job kind (``optistudio.<kind>``, optistudio.services.jobkinds)."""
+    return JOB_KINDS[kind].task_name
 
 
 SendTo = Callable[[str, int, str], str]
@@ -81,12 +85,9 @@ def vouch_for_active_jobs(factory: sessionmaker[Session], *, worker: str) -> int
         return touch_jobs(s, job_ids=ids, worker=worker)
 
 
-def target_of(job: Job) -> tuple[str, str]:
-    """The backend and device the job needs, from its spec."""
-    spec = job.spec or {}
-    if job.kind is JobKind.optimize:
-        return str(spec.get("target_backend", "onnxruntime")), "cpu"
-    return str(spec.get("backend", "onnxruntime")), str(spec.get("device", "cpu"))
+def target_of(job: Job) -> Target:
+    """The backend and device the job needs, by its kind's rule (as the studio routed it)."""
+    return JOB_KINDS[job.kind].stored_target(job.spec)
 
 
 def recover_stale_jobs(
@@ -123,9 +124,11 @@ def _recover(
     if queue is None:
         message = (
             f"Failed: its worker ({lost}) stopped responding and no live worker offers "
-            f"{backend} on {device} to run it again. Start one, then submit the job again."
+            f"{backend} on {device} to run it again."
         )
-        finish_job(s, job_id=job.id, status=JobStatus.failed, message=message)
+        hint = "Start a worker that offers it, then submit the job again."
+        error = ErrorInfo(code=ErrorCode.worker_lost, message=message, hint=hint)
+        finish_job(s, job_id=job.id, status=JobStatus.failed, **error_columns(error))
         return "failed"
     task_id = send(task_of(job.kind), job.id, queue)
     message = (
@@ -201,16 +204,11 @@ def _resend(
 
 def send_with_app(name: str, job_id: int, queue: str) -> str:
     """The worker's own Celery app sends the task (used by the heartbeat thread)."""
-    from optistudio.workers.app import app
-
     return str(app.send_task(name, args=[job_id], queue=queue).id)
 
 
 def held_by_app_broker() -> set[str] | None:
     """Task ids the worker's own broker holds (used by the heartbeat thread)."""
-    from optistudio.workers.app import app
-    from optistudio.workers.broker_contents import task_ids_in_broker
-
     return task_ids_in_broker(app)
 
 

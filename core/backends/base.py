@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.loader import load
 from optistudio.core.registry import Registry
-from pydantic import BaseModel, ConfigDict, Field
 
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 PerformanceHint = Literal["latency", "throughput"]

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+
 from optistudio.core.backends.base import (
     Availability,
     InferenceBackend,

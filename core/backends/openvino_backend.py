@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from optistudio.core.backends.base import (
     Availability,
     InferenceBackend,

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
+
 from optistudio.core.backends.base import (
     InferenceBackend,
     LoadedModel,
@@ -25,7 +27,6 @@ from optistudio.core.backends.base import (
     get_backend,
 )
 from optistudio.core.errors import BackendUnavailable, InvalidSpec, describe_validation_error
-from pydantic import ValidationError
 
 
 class Predictor:

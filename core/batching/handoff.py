@@ -17,6 +17,7 @@ loops), and throughput pays the mean. On digits-cnn a 4-s closed loop's measured
 from __future__ import annotations
 
 import numpy as np
+
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from optistudio.core.batching.pipeline import Pipeline, Response
 from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
 from optistudio.core.batching.simulate import Process

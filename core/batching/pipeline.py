@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import require_batch_dim
 from optistudio.core.batching.balancer import Balancer

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from optistudio.core.backends.predictor import pick_backend, session_options_from
 from optistudio.core.batching.pipeline import Pipeline, PipelineStats, Response
 from optistudio.core.batching.settings import BatchingSettings, serving_options, settings_from

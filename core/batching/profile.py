@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import require_batch_dim
 from optistudio.core.batching.handoff import measure_handoff

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from optistudio.core.errors import InvalidSpec
 from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.errors import InvalidSpec
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
 from optistudio.core.backends import SessionOptions
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.machine.affinity import available_cores
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class BatchingSettings(BaseModel):

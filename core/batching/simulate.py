@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
 from optistudio.core.batching.settings import BatchingSettings

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from optistudio.core.batching.settings import BatchingSettings
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optistudio.core.batching.settings import BatchingSettings
 
 
 def _spin_wait_field() -> Any:

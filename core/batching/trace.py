@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.settings import BatchingSettings

@@ -15,13 +15,14 @@ the highest wins.
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.profile import default_batch_sizes
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate
 from optistudio.core.errors import InvalidSpec
-from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_TIMEOUTS_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 BISECTION_STEPS = 7

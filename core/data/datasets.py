@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
+
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import DataMismatch

@@ -31,10 +31,11 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Literal
 
 import numpy as np
-from optistudio.core.errors import DataMismatch
-from optistudio.core.model.info import Dim, TensorSpec
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from optistudio.core.errors import DataMismatch
+from optistudio.core.model.info import Dim, TensorSpec
 
 IMAGE_SUFFIXES = (".bmp", ".jpeg", ".jpg", ".png", ".webp")
 """File name endings (any case) that count as images; other files are skipped."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TypeGuard
 
 import numpy as np
+
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 

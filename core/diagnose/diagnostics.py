@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.data.source import CalibrationSource
@@ -22,7 +24,6 @@ from optistudio.core.errors import OptistudioError
 from optistudio.core.measure.stages import Breakdown, PipelineSpec, PostStep, layered_breakdown
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class DiagnosticsSpec(ProfileSpec):

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Literal
 
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.diagnose.profiling import (
     COMPUTE_FAMILIES,
@@ -34,7 +36,6 @@ from optistudio.core.diagnose.profiling import (
     op_family,
 )
 from optistudio.core.machine.environment import isa_flags
-from pydantic import BaseModel, ConfigDict, Field
 
 Severity = Literal["high", "medium", "info"]
 

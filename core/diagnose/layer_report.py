@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.numerics.sensitivity import LayerError, layer_errors
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.diagnose.profiling import COMPUTE_FAMILIES, NodeTime, Profile
 from optistudio.core.errors import InvalidSpec
-from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_MARGIN = 0.05
 

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import numpy as np
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.openvino_backend import (
     compile_config,
@@ -39,7 +41,6 @@ from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
-from pydantic import BaseModel, ConfigDict, Field
 
 PROFILED_BACKENDS = ("onnxruntime", "openvino")
 ORT_TYPES = {

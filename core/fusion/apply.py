@@ -17,10 +17,11 @@ import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
 from onnxscript.rewriter.pattern import MatchingTracer, MatchStatus, RewriteRuleSet
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import InvalidSpec, PassFailed
 from optistudio.core.fusion.registry import FusionPatternInfo, fusion_patterns
-from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 

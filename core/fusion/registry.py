@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from optistudio.core.registry import Registry
 from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.registry import Registry
 
 if TYPE_CHECKING:
     from onnxscript.rewriter.pattern import RewriteRule

@@ -29,6 +29,8 @@ from typing import Any, overload
 
 import onnx_ir as ir
 from onnxscript.rewriter.pattern import MatchResult, PatternMatcher, RewriteRule
+from pydantic import PrivateAttr
+
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.fusion.registry import ANY_BACKEND, FusionPatternInfo, fusion_patterns
 from optistudio.core.fusion.specs import (
@@ -39,7 +41,6 @@ from optistudio.core.fusion.specs import (
     RESHAPE_RESHAPE,
     TRANSPOSE_TRANSPOSE,
 )
-from pydantic import PrivateAttr
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import psutil
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.base import Precision
 from optistudio.core.data.inputs import synthesize_inputs
@@ -27,7 +29,6 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.crosscheck import OutputCheck, check_outputs, reference_outputs
 from optistudio.core.progress import ProgressCallback, ignore_progress
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MIN_WINDOW_RUNS = 3
 DEFAULT_BATCH_SIZES = (1, 8)

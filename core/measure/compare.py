@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
@@ -40,7 +42,6 @@ from optistudio.core.measure.stats import latency_summary
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Verdict = Literal["faster", "slower", "no significant difference"]
 FASTER: Verdict = "faster"

@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM, synthesize_inputs
 from optistudio.core.errors import InvalidSpec
@@ -37,7 +39,6 @@ from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress
-from pydantic import BaseModel, ConfigDict, Field
 
 MIB = 1024 * 1024
 BLOCKS = 10

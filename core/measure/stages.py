@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
-from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field
 
 PostStep = Literal["softmax", "sigmoid", "argmax", "top5"]
 StageName = Literal["pre-processing", "inference", "post-processing"]

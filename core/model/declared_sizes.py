@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import onnx
 import psutil
+
 from optistudio.core.errors import ModelRejected
 
 _HINT = (

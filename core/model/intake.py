@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import onnx
 from google.protobuf.message import DecodeError
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.declared_sizes import (
     check_declared_sizes,

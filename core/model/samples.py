@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.errors import OptistudioError, UnknownName
 
 SAMPLE_OPSET = 17

@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback
-from pydantic import BaseModel, ConfigDict, Field
 
 SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
 UNLABELLED_NOTE = "no labels: top-1 is agreement with the original model, not task accuracy"

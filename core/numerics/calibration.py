@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
+
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, ModelLoadError

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.numerics.accuracy import output_agreement
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class Tolerance(BaseModel):

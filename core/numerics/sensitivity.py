@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, ModelLoadError
-from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.errors import UnknownName
 from optistudio.core.machine.environment import isa_flags
 from optistudio.core.model.info import ModelInfo
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class RecipeStep(BaseModel):

@@ -24,6 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
 from optistudio.core.backends import backends
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.source import CalibrationSource
@@ -48,14 +57,6 @@ from optistudio.core.numerics.accuracy import (
 from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND, Recipe, resolve_recipes
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
 
 log = logging.getLogger(__name__)
 

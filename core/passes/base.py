@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
 from optistudio.core.loader import load
 from optistudio.core.progress import ProgressCallback, ignore_progress
 from optistudio.core.registry import Registry
-from pydantic import BaseModel, ConfigDict, Field
 
 
 @dataclass

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.errors import (
     InferenceFailed,
@@ -37,7 +39,6 @@ from optistudio.core.machine.environment import isa_flags
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import NO_SIZE_LIMIT, accuracy_report
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
-from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 

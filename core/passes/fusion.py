@@ -7,8 +7,9 @@ runs, not when the passes are listed or their forms rendered.
 
 from __future__ import annotations
 
-from optistudio.core.passes.base import PassInfo
 from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.passes.base import PassInfo
 
 
 class FusionConfig(BaseModel):

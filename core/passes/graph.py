@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Literal
 
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import PassFailed
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class OrtOptimizeConfig(BaseModel):

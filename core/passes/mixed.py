@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
 from optistudio.core.numerics.accuracy import (
@@ -45,7 +47,6 @@ from optistudio.core.numerics.sensitivity import LayerError, layer_errors
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
 from optistudio.core.progress import scaled
-from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 

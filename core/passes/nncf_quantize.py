@@ -26,10 +26,11 @@ from typing import Any, Literal
 
 import numpy as np
 import onnx
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, OptistudioError, PassFailed, first_line
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
-from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 

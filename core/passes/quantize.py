@@ -28,13 +28,14 @@ from typing import Any, Literal
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import OptistudioError, PassFailed
 from optistudio.core.machine.environment import int8_weights_need_reduced_range
 from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.progress import scaled
-from pydantic import BaseModel, ConfigDict, Field
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import onnx
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors

@@ -6,6 +6,7 @@ Used by the studio page, the shared page and the self-contained HTML report alik
 from __future__ import annotations
 
 import plotly.graph_objects as go
+
 from optistudio.core.report.pareto import pareto_front
 from optistudio.core.report.snapshot import CompareSnapshot, ResultRow, column_title
 

@@ -11,9 +11,10 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optistudio.core.metrics import METRICS, is_better
 from optistudio.core.report.pareto import pareto_front, sweet_spot
-from pydantic import BaseModel, ConfigDict, Field
 
 TABLE_METRICS = (
     "p50_ms",

@@ -23,15 +23,14 @@ from optistudio.cli.args import (
 )
 from optistudio.cli.batching import add_batching_parser, command_batching
 from optistudio.cli.diagnostics import add_diagnostics_parsers, command_profile, command_soak
+from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
 from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.worker import add_worker_parser, command_worker
-from optistudio.core.errors import InvalidSpec, OptistudioError
+from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec, OptistudioError, first_line
 
 log = logging.getLogger("optistudio")
-
-EXIT_REFUSED = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -312,7 +311,7 @@ def _bench_and_save(model_path: Path, spec: Any, settings: Any) -> tuple[Any, di
     from optistudio.services.migrate import upgrade
     from optistudio.workers.artifacts import model_of
     from optistudio.workers.jobs import run_job
-    from optistudio.workers.tasks import record_benchmark
+    from optistudio.workers.measure_jobs import record_benchmark
 
     upgrade(settings.database_url, lock_dir=settings.data_dir)
     factory = make_session_factory(settings.database_url)
@@ -332,7 +331,7 @@ def _bench_and_save(model_path: Path, spec: Any, settings: Any) -> tuple[Any, di
     with transaction(factory) as s:
         job = get_job(s, job_id=job_id)
         if job is None or job.status != JobStatus.succeeded:
-            raise OptistudioError(job.message if job else f"Job {job_id} vanished.")
+            raise job_failure(job, job_id)
     return reports[0], {"model_id": entry.model_id, "job_id": job_id}
 
 
@@ -393,24 +392,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return command_ui()
         return command_migrate()
     except OptistudioError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return EXIT_REFUSED
+        return report_error(exc.info(), as_json=getattr(args, "json", False))
     except Exception as exc:
         problem = _database_unreachable(exc)
         if problem is None:
             raise
-        print(f"error: {problem}", file=sys.stderr)
-        print(
-            "hint: start the database, or point OPTISTUDIO_DATABASE_URL at one that runs; "
-            "nothing was changed.",
-            file=sys.stderr,
-        )
-        return EXIT_REFUSED
+        return report_error(problem, as_json=getattr(args, "json", False))
 
 
-def _database_unreachable(exc: BaseException) -> str | None:
+def _database_unreachable(exc: BaseException) -> ErrorInfo | None:
     """What to tell the user when `exc` means the database could not be reached, else None."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
@@ -418,16 +408,20 @@ def _database_unreachable(exc: BaseException) -> str | None:
     from optistudio.db.session import DatabaseUnavailable
     from optistudio.services.settings import get_settings
 
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    reason = first_line(exc)
     connecting = isinstance(exc, OperationalError) and any(
         words in reason.lower() for words in _CONNECT_FAILURES
     )
     if not (connecting or isinstance(exc, DatabaseUnavailable)):
         return None  # a wrong statement or schema is a bug to see in full, not this
     url = make_url(get_settings().database_url).render_as_string(hide_password=True)
-    return f"the database at {url} could not be reached: {reason}"
+    return ErrorInfo(
+        code=ErrorCode.database_unavailable,
+        message=f"the database at {url} could not be reached: {reason}",
+        hint="Start the database, or point OPTISTUDIO_DATABASE_URL at one that runs; "
+        "nothing was changed.",
+    )
 
 
 _CONNECT_FAILURES = ("connection failed", "could not connect", "unable to open database")
 """How psycopg and SQLite say that no connection could be made."""
-

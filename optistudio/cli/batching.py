@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from optistudio.cli.args import parse_assignment, parse_int_list
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.errors import InvalidSpec, first_line
 
 ACTIONS = ("profile", "simulate", "verify", "recommend")
 DEFAULT_MARGIN_PERCENT = 10.0  # optistudio.core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
@@ -103,14 +103,15 @@ def command_batching(args: argparse.Namespace) -> int:
 
 def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) -> Any:
     from optistudio.core.backends import SessionOptions
-    from optistudio.core.batching.profile import LatencyProfile, measure_profile
+    from optistudio.core.batching.latency import LatencyProfile
+    from optistudio.core.batching.profile import measure_profile
 
     if args.profile is not None and not fresh:
         try:
             return LatencyProfile.model_validate_json(args.profile.read_text())
         except (OSError, ValueError) as exc:
             raise InvalidSpec(
-                f"Cannot read the profile {str(args.profile)!r}: {str(exc).splitlines()[0]}",
+                f"Cannot read the profile {str(args.profile)!r}: {first_line(exc)}",
                 hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
             ) from None
     options = SessionOptions(threads=args.threads, spin_wait=args.spin)

@@ -52,6 +52,8 @@ def _job_json(job: Any) -> dict[str, Any]:
         "worker": job.worker,
         "progress": round(float(job.progress or 0.0), 3),
         "message": job.message or "",
+        "error_code": job.error_code,
+        "hint": job.error_hint,
         "created_at": _iso(job.created_at),
         "finished_at": _iso(job.finished_at),
     }
@@ -81,3 +83,5 @@ def _print(workers: list[str], jobs: list[dict[str, Any]]) -> None:
             f"{job['id']:>5}  {job['kind']:<16} {job['status']:<10} {job['attempts']:>5}  "
             f"{job['message']}"
         )
+        if job["hint"]:
+            print(f"{'':>5}  hint: {job['hint']}")

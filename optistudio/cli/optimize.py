@@ -6,10 +6,14 @@ import argparse
 import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from optistudio.cli.args import parse_float_list, parse_int_list, validated
-from optistudio.core.errors import OptistudioError
+from optistudio.cli.errors import job_failure
+
+if TYPE_CHECKING:
+    from optistudio.core.optimize.run import OptimizeReport
+    from optistudio.services.jobresults import OptimizeJobResult
 
 
 def add_optimize_parser(commands: Any) -> None:
@@ -50,7 +54,7 @@ def add_optimize_parser(commands: Any) -> None:
 
 
 def optimize_spec(args: argparse.Namespace) -> Any:
-    from optistudio.services.jobspecs import OptimizeJobSpec
+    from optistudio.services.jobkinds import OptimizeJobSpec
 
     budget = {"min_cosine": args.budget_cosine, "max_top1_drop": args.budget_top1_drop}
     fields: dict[str, Any] = {
@@ -89,34 +93,38 @@ def command_optimize(args: argparse.Namespace) -> int:
 
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
     if args.save:
-        payload = _optimize_and_save(args.model, spec, settings)
+        report, stored = _optimize_and_save(args.model, spec, settings)
     else:
-        payload = _optimize_here(args.model, info, spec, args.out)
-    payload["files"] = _export_variants(payload, args.out)
+        report, stored = _optimize_here(args.model, info, spec, args.out), {}
+    files = _export_variants(report, args.out)
     if args.json:
+        payload = report.model_dump(mode="json") | stored | {"files": files}
         print(json.dumps(payload, indent=2, default=str))
     else:
-        _print_variants(payload)
+        _print_variants(report)
     return 0
 
 
-def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> dict[str, Any]:
+def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> OptimizeReport:
+    """The optimization report, made in this process."""
     from optistudio.core.optimize.run import optimize
 
     data, labels = spec.open_data(info.inputs)
-    report = optimize(model, spec.optimize_spec(), out_dir=out / "work", data=data, labels=labels)
-    return report.model_dump(mode="json")
+    return optimize(model, spec.optimize_spec(), out_dir=out / "work", data=data, labels=labels)
 
 
-def _optimize_and_save(model_path: Path, spec: Any, settings: Any) -> dict[str, Any]:
+def _optimize_and_save(
+    model_path: Path, spec: Any, settings: Any
+) -> tuple[OptimizeJobResult, dict[str, int]]:
     """Store the model, then run the optimization through a job row exactly as a worker does."""
     from optistudio.db.models import JobKind, JobStatus
     from optistudio.db.queries import create_job, get_job
     from optistudio.db.session import make_session_factory, transaction
     from optistudio.services.catalog import add_model_file
+    from optistudio.services.jobkinds import OPTIMIZE
     from optistudio.services.migrate import upgrade
     from optistudio.workers.jobs import run_job
-    from optistudio.workers.optimize_task import optimize_job
+    from optistudio.workers.work import work_of
 
     upgrade(settings.database_url, lock_dir=settings.data_dir)
     factory = make_session_factory(settings.database_url)
@@ -125,47 +133,48 @@ def _optimize_and_save(model_path: Path, spec: Any, settings: Any) -> dict[str, 
         job_id = create_job(
             s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=entry.model_id
         ).id
-    run_job(factory, job_id, worker=f"cli@{socket.gethostname()}", task_id=None, work=optimize_job)
+    work = work_of(JobKind.optimize)
+    run_job(factory, job_id, worker=f"cli@{socket.gethostname()}", task_id=None, work=work)
     with transaction(factory) as s:
         job = get_job(s, job_id=job_id)
         if job is None or job.status != JobStatus.succeeded:
-            raise OptistudioError(job.message if job else f"Job {job_id} vanished.")
-        result: dict[str, Any] = dict(job.result or {})
-    return result | {"model_id": entry.model_id, "job_id": job_id}
+            raise job_failure(job, job_id)
+        result = OPTIMIZE.parse_result(job.result or {})
+    return result, {"model_id": entry.model_id, "job_id": job_id}
 
 
-def _export_variants(payload: dict[str, Any], out: Path) -> dict[str, str]:
+def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
     """Copy each variant to OUT/<recipe>.onnx; returns recipe -> file."""
     import shutil
 
     out.mkdir(parents=True, exist_ok=True)
     files = {}
-    for variant in payload["variants"]:
-        if variant.get("path"):
-            target = out / f"{variant['recipe']['name']}.onnx"
-            shutil.copyfile(variant["path"], target)
-            files[variant["recipe"]["name"]] = str(target)
+    for variant in report.variants:
+        if variant.path:
+            target = out / f"{variant.recipe.name}.onnx"
+            shutil.copyfile(variant.path, target)
+            files[variant.recipe.name] = str(target)
     return files
 
 
-def _print_variants(payload: dict[str, Any]) -> None:
-    print(f"data: {payload['data']}")
+def _print_variants(report: OptimizeReport) -> None:
+    print(f"data: {report.data}")
     print(
         f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
     )
-    for v in payload["variants"]:
-        name = v["recipe"]["name"] + (" *" if v["recipe"]["name"] == payload["chosen"] else "")
-        if v.get("error"):
-            print(f"{name:<34}{v['precision']:>6}  failed: {v['error']}")
+    for v in report.variants:
+        name = v.recipe.name + (" *" if v.recipe.name == report.chosen else "")
+        if v.error:
+            print(f"{name:<34}{v.precision:>6}  failed: {v.error}")
             continue
-        ci = f"{1 / v['ratio_high']:.2f}-{1 / v['ratio_low']:.2f}x"
-        cosine = v["accuracy"]["mean_cosine"]
-        budget = "ok" if v["within_budget"] else "miss"
+        ci = f"{1 / v.ratio_high:.2f}-{1 / v.ratio_low:.2f}x"
+        cosine = v.accuracy.mean_cosine
+        budget = "ok" if v.within_budget else "miss"
         print(
-            f"{name:<34}{v['precision']:>6}{v['speedup']:>8.2f}x{ci:>15}{cosine:>9.4f}"
-            f"{budget:>8}  {v['verdict']}"
+            f"{name:<34}{v.precision:>6}{v.speedup:>8.2f}x{ci:>15}{cosine:>9.4f}"
+            f"{budget:>8}  {v.verdict}"
         )
-    print(f"* chosen: {payload['chosen'] or 'none (keep the original)'}")
+    print(f"* chosen: {report.chosen or 'none (keep the original)'}")
 
 
 def command_recipes() -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.errors import InvalidSpec, describe_validation_error
 
 FLAGS = {
     # flag: (settings field, environment variable)
@@ -45,7 +45,7 @@ def worker_invocation(args: argparse.Namespace) -> tuple[list[str], dict[str, st
     try:
         settings = Settings(**{FLAGS[flag][0]: value for flag, value in given.items()})
     except ValidationError as exc:
-        raise OptistudioError(
+        raise InvalidSpec(
             f"Invalid worker setting: {describe_validation_error(exc)}",
             hint="See `optistudio worker --help` and the README's configuration table.",
         ) from None

@@ -24,19 +24,15 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from optistudio.core.errors import ModelRejected, OptistudioError
+from optistudio.core.errors import ArtifactStoreError, ModelRejected
 from optistudio.core.model.intake import StoredModel
-from optistudio.services.settings import Settings
+from optistudio.services.settings import Settings, get_settings
 
 S3_SCHEME = "s3://"
 MODEL_FILE = "model.onnx"
 DATA_FOLDER = "datasets"
 _SHA_NAME = re.compile(r"[0-9a-f]{64}\.\w+")
 _CHUNK = 1024**2
-
-
-class ArtifactStoreError(OptistudioError):
-    """The artifact store could not be reached or refused a request."""
 
 
 class ArtifactStore(Protocol):
@@ -75,8 +71,6 @@ def store_for(settings: Settings) -> ArtifactStore:
 
 def local_data_file(recorded: str) -> Path:
     """The local path of a job's data file, through this process's configured store."""
-    from optistudio.services.settings import get_settings
-
     return store_for(get_settings()).local_data(recorded)
 
 

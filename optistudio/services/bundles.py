@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.backends.inventory import offers
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.report.bundle import TENSORRT_SKIPPED, BundleSource
-
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
-
-    from optistudio.services.settings import Settings
+from optistudio.db.queries import get_model, list_workers
+from optistudio.db.selection import stored_results, variant_origin
+from optistudio.db.session import transaction
+from optistudio.services.artifact_store import store_for
+from optistudio.services.settings import Settings
 
 HELP_IDS = (
     "Model ids are printed by `optistudio optimize --save` (each variant's model_id) and "
@@ -24,11 +26,6 @@ def bundle_source(
     factory: sessionmaker[Session], settings: Settings, model_id: int
 ) -> BundleSource:
     """Everything the database knows about the model, gathered for `optistudio.core.report.bundle`."""
-    from optistudio.db.queries import get_model, list_workers
-    from optistudio.db.selection import stored_results, variant_origin
-    from optistudio.db.session import transaction
-    from optistudio.services.artifact_store import store_for
-
     with transaction(factory) as s:
         model = get_model(s, model_id=model_id)
         if model is None:

@@ -1,8 +1,22 @@
-"""The spec of each job kind, validated when a job is submitted and again on the worker."""
+"""Every job kind in one table: its spec, its result, its label and the target it runs on.
+
+A job kind is a value of `optistudio.db.models.JobKind` (stored on the row), one `JobKindInfo`
+entry in `JOB_KINDS` here, and one work function registered against it in
+`optistudio.workers.work`. Everything else follows from the table: the Celery task (always
+named ``optistudio.<kind>``, the name brokers hold), its default queue, the studio's submit and
+routing, the label the pages show, and how a stored spec and result are read back.
+
+The table is declarative and free of workers and Celery, so the studio and the CLI read it.
+Each entry is typed by its spec and result, so `BENCHMARK.parse_spec(row.spec)` is a
+`BenchmarkSpec` and `OPTIMIZE.parse_result(row.result)` an `OptimizeJobResult`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -13,11 +27,37 @@ from optistudio.core.diagnose.diagnostics import DiagnosticsSpec
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.compare import ComparisonSpec
-from optistudio.core.measure.soak import SoakSpec
+from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.model.info import TensorSpec
+from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND
 from optistudio.core.optimize.run import OptimizeSpec
 from optistudio.db.models import JobKind
 from optistudio.services.artifact_store import local_data_file
+from optistudio.services.jobresults import (
+    BatchingProfileJobResult,
+    BatchingVerifyJobResult,
+    BenchmarkJobResult,
+    CompareJobResult,
+    ExportJobResult,
+    OptimizeJobResult,
+    ProfileJobResult,
+)
+
+log = logging.getLogger(__name__)
+
+TASK_PREFIX = "optistudio."
+DEFAULT_QUEUE = "cpu"
+"""The queue every task is routed to unless routing chose a live worker's queue for its target."""
+
+Target = tuple[str, str]
+"""(backend, device) a job needs: it is sent to the queue of a live worker that offers it."""
+REFERENCE_TARGET: Target = (REFERENCE_BACKEND, "cpu")
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+# -- the specs that are more than core's ---------------------------------------------------
 
 
 class CompareJobSpec(ComparisonSpec):
@@ -87,23 +127,149 @@ class ExportJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-SPEC_OF_KIND: dict[JobKind, type[BaseModel]] = {
-    JobKind.benchmark: BenchmarkSpec,
-    JobKind.compare: CompareJobSpec,
-    JobKind.optimize: OptimizeJobSpec,
-    JobKind.profile: ProfileJobSpec,
-    JobKind.soak: SoakSpec,
-    JobKind.batching_profile: BatchingProfileSpec,
-    JobKind.batching_verify: BatchingVerifySpec,
-    JobKind.export: ExportJobSpec,
+# -- the table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobKindInfo(Generic[SpecT, ResultT]):
+    """One job kind: what its spec and result are, what it is called, where it runs."""
+
+    kind: JobKind
+    label: str
+    spec: type[SpecT]
+    result: type[ResultT]
+    target: Callable[[SpecT], Target]
+    queue: str = DEFAULT_QUEUE
+
+    @property
+    def task_name(self) -> str:
+        """The Celery task that runs this kind (in brokers' queues: never rename it)."""
+        return f"{TASK_PREFIX}{self.kind.value}"
+
+    def parse_spec(self, raw: Mapping[str, Any]) -> SpecT:
+        """The typed spec of a job, or InvalidSpec naming each bad field."""
+        try:
+            return self.spec.model_validate(raw)
+        except ValidationError as exc:
+            raise InvalidSpec(
+                f"The {self.kind.value} settings are invalid: {describe_validation_error(exc)}"
+            ) from None
+
+    def dump_spec(self, spec: BaseModel) -> dict[str, Any]:
+        """The spec as the job row stores it; TypeError for another kind's spec (a bug)."""
+        if not isinstance(spec, self.spec):
+            raise TypeError(f"a {self.kind.value} job takes a {self.spec.__name__}, not {spec!r}")
+        return spec.model_dump(mode="json")
+
+    def parse_result(self, raw: Mapping[str, Any]) -> ResultT:
+        """The typed result of a finished job (pydantic's ValidationError if it is not one)."""
+        return self.result.model_validate(raw)
+
+    def read_result(self, raw: Mapping[str, Any] | None) -> ResultT | None:
+        """The typed result for a page or a command: None while the job has none, and for a
+        stored result that no longer reads as this kind's (logged; the row stays as it is)."""
+        if not raw:
+            return None
+        try:
+            return self.parse_result(raw)
+        except ValidationError as exc:
+            log.warning("a stored %s result does not read: %s", self.kind.value, exc)
+            return None
+
+    def dump_result(self, result: BaseModel) -> dict[str, Any]:
+        """The result as the job row stores it: validated JSON."""
+        if not isinstance(result, self.result):
+            raise TypeError(f"a {self.kind.value} job gives a {self.result.__name__}")
+        return result.model_dump(mode="json")
+
+    def stored_target(self, raw: Mapping[str, Any] | None) -> Target:
+        """The target of a stored job; the reference target when its spec is invalid (the
+        worker then fails the job, saying which field is wrong)."""
+        try:
+            return self.target(self.parse_spec(raw or {}))
+        except InvalidSpec:
+            return REFERENCE_TARGET
+
+
+class _OnATarget(Protocol):
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+
+def its_own_target(spec: _OnATarget) -> Target:
+    """The backend and device the spec names."""
+    return spec.backend, spec.device
+
+
+def profiled_on_cpu(spec: ProfileJobSpec) -> Target:
+    """Profiles run on the CPU, on the spec's backend."""
+    return spec.backend, "cpu"
+
+
+def optimized_for(spec: OptimizeJobSpec) -> Target:
+    """The target backend on the CPU; 'any' runs on the reference backend's workers."""
+    backend = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+    return backend, "cpu"
+
+
+def on_the_reference(spec: ExportJobSpec) -> Target:
+    """A job that needs no particular backend: any worker with the reference one."""
+    return REFERENCE_TARGET
+
+
+BENCHMARK = JobKindInfo(
+    JobKind.benchmark, "Benchmark", BenchmarkSpec, BenchmarkJobResult, its_own_target
+)
+COMPARE = JobKindInfo(
+    JobKind.compare, "A/B comparison", CompareJobSpec, CompareJobResult, its_own_target
+)
+OPTIMIZE = JobKindInfo(
+    JobKind.optimize, "Optimization", OptimizeJobSpec, OptimizeJobResult, optimized_for
+)
+PROFILE = JobKindInfo(JobKind.profile, "Profile", ProfileJobSpec, ProfileJobResult, profiled_on_cpu)
+SOAK = JobKindInfo(JobKind.soak, "Memory soak", SoakSpec, SoakReport, its_own_target)
+BATCHING_PROFILE = JobKindInfo(
+    JobKind.batching_profile,
+    "Batching profile",
+    BatchingProfileSpec,
+    BatchingProfileJobResult,
+    its_own_target,
+)
+BATCHING_VERIFY = JobKindInfo(
+    JobKind.batching_verify,
+    "Batching verification",
+    BatchingVerifySpec,
+    BatchingVerifyJobResult,
+    its_own_target,
+)
+EXPORT = JobKindInfo(
+    JobKind.export, "Export bundle", ExportJobSpec, ExportJobResult, on_the_reference
+)
+
+JOB_KINDS: dict[JobKind, JobKindInfo[Any, Any]] = {
+    info.kind: info
+    for info in (
+        BENCHMARK,
+        COMPARE,
+        OPTIMIZE,
+        PROFILE,
+        SOAK,
+        BATCHING_PROFILE,
+        BATCHING_VERIFY,
+        EXPORT,
+    )
 }
+"""Every job kind by its stored value (tests check that it covers JobKind exactly)."""
 
 
-def parse_job_spec(kind: JobKind, spec: dict[str, Any]) -> Any:
-    """The typed spec of a job, or InvalidSpec naming each bad field."""
-    try:
-        return SPEC_OF_KIND[kind].model_validate(spec)
-    except ValidationError as exc:
-        raise InvalidSpec(
-            f"The {kind.value} settings are invalid: {describe_validation_error(exc)}"
-        ) from None
+def job_kind(kind: JobKind) -> JobKindInfo[Any, Any]:
+    """The table's entry for a kind."""
+    return JOB_KINDS[kind]
+
+
+def task_names() -> list[str]:
+    """Every task the workers define, one per job kind."""
+    return [info.task_name for info in JOB_KINDS.values()]

@@ -10,17 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from optistudio.core.batching.profile import LatencyProfile
+from pydantic import ValidationError
+
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
+from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY, JOB_KINDS
+from optistudio.services.jobresults import BatchingProfileJobResult, BatchingVerifyJobResult
 from optistudio.studio import batching_services as batching
 from optistudio.studio import state
+from optistudio.studio.errors import show_error
 from optistudio.studio.services import model_choices
-from pydantic import ValidationError
 
 KEYS = {
     "max_batch_size": "batching_max_batch",
@@ -124,12 +129,12 @@ def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int |
     """Validate the spec, route it to a live worker and send it; None (said) when refused."""
     try:
         spec = make_spec()
-        queue = state.route_to(spec.backend, spec.device)
+        queue = state.route_job(JOB_KINDS[kind], spec)
     except ValidationError as exc:
         st.error(f"Check the {what} settings: {describe_validation_error(exc)}")
         return None
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return None
     send = state.sender(queue)
     return batching.submit(
@@ -153,13 +158,14 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
         wait_for_job(job, JobKind.batching_profile)
         return None
     if job["status"] != "succeeded" or not job["result"]:
-        st.error(f"Profile job #{job['job']} {job['status']}: {job['message']}")
+        show_error(job, prefix=f"Profile job #{job['job']} {job['status']}: ")
         return None
-    profile = LatencyProfile.model_validate(job["result"]["profile"])
+    result: BatchingProfileJobResult = job["result"]
+    profile = result.profile
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
         st.plotly_chart(batching.profile_figure(profile), width="stretch", key="profile")
     st.caption(batching.handoff_line(profile))
-    spec = BatchingProfileSpec.model_validate(
+    spec = BATCHING_PROFILE.parse_spec(
         batching.job_spec(state.session_factory(), job_id=job["job"])
     )
     return profile, spec
@@ -351,34 +357,33 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
         wait_for_job(job, JobKind.batching_verify)
         return
     if job["status"] != "succeeded" or not job["result"]:
-        st.error(f"Verify job #{job['job']} {job['status']}: {job['message']}")
+        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
         return
-    spec = BatchingVerifySpec.model_validate(
-        batching.job_spec(state.session_factory(), job_id=job["job"])
-    )
+    spec = BATCHING_VERIFY.parse_spec(batching.job_spec(state.session_factory(), job_id=job["job"]))
+    result: BatchingVerifyJobResult = job["result"]
     predicted = _predict(profile.model_dump_json(), spec.settings.model_dump_json(), spec.rate or 1)
-    frame = batching.comparison_frame(predicted, job["result"]["measured"])
+    frame = batching.comparison_frame(LoadResult.model_validate(predicted), result.measured)
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
-    sent = job["result"]["measured"]["throughput"]
-    if spec.rate and not job["result"]["measured"]["saturated"] and sent < 0.9 * spec.rate:
+    sent = result.measured.throughput
+    if spec.rate and not result.measured.saturated and sent < 0.9 * spec.rate:
         st.warning(
             f"The load generator sent only about {sent:.0f} of the {spec.rate:g} req/s asked "
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
-    mismatch = batching.profile_mismatch(profile, job["result"].get("batches"))
+    mismatch = batching.profile_mismatch(profile, result.batches)
     if mismatch:
         st.warning(mismatch)
-    tail = batching.tail_note(job["result"]["measured"], job["result"].get("p99_halves_ms"))
+    tail = batching.tail_note(result.measured, result.p99_halves_ms)
     if tail:
         (st.warning if tail[1] else st.caption)(tail[0])
     left, right = st.columns(2)
     left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
     right.plotly_chart(
-        batching.timeline_figure(job["result"]["requests"]), width="stretch", key="verify-time"
+        batching.timeline_figure(result.requests), width="stretch", key="verify-time"
     )
     st.dataframe(
         frame,
@@ -448,7 +453,7 @@ def export(name: str, info: Any, settings: BatchingSettings) -> None:
     try:
         triton = batching.triton_text(name, info, settings)
     except OptistudioError as exc:
-        cols[1].warning(str(exc))
+        show_error(exc, tone="warning", where=cols[1])
         return
     cols[1].download_button(
         "Download config.pbtxt", triton, file_name="config.pbtxt", mime="text/plain"

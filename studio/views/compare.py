@@ -7,8 +7,11 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from pydantic import ValidationError
+
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.compare import ComparisonSpec
+from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
 from optistudio.studio import charts, state
 from optistudio.studio.compare_services import (
     Selection,
@@ -22,11 +25,9 @@ from optistudio.studio.compare_services import (
     submit_export,
     write_selection,
 )
+from optistudio.studio.errors import show_error
 from optistudio.studio.services import comparison_rows, model_choices, submit_comparison
 from optistudio.studio.share_view import download_buttons, show_snapshot
-from pydantic import ValidationError
-
-from optistudio.services.jobspecs import CompareJobSpec
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}
 DEFAULTS = ComparisonSpec()
@@ -86,9 +87,9 @@ def comparison_form(choices: list[dict[str, Any]]) -> None:
         st.error(f"Check the comparison settings: {describe_validation_error(exc)}")
         return
     try:
-        queue = state.route_to(spec.backend, spec.device)
+        queue = state.route_job(COMPARE, spec)
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     job_id = submit_comparison(
         state.session_factory(), spec=spec, baseline_id=baseline, send=state.sender(queue)
@@ -255,9 +256,9 @@ def export_section() -> None:
     model_id = st.selectbox("Model or variant", list(names), format_func=names.get)
     if st.button("Build bundle", disabled=model_id is None):
         try:
-            queue = state.route_to("onnxruntime", "cpu")
+            queue = state.route_job(EXPORT, ExportJobSpec())
         except OptistudioError as exc:
-            st.error(str(exc))
+            show_error(exc)
         else:
             job_id = submit_export(
                 state.session_factory(), model_id=model_id, send=state.sender(queue)

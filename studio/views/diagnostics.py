@@ -5,17 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from optistudio.core.errors import OptistudioError, describe_validation_error
-from optistudio.core.measure.soak import SoakSpec
-from optistudio.db.models import JobKind
-from optistudio.studio import diagnostics_services as diag
-from optistudio.studio import state
-from optistudio.studio.services import model_choices
-from optistudio.studio.views.optimize import image_inputs
 from pydantic import ValidationError
 
+from optistudio.core.diagnose.profile_compare import ProfileComparison
+from optistudio.core.diagnose.profiling import Profile
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.measure.soak import SoakReport, SoakSpec
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import store_dataset
-from optistudio.services.jobspecs import ProfileJobSpec
+from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
+from optistudio.services.jobresults import ProfileJobResult
+from optistudio.studio import diagnostics_services as diag
+from optistudio.studio import state
+from optistudio.studio.errors import show_error
+from optistudio.studio.services import model_choices
+from optistudio.studio.views.optimize import image_inputs
 
 SEVERITY_ICONS = {
     "high": ":material/error:",
@@ -100,12 +104,12 @@ def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: An
             else None,
             data_path=str(store_dataset(settings, data, filename=data.name)) if data else None,
         )
-        queue = state.route_to(spec.backend, "cpu")
+        queue = state.route_job(PROFILE, spec)
     except ValidationError as exc:
         st.error(f"Check the profile settings: {describe_validation_error(exc)}")
         return
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     send = state.sender(queue)
     job_id = diag.submit_profile(state.session_factory(), model_id=model_id, spec=spec, send=send)
@@ -124,13 +128,13 @@ def soak_form(model_id: int) -> None:
     try:
         sizes = [int(part) for part in batches.split(",") if part.strip()]
         spec = SoakSpec(seconds=seconds, backend=backend, batch_sizes=sizes)
-        queue = state.route_to(spec.backend, spec.device)
+        queue = state.route_job(SOAK, spec)
     except ValueError as exc:
         message = describe_validation_error(exc) if isinstance(exc, ValidationError) else exc
         st.error(f"Check the soak settings: {message}")
         return
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     send = state.sender(queue)
     job_id = diag.submit_soak(state.session_factory(), model_id=model_id, spec=spec, send=send)
@@ -147,13 +151,14 @@ def show_profiles(model_id: int) -> None:
     )
     if job is None:
         return
-    result = job["result"]
+    result: ProfileJobResult = job["result"]
     st.subheader(f"Profile job #{job['job']}")
     st.caption(job["message"])
-    show_profile(result["profile"], title=result["profile"]["model"])
-    if result.get("variant"):
-        show_profile(result["variant"], title=f"Variant: {result['variant_name']}")
-        show_comparison(result["comparison"])
+    show_profile(result.profile, title=result.profile.model)
+    if result.variant is not None:
+        show_profile(result.variant, title=f"Variant: {result.variant_name}")
+    if result.comparison is not None:
+        show_comparison(result.comparison)
     show_findings(result)
     show_layer_errors(result)
     show_breakdown(result, model_id)
@@ -178,16 +183,16 @@ def _finished(job: dict[str, Any]) -> bool:
         )
         return False
     if job["status"] != "succeeded" or not job["result"]:
-        st.error(f"Job #{job['job']} {job['status']}: {job['message']}")
+        show_error(job, prefix=f"Job #{job['job']} {job['status']}: ")
         return False
     return True
 
 
-def show_profile(profile: dict[str, Any], *, title: str) -> None:
+def show_profile(profile: Profile, *, title: str) -> None:
     st.markdown(
-        f"**{title}** on {profile['backend']}, batch {profile['batch_size']}: "
-        f"{profile['plain_ms']:.3f} ms per inference; profiling made runs "
-        f"{profile['overhead']:.2f}x as long."
+        f"**{title}** on {profile.backend}, batch {profile.batch_size}: "
+        f"{profile.plain_ms:.3f} ms per inference; profiling made runs "
+        f"{profile.overhead:.2f}x as long."
     )
     left, right = st.columns([3, 2])
     left.dataframe(
@@ -199,54 +204,54 @@ def show_profile(profile: dict[str, Any], *, title: str) -> None:
     right.plotly_chart(diag.op_type_figure(profile), width="stretch", key=f"ops-{title}")
 
 
-def show_comparison(comparison: dict[str, Any]) -> None:
+def show_comparison(comparison: ProfileComparison) -> None:
     st.subheader("FP32 vs variant, per op family")
     st.caption(
-        f"{comparison['b_model']} takes {comparison['ratio']:.2f}x the time of "
-        f"{comparison['a_model']} ({comparison['b_ms']:.3f} vs {comparison['a_ms']:.3f} ms)."
+        f"{comparison.b_model} takes {comparison.ratio:.2f}x the time of "
+        f"{comparison.a_model} ({comparison.b_ms:.3f} vs {comparison.a_ms:.3f} ms)."
     )
     st.plotly_chart(diag.comparison_figure(comparison), width="stretch", key="comparison")
     st.dataframe(diag.comparison_frame(comparison), hide_index=True, width="stretch")
-    off = comparison["not_in_precision"]
+    off = comparison.not_in_precision
     if off:
-        names = ", ".join(n["graph_node"] or n["node"] for n in off)
-        st.warning(f"Not in {comparison['expected_precision']}: {names}.")
+        names = ", ".join(n.graph_node or n.node for n in off)
+        st.warning(f"Not in {comparison.expected_precision}: {names}.")
 
 
-def show_findings(result: dict[str, Any]) -> None:
+def show_findings(result: ProfileJobResult) -> None:
     st.subheader("Why INT8 is (not) faster")
-    for note in result.get("notes", []):
+    for note in result.notes:
         st.info(note)
-    if result.get("explained") and not result["findings"]:
-        st.success(f"No rule fired for {result['explained']}: nothing stands in INT8's way here.")
-    for finding in result["findings"]:
+    if result.explained and not result.findings:
+        st.success(f"No rule fired for {result.explained}: nothing stands in INT8's way here.")
+    for finding in result.findings:
         with st.container(border=True):
-            st.markdown(f"{SEVERITY_ICONS[finding['severity']]} **{finding['title']}**")
-            st.write(finding["detail"])
-            st.markdown(f"**Try:** {finding['suggestion']}")
+            st.markdown(f"{SEVERITY_ICONS[finding.severity]} **{finding.title}**")
+            st.write(finding.detail)
+            st.markdown(f"**Try:** {finding.suggestion}")
 
 
-def show_layer_errors(result: dict[str, Any]) -> None:
+def show_layer_errors(result: ProfileJobResult) -> None:
     st.subheader("Per-layer quantization error")
-    rows = result.get("layer_errors") or []
+    rows = result.layer_errors
     if not rows:
-        st.info(result.get("layer_error_note") or "Pick an INT8 variant to see per-layer error.")
+        st.info(result.layer_error_note or "Pick an INT8 variant to see per-layer error.")
         return
     st.caption(
         "Ranked by the noise each layer adds (the ranking int8_mixed uses to keep layers in "
-        f"float). {result.get('layer_error_note', '')}"
+        f"float). {result.layer_error_note}"
     )
     st.plotly_chart(diag.layer_error_figure(rows), width="stretch", key="layers")
     st.dataframe(diag.layer_error_frame(rows), hide_index=True, width="stretch")
 
 
-def show_breakdown(result: dict[str, Any], model_id: int) -> None:
+def show_breakdown(result: ProfileJobResult, model_id: int) -> None:
     st.subheader("Where a request's time goes")
     wait = diag.queue_wait(state.session_factory(), model_id=model_id)
-    frame = diag.breakdown_frame(result.get("breakdown"), wait)
+    frame = diag.breakdown_frame(result.breakdown, wait)
     st.plotly_chart(diag.breakdown_figure(frame), width="stretch", key="stages")
     st.dataframe(frame, hide_index=True, width="stretch")
-    for note in (result.get("breakdown") or {}).get("notes", []):
+    for note in result.breakdown.notes if result.breakdown is not None else []:
         st.caption(note)
     if wait is None:
         st.caption(
@@ -265,14 +270,11 @@ def show_soaks(model_id: int) -> None:
     )
     if job is None:
         return
-    result = job["result"]
-    verdict = result["verdict"]
-    show = (
-        st.error if verdict == "leak suspected" else st.success if verdict == "stable" else st.info
-    )
-    show(f"Job #{job['job']}: {result['sentence']}")
+    result: SoakReport = job["result"]
+    show = {"leak suspected": st.error, "stable": st.success}.get(result.verdict, st.info)
+    show(f"Job #{job['job']}: {result.sentence}")
     st.plotly_chart(diag.soak_figure(result), width="stretch", key="soak")
     st.caption(
-        f"{result['inferences']:,} inferences in {result['duration_s']:.1f} s over shapes "
-        f"{', '.join(str(v) for v in result['variants'])}. GPU memory: {result['gpu_memory']}."
+        f"{result.inferences:,} inferences in {result.duration_s:.1f} s over shapes "
+        f"{', '.join(str(v) for v in result.variants)}. GPU memory: {result.gpu_memory}."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from optistudio.studio import state
 from optistudio.studio.services import worker_rows
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from optistudio.db.queries import WORKER_LOST
 from optistudio.studio import state
+from optistudio.studio.errors import show_error
 from optistudio.studio.services import cancel_job, check_workers, job_rows
 
 ACTIVE = {"queued", "running"}
@@ -20,6 +22,7 @@ STATUS_ICON = {
     "succeeded": ":green[:material/check_circle:]",
     "failed": ":red[:material/error:]",
     "cancelled": ":gray[:material/cancel:]",
+    "timed_out": ":orange[:material/timer_off:]",
 }
 LOST_ICON = ":orange[:material/warning:]"
 
@@ -104,9 +107,10 @@ def finished_job(row: dict[str, Any]) -> None:
     with st.container(border=True):
         text = f"{STATUS_ICON[row['status']]} Job #{row['id']} · {row['kind']} · {row['model']}"
         st.markdown(f"{text} — **{row['status']}**")
-        if row["message"]:
-            show = st.error if row["status"] == "failed" else st.caption
-            show(row["message"])
+        if row["message"] and row["status"] != "succeeded":
+            show_error(row)
+        elif row["message"]:
+            st.caption(row["message"])
 
 
 def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -119,6 +123,7 @@ def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
                 "kind": r["kind"],
                 "progress": r["progress"],
                 "message": r["message"],
+                "code": r["error_code"] or "",
                 "created": r["created_at"],
                 "finished": r["finished_at"],
                 "worker": r["worker"],

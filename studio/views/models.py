@@ -6,17 +6,19 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from pydantic import ValidationError
+
 from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM
-from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.errors import ErrorInfo, OptistudioError, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
+from optistudio.services.catalog import add_sample, add_upload
+from optistudio.services.jobkinds import BENCHMARK
 from optistudio.studio import charts, state
+from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count
 from optistudio.studio.services import model_choices, submit_benchmark, suggested_dims
-from pydantic import ValidationError
-
-from optistudio.services.catalog import add_sample, add_upload
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 DEFAULTS = BenchmarkSpec()
@@ -43,7 +45,7 @@ def upload_section() -> None:
     upload = st.file_uploader("Upload an ONNX model", type=["onnx"], key="upload")
     if upload is None:
         return
-    done: dict[str, str] = st.session_state.setdefault("uploads_done", {})
+    done: dict[str, str | ErrorInfo] = st.session_state.setdefault("uploads_done", {})
     if upload.file_id not in done:
         with st.spinner(f"Validating {upload.name}…"):
             done[upload.file_id] = ingest(
@@ -69,22 +71,21 @@ def sample_section() -> None:
         show_outcome(outcome)
 
 
-def ingest(store: Any) -> str:
-    """Run a store call; returns an outcome string: 'ok:<id>:<created>' or 'error:<message>'."""
+def ingest(store: Any) -> str | ErrorInfo:
+    """Run a store call; returns 'ok:<id>:<created>', or the error that refused the model."""
     try:
         entry = store()
     except OptistudioError as exc:
-        return f"error:{exc}"
+        return exc.info()
     st.query_params["model"] = str(entry.model_id)
     return f"ok:{entry.model_id}:{int(entry.created)}"
 
 
-def show_outcome(outcome: str) -> None:
-    kind, _, rest = outcome.partition(":")
-    if kind == "error":
-        st.error(f"Model refused: {rest}")
+def show_outcome(outcome: str | ErrorInfo) -> None:
+    if isinstance(outcome, ErrorInfo):
+        show_error(outcome, prefix="Model refused: ")
         return
-    model_id, _, created = rest.partition(":")
+    model_id, _, created = outcome.removeprefix("ok:").partition(":")
     if created == "1":
         st.success(f"Stored as model #{model_id}.")
     else:
@@ -220,9 +221,9 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         st.error(f"Check the benchmark settings: {readable(exc)}")
         return
     try:
-        queue = state.route_to(spec.backend, spec.device)
+        queue = state.route_job(BENCHMARK, spec)
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     job_id = submit_benchmark(
         state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
@@ -253,9 +254,9 @@ def every_target(chosen: dict[str, Any], info: ModelInfo) -> None:
     for backend, dev, precision in mine:
         spec = base.model_copy(update={"backend": backend, "device": dev, "precision": precision})
         try:
-            queue = state.route_to(backend, dev)
+            queue = state.route_job(BENCHMARK, spec)
         except OptistudioError as exc:
-            refused.append(f"{backend} {precision}: {exc}")
+            refused.append((f"{backend} {precision}: ", exc))
             continue
         submitted.append(
             submit_benchmark(
@@ -268,8 +269,8 @@ def every_target(chosen: dict[str, Any], info: ModelInfo) -> None:
             + ", ".join(f"#{j}" for j in submitted)
             + f". [Compare them on the Results page →](/results?model={chosen['id']})"
         )
-    for reason in refused:
-        st.error(reason)
+    for target, exc in refused:
+        show_error(exc, prefix=target)
 
 
 def parse_int_list(text: str, what: str) -> list[int] | None:

@@ -6,23 +6,30 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from optistudio.core.backends import backends
-from optistudio.core.data.datasets import load_labels, open_dataset
-from optistudio.core.data.images import ImagePreprocessing
-from optistudio.core.errors import DataMismatch, OptistudioError, describe_validation_error
-from optistudio.core.fusion.registry import fusion_patterns
-from optistudio.core.model.info import ModelInfo
-from optistudio.core.numerics.accuracy import AccuracyBudget
-from optistudio.core.optimize.recipes import AUTO, BUILTIN_RECIPES
-from optistudio.core.passes.base import passes
-from optistudio.studio import charts, state
-from optistudio.studio.services import model_choices, optimization_runs, submit_optimization
 from pydantic import ValidationError
 
-from optistudio.services.catalog import store_dataset
-from optistudio.services.jobspecs import OptimizeJobSpec
+from optistudio.core.backends import backends
+from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.fusion.registry import fusion_patterns
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.optimize.recipes import ANY, AUTO, BUILTIN_RECIPES
+from optistudio.core.passes.base import passes
+from optistudio.services.jobkinds import OPTIMIZE
+from optistudio.studio import charts, state
+from optistudio.studio.errors import show_error
+from optistudio.studio.optimize_services import (
+    OptimizeForm,
+    budget_help,
+    build_spec,
+    form_defaults,
+    optimization_runs,
+    submit_optimization,
+)
+from optistudio.studio.services import model_choices
 
-BUDGET_HELP = {n: f.description for n, f in AccuracyBudget.model_fields.items()}
+BUDGET_HELP = budget_help()
+DEFAULTS = form_defaults()
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
 }
@@ -58,8 +65,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         )
         target = right.selectbox(
             "Target backend",
-            ["any", *(spec.name for spec in backends)],
-            format_func=lambda name: "Any backend on this CPU" if name == "any" else name,
+            [ANY, *(spec.name for spec in backends)],
+            format_func=lambda name: "Any backend on this CPU" if name == ANY else name,
             help="'Any': Auto also chooses the backend — every variant is checked and timed on "
             "its own backend against the original on ONNX Runtime. A named backend: variants "
             "are timed on it against the original there; Auto picks candidates for it (e.g. "
@@ -82,7 +89,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "Least mean cosine",
             0.0,
             1.0,
-            0.99,
+            DEFAULTS.min_cosine,
             step=0.001,
             format="%.3f",
             help=BUDGET_HELP.get("min_cosine"),
@@ -91,7 +98,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "Largest top-1 drop",
             0.0,
             1.0,
-            0.01,
+            DEFAULTS.max_top1_drop,
             step=0.005,
             format="%.3f",
             help=BUDGET_HELP.get("max_top1_drop"),
@@ -100,7 +107,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "Timing seconds per variant",
             0.2,
             600.0,
-            1.5,
+            DEFAULTS.seconds,
             help="Least time each variant is timed against the original.",
         )
         accuracy_output = st.text_input(
@@ -115,16 +122,16 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             pass_settings = pass_settings_inputs()
         submitted = st.form_submit_button("Optimize", type="primary")
     if submitted:
-        form = {
-            "recipes": recipes,
-            "target": target,
-            "min_cosine": min_cosine,
-            "max_drop": max_drop,
-            "seconds": seconds,
-            "pass_settings": pass_settings,
-            "accuracy_output": accuracy_output.strip() or None,
-            "image_preprocessing": image_settings,
-        }
+        form = OptimizeForm(
+            recipes=recipes,
+            target=target,
+            min_cosine=min_cosine,
+            max_top1_drop=max_drop,
+            seconds=seconds,
+            pass_settings=pass_settings,
+            accuracy_output=accuracy_output.strip() or None,
+            image_preprocessing=image_settings,
+        )
         submit(choices[ids.index(model_id)], form, data, labels)
 
 
@@ -161,10 +168,6 @@ def _floats(text: str, count: int) -> list[float]:
     return values * count if len(values) == 1 else values or [0.0] * count
 
 
-def _is_zip(upload: Any) -> bool:
-    return bool(upload) and str(upload.name).lower().endswith(".zip")
-
-
 def pass_settings_inputs() -> dict[str, dict[str, Any]]:
     """Fusion patterns in the order picked (the order they run in) and INT8 granularity."""
     patterns = {p.name: p for p in fusion_patterns}
@@ -192,19 +195,19 @@ def pass_settings_inputs() -> dict[str, dict[str, Any]]:
     }
 
 
-def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any) -> None:
-    if not form["recipes"]:
+def submit(chosen: dict[str, Any], form: OptimizeForm, data: Any, labels: Any) -> None:
+    if not form.recipes:
         st.error("Pick at least one recipe, or Auto.")
         return
     try:
-        spec = build_spec(chosen, form, data, labels)
-        target = "onnxruntime" if spec.target_backend == "any" else spec.target_backend
-        queue = state.route_to(target, "cpu")
+        info = ModelInfo.model_validate(chosen["info"])
+        spec = build_spec(state.settings(), info, form, data, labels)
+        queue = state.route_job(OPTIMIZE, spec)
     except ValidationError as exc:
         st.error(f"Check the settings: {describe_validation_error(exc)}")
         return
     except OptistudioError as exc:
-        st.error(str(exc))
+        show_error(exc)
         return
     model_id = chosen["id"]
     job_id = submit_optimization(
@@ -217,36 +220,6 @@ def submit(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any)
         )
     st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
     st.markdown("[Follow it on the Jobs page →](/jobs)")
-
-
-def build_spec(chosen: dict[str, Any], form: dict[str, Any], data: Any, labels: Any) -> Any:
-    """Store the data files, check them against the model, and build the job spec."""
-    settings = state.settings()
-    data_path = store_dataset(settings, data, filename=data.name) if data else None
-    labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
-    info = ModelInfo.model_validate(chosen["info"])
-    outputs = [tensor.name for tensor in info.outputs]
-    if form["accuracy_output"] and form["accuracy_output"] not in outputs:
-        raise DataMismatch(
-            f"The model has no output {form['accuracy_output']!r}. Its outputs: "
-            f"{', '.join(outputs)}."
-        )
-    if data_path:
-        preprocessing = form["image_preprocessing"] if _is_zip(data) else None
-        dataset = open_dataset(data_path, info.inputs, preprocessing=preprocessing)
-        if labels_path:
-            load_labels(labels_path, samples=len(dataset))
-    return OptimizeJobSpec(
-        recipes=form["recipes"],
-        target_backend=form["target"],
-        budget=AccuracyBudget(min_cosine=form["min_cosine"], max_top1_drop=form["max_drop"]),
-        comparison={"min_seconds": form["seconds"], "max_seconds": 10 * form["seconds"]},
-        pass_settings=form["pass_settings"],
-        accuracy_output=form["accuracy_output"],
-        image_preprocessing=form["image_preprocessing"] if _is_zip(data) else None,
-        data_path=str(data_path) if data_path else None,
-        labels_path=str(labels_path) if labels_path else None,
-    )
 
 
 def pass_catalogue() -> None:

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from optistudio.studio import charts, state
-from optistudio.studio.services import (
-    display_table,
-    model_choices,
-    optimization_runs,
-    results_frame,
-    side_by_side,
-)
+from optistudio.studio.optimize_services import optimization_runs
+from optistudio.studio.services import display_table, model_choices, results_frame, side_by_side
 
 
 def render() -> None:

@@ -53,9 +53,8 @@ def build_model(path: Path) -> Path:
 
 
 def command_model() -> dict[str, Any]:
-    from optistudio.studio import state
-
     from optistudio.services.catalog import add_model_file
+    from optistudio.studio import state
 
     with tempfile.TemporaryDirectory() as scratch:
         path = build_model(Path(scratch) / "compose_check.onnx")

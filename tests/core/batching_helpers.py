@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+
 from optistudio.core.backends import SessionOptions, get_backend
 
 

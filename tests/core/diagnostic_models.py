@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.model.intake import inspect_model
 

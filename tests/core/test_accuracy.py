@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.data.datasets import NpzDataset, SyntheticDataset
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import TensorSpec
@@ -205,6 +206,7 @@ def test_budget_checks_can_be_switched_off() -> None:
 def test_the_budget_can_judge_a_named_output(tmp_path) -> None:
     import onnx
     from onnx import TensorProto, helper
+
     from optistudio.core.data.datasets import SyntheticDataset
     from optistudio.core.errors import DataMismatch
     from optistudio.core.model.intake import inspect_model

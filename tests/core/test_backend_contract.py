@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.backends import SessionOptions, backends, get_backend
 from optistudio.core.backends.base import Precision
 from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from optistudio.core.backends import backends, get_backend
 from optistudio.core.errors import UnknownName
 
@@ -24,6 +25,7 @@ def test_unknown_backend_lists_valid_names() -> None:
 def test_unloadable_model_is_a_load_error(tmp_path) -> None:
     import onnx
     from onnx import TensorProto, helper
+
     from optistudio.core.backends import SessionOptions
     from optistudio.core.errors import ModelLoadError
 
@@ -46,6 +48,7 @@ def test_unloadable_model_is_a_load_error(tmp_path) -> None:
 
 def test_a_run_that_fails_is_an_inference_error_naming_the_shapes(tiny_model) -> None:
     import numpy as np
+
     from optistudio.core.backends import SessionOptions
     from optistudio.core.errors import InferenceFailed
 

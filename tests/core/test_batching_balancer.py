@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from batching_helpers import row
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.batching.balancer import Balancer
 from optistudio.core.batching.pipeline import Pipeline

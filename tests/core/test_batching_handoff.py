@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.results import BatchRecord

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from batching_helpers import row
+
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings

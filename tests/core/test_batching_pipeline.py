@@ -9,10 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from batching_helpers import Recorder, build_double_model, row
+
 from optistudio.core.backends import SessionOptions
-from optistudio.core.batching.pipeline import Pipeline, PipelineClosed, QueueFull
+from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings, serving_threads, settings_from
-from optistudio.core.errors import Cancelled, InferenceFailed, InvalidSpec
+from optistudio.core.errors import (
+    Cancelled,
+    InferenceFailed,
+    InvalidSpec,
+    PipelineClosed,
+    QueueFull,
+)
 from optistudio.core.model.intake import inspect_model
 
 WAIT = 5  # seconds a future may take; the held tests use a 9 s timeout, so a missed trigger fails

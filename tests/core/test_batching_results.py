@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from optistudio.core.batching.results import p99_halves
 
 

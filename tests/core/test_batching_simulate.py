@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.profile import default_batch_sizes
 from optistudio.core.batching.settings import BatchingSettings

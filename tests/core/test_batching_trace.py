@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from batching_helpers import Recorder, build_double_model, row
+
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.batching.triton import parse_pbtxt, triton_config
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.intake import inspect_model

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from optistudio.core.backends import LoadedModel
 from optistudio.core.errors import Cancelled, InvalidSpec
 from optistudio.core.measure.benchmark import (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from optistudio.core.backends import LoadedModel
 from optistudio.core.errors import Cancelled
 from optistudio.core.measure.compare import (

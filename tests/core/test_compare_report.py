@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+
 from optistudio.core.report.html import report_csv, report_html, report_json
 from optistudio.core.report.snapshot import (
     CompareSnapshot,

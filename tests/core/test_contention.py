@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 import psutil
 import pytest
+from pydantic import ValidationError
+
 from optistudio.core.machine import contention
 from optistudio.core.machine.contention import (
     ContentionMonitor,
@@ -20,7 +22,6 @@ from optistudio.core.machine.contention import (
     assess,
     usable_cores,
 )
-from pydantic import ValidationError
 
 
 @contextmanager

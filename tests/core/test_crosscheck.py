@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from optistudio.core.backends import get_backend
 from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
 from optistudio.core.numerics.crosscheck import check_outputs

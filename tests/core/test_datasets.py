@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from optistudio.core.data.datasets import NpzDataset, SyntheticDataset, load_labels
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import TensorSpec

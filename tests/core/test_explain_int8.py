@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from diagnostic_models import build_cnn, build_qdq_erf, quantize_cnn
+
 from optistudio.core.diagnose.explain_int8 import explain_int8
 from optistudio.core.diagnose.profile_compare import compare_profiles
 from optistudio.core.diagnose.profiling import (

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.report.bundle import BundleSource, safe_name, verify_bundle, write_bundle

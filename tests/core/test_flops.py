@@ -4,6 +4,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.model.flops import estimate_flops
 
 

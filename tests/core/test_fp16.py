@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.errors import PassFailed
 from optistudio.core.model.intake import inspect_model

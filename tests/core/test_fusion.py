@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.errors import InvalidSpec, PassFailed, UnknownName
 from optistudio.core.fusion import FusionPatternInfo, fusion_patterns
 from optistudio.core.fusion.apply import FusionResult, apply_fusions, numerical_check

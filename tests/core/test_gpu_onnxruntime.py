@@ -14,6 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.errors import BackendUnavailable
 from optistudio.core.machine.gpus import nvidia_gpus

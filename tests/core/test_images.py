@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
+from pydantic import ValidationError
+
 from optistudio.core.data.datasets import NpzDataset, load_labels, open_dataset
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import TensorSpec
-from PIL import Image
-from pydantic import ValidationError
 
 NCHW = TensorSpec(name="pixels", dtype="float32", shape=["batch", 3, "height", "width"])
 NHWC = TensorSpec(name="pixels", dtype="float32", shape=["batch", "height", "width", 3])

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
     dims_from_overrides,

@@ -8,6 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.intake import inspect_model, store_model
 

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
+
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.intake import inspect_model
 

@@ -7,6 +7,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from pydantic import ValidationError
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.errors import Cancelled, PassFailed
 from optistudio.core.model.intake import inspect_model
@@ -15,7 +17,6 @@ from optistudio.core.numerics.sensitivity import layer_errors
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.mixed import INT8_MIXED, MixedPrecisionConfig, run_int8_mixed
 from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
-from pydantic import ValidationError
 
 COSINE_ONLY = {"min_cosine": 0.99, "max_top1_drop": None}
 

@@ -10,6 +10,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from pydantic import ValidationError
+
 from optistudio.core.backends import get_backend
 from optistudio.core.backends.base import SessionOptions
 from optistudio.core.errors import DataMismatch, PassFailed
@@ -22,7 +24,6 @@ from optistudio.core.passes.nncf_quantize import (
     NncfConfig,
     run_int8_nncf,
 )
-from pydantic import ValidationError
 
 INPUT_SHAPE = (3, 16, 16)
 SUBSET = 48

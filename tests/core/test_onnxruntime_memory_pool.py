@@ -10,12 +10,13 @@ import numpy as np
 import onnxruntime as ort
 import psutil
 import pytest
+from pydantic import ValidationError
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends import onnxruntime_backend as ort_backend
 from optistudio.core.errors import InferenceFailed
 from optistudio.core.machine import gpus
 from optistudio.core.machine.gpus import Gpu
-from pydantic import ValidationError
 
 GIB = 2**30
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.errors import BackendUnavailable, InvalidSpec
 from optistudio.core.machine.gpus import parse_nvidia_smi

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.errors import UnknownName
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.model.intake import inspect_model

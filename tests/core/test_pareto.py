@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from optistudio.core.metrics import METRICS, direction, is_better
 from optistudio.core.report.pareto import dominates, pareto_front, sweet_spot
 

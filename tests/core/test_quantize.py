@@ -9,6 +9,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from pydantic import ValidationError
+
 from optistudio.core.errors import DataMismatch, PassFailed, describe_validation_error
 from optistudio.core.numerics.calibration import (
     METHODS,
@@ -27,7 +29,6 @@ from optistudio.core.passes.quantize import (
     run_int8_dynamic,
     run_int8_static,
 )
-from pydantic import ValidationError
 
 CNN_INPUT = (4, 3, 16, 16)
 MLP_INPUT = (8, 64)
@@ -364,6 +365,7 @@ def test_passes_are_registered_through_entry_points() -> None:
 
 def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path) -> None:
     import onnx
+
     from optistudio.core.passes.quantize import INT8_STATIC
 
     model = onnx.load(cnn)
@@ -380,6 +382,7 @@ def test_per_channel_static_int8_upgrades_an_old_opset(cnn: Path, tmp_path: Path
 
 def test_failed_preprocessing_leaves_nothing_behind(cnn: Path, tmp_path: Path, monkeypatch) -> None:
     import onnxruntime.quantization.shape_inference as shape_inference
+
     from optistudio.core.passes.quantize import INT8_STATIC
 
     def failing_pre_process(*args, **kwargs):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
+
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import UnknownName
 from optistudio.core.model.intake import inspect_model

@@ -7,6 +7,7 @@ import onnx
 import pytest
 from diagnostic_models import build_unloadable
 from onnx import TensorProto, helper
+
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.errors import ModelLoadError
 from optistudio.core.measure.soak import SoakSpec, fit_growth, input_variants, soak, soak_loaded

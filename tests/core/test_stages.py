@@ -5,13 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from diagnostic_models import build_cnn, quantize_cnn
+from PIL import Image
+
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.diagnose.layer_report import layer_error_rows
 from optistudio.core.errors import DataMismatch
 from optistudio.core.measure.stages import PipelineSpec, layered_breakdown, postprocess
 from optistudio.core.model.intake import inspect_model
-from PIL import Image
 
 
 def test_breakdown_times_each_declared_stage(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.script import ScriptDirectory
-from optistudio.db.models import Base
-from optistudio.db.session import make_engine
 from sqlalchemy import Engine, inspect, text
+
+from optistudio.db.models import Base, JobKind, JobStatus
+from optistudio.db.queries import create_job, finish_job, get_job
+from optistudio.db.session import make_engine, make_session_factory, transaction
 
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 APP_TABLES = {"models", "environments", "jobs", "measurements", "workers", "shares"}
@@ -136,3 +138,47 @@ def test_upgrade_keeps_rows_written_under_the_first_revision(url: str, engine: E
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT kind, status, result FROM jobs")).all()
     assert rows == [("benchmark", "queued", None)]
+
+
+def test_rows_from_before_error_fields_load_and_a_downgrade_keeps_hints(
+    url: str, engine: Engine
+) -> None:
+    cfg = alembic_config(url)
+    command.upgrade(cfg, "0005")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (kind, status, spec, message) VALUES "
+                "('benchmark', 'failed', '{}', 'Not an ONNX model. Upload an .onnx file.')"
+            )
+        )
+
+    command.upgrade(cfg, "head")
+    factory = make_session_factory(url)
+    with transaction(factory) as s:
+        old = get_job(s, job_id=1)
+        assert (old.status, old.message, old.error_code, old.error_hint) == (
+            JobStatus.failed,
+            "Not an ONNX model. Upload an .onnx file.",
+            None,
+            None,
+        )
+        new = create_job(s, kind=JobKind.benchmark, spec={}, model_id=None)
+        s.flush()
+        finish_job(
+            s,
+            job_id=new.id,
+            status=JobStatus.timed_out,
+            message="Timed out.",
+            error_code="timeout",
+            error_hint="Make the run shorter.",
+        )
+    factory.kw["bind"].dispose()
+    command.downgrade(cfg, "0005")
+
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT status, message FROM jobs ORDER BY id")).all()
+    assert rows == [
+        ("failed", "Not an ONNX model. Upload an .onnx file."),
+        ("failed", "Timed out. Make the run shorter."),
+    ]

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.db import queries
 from optistudio.db.models import JobKind, JobStatus, Model
 from optistudio.db.queries import MeasurementRow
 from optistudio.db.session import make_session_factory, transaction
-from sqlalchemy.orm import Session, sessionmaker
 
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 
@@ -179,7 +180,7 @@ def test_cancelling_a_queued_job_cancels_it_at_once(factory: sessionmaker[Sessio
         job = queries.request_cancel(s, job_id=job_id)
 
     assert job.status is JobStatus.cancelled
-    assert job.message == "Cancelled before it started."
+    assert (job.message, job.error_code) == ("Cancelled before it started.", "cancelled")
     assert job.finished_at is not None
     assert claim(factory, job_id) is None
 
@@ -223,6 +224,52 @@ def test_cancelling_a_finished_job_changes_nothing(factory: sessionmaker[Session
         False,
     )
     assert missing is None
+
+
+def test_finish_job_keeps_an_errors_code_and_hint_apart_from_its_message(
+    factory: sessionmaker[Session],
+) -> None:
+    job_id = add_job(factory)
+    claim(factory, job_id)
+
+    with transaction(factory) as s:
+        queries.finish_job(
+            s,
+            job_id=job_id,
+            status=JobStatus.timed_out,
+            message="Timed out.",
+            error_code="timeout",
+            error_hint="Make the run shorter.",
+        )
+
+    with transaction(factory) as s:
+        job = queries.get_job(s, job_id=job_id)
+        stored = (job.status, job.message, job.error_code, job.error_hint, job.is_terminal)
+    assert stored == (JobStatus.timed_out, "Timed out.", "timeout", "Make the run shorter.", True)
+    assert claim(factory, job_id) is None  # timed out is final
+
+
+def test_a_job_given_up_on_says_so_with_a_code_and_a_hint(factory: sessionmaker[Session]) -> None:
+    job_id = add_job(factory)
+    for _ in range(queries.MAX_ATTEMPTS):
+        claim(factory, job_id)
+
+    assert claim(factory, job_id) is None  # a redelivery after the last attempt ends it
+
+    with transaction(factory) as s:
+        job = queries.get_job(s, job_id=job_id)
+        stored = (job.status, job.error_code, job.error_hint)
+        message = job.message
+    assert stored == (JobStatus.failed, "worker_lost", queries.GAVE_UP_HINT)
+    assert message.startswith(f"Failed after {queries.MAX_ATTEMPTS} attempts")
+
+
+def test_the_error_codes_db_writes_are_core_error_codes() -> None:
+    from optistudio.core.errors import ErrorCode
+
+    written = {queries.CODE_CANCELLED, queries.CODE_WORKER_LOST}
+
+    assert written <= {code.value for code in ErrorCode}
 
 
 def test_finish_job_rejects_a_non_terminal_status(factory: sessionmaker[Session]) -> None:

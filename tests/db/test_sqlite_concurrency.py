@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import select
+
 from optistudio.db.models import Job, JobKind
 from optistudio.db.session import make_session_factory, transaction
-from sqlalchemy import select
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier

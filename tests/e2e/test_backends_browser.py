@@ -11,9 +11,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_run_on_every_target_then_compare_backends(studio: Studio, page) -> None:
+    from playwright.sync_api import expect
+
     from optistudio.core.backends import get_backend
     from optistudio.core.backends.inventory import hardware_inventory, targets
-    from playwright.sync_api import expect
 
     page.goto(studio.url)
     expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+
 from optistudio.core.report.bundle import verify_bundle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -48,9 +48,8 @@ class RunningStack:
 def worker_stack(tmp_path: Path, database_url: str) -> Iterator[RunningStack]:
     """Redis and one worker on SQLite and on PostgreSQL (``database_url``, tests/conftest.py)."""
     from optistudio.db.session import make_session_factory
-    from optistudio.workers.app import create_app
-
     from optistudio.services.migrate import upgrade
+    from optistudio.workers.app import create_app
 
     redis_port = free_port()
     env = telemetry_off_env()

@@ -16,7 +16,6 @@ from typing import Any
 
 import psutil
 import pytest
-from optistudio.core.measure.benchmark import BenchmarkSpec
 
 from optistudio.cli.launcher import (
     Stack,
@@ -25,6 +24,7 @@ from optistudio.cli.launcher import (
     redis_ready,
     worker_command,
 )
+from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.services.settings import Settings
 from optistudio.services.telemetry import telemetry_off_env
 
@@ -68,9 +68,8 @@ class FaultStack:
 
     def __post_init__(self) -> None:
         from optistudio.db.session import make_session_factory
-        from optistudio.workers.app import create_app
-
         from optistudio.services.migrate import upgrade
+        from optistudio.workers.app import create_app
 
         self.settings = Settings(
             data_dir=self.tmp_path / "data",

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from faultstack import HEARTBEAT_S, REPO, FaultStack, run_jobs_page, running_stack, wait_until
+
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
-from optistudio.studio.services import check_workers, submit_benchmark
-
 from optistudio.services.catalog import add_model_file
+from optistudio.studio.services import check_workers, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

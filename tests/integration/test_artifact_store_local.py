@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.intake import store_model
-
 from optistudio.services.artifact_store import SharedFolderStore, model_folder
 from optistudio.services.catalog import add_upload
 

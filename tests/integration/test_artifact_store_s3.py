@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from optistudio.core.errors import ModelRejected
-from optistudio.core.model.intake import store_model
 
 from optistudio.cli.launcher import free_port
-from optistudio.services.artifact_store import ArtifactStoreError, S3Store, model_folder, store_for
+from optistudio.core.errors import ArtifactStoreError, ModelRejected
+from optistudio.core.model.intake import store_model
+from optistudio.services.artifact_store import S3Store, model_folder, store_for
 from optistudio.services.settings import Settings
 
 boto3 = pytest.importorskip("boto3")
@@ -187,15 +187,14 @@ def test_calibration_data_reaches_a_worker_through_the_bucket(s3_endpoint, tmp_p
 def test_a_worker_without_the_shared_folder_benchmarks_a_model_from_s3(
     s3_endpoint, tmp_path, tiny_model
 ):
+    from optistudio.cli.launcher import Stack, redis_command, redis_ready, wait_for, worker_command
     from optistudio.core.measure.benchmark import BenchmarkSpec
     from optistudio.db.session import make_session_factory
-    from optistudio.studio.services import submit_benchmark
-    from optistudio.workers.app import create_app
-
-    from optistudio.cli.launcher import Stack, redis_command, redis_ready, wait_for, worker_command
     from optistudio.services.catalog import add_model_file
     from optistudio.services.migrate import upgrade
     from optistudio.services.telemetry import telemetry_off_env
+    from optistudio.studio.services import submit_benchmark
+    from optistudio.workers.app import create_app
 
     studio = s3_settings(tmp_path / "studio", s3_endpoint, "e2e")
     studio.broker_url = f"redis://127.0.0.1:{free_port()}/0"

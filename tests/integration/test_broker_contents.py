@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 from faultstack import wait_until
-from optistudio.workers.app import create_app
-from optistudio.workers.broker_contents import task_ids_in_broker
 
 from optistudio.cli.launcher import free_port, redis_command, redis_ready
 from optistudio.services.settings import Settings
+from optistudio.workers.app import create_app
+from optistudio.workers.broker_contents import task_ids_in_broker
 
 pytestmark = [pytest.mark.integration]
 

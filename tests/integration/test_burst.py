@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from faultstack import FaultStack, run_jobs_page, wait_until
+from sqlalchemy import func, select
+
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import Job, Measurement
 from optistudio.db.session import transaction
-from optistudio.studio.services import submit_benchmark
-from sqlalchemy import func, select
-
 from optistudio.services.catalog import add_model_file
+from optistudio.studio.services import submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from faultstack import QUICK, FaultStack, lasting, running_stack, wait_until
+
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
-from optistudio.studio.services import cancel_job, submit_benchmark
-
 from optistudio.services.catalog import add_model_file
+from optistudio.studio.services import cancel_job, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -86,7 +86,7 @@ def test_a_job_whose_pool_process_dies_each_time_fails_after_its_attempts(
         faults.kill_pool_process("w1")
     job = faults.wait_for_job(job_id, {"succeeded", "failed", "cancelled"}, timeout=60)
 
-    assert job.status.value == "failed"
+    assert (job.status.value, job.error_code) == ("failed", "worker_lost")
     assert job.message.startswith("Failed after 3 attempts") and "w1@" in job.message
     assert "Traceback" not in job.message
     # The worker itself lived through it and still runs jobs.
@@ -202,7 +202,11 @@ def test_a_long_database_outage_fails_the_job_cleanly(pg_faults, tiny_model: Pat
     assert job.status.value == "failed"
     pattern = r"The database (could not be reached for \d+ s|connection was lost) \("
     assert re.match(pattern, job.message), job.message
-    assert job.message.endswith("The job was stopped; submit it again.")
+    assert job.message.endswith("The job was stopped.")
+    assert (job.error_code, job.error_hint) == (
+        "database_unavailable",
+        "Submit it again once the database is back.",
+    )
     # The worker lived through it and runs the next job.
     after = faults.wait_for_job(submit(faults, model_id), {"succeeded", "failed"}, timeout=60)
     assert after.status.value == "succeeded", after.message

@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 from faultstack import QUICK, FaultStack, running_stack, wait_until
+
+from optistudio.cli.launcher import free_port, redis_command, redis_ready
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
 from optistudio.studio.services import submit_benchmark
 from optistudio.workers.app import create_app
 from optistudio.workers.broker_contents import task_ids_in_broker
-
-from optistudio.cli.launcher import free_port, redis_command, redis_ready
-from optistudio.services.catalog import add_model_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -6,18 +6,19 @@ import time
 from pathlib import Path
 
 import pytest
+
+from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
 from optistudio.core.backends import get_backend
+from optistudio.core.errors import NoWorkerForTarget
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import get_job
 from optistudio.db.session import make_session_factory, transaction
-from optistudio.studio.services import NoWorkerForTarget, route, submit_benchmark, worker_rows
-from optistudio.workers.app import create_app
-
-from optistudio.cli.launcher import Stack, free_port, redis_command, redis_ready, worker_command
 from optistudio.services.catalog import add_model_file
 from optistudio.services.migrate import upgrade
 from optistudio.services.settings import Settings
 from optistudio.services.telemetry import telemetry_off_env
+from optistudio.studio.services import route, submit_benchmark, worker_rows
+from optistudio.workers.app import create_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
-from optistudio.studio.services import cancel_job, submit_benchmark
-
 from optistudio.services.catalog import add_model_file
+from optistudio.studio.services import cancel_job, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -123,13 +123,13 @@ def test_broker_down_fails_the_job_with_advice(db_factory, tiny_model: Path, app
         from optistudio.db.queries import get_job
 
         job = get_job(s, job_id=job_id)
-    assert job.status.value == "failed" and "make up" in job.message
+    assert job.status.value == "failed" and job.error_code == "broker_unavailable"
+    assert "job queue" in job.message and "make up" in job.error_hint
 
 
 def test_comparison_job_stores_ratio_interval_and_verdict(worker_stack, tiny_model: Path) -> None:
+    from optistudio.services.jobkinds import CompareJobSpec
     from optistudio.studio.services import comparison_rows, submit_comparison
-
-    from optistudio.services.jobspecs import CompareJobSpec
 
     model_id = add_model_file(
         worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"
@@ -153,9 +153,8 @@ def test_comparison_job_stores_ratio_interval_and_verdict(worker_stack, tiny_mod
 
 
 def test_comparison_with_a_deleted_candidate_fails_cleanly(worker_stack, tiny_model: Path) -> None:
+    from optistudio.services.jobkinds import CompareJobSpec
     from optistudio.studio.services import submit_comparison
-
-    from optistudio.services.jobspecs import CompareJobSpec
 
     model_id = add_model_file(
         worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"
@@ -174,9 +173,8 @@ def test_comparison_with_a_deleted_candidate_fails_cleanly(worker_stack, tiny_mo
 def test_optimize_job_stores_variants_with_their_recipe(worker_stack, tmp_path: Path) -> None:
     from optistudio.core.model.samples import build_sample
     from optistudio.db.queries import list_models
-    from optistudio.studio.services import optimization_runs, submit_optimization
-
-    from optistudio.services.jobspecs import OptimizeJobSpec
+    from optistudio.services.jobkinds import OptimizeJobSpec
+    from optistudio.studio.optimize_services import optimization_runs, submit_optimization
 
     cnn = build_sample("tiny_cnn", tmp_path)
     model_id = add_model_file(

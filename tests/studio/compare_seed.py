@@ -15,7 +15,6 @@ from optistudio.db.queries import (
     set_job_result,
 )
 from optistudio.db.session import transaction
-
 from optistudio.services.catalog import add_model_file
 
 ENV = {"cpu_model": "Test CPU", "logical_cores": 2, "libraries": {"onnxruntime": "1.20.0"}}

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from optistudio.studio.auth import login_mode, password_matches
 from pydantic import SecretStr
 
 from optistudio.services.settings import Settings
+from optistudio.studio.auth import login_mode, password_matches
 
 
 def test_login_mode_prefers_oidc_then_password_then_none() -> None:

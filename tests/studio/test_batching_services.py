@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from optistudio.core.batching.profile import LatencyProfile
+
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.batching.tuner import recommend
 from optistudio.core.model.intake import inspect_model
+from optistudio.services.jobresults import VerifyBatches
 from optistudio.studio import batching_services as batching
 
 PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
@@ -39,8 +41,8 @@ def test_rate_sweep_and_figures_cover_the_range() -> None:
 
 
 def test_comparison_frame_holds_relative_errors() -> None:
-    predicted = batching.predict(PROFILE, BatchingSettings(), rate=200).model_dump()
-    measured = dict(predicted, p99_ms=predicted["p99_ms"] * 2)
+    predicted = batching.predict(PROFILE, BatchingSettings(), rate=200)
+    measured = predicted.model_copy(update={"p99_ms": predicted.p99_ms * 2})
 
     frame = batching.comparison_frame(predicted, measured).set_index("figure")
 
@@ -98,7 +100,8 @@ def test_model_without_batch_dim_is_explained(make_model) -> None:
 def test_verify_says_when_the_model_did_not_run_at_the_profiles_speed(
     runner: dict, said: str | None
 ) -> None:
-    note = batching.profile_mismatch(PROFILE, {"runner": runner, "handoff_ms": 0.2})
+    stored = {"runner": runner, "handoff_ms": 0.2}  # as a verify job's result holds it
+    note = batching.profile_mismatch(PROFILE, VerifyBatches.model_validate(stored))
 
     assert (note is None) if said is None else (said in note and "not from the batching" in note)
 
@@ -126,7 +129,8 @@ def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
     ("halves", "warned"), [((40.0, 44.0), False), ((30.0, 60.0), True), (None, None)]
 )
 def test_the_page_says_how_settled_the_measured_p99_is(halves, warned) -> None:  # type: ignore[no-untyped-def]
-    note = batching.tail_note({"p99_ms": 42.0}, list(halves) if halves else None)
+    measured = batching.predict(PROFILE, BatchingSettings(), rate=200)
+    note = batching.tail_note(measured.model_copy(update={"p99_ms": 42.0}), halves)
 
     if halves is None:  # too short a run to split, or stored before halves were kept
         assert note is None

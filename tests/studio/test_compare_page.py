@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from compare_seed import ENV, Seeded, benchmark, seed
+from streamlit.testing.v1 import AppTest
+
 from optistudio.core.report.snapshot import environment_differences
 from optistudio.studio.compare_services import (
     Selection,
@@ -18,7 +20,6 @@ from optistudio.studio.compare_services import (
     shared_snapshot,
     write_selection,
 )
-from streamlit.testing.v1 import AppTest
 
 
 @pytest.fixture

@@ -7,27 +7,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from optistudio.core.diagnose.diagnostics import DiagnosticsSpec, diagnose
+
+from optistudio.core.diagnose.diagnostics import DiagnosticsReport, DiagnosticsSpec, diagnose
 from optistudio.core.measure.soak import SoakSpec, soak
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, finish_job, set_job_result
 from optistudio.db.session import transaction
-from optistudio.studio import diagnostics_services as diag
-
 from optistudio.services.catalog import add_model_file
-from optistudio.services.jobspecs import ProfileJobSpec
+from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
+from optistudio.services.jobresults import BatchingVerifyJobResult
+from optistudio.studio import diagnostics_services as diag
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def report(tmp_path_factory: pytest.TempPathFactory) -> DiagnosticsReport:
     folder = tmp_path_factory.mktemp("diag_services")
     cnn = build_cnn(folder / "cnn.onnx")
     qdq = quantize_cnn(cnn, folder / "qdq.onnx", mode="static")
     spec = DiagnosticsSpec(runs=3, warmup_runs=1, postprocessing=["softmax"])
-    return diagnose(cnn, spec, work_dir=folder / "work", variant=qdq).model_dump(mode="json")
+    return diagnose(cnn, spec, work_dir=folder / "work", variant=qdq)
 
 
 def _finished_job(factory, model_id: int, kind: JobKind, result: dict) -> int:  # type: ignore[no-untyped-def]
@@ -66,17 +67,34 @@ def test_queue_wait_shows_only_when_a_batching_result_has_it(
 
     assert diag.queue_wait(db_factory, model_id=model_id) is None
 
-    batching = {"measured": {"mean_queue_ms": 3.5, "mean_compute_ms": 1.0, "p99_ms": 9.0}}
-    job_id = _finished_job(db_factory, model_id, JobKind.compare, batching)
+    job_id = _finished_job(db_factory, model_id, JobKind.batching_verify, _verified(3.5))
     wait = diag.queue_wait(db_factory, model_id=model_id)
 
-    assert wait is not None and wait["queue_ms"] == 3.5 and wait["job"] == job_id
+    assert wait is not None and wait.queue_ms == 3.5 and wait.job == job_id
+    assert wait.kind == BATCHING_VERIFY.label
 
 
-def test_breakdown_frame_puts_queue_wait_first_when_measured(report: dict[str, Any]) -> None:
-    without = diag.breakdown_frame(report["breakdown"], None)
-    wait = {"job": 7, "kind": "batching", "queue_ms": 2.0}
-    with_wait = diag.breakdown_frame(report["breakdown"], wait)
+def _verified(queue_ms: float) -> dict[str, Any]:
+    measured = {
+        "throughput": 100.0,
+        "p50_ms": 5.0,
+        "p90_ms": 7.0,
+        "p99_ms": 9.0,
+        "mean_ms": 5.5,
+        "mean_queue_ms": queue_ms,
+        "mean_compute_ms": 1.0,
+        "mean_batch_size": 2.0,
+        "completed": 10,
+    }
+    requests = {"sent_ms": [], "queue_ms": [], "compute_ms": [], "latency_ms": []}
+    result = BatchingVerifyJobResult.model_validate({"measured": measured, "requests": requests})
+    return result.model_dump(mode="json")
+
+
+def test_breakdown_frame_puts_queue_wait_first_when_measured(report: DiagnosticsReport) -> None:
+    without = diag.breakdown_frame(report.breakdown, None)
+    wait = diag.QueueWait(job=7, kind="Batching verification", queue_ms=2.0)
+    with_wait = diag.breakdown_frame(report.breakdown, wait)
 
     assert list(without["stage"]) == ["inference", "post-processing"]
     assert list(with_wait["stage"]) == ["queue wait", "inference", "post-processing"]
@@ -84,22 +102,23 @@ def test_breakdown_frame_puts_queue_wait_first_when_measured(report: dict[str, A
     assert len(diag.breakdown_figure(with_wait).data) == 3
 
 
-def test_profile_tables_and_charts_from_a_real_result(report: dict[str, Any]) -> None:
-    top = diag.top_nodes_frame(report["profile"], n=3)
-    comparison = diag.comparison_frame(report["comparison"])
-    layers = diag.layer_error_frame(report["layer_errors"])
+def test_profile_tables_and_charts_from_a_real_result(report: DiagnosticsReport) -> None:
+    assert report.comparison is not None
+    top = diag.top_nodes_frame(report.profile, n=3)
+    comparison = diag.comparison_frame(report.comparison)
+    layers = diag.layer_error_frame(report.layer_errors)
 
     assert len(top) == 3 and set(top["precision"]) <= {"fp32", "?"}
     assert "Conv" in set(comparison["op family"])
     assert list(layers["rank"]) == list(range(1, len(layers) + 1))
     assert "conv2" in set(layers["node (original graph)"])
-    assert diag.op_type_figure(report["profile"]).data[0].orientation == "h"
-    assert len(diag.comparison_figure(report["comparison"]).data) == 2
-    assert len(diag.layer_error_figure(report["layer_errors"]).data[0].y) == len(layers)
+    assert diag.op_type_figure(report.profile).data[0].orientation == "h"
+    assert len(diag.comparison_figure(report.comparison).data) == 2
+    assert len(diag.layer_error_figure(report.layer_errors).data[0].y) == len(layers)
 
 
 def test_soak_figure_has_rss_and_the_fit(tiny_model: Path) -> None:
-    result = soak(tiny_model, SoakSpec(seconds=0.5, sample_interval_s=0.02)).model_dump(mode="json")
+    result = soak(tiny_model, SoakSpec(seconds=0.5, sample_interval_s=0.02))
 
     figure = diag.soak_figure(result)
 

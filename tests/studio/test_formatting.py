@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from optistudio.studio.formatting import human_bytes, human_count
 
 
@@ -24,6 +25,7 @@ def test_human_count(value: float | None, text: str) -> None:
 
 def test_flagged_points_stand_out_in_the_latency_chart() -> None:
     import pandas as pd
+
     from optistudio.studio.charts import latency_by_batch
 
     wide = pd.DataFrame(

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
+from optistudio.core.errors import NoWorkerForTarget
 from optistudio.db.models import WorkerRecord
 from optistudio.db.queries import record_worker, stop_worker
 from optistudio.db.session import transaction
-from optistudio.studio.services import NoWorkerForTarget, route, worker_rows
+from optistudio.studio.services import route, worker_rows
 
 
 def inventory(*available: str, unavailable: dict[str, str] | None = None) -> dict:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import MeasurementRow, claim_job, finish_job, replace_measurements
 from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
 from optistudio.studio.services import (
     cancel_job,
     display_table,
@@ -15,8 +17,6 @@ from optistudio.studio.services import (
     submit_benchmark,
     verdict,
 )
-
-from optistudio.services.catalog import add_model_file
 
 
 @pytest.fixture

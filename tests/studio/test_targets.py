@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.backends import get_backend
 from optistudio.core.backends.inventory import hardware_inventory
 from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
@@ -12,10 +13,9 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import claim_job, create_job, finish_job, record_worker
 from optistudio.db.session import transaction
-from optistudio.studio.services import live_targets, results_frame, side_by_side
-from optistudio.workers.tasks import record_benchmark
-
 from optistudio.services.catalog import add_model_file
+from optistudio.studio.services import live_targets, results_frame, side_by_side
+from optistudio.workers.measure_jobs import record_benchmark
 
 QUICK = {
     "batch_sizes": [1, 2],

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from optistudio.core.batching.profile import LatencyProfile
+
+from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
-from optistudio.workers.batching_task import profile_job, verify_job
-from optistudio.workers.jobs import run_job
-
 from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import BATCHING_VERIFY
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+profile_job, verify_job = work_of(JobKind.batching_profile), work_of(JobKind.batching_verify)
 
 
 def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> Job:  # type: ignore[no-untyped-def]
@@ -62,6 +65,8 @@ def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> N
     assert sum(int(rows) * count for rows, (count, _) in runner.items()) == measured["completed"]
     assert set(map(int, runner)) <= {1, 2, 3, 4} and all(ms > 0 for _, ms in runner.values())
     assert job.result["p99_halves_ms"] is None  # ~100 requests: too few to split in two
+    typed = BATCHING_VERIFY.parse_result(job.result)
+    assert typed.batches is not None and sum(n for n, _ in typed.batches.runner.values()) > 0
 
 
 def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]

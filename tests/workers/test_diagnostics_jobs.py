@@ -6,18 +6,20 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
-from optistudio.workers.diagnostics_task import profile_job, soak_job
-from optistudio.workers.jobs import run_job
-
 from optistudio.services.catalog import add_model_file
-from optistudio.services.jobspecs import ProfileJobSpec
+from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
 from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+
+profile_job, soak_job = work_of(JobKind.profile), work_of(JobKind.soak)
 
 
 def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> object:  # type: ignore[no-untyped-def]
@@ -56,6 +58,8 @@ def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_mod
     assert result["profile"]["nodes"] and result["variant"]["nodes"]
     assert "dynamic_conv" in {f["rule"] for f in result["findings"]}
     assert result["layer_errors"]
+    typed = PROFILE.parse_result(result)  # the stored JSON reads back as the kind's result
+    assert typed.variant is not None and typed.variant_model_id == variant
 
 
 def test_profile_job_with_a_missing_variant_fails_with_the_reason(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
@@ -76,4 +80,5 @@ def test_soak_job_stores_the_verdict(db_factory, cnn_models) -> None:  # type: i
 
     assert job.status == JobStatus.succeeded, job.message
     assert job.result["verdict"] == "stable"
+    assert SOAK.parse_result(job.result).verdict == "stable"
     assert job.message.startswith("Stable")

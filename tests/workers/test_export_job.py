@@ -8,12 +8,13 @@ from optistudio.core.report.bundle import verify_bundle
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
-from optistudio.studio.compare_services import export_rows, submit_export
-from optistudio.workers.app import TASK_EXPORT
-from optistudio.workers.export_task import export_job
-from optistudio.workers.jobs import run_job
-
 from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import EXPORT
+from optistudio.studio.compare_services import export_rows, submit_export
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+export_job = work_of(JobKind.export)
 
 
 def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_model: Path) -> None:
@@ -22,18 +23,18 @@ def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_mode
     job_id = submit_export(
         db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t1"
     )
-    assert sent == [(TASK_EXPORT, [job_id])]
+    assert sent == [("optistudio.export", [job_id])]
 
     run_job(db_factory, job_id, worker="test", task_id="t1", work=export_job)
 
     with transaction(db_factory) as s:
         job = get_job(s, job_id=job_id)
         assert job is not None and job.status == JobStatus.succeeded, job and job.message
-        result = dict(job.result or {})
-    bundle = Path(result["bundle"])
+        result = EXPORT.parse_result(job.result or {})
+    bundle = Path(result.bundle)
     assert bundle.parent == app_settings.artifact_dir / "jobs" / str(job_id)
     assert verify_bundle(bundle) == []
-    assert "tensorrt" in result["skipped"]
+    assert "tensorrt" in result.skipped
     assert export_rows(db_factory)[0]["bundle"] == str(bundle)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from optistudio.db.queries import record_worker
 from optistudio.db.session import make_session_factory, transaction
-
 from optistudio.services.migrate import upgrade
 
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from sqlalchemy.exc import OperationalError
+
+from optistudio.core.errors import PassFailed
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job, request_cancel, results_rows
-from optistudio.db.session import transaction
-from optistudio.workers.jobs import run_job
-from optistudio.workers.tasks import benchmark_job
-
+from optistudio.db.session import DatabaseUnavailable, transaction
 from optistudio.services.catalog import add_model_file
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
 
+benchmark_job = work_of(JobKind.benchmark)
 QUICK = BenchmarkSpec(
     batch_sizes=[1, 2],
     warmup_runs=1,
@@ -34,6 +38,15 @@ def job_of(factory, job_id: int):
         job = get_job(s, job_id=job_id)
         _ = job.model
         return job
+
+
+def _invalidated() -> OperationalError:
+    """A connection that died mid-statement, as SQLAlchemy reports it."""
+    error = OperationalError(
+        "SELECT 1", {}, Exception("server closed the connection\nunexpectedly")
+    )
+    error.connection_invalidated = True
+    return error
 
 
 @pytest.fixture
@@ -66,7 +79,7 @@ def test_invalid_spec_fails_with_a_readable_message(db_factory, stored_model):
     run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
 
     job = job_of(db_factory, job_id)
-    assert job.status == JobStatus.failed
+    assert (job.status, job.error_code) == (JobStatus.failed, "invalid_spec")
     assert "min_runs" in job.message and "colour" in job.message
     assert job.error_detail is None
 
@@ -81,8 +94,29 @@ def test_missing_model_file_fails_cleanly(db_factory, app_settings, stored_model
     run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
 
     job = job_of(db_factory, job_id)
-    assert job.status == JobStatus.failed
-    assert "missing" in job.message and "Upload the model again" in job.message
+    assert (job.status, job.error_code) == (JobStatus.failed, "model_rejected")
+    assert "missing" in job.message and "Upload the model again" not in job.message
+    assert job.error_hint.startswith("Upload the model again")
+    assert job.error_detail is None
+
+
+def test_an_expected_failure_records_its_code_message_and_hint_apart(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, {})
+
+    def unsupported(job, context):
+        raise PassFailed("int8_static cannot quantize op 'Foo'.", hint="Try the fp16 recipe.")
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=unsupported)
+
+    job = job_of(db_factory, job_id)
+    stored = (job.status, job.error_code, job.message, job.error_hint, job.error_detail)
+    assert stored == (
+        JobStatus.failed,
+        "pass_failed",
+        "int8_static cannot quantize op 'Foo'.",
+        "Try the fp16 recipe.",
+        None,
+    )
 
 
 def test_a_bug_is_an_internal_error_with_the_traceback_kept(db_factory, stored_model):
@@ -95,9 +129,10 @@ def test_a_bug_is_an_internal_error_with_the_traceback_kept(db_factory, stored_m
         run_job(db_factory, job_id, worker="test", task_id=None, work=broken)
 
     job = job_of(db_factory, job_id)
-    assert job.status == JobStatus.failed
+    assert (job.status, job.error_code) == (JobStatus.failed, "internal")
     assert job.message == f"Internal error (job {job_id}). The details are in the worker log."
-    assert "ZeroDivisionError" in job.error_detail
+    assert "please report it" in job.error_hint
+    assert "ZeroDivisionError" in job.error_detail and "ZeroDivisionError" not in job.message
 
 
 def test_cancel_requested_while_running_stops_the_job(db_factory, stored_model):
@@ -112,8 +147,45 @@ def test_cancel_requested_while_running_stops_the_job(db_factory, stored_model):
     run_job(db_factory, job_id, worker="test", task_id=None, work=cancel_then_run)
 
     job = job_of(db_factory, job_id)
-    assert job.status == JobStatus.cancelled
+    assert (job.status, job.error_code) == (JobStatus.cancelled, "cancelled")
+    assert job.message == "Cancelled while running."
     assert job.finished_at is not None
+
+
+def test_a_job_past_its_soft_time_limit_is_timed_out(db_factory, stored_model):
+    job_id = submit(db_factory, stored_model, {})
+
+    def too_long(job, context):
+        raise SoftTimeLimitExceeded()
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=too_long)
+
+    job = job_of(db_factory, job_id)
+    assert (job.status, job.error_code) == (JobStatus.timed_out, "timeout")
+    assert job.message.startswith("Timed out") and "OPTISTUDIO_JOB_TIME_LIMIT_S" in job.error_hint
+    assert job.is_terminal and job.error_detail is None
+
+
+@pytest.mark.parametrize(
+    ("lost", "says"),
+    [
+        (DatabaseUnavailable(15, OSError("server closed")), "could not be reached for 15 s"),
+        (_invalidated(), "The database connection was lost (server closed the connection)."),
+    ],
+    ids=["retries-ran-out", "connection-invalidated"],
+)
+def test_a_lost_database_fails_the_job_with_its_own_code(db_factory, stored_model, lost, says):
+    job_id = submit(db_factory, stored_model, {})
+
+    def database_gone(job, context):
+        raise lost
+
+    run_job(db_factory, job_id, worker="test", task_id=None, work=database_gone)
+
+    job = job_of(db_factory, job_id)
+    assert (job.status, job.error_code) == (JobStatus.failed, "database_unavailable")
+    assert says in job.message and job.message.endswith("The job was stopped.")
+    assert job.error_hint == "Submit it again once the database is back."
 
 
 def test_cancelled_queued_job_never_runs(db_factory, stored_model):

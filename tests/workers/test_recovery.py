@@ -9,6 +9,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
 from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import (
     claim_job,
@@ -22,6 +25,7 @@ from optistudio.db.queries import (
     waiting_jobs,
 )
 from optistudio.db.session import DatabaseUnavailable, make_session_factory, transaction
+from optistudio.services.migrate import upgrade
 from optistudio.workers.recovery import (
     recover_stale_jobs,
     resend_missing_jobs,
@@ -29,10 +33,6 @@ from optistudio.workers.recovery import (
     task_of,
     vouch_for_active_jobs,
 )
-from sqlalchemy import update
-from sqlalchemy.orm import Session, sessionmaker
-
-from optistudio.services.migrate import upgrade
 
 ORT = {"backends": {"onnxruntime": {"available": True, "devices": ["cpu"]}}}
 
@@ -318,18 +318,28 @@ def test_a_job_no_live_worker_can_serve_stays_queued_unsent(factory) -> None:
 
 
 def test_every_job_kind_names_a_task_the_workers_define() -> None:
-    import optistudio.workers.app
+    from optistudio.workers.tasks import TASKS
 
-    defined = {v for k, v in vars(optistudio.workers.app).items() if k.startswith("TASK_")}
-    assert {task_of(kind) for kind in JobKind} <= defined
+    assert {task_of(kind) for kind in JobKind} == set(TASKS)
 
 
 def test_target_of_reads_the_spec_of_each_kind() -> None:
     optimize = Job(kind=JobKind.optimize, spec={"target_backend": "openvino"})
-    compare = Job(kind=JobKind.compare, spec={"backend": "tensorrt", "device": "cuda:0"})
+    anywhere = Job(kind=JobKind.optimize, spec={"target_backend": "any"})
+    compare = Job(
+        kind=JobKind.compare,
+        spec={"backend": "tensorrt", "device": "cuda:0", "candidate_model_id": 2},
+    )
     assert target_of(optimize) == ("openvino", "cpu")
+    assert target_of(anywhere) == ("onnxruntime", "cpu")  # as the studio routed it
     assert target_of(compare) == ("tensorrt", "cuda:0")
     assert target_of(Job(kind=JobKind.benchmark, spec={})) == ("onnxruntime", "cpu")
+
+
+def test_a_job_whose_spec_does_not_read_goes_to_the_reference_target() -> None:
+    broken = Job(kind=JobKind.benchmark, spec={"backend": "tensorrt", "colour": "red"})
+
+    assert target_of(broken) == ("onnxruntime", "cpu")  # the worker fails it, saying why
 
 
 @pytest.fixture

@@ -1,0 +1,135 @@
+"""What each job kind stores as its result: validated JSON in `Job.result`, read back typed.
+
+Workers build one of these models and store `model_dump(mode="json")`; the studio and the CLI
+read the row back with `JobKindInfo.parse_result` (optistudio.services.jobkinds). The field
+names are the keys rows already hold, so results stored before these models existed load as
+they are. Most are core's reports with the job's own additions (the other model's id and name,
+the stored variant's model id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.backends.base import Precision
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.results import LoadResult
+from optistudio.core.diagnose.diagnostics import DiagnosticsReport
+from optistudio.core.measure.compare import Comparison
+from optistudio.core.numerics.crosscheck import OutputCheck
+from optistudio.core.optimize.run import OptimizeReport, VariantResult
+
+
+class BenchmarkTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str
+    device: str
+    precision: Precision
+    execution_provider: str | None = None
+
+
+class BenchmarkJobResult(BaseModel):
+    """A benchmark's summary; its figures are rows of the measurements table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: BenchmarkTarget
+    output_check: OutputCheck | None = Field(
+        default=None,
+        description="Outputs against ONNX Runtime FP32 on CPU; None for that reference itself "
+        "(and absent from rows stored before outputs were checked).",
+    )
+    runtime: dict[str, Any] = Field(default_factory=dict, description="What the runtime used.")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class CompareJobResult(Comparison):
+    """The paired comparison of the job's model (A) with its candidate (B)."""
+
+    candidate_model_id: int
+    candidate_name: str
+
+
+class StoredVariant(VariantResult):
+    """A variant as the optimize job stored it: with the id of the model it became."""
+
+    model_id: int | None = Field(
+        default=None, description="The stored model of the variant; None when it failed."
+    )
+
+
+class OptimizeJobResult(OptimizeReport):
+    """The optimization report, each variant with its stored model's id."""
+
+    variants: list[StoredVariant]  # type: ignore[assignment]  # a VariantResult with its id
+
+
+class ProfileJobResult(DiagnosticsReport):
+    """The diagnostics report, with the variant's id and name when one was profiled."""
+
+    variant_model_id: int | None = None
+    variant_name: str = ""
+
+
+class BatchingProfileJobResult(BaseModel):
+    """Latency per batch size, and the best throughput one instance reaches."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: LatencyProfile
+    ceiling: float = Field(description="Most requests per second per instance.")
+    best_batch: int = Field(description="The batch size that reaches the ceiling.")
+
+
+class RequestSamples(BaseModel):
+    """Per-request times of a verification run (ms), evenly thinned for the charts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sent_ms: list[float]
+    queue_ms: list[float]
+    compute_ms: list[float]
+    latency_ms: list[float]
+
+
+class VerifyBatches(BaseModel):
+    """What the runtime did per batch under load."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runner: dict[int, tuple[int, float]] = Field(
+        description="Per batch size (rows): how many batches ran and their mean runner ms."
+    )
+    handoff_ms: float | None = Field(default=None, description="Mean hand-back per batch.")
+
+
+class BatchingVerifyJobResult(BaseModel):
+    """A measured run of the batching settings under load."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    measured: LoadResult
+    requests: RequestSamples
+    errors: list[str] = Field(default_factory=list, description="The first failed requests.")
+    p99_halves_ms: tuple[float, float] | None = Field(
+        default=None, description="p99 of the run's first and second half; None if too short."
+    )
+    batches: VerifyBatches | None = Field(
+        default=None, description="None for runs stored before batches were recorded."
+    )
+
+
+class ExportJobResult(BaseModel):
+    """Where the bundle was written and what it holds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bundle: str = Field(description="Path of the zip on the worker's artifact folder.")
+    size_bytes: int
+    files: int = Field(description="Members of the bundle.")
+    skipped: dict[str, str] = Field(
+        default_factory=dict, description="Parts left out, with the reason."
+    )

@@ -1,0 +1,183 @@
+"""What the Optimize page does, as plain functions that tests call without Streamlit.
+
+The form's defaults come from the spec's own fields (`OptimizeJobSpec`), never typed again here:
+the accuracy budget's, and the timing of each variant (its least seconds; it may time up to
+TIMING_CAP_FACTOR times as long). Submitting stores the data files, checks them against the
+model, builds the spec and sends it (the page routes it by the optimize kind's target rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.data.datasets import load_labels, open_dataset
+from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.errors import DataMismatch
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.numerics.accuracy import AccuracyBudget
+from optistudio.core.optimize.recipes import ANY
+from optistudio.db.models import JobKind
+from optistudio.db.queries import finished_jobs
+from optistudio.db.session import transaction
+from optistudio.services.catalog import store_dataset
+from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+from optistudio.services.jobresults import OptimizeJobResult
+from optistudio.services.settings import Settings
+from optistudio.studio.services import SendTask, submit_job
+
+TIMING_CAP_FACTOR = 10
+"""A variant is timed for at least `seconds` and at most this many times as long."""
+
+
+@dataclass(frozen=True)
+class OptimizeForm:
+    """What the Optimize page's form holds (its defaults are the spec's)."""
+
+    recipes: list[str]
+    target: str = ANY
+    min_cosine: float | None = None
+    max_top1_drop: float | None = None
+    seconds: float | None = None
+    pass_settings: dict[str, dict[str, Any]] | None = None
+    accuracy_output: str | None = None
+    image_preprocessing: ImagePreprocessing | None = None
+
+
+@dataclass(frozen=True)
+class FormDefaults:
+    min_cosine: float | None
+    max_top1_drop: float | None
+    seconds: float
+
+
+def form_defaults() -> FormDefaults:
+    """The form's first values: those of a spec that sets nothing."""
+    spec = OptimizeJobSpec()
+    return FormDefaults(
+        min_cosine=spec.budget.min_cosine,
+        max_top1_drop=spec.budget.max_top1_drop,
+        seconds=spec.comparison.min_seconds,
+    )
+
+
+def budget_help() -> dict[str, str]:
+    """The accuracy budget's field descriptions, for the widgets' help."""
+    return {name: field.description or "" for name, field in AccuracyBudget.model_fields.items()}
+
+
+def build_spec(
+    settings: Settings,
+    info: ModelInfo,
+    form: OptimizeForm,
+    data: BinaryIO | None = None,
+    labels: BinaryIO | None = None,
+) -> OptimizeJobSpec:
+    """Store the data files, check them against the model, and build the job spec.
+
+    Unset form fields keep the spec's defaults; pydantic's ValidationError or DataMismatch say
+    what is wrong."""
+    _check_output(info, form.accuracy_output)
+    preprocessing = form.image_preprocessing if data and _is_zip(data) else None
+    data_path = store_dataset(settings, data, filename=data.name) if data else None
+    labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
+    if data_path:
+        dataset = open_dataset(data_path, info.inputs, preprocessing=preprocessing)
+        if labels_path:
+            load_labels(labels_path, samples=len(dataset))
+    fields: dict[str, Any] = {
+        "recipes": form.recipes,
+        "target_backend": form.target,
+        "accuracy_output": form.accuracy_output,
+        "image_preprocessing": preprocessing,
+        "data_path": str(data_path) if data_path else None,
+        "labels_path": str(labels_path) if labels_path else None,
+        "budget": _given(min_cosine=form.min_cosine, max_top1_drop=form.max_top1_drop),
+    }
+    if form.seconds is not None:
+        fields["comparison"] = {
+            "min_seconds": form.seconds,
+            "max_seconds": TIMING_CAP_FACTOR * form.seconds,
+        }
+    if form.pass_settings is not None:
+        fields["pass_settings"] = form.pass_settings
+    return OptimizeJobSpec.model_validate(fields)
+
+
+def submit_optimization(
+    factory: sessionmaker[Session], *, spec: OptimizeJobSpec, model_id: int, send: SendTask
+) -> int:
+    """Commit an optimize job for the model, then send it."""
+    return submit_job(factory, kind=JobKind.optimize, model_id=model_id, spec=spec, send=send)
+
+
+def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
+    """Finished optimize jobs, newest first: the original's name and one row per variant
+    (a job whose stored result no longer reads is left out, and logged)."""
+    with transaction(factory) as s:
+        jobs = [
+            (job, OPTIMIZE.read_result(job.result))
+            for job in finished_jobs(s, kind=JobKind.optimize, limit=limit)
+        ]
+        return [
+            {
+                "job": job.id,
+                "model": job.model.name if job.model else "",
+                "model_id": job.model_id,
+                "message": job.message,
+                "data": result.data,
+                "variants": variant_rows(result),
+            }
+            for job, result in jobs
+            if result is not None
+        ]
+
+
+def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
+    """A table row per variant of an optimize result (failed ones keep their reason)."""
+    rows = []
+    for v in result.variants:
+        accuracy = v.accuracy
+        rows.append(
+            {
+                "recipe": v.recipe.label,
+                "chosen": v.recipe.name == result.chosen,
+                "backend": v.backend,
+                "precision": v.precision,
+                "speedup": v.speedup,
+                "speedup CI": (
+                    f"{1 / v.ratio_high:.2f}–{1 / v.ratio_low:.2f}x"
+                    if v.ratio_low and v.ratio_high
+                    else ""
+                ),
+                "verdict": v.verdict or "",
+                "mean cosine": accuracy.mean_cosine if accuracy else None,
+                "top-1 agreement": accuracy.top1_agreement if accuracy else None,
+                "top-1 drop": accuracy.top1_drop if accuracy else None,
+                "within budget": v.within_budget,
+                "variant p50 (ms)": v.variant_p50_ms,
+                "model id": v.model_id,
+                "error": v.error or "",
+            }
+        )
+    return rows
+
+
+def _check_output(info: ModelInfo, output: str | None) -> None:
+    outputs = [tensor.name for tensor in info.outputs]
+    if output and output not in outputs:
+        raise DataMismatch(
+            f"The model has no output {output!r}. Its outputs: {', '.join(outputs)}."
+        )
+
+
+def _given(**values: float | None) -> dict[str, float]:
+    """The values the form sets; the others keep the spec's defaults."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _is_zip(upload: BinaryIO) -> bool:
+    """Uploads (Streamlit's UploadedFile is a BytesIO) carry the user's file name."""
+    return str(upload.name).lower().endswith(".zip")

@@ -1,0 +1,316 @@
+"""The job-kind table: one entry per JobKind, typed specs and results, and rows stored before
+the result models existed still read (each dict below is exactly what the workers wrote)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.core.measure.soak import SoakSpec
+from optistudio.db.models import JobKind
+from optistudio.services.jobkinds import (
+    BATCHING_PROFILE,
+    BATCHING_VERIFY,
+    BENCHMARK,
+    COMPARE,
+    EXPORT,
+    JOB_KINDS,
+    OPTIMIZE,
+    PROFILE,
+    REFERENCE_TARGET,
+    CompareJobSpec,
+    OptimizeJobSpec,
+    ProfileJobSpec,
+)
+from optistudio.services.jobresults import StoredVariant
+
+COMPARISON_SPEC = {
+    "backend": "onnxruntime",
+    "device": "cpu",
+    "candidate_backend": None,
+    "batch_size": 1,
+    "shapes": {},
+    "dims": {},
+    "threads": None,
+    "warmup_runs": 5,
+    "min_pairs": 30,
+    "min_seconds": 1.5,
+    "max_seconds": 15.0,
+    "confidence": 0.95,
+    "resamples": 2000,
+    "seed": 0,
+    "min_effect": 0.02,
+}
+ACCURACY = {
+    "samples": 32,
+    "data": "synthetic",
+    "max_abs_error": 0.001,
+    "output": "y",
+    "output_role": "other",
+    "candidate_backend": "onnxruntime",
+    "mean_abs_error": 0.0001,
+    "mean_cosine": 0.99999,
+    "min_cosine": 0.9999,
+    "top1_agreement": None,
+    "top1_accuracy_reference": None,
+    "top1_accuracy_candidate": None,
+    "top1_drop": None,
+    "per_output_max_abs_error": {"y": 0.001},
+    "nan_or_inf": False,
+    "nonfinite_values": 0,
+    "note": "",
+}
+
+
+def _variant(name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "recipe": {"name": name, "label": name.title(), "steps": [], "backend": None},
+        "precision": "fp32",
+        "backend": "onnxruntime",
+        "path": None,
+        "steps": [],
+        "accuracy": None,
+        "within_budget": False,
+        "budget_note": "",
+        "ratio": None,
+        "ratio_low": None,
+        "ratio_high": None,
+        "verdict": "",
+        "speedup": None,
+        "original_p50_ms": None,
+        "variant_p50_ms": None,
+        "error": None,
+    } | fields
+
+
+STORED = {
+    JobKind.benchmark: {
+        "target": {
+            "backend": "onnxruntime",
+            "device": "cpu",
+            "precision": "fp16",
+            "execution_provider": None,
+        },
+        "output_check": {
+            "passed": True,
+            "precision": "fp16",
+            "reference": "onnxruntime fp32 on cpu",
+            "tolerance": {"min_cosine": 0.999, "max_rel_error": 0.02},
+            "outputs": {"y": {"cosine_min": 0.99998, "finite": True}},
+            "problems": [],
+        },
+        "runtime": {"providers": ["CPUExecutionProvider"], "intra_op_threads": 2},
+        "warnings": [],
+    },
+    JobKind.compare: {
+        "ratio": 0.98,
+        "low": 0.97,
+        "high": 0.99,
+        "confidence": 0.95,
+        "margin": 0.02,
+        "verdict": "no significant difference",
+        "pairs": 200,
+        "duration_s": 2.1,
+        "a_p50_ms": 1.0,
+        "b_p50_ms": 0.98,
+        "a_summary": {"p50_ms": 1.0},
+        "b_summary": {"p50_ms": 0.98},
+        "batch_size": 1,
+        "threads": 2,
+        "environment": {"cpu": "Test CPU"},
+        "sentence": "B/A 0.98 (0.97-0.99): #2 tiny is no significant difference.",
+        "contention": None,
+        "candidate_model_id": 2,
+        "candidate_name": "tiny",
+    },
+    JobKind.optimize: {
+        "spec": {
+            "recipes": ["graph", "int8_static"],
+            "target_backend": "any",
+            "budget": {"max_top1_drop": 0.01, "min_cosine": 0.99},
+            "comparison": COMPARISON_SPEC,
+            "accuracy_samples": 32,
+            "accuracy_output": None,
+            "pass_settings": {},
+        },
+        "data": "synthetic inputs (32 samples)",
+        "variants": [
+            _variant(
+                "graph",
+                path="/data/artifacts/jobs/3/graph/model.onnx",
+                steps=[{"step": "graph", "details": {"nodes": 4}, "warnings": []}],
+                accuracy=ACCURACY,
+                within_budget=True,
+                ratio=0.8,
+                ratio_low=0.78,
+                ratio_high=0.82,
+                verdict="faster",
+                speedup=1.25,
+                original_p50_ms=1.0,
+                variant_p50_ms=0.8,
+                model_id=7,
+            ),
+            _variant("int8_static", error="Calibration failed: no data.", model_id=None),
+        ],
+        "chosen": "graph",
+        "environment": {"cpu": "Test CPU"},
+    },
+    JobKind.batching_profile: {
+        "profile": {
+            "batch_sizes": [1, 2],
+            "mean_ms": [2.0, 2.5],
+            "p50_ms": [2.0, 2.4],
+            "p99_ms": [2.5, 3.0],
+            "quantiles_ms": [],
+            "runs": [[1, 2.0], [2, 2.5]],
+            "handoff_ms": 0.2,
+            "backend": "onnxruntime",
+            "environment": {},
+        },
+        "ceiling": 800.0,
+        "best_batch": 2,
+    },
+    JobKind.batching_verify: {
+        "measured": {
+            "throughput": 199.5,
+            "p50_ms": 3.0,
+            "p90_ms": 4.0,
+            "p99_ms": 6.0,
+            "mean_ms": 3.2,
+            "mean_queue_ms": 1.0,
+            "mean_compute_ms": 2.2,
+            "mean_batch_size": 1.4,
+            "completed": 2000,
+            "rejected": 0,
+            "failed": 0,
+            "offered_rate": 200.0,
+            "saturated": False,
+            "batch_histogram": {"1": 1200, "2": 400},
+        },
+        "requests": {
+            "sent_ms": [0.0, 5.1],
+            "queue_ms": [1.0, 0.9],
+            "compute_ms": [2.0, 2.1],
+            "latency_ms": [3.0, 3.0],
+        },
+        "errors": [],
+        "p99_halves_ms": [5.9, 6.1],
+        "batches": {"runner": {"1": [1200, 2.0], "2": [400, 2.5]}, "handoff_ms": 0.2},
+    },
+    JobKind.export: {
+        "bundle": "/data/artifacts/jobs/9/tiny.zip",
+        "size_bytes": 12345,
+        "files": 11,
+        "skipped": {"tensorrt": "No worker offers TensorRT."},
+    },
+}
+
+
+def test_the_table_covers_every_job_kind_exactly_once() -> None:
+    assert set(JOB_KINDS) == set(JobKind)
+    assert all(info.kind is kind for kind, info in JOB_KINDS.items())
+    assert len({info.label for info in JOB_KINDS.values()}) == len(JobKind)
+
+
+def test_task_names_are_the_ones_brokers_hold() -> None:
+    names = {info.task_name for info in JOB_KINDS.values()}
+
+    assert names == {f"optistudio.{kind.value}" for kind in JobKind}
+    assert {
+        "optistudio.benchmark",
+        "optistudio.compare",
+        "optistudio.optimize",
+        "optistudio.profile",
+        "optistudio.soak",
+        "optistudio.batching_profile",
+        "optistudio.batching_verify",
+        "optistudio.export",
+    } <= names
+
+
+@pytest.mark.parametrize("kind", sorted(STORED, key=lambda k: k.value), ids=lambda k: k.value)
+def test_a_result_stored_before_the_models_still_reads(kind: JobKind) -> None:
+    info = JOB_KINDS[kind]
+
+    result = info.parse_result(STORED[kind])
+
+    assert isinstance(result, info.result)
+    assert info.dump_result(result) == STORED[kind] | _verdicts_now(kind)
+
+
+def _verdicts_now(kind: JobKind) -> dict[str, Any]:
+    """The one change on the way back: an untimed variant's verdict was "" and is now None."""
+    if kind is not JobKind.optimize:
+        return {}
+    variants = STORED[kind]["variants"]
+    return {"variants": [v | {"verdict": v["verdict"] or None} for v in variants]}
+
+
+def test_the_optimize_result_is_typed_down_to_each_variant() -> None:
+    result = OPTIMIZE.parse_result(STORED[JobKind.optimize])
+
+    graph, failed = result.variants
+    assert isinstance(graph, StoredVariant) and graph.model_id == 7 and graph.verdict == "faster"
+    assert failed.verdict is None and failed.error and failed.model_id is None
+
+
+def test_a_verify_result_keeps_its_runner_summary_by_batch_size() -> None:
+    result = BATCHING_VERIFY.parse_result(STORED[JobKind.batching_verify])
+
+    assert result.batches is not None and result.batches.runner == {1: (1200, 2.0), 2: (400, 2.5)}
+    assert result.p99_halves_ms == (5.9, 6.1)
+
+
+def test_a_verify_result_from_before_batches_were_recorded_reads() -> None:
+    older = {
+        k: v
+        for k, v in STORED[JobKind.batching_verify].items()
+        if k not in ("batches", "p99_halves_ms")
+    }
+
+    result = BATCHING_VERIFY.parse_result(older)
+
+    assert result.batches is None and result.p99_halves_ms is None
+
+
+def test_a_result_that_no_longer_reads_is_none_for_the_pages() -> None:
+    assert EXPORT.read_result({"bundle": "x.zip"}) is None
+    assert EXPORT.read_result(None) is None
+
+
+def test_specs_parse_as_their_kinds_type() -> None:
+    assert isinstance(BENCHMARK.parse_spec({}), BenchmarkSpec)
+    assert isinstance(COMPARE.parse_spec({"candidate_model_id": 3}), CompareJobSpec)
+    assert isinstance(PROFILE.parse_spec({"runs": 3}), ProfileJobSpec)
+
+
+def test_a_spec_of_another_kind_is_refused_when_stored() -> None:
+    with pytest.raises(TypeError, match="OptimizeJobSpec"):
+        OPTIMIZE.dump_spec(SoakSpec())
+
+
+@pytest.mark.parametrize(
+    ("info", "spec", "target"),
+    [
+        (BENCHMARK, BenchmarkSpec(backend="openvino"), ("openvino", "cpu")),
+        (COMPARE, CompareJobSpec(candidate_model_id=1, device="cuda:0"), ("onnxruntime", "cuda:0")),
+        (OPTIMIZE, OptimizeJobSpec(), REFERENCE_TARGET),
+        (OPTIMIZE, OptimizeJobSpec(target_backend="openvino"), ("openvino", "cpu")),
+        (PROFILE, ProfileJobSpec(backend="openvino"), ("openvino", "cpu")),
+        (BATCHING_PROFILE, BATCHING_PROFILE.spec(backend="openvino"), ("openvino", "cpu")),
+        (EXPORT, EXPORT.spec(), REFERENCE_TARGET),
+    ],
+    ids=[
+        "benchmark",
+        "compare",
+        "optimize-any",
+        "optimize-openvino",
+        "profile",
+        "batching",
+        "export",
+    ],
+)
+def test_each_kind_names_the_target_it_is_routed_to(info, spec, target) -> None:  # type: ignore[no-untyped-def]
+    assert info.target(spec) == target

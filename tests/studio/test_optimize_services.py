@@ -1,0 +1,115 @@
+"""The Optimize page's logic without Streamlit: defaults from the spec, the spec it builds from
+the form and the user's files, and the variants table read from a typed result."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from optistudio.core.errors import DataMismatch
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy import AccuracyBudget
+from optistudio.core.optimize.run import QUICK_COMPARISON
+from optistudio.services.jobkinds import OPTIMIZE
+from optistudio.studio import optimize_services as optimize
+
+
+def upload(name: str, payload: bytes) -> io.BytesIO:
+    """A file as Streamlit hands it over: a BytesIO with the user's file name."""
+    stream = io.BytesIO(payload)
+    stream.name = name
+    return stream
+
+
+def npz(**arrays: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_the_form_starts_from_the_specs_own_defaults() -> None:
+    defaults = optimize.form_defaults()
+
+    assert defaults.min_cosine == AccuracyBudget().min_cosine
+    assert defaults.max_top1_drop == AccuracyBudget().max_top1_drop
+    assert defaults.seconds == QUICK_COMPARISON.min_seconds
+    assert (
+        optimize.budget_help()["min_cosine"]
+        == AccuracyBudget.model_fields["min_cosine"].description
+    )
+
+
+def test_a_form_that_sets_nothing_builds_the_default_spec(app_settings, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    spec = optimize.build_spec(
+        app_settings, inspect_model(tiny_model), optimize.OptimizeForm(["auto"])
+    )
+
+    assert spec == OPTIMIZE.spec()
+    assert OPTIMIZE.target(spec) == ("onnxruntime", "cpu")
+
+
+def test_the_form_sets_budget_timing_target_and_stores_the_data(
+    app_settings, tiny_model: Path
+) -> None:  # type: ignore[no-untyped-def]
+    data = upload("calib.npz", npz(x=np.zeros((4, 16), np.float32)))
+    form = optimize.OptimizeForm(
+        ["graph"], target="openvino", min_cosine=0.995, max_top1_drop=0.02, seconds=0.5
+    )
+
+    spec = optimize.build_spec(app_settings, inspect_model(tiny_model), form, data)
+
+    assert spec.budget == AccuracyBudget(min_cosine=0.995, max_top1_drop=0.02)
+    assert (spec.comparison.min_seconds, spec.comparison.max_seconds) == (0.5, 5.0)
+    assert spec.data_path and Path(spec.data_path).is_file() and spec.labels_path is None
+    assert OPTIMIZE.target(spec) == ("openvino", "cpu")
+
+
+def test_data_that_does_not_fit_the_model_is_refused(app_settings, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    data = upload("calib.npz", npz(wrong=np.zeros((4, 16), np.float32)))
+
+    with pytest.raises(DataMismatch):
+        optimize.build_spec(
+            app_settings, inspect_model(tiny_model), optimize.OptimizeForm(["auto"]), data
+        )
+
+
+def test_an_output_the_model_lacks_is_named(app_settings, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    form = optimize.OptimizeForm(["auto"], accuracy_output="logits")
+
+    with pytest.raises(DataMismatch, match="no output 'logits'. Its outputs: y"):
+        optimize.build_spec(app_settings, inspect_model(tiny_model), form)
+
+
+def test_labels_without_data_are_refused_by_the_spec(app_settings, tiny_model: Path) -> None:  # type: ignore[no-untyped-def]
+    labels = upload("labels.csv", b"1\n2\n")
+
+    with pytest.raises(ValidationError, match="labels need a data file"):
+        optimize.build_spec(
+            app_settings, inspect_model(tiny_model), optimize.OptimizeForm(["auto"]), labels=labels
+        )
+
+
+def test_variant_rows_come_from_the_typed_result() -> None:
+    recipe = {"name": "graph", "label": "Graph optimization", "steps": []}
+    stored = {  # as an optimize job wrote it before results were models
+        "spec": {"recipes": ["graph"]},
+        "data": "synthetic",
+        "variants": [
+            {"recipe": recipe, "precision": "fp32", "ratio": 0.8, "ratio_low": 0.75}
+            | {"ratio_high": 0.85, "verdict": "faster", "speedup": 1.25, "within_budget": True}
+            | {"model_id": 5},
+            {"recipe": recipe | {"name": "fp16"}, "precision": "fp16", "verdict": ""}
+            | {"error": "no", "model_id": None},
+        ],
+        "chosen": "graph",
+    }
+
+    made, failed = optimize.variant_rows(OPTIMIZE.parse_result(stored))
+
+    assert made["chosen"] and made["model id"] == 5 and made["verdict"] == "faster"
+    assert made["speedup CI"] == "1.18–1.33x"
+    assert not failed["chosen"] and failed["verdict"] == "" and failed["error"] == "no"

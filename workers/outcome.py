@@ -1,0 +1,70 @@
+"""A work function typed by its job kind, and how what it gives is stored on the job row.
+
+A kind's work function takes the claimed job, its spec (already validated as the kind's spec
+type) and the context, and returns `Done`: the one-line message, the kind's typed result, the
+environment the figures were measured in and, for benchmarks, the measurement rows. `JobWork`
+turns it into the `Work` that `optistudio.workers.jobs.run_job` runs: it parses the spec and
+stores the outcome in one transaction (result as validated JSON, environment deduplicated,
+measurements replacing an earlier attempt's), so a redelivered job simply writes them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.db.models import Job
+from optistudio.db.queries import (
+    MeasurementRow,
+    get_or_create_environment,
+    replace_measurements,
+    set_job_result,
+)
+from optistudio.db.session import transaction
+from optistudio.services.jobkinds import JobKindInfo
+from optistudio.workers.jobs import JobContext
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Done(Generic[ResultT]):
+    """What a job's work gave: stored on its row by `JobWork`."""
+
+    message: str
+    result: ResultT
+    environment: dict[str, Any] | None = None
+    measurements: list[MeasurementRow] | None = None
+
+
+@dataclass(frozen=True)
+class JobWork(Generic[SpecT, ResultT]):
+    """A kind's work function as `run_job` calls it: `(job, context) -> (message, env id)`."""
+
+    info: JobKindInfo[SpecT, ResultT]
+    run: Callable[[Job, SpecT, JobContext], Done[ResultT]]
+
+    def __call__(self, job: Job, context: JobContext) -> tuple[str, int | None]:
+        done = self.run(job, self.info.parse_spec(job.spec or {}), context)
+        return done.message, store(context.factory, job.id, self.info, done)
+
+
+def store(
+    factory: sessionmaker[Session], job_id: int, info: JobKindInfo[Any, Any], done: Done[Any]
+) -> int | None:
+    """Write a job's outcome in one transaction; returns its environment's id (None if none)."""
+    with transaction(factory) as s:
+        environment = (
+            get_or_create_environment(s, data=done.environment)
+            if done.environment is not None
+            else None
+        )
+        if done.measurements is not None:
+            replace_measurements(s, job_id=job_id, rows=done.measurements)
+        set_job_result(s, job_id=job_id, result=info.dump_result(done.result))
+        return environment.id if environment is not None else None
