@@ -8,8 +8,9 @@ three names, imported on first use so that `import optistudio.db` stays light:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from optistudio.core.loader import load
 
 if TYPE_CHECKING:
     from optistudio.core.backends.predictor import Predictor as InferenceBackend
@@ -28,8 +29,7 @@ __all__ = ["InferenceBackend", "PipelineOptimizer", "register_fusion_pattern"]
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'optistudio' has no attribute {name!r}")
-    module_name, _, attribute = _EXPORTS[name].partition(":")
-    value = getattr(importlib.import_module(module_name), attribute)
+    value = load(_EXPORTS[name])
     globals()[name] = value
     return value
 

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.data.inputs import InputShapes
 
 
 def _spin_wait_field() -> Any:
@@ -23,14 +25,14 @@ class BatchingProfileSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
-    device: str = Field(default="cpu", description="Device of that backend.")
+    backend: BackendName = "onnxruntime"
+    device: DeviceName = "cpu"
     max_batch_size: int = Field(default=16, ge=1, le=256, description="Largest batch to time.")
-    shapes: dict[str, list[int]] = Field(
+    shapes: InputShapes = Field(
         default_factory=dict,
         description="Full shape of one request per input, e.g. {'input_ids': [1, 128]}.",
     )
-    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     min_seconds: float = Field(
         default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
@@ -42,8 +44,8 @@ class BatchingVerifySpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
-    device: str = Field(default="cpu", description="Device of that backend.")
+    backend: BackendName = "onnxruntime"
+    device: DeviceName = "cpu"
     settings: BatchingSettings = Field(default_factory=BatchingSettings)
     process: Literal["poisson", "constant", "closed"] = Field(
         default="poisson", description="Arrival process: Poisson, constant rate, closed loop."
@@ -53,10 +55,10 @@ class BatchingVerifySpec(BaseModel):
     )
     clients: int = Field(default=0, ge=0, le=1024, description="Concurrent clients (closed).")
     seconds: float = Field(default=10.0, gt=0, le=600, description="How long to send.")
-    shapes: dict[str, list[int]] = Field(
+    shapes: InputShapes = Field(
         default_factory=dict, description="Full shape of one request per input."
     )
-    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     seed: int = Field(default=0, description="Seed of the arrival times.")
 

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
-from typing import TypeGuard
+from typing import Annotated, TypeGuard
 
 import numpy as np
+from pydantic import Field
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
 DEFAULT_DYNAMIC_DIM = 16
+
+InputShapes = Annotated[
+    dict[str, list[int]],
+    Field(description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}."),
+]
+"""The shapes field of every spec that feeds a model (declare it with default_factory=dict)."""
+NamedDims = Annotated[
+    dict[str, int], Field(description="Sizes of named dynamic dims, e.g. {'sequence': 128}.")
+]
+"""The dims field of every spec that feeds a model (declare it with default_factory=dict)."""
 """Size of a dynamic dim other than the batch (a sequence length, an image side) when unset."""
 
 TOKEN_ID_LIMIT = 100

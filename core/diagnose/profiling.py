@@ -36,7 +36,8 @@ from optistudio.core.backends.openvino_backend import (
     runtime_message,
 )
 from optistudio.core.backends.reference import reference_session
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.backends.target import Threads
+from optistudio.core.data.inputs import NamedDims, synthesize_inputs
 from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -159,10 +160,8 @@ class ProfileSpec(BaseModel):
         default="onnxruntime", description="Runtime whose profiler is used."
     )
     batch_size: int = Field(default=1, ge=1, le=4096, description="Batch size of the runs.")
-    dims: dict[str, int] = Field(
-        default_factory=dict, description="Sizes of named dynamic dims, e.g. {'sequence': 128}."
-    )
-    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    dims: NamedDims = Field(default_factory=dict)
+    threads: Threads = None
     warmup_runs: int = Field(default=5, ge=0, le=1000, description="Runs not counted.")
     runs: int = Field(
         default=30, ge=1, le=100_000, description="Profiled runs (and as many plain)."

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optistudio.core.loader import load
 from optistudio.core.registry import Registry
 
 if TYPE_CHECKING:
@@ -38,8 +38,7 @@ class FusionPatternInfo(BaseModel):
 
     def rules(self) -> list[RewriteRule]:
         """The rewrite rules, built by importing the implementation (and onnxscript)."""
-        module_name, _, attribute = self.implementation.partition(":")
-        built = getattr(importlib.import_module(module_name), attribute)()
+        built = load(self.implementation)()
         return list(built) if isinstance(built, (list, tuple)) else [built]
 
 

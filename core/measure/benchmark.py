@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.base import Precision
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.data.inputs import InputShapes, NamedDims, synthesize_inputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.affinity import pinned_to
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
@@ -40,8 +41,8 @@ class BenchmarkSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(default="onnxruntime", description="Inference backend to run on.")
-    device: str = Field(default="cpu", description="Device of that backend, e.g. cpu or cuda:0.")
+    backend: BackendName = "onnxruntime"
+    device: DeviceName = "cpu"
     precision: Precision = Field(
         default="fp32",
         description="Precision to run in (the backend refuses one it cannot run, naming those "
@@ -67,17 +68,13 @@ class BenchmarkSpec(BaseModel):
         description="Batch sizes to measure. Empty: 1 and 8 when the batch dim is dynamic, "
         "else the model's fixed batch.",
     )
-    shapes: dict[str, list[int]] = Field(
+    shapes: InputShapes = Field(
         default_factory=dict,
         description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}; "
         "dim 0 is replaced by each batch size when it is dynamic.",
     )
-    dims: dict[str, int] = Field(
-        default_factory=dict, description="Sizes of named dynamic dims, e.g. {'sequence': 128}."
-    )
-    threads: int | None = Field(
-        default=None, ge=1, le=256, description="Intra-op threads; empty = runtime default."
-    )
+    dims: NamedDims = Field(default_factory=dict)
+    threads: Threads = None
     cpu_affinity: list[int] | None = Field(
         default=None,
         description="Pin the run to these CPU cores, e.g. [0, 1]; empty = wherever the OS likes.",

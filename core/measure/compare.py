@@ -35,7 +35,8 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.data.inputs import InputShapes, NamedDims, synthesize_inputs
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.stats import latency_summary
@@ -185,25 +186,23 @@ class ComparisonSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(default="onnxruntime", description="Inference backend for both models.")
-    device: str = Field(default="cpu", description="Device of that backend.")
+    backend: BackendName = Field(
+        default="onnxruntime", description="Inference backend for both models."
+    )
+    device: DeviceName = "cpu"
     candidate_backend: str | None = Field(
         default=None,
         description="Backend of B when it differs from A's (e.g. the original on ONNX Runtime "
         "against a variant on OpenVINO); empty = the same backend.",
     )
     batch_size: int = Field(default=1, ge=1, description="Batch size of every run.")
-    shapes: dict[str, list[int]] = Field(
+    shapes: InputShapes = Field(
         default_factory=dict,
         description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}; "
         "dim 0 is replaced by the batch size when it is dynamic.",
     )
-    dims: dict[str, int] = Field(
-        default_factory=dict, description="Sizes of named dynamic dims, e.g. {'sequence': 128}."
-    )
-    threads: int | None = Field(
-        default=None, ge=1, le=256, description="Intra-op threads; empty = runtime default."
-    )
+    dims: NamedDims = Field(default_factory=dict)
+    threads: Threads = None
     warmup_runs: int = Field(
         default=5, ge=0, le=10_000, description="Untimed runs of each model first."
     )
@@ -251,8 +250,12 @@ class Comparison(BaseModel):
     duration_s: float = Field(description="Seconds spent timing pairs (after warm-up).")
     a_p50_ms: float
     b_p50_ms: float
-    a_summary: dict[str, float] = Field(description="optistudio.core.measure.stats.latency_summary of A.")
-    b_summary: dict[str, float] = Field(description="optistudio.core.measure.stats.latency_summary of B.")
+    a_summary: dict[str, float] = Field(
+        description="optistudio.core.measure.stats.latency_summary of A."
+    )
+    b_summary: dict[str, float] = Field(
+        description="optistudio.core.measure.stats.latency_summary of B."
+    )
     batch_size: int
     threads: int
     environment: dict[str, Any]

@@ -33,6 +33,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM, synthesize_inputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
@@ -54,8 +55,8 @@ class SoakSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(default="onnxruntime", description="Backend to run on.")
-    device: str = Field(default="cpu", description="Device of that backend.")
+    backend: BackendName = "onnxruntime"
+    device: DeviceName = "cpu"
     seconds: float = Field(default=30.0, gt=0, le=86_400, description="How long to run.")
     max_inferences: int | None = Field(
         default=None, ge=10, description="Stop after this many inferences (if sooner)."
@@ -68,7 +69,7 @@ class SoakSpec(BaseModel):
         default_factory=lambda: [DEFAULT_DYNAMIC_DIM // 2, DEFAULT_DYNAMIC_DIM],
         description="Sizes cycled for dynamic dims other than the batch (sequence lengths...).",
     )
-    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    threads: Threads = None
     warmup_rounds: int = Field(default=3, ge=1, le=1000, description="Warm-up passes over inputs.")
     sample_interval_s: float = Field(
         default=0.05, gt=0, le=60, description="Seconds between RSS samples."

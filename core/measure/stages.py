@@ -21,6 +21,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends.target import Threads
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import InvalidSpec
@@ -52,7 +53,7 @@ class PipelineSpec(BaseModel):
     postprocessing: list[PostStep] = Field(
         default_factory=list, description="Steps applied to the first output, in order."
     )
-    threads: int | None = Field(default=None, ge=1, le=256, description="Intra-op threads.")
+    threads: Threads = None
 
 
 class Stage(BaseModel):
