@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent / "core"))
-from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+from diagnostic_models import build_cnn, quantize_cnn
 from test_cli import optistudio  # noqa: E402
 
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, shot, upload
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
-from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
+from diagnostic_models import build_cnn, quantize_cnn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 JOB_TIMEOUT_MS = 90_000

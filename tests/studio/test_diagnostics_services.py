@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from diagnostic_models import build_cnn, quantize_cnn
 
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport, DiagnosticsSpec, diagnose
 from optistudio.core.measure.soak import SoakSpec, soak
@@ -17,9 +17,6 @@ from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
 from optistudio.services.jobresults import BatchingVerifyJobResult
 from optistudio.studio import diagnostics_services as diag
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
-from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
 
 
 @pytest.fixture(scope="module")

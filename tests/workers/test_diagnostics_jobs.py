@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from diagnostic_models import build_cnn, quantize_cnn
 
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind, JobStatus
@@ -15,9 +15,6 @@ from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
-from diagnostic_models import build_cnn, quantize_cnn  # noqa: E402
 
 profile_job, soak_job = work_of(JobKind.profile), work_of(JobKind.soak)
 
