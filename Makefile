@@ -11,7 +11,8 @@ export NNCF_CI := 1
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml setup.py | $(PY)
+	@echo "Installing Optistudio and its dependencies into $(VENV) (the first time takes a few minutes)..."
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,samples,postgres]'
 	touch $(STAMP)

@@ -118,7 +118,12 @@ class _Writer:
         """Model files are stored as they are (weights barely compress); text is deflated."""
         info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
         info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        info.external_attr = FILE_MODE << 16  # unzipped files readable by the serving user
         return self.archive.open(info, "w", force_zip64=True)
+
+
+FILE_MODE = 0o644
+"""rw-r--r--: a bundle unzipped by one user is served by another (zip's default is 0600)."""
 
 
 def write_bundle(

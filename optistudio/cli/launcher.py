@@ -72,6 +72,9 @@ def redis_command(port: int, data_dir: Path) -> list[str]:
         "protected-mode": "yes",
         "daemonize": "no",
         "loglevel": "warning",
+        # Its start-up warnings (memory overcommit) are about the host, not the studio: logged
+        # beside its data rather than printed ahead of the studio's own line.
+        "logfile": str(data_dir / "redis.log"),
     }
     return [redis_server_binary(), *as_flags(options)]
 
@@ -224,7 +227,10 @@ def up(settings: Settings) -> int:
         stack.start("redis", redis_command(redis_port, settings.data_dir / "redis"), env)
         wait_for(lambda: redis_ready(redis_port), "Redis", stack)
         started = datetime.now(UTC)
-        stack.start("worker", worker_command(settings), env)
+        # A local `make up` often runs as root (containers, CI); Celery's warning about it is
+        # meant for deployments, which docker-compose.yml runs as an unprivileged user.
+        worker_env = env | {"PYTHONWARNINGS": "ignore::celery.platforms.SecurityWarning"}
+        stack.start("worker", worker_command(settings), worker_env)
         stack.start("studio", ui_command(settings, ui_port), env)
         url = f"http://{settings.host}:{ui_port}"
         wait_for(lambda: http_ready(f"{url}/_stcore/health"), "the studio", stack)

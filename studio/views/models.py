@@ -42,7 +42,12 @@ def render() -> None:
 
 
 def upload_section() -> None:
-    upload = st.file_uploader("Upload an ONNX model", type=["onnx"], key="upload")
+    upload = st.file_uploader(
+        "Upload an ONNX model",
+        type=["onnx"],
+        key="upload",
+        max_upload_size=state.settings().max_upload_mb,  # the limit intake enforces, not 1 GB
+    )
     if upload is None:
         return
     done: dict[str, str | ErrorInfo] = st.session_state.setdefault("uploads_done", {})

@@ -123,3 +123,12 @@ def test_a_tampered_bundle_is_caught(tiny_model: Path, tmp_path: Path) -> None:
 )
 def test_names_are_made_safe(name: str, expected: str) -> None:
     assert safe_name(name) == expected
+
+
+def test_unzipped_files_are_readable_by_other_users(tiny_model: Path, tmp_path: Path) -> None:
+    report = write_bundle(source_of(tiny_model), tmp_path / "bundle.zip")
+
+    with zipfile.ZipFile(report.path) as z:
+        modes = {info.filename: (info.external_attr >> 16) & 0o777 for info in z.infolist()}
+
+    assert set(modes.values()) == {0o644}  # `unzip` applies these; zip's default is 0600
