@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.data.datasets import load_labels, open_dataset
 from optistudio.core.data.images import ImagePreprocessing
-from optistudio.core.errors import DataMismatch
+from optistudio.core.errors import DataMismatch, ErrorInfo
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.optimize.recipes import ANY
@@ -114,8 +114,8 @@ def submit_optimization(
 
 
 def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
-    """Finished optimize jobs, newest first: the original's name and one row per variant
-    (a job whose stored result no longer reads is left out, and logged)."""
+    """Finished optimize jobs, newest first: the original's name, one row per variant and the
+    failed variants' errors (a job whose stored result no longer reads is left out, and logged)."""
     with transaction(factory) as s:
         jobs = [
             (job, OPTIMIZE.read_result(job.result))
@@ -129,6 +129,7 @@ def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> lis
                 "message": job.message,
                 "data": result.data,
                 "variants": variant_rows(result),
+                "failures": variant_failures(result),
             }
             for job, result in jobs
             if result is not None
@@ -136,13 +137,15 @@ def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> lis
 
 
 def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
-    """A table row per variant of an optimize result (failed ones keep their reason)."""
+    """A table row per variant of an optimize result: its outcome, and for a failed one the
+    reason (the message; `variant_failures` has the whole error)."""
     rows = []
     for v in result.variants:
         accuracy = v.accuracy
         rows.append(
             {
                 "recipe": v.recipe.label,
+                "outcome": v.status,
                 "chosen": v.recipe.name == result.chosen,
                 "backend": v.backend,
                 "precision": v.precision,
@@ -159,10 +162,15 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
                 "within budget": v.within_budget,
                 "variant p50 (ms)": v.variant_p50_ms,
                 "model id": v.model_id,
-                "error": v.error or "",
+                "error": v.error.message if v.error else "",
             }
         )
     return rows
+
+
+def variant_failures(result: OptimizeJobResult) -> list[tuple[str, ErrorInfo]]:
+    """(recipe label, error) of each variant that failed, in the run's order."""
+    return [(v.recipe.label, v.error) for v in result.variants if v.error is not None]
 
 
 def _check_output(info: ModelInfo, output: str | None) -> None:

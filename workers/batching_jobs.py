@@ -43,6 +43,9 @@ def profile_job(
         shapes=spec.shapes,
         min_seconds=spec.min_seconds,
         progress=context.progress,
+        dims=spec.dims,
+        values=spec.values,
+        inputs_file=spec.inputs_file,
     )
     ceiling, best = profile.ceiling(spec.max_batch_size)
     result = BatchingProfileJobResult(profile=profile, ceiling=ceiling, best_batch=best)
@@ -71,6 +74,9 @@ def verify_job(
         options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
         shapes=spec.shapes,
         seed=spec.seed,
+        dims=spec.dims,
+        values=spec.values,
+        inputs_file=spec.inputs_file,
     )
     result = BatchingVerifyJobResult(
         measured=run.result,

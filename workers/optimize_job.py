@@ -1,11 +1,18 @@
-"""The optimize job: make variants of the job's model, store each as a model with its recipe."""
+"""The optimize job: make variants of the job's model, store each as a model with its recipe.
+
+A recipe that failed is a failed variant with its error, and so is a made variant that could not
+be stored (over the upload limit, the artifact store refused it); the job succeeds with the
+others, and its message says how many failed.
+"""
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
-from optistudio.core.optimize.run import OptimizeReport, VariantResult, optimize
+from optistudio.core.errors import ErrorInfo, OptistudioError
+from optistudio.core.optimize.run import OptimizeReport, VariantResult, choose, optimize
 from optistudio.db.models import Job
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OptimizeJobSpec
@@ -14,6 +21,8 @@ from optistudio.services.settings import get_settings
 from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
+
+log = logging.getLogger(__name__)
 
 
 def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[OptimizeJobResult]:
@@ -31,18 +40,29 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         labels=labels,
         progress=context.progress,
     )
-    variants = [
-        StoredVariant.model_validate(
-            variant.model_dump() | {"model_id": _store_variant(job, variant, context)}
+    variants = [_stored(job, variant, context) for variant in report.variants]
+    best = choose(variants)  # the chosen one may have failed to be stored
+    result = OptimizeJobResult.model_validate(
+        report.model_dump() | {"variants": variants, "chosen": best.recipe.name if best else None}
+    )
+    return Done(summary(result), result, environment=report.environment)
+
+
+def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVariant:
+    """The variant with its stored model's id, or failed with the reason it was not stored."""
+    stored = StoredVariant.model_validate(variant.model_dump())
+    try:
+        stored.model_id = _store_variant(job, variant, context)
+    except OptistudioError as exc:
+        log.info("job %s: variant %s not stored: %s", job.id, variant.recipe.name, exc)
+        stored.fail(
+            ErrorInfo(code=exc.code, message=f"Made, but not stored: {exc.message}", hint=exc.hint)
         )
-        for variant in report.variants
-    ]
-    result = OptimizeJobResult.model_validate(report.model_dump() | {"variants": variants})
-    return Done(summary(report), result, environment=report.environment)
+    return stored
 
 
 def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
-    if variant.path is None or job.model is None:
+    if variant.status != "made" or variant.path is None or job.model is None:
         return None
     entry = add_model_file(
         context.factory,
@@ -58,9 +78,10 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
 
 
 def summary(report: OptimizeReport) -> str:
-    """One line for the job: how many variants, and the best one with its figures."""
-    made = [v for v in report.variants if v.error is None]
-    failed = len(report.variants) - len(made)
+    """One line for the job: how many variants were made and failed, and the best one."""
+    made, failed = report.made, len(report.failed)
+    if not made:
+        return f"No variant could be made: {failed} recipe(s) failed; see each one's reason."
     text = f"Made {len(made)} variant(s)" + (f", {failed} failed" if failed else "") + "."
     best = next((v for v in made if v.recipe.name == report.chosen), None)
     if best is None:

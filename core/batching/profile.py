@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from optistudio.core.batching.applicability import require_batch_dim
 from optistudio.core.batching.handoff import measure_handoff
 from optistudio.core.batching.latency import QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.data.inputs import read_input_arrays, requests_batch
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
@@ -60,10 +61,14 @@ def measure_profile(
     min_runs: int = 10,
     min_seconds: float = 0.3,
     progress: ProgressCallback | None = None,
+    dims: dict[str, int] | None = None,
+    values: dict[str, float] | None = None,
+    inputs_file: str | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
-    threads get `serving_threads`, as the Pipeline gives them).
+    threads get `serving_threads`, as the Pipeline gives them). `shapes` and `inputs_file`
+    describe one request (see `optistudio.core.data.inputs.requests_batch`).
 
     Raises InvalidSpec when the model has no dynamic batch dim; `progress` may raise
     optistudio.core.errors.Cancelled to stop.
@@ -72,12 +77,15 @@ def measure_profile(
     require_batch_dim(info)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     options = with_serving_threads(options or serving_options())
+    request = {
+        "shapes": shapes,
+        "dims": dims,
+        "values": values,
+        "arrays": read_input_arrays(inputs_file, info.inputs),
+    }
     model = get_backend(backend).load(model_path, options)
     try:
-        feeds = {
-            size: synthesize_inputs(info.inputs, batch_size=size, overrides=shapes or {})[0]
-            for size in sizes
-        }
+        feeds = {size: requests_batch(info.inputs, size, **request) for size in sizes}
         runs = interleaved_runs(
             model, feeds, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
             progress=progress,
@@ -85,7 +93,7 @@ def measure_profile(
         rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
         if progress:
             progress(0.95, f"hand-back time per batch under load at batch {sizes[-1]}")
-        handoff = _handoff(model, info.inputs, shapes, sizes[-1], float(np.mean(rows[-1])))
+        handoff = _handoff(model, info.inputs, request, sizes[-1], float(np.mean(rows[-1])))
     finally:
         model.close()
     return LatencyProfile(
@@ -104,14 +112,11 @@ def measure_profile(
 def _handoff(
     model: LoadedModel,
     inputs: list[TensorSpec],
-    shapes: dict[str, list[int]] | None,
+    request: dict[str, Any],
     max_batch_size: int,
     batch_ms: float,
 ) -> float | None:
-    requests = [
-        synthesize_inputs(inputs, batch_size=1, overrides=shapes or {}, seed=seed)[0]
-        for seed in range(HANDOFF_REQUESTS)
-    ]
+    requests = [requests_batch(inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)]
     return measure_handoff(
         model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms
     )

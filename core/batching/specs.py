@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.data.inputs import InputShapes
+from optistudio.core.data.inputs import InputsFile, InputShapes, InputValues, NamedDims
 
 
 def _spin_wait_field() -> Any:
@@ -37,6 +37,11 @@ class BatchingProfileSpec(BaseModel):
     min_seconds: float = Field(
         default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
     )
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = Field(
+        default=None, description="An .npz of one request's arrays by input name, used as given."
+    )
 
 
 class BatchingVerifySpec(BaseModel):
@@ -61,6 +66,11 @@ class BatchingVerifySpec(BaseModel):
     threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     seed: int = Field(default=0, description="Seed of the arrival times.")
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = Field(
+        default=None, description="An .npz of one request's arrays by input name, used as given."
+    )
 
     @model_validator(mode="after")
     def _load_defined(self) -> BatchingVerifySpec:

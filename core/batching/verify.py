@@ -1,7 +1,8 @@
 """Measure a batching setting for real: load the Pipeline, drive it with the load generator.
 
-Requests carry one row of synthetic inputs (`optistudio.core.data.inputs.synthesize_inputs`, shapes from the
-user's overrides), a few distinct ones cycled so no cache flatters the run. The pipeline is
+Requests carry one row of inputs (`optistudio.core.data.inputs.requests_batch`: the user's
+request shapes, dims, values and arrays, the rest synthetic), a few distinct ones cycled so no
+cache flatters the run. The pipeline is
 warmed up with one full batch per instance before the clock starts.
 """
 
@@ -16,19 +17,28 @@ from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import Process
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.data.inputs import read_input_arrays, requests_batch
 from optistudio.core.model.intake import inspect_model
 
 DISTINCT_REQUESTS = 8
 
 
 def request_feeds(
-    model_path: Path, shapes: dict[str, list[int]] | None = None, count: int = DISTINCT_REQUESTS
+    model_path: Path,
+    shapes: dict[str, list[int]] | None = None,
+    count: int = DISTINCT_REQUESTS,
+    *,
+    dims: dict[str, int] | None = None,
+    values: dict[str, float] | None = None,
+    inputs_file: str | None = None,
 ) -> list[dict[str, np.ndarray]]:
-    """`count` distinct one-row requests for the model (dim 0 of each override is replaced)."""
+    """`count` distinct one-row requests for the model (dim 0 of each shape is the row)."""
     info = inspect_model(model_path)
+    arrays = read_input_arrays(inputs_file, info.inputs)
     return [
-        synthesize_inputs(info.inputs, batch_size=1, overrides=shapes or {}, seed=seed)[0]
+        requests_batch(
+            info.inputs, 1, shapes=shapes, dims=dims, values=values, arrays=arrays, seed=seed
+        )
         for seed in range(count)
     ]
 
@@ -46,9 +56,12 @@ def measure_load(
     options: SessionOptions | None = None,
     shapes: dict[str, list[int]] | None = None,
     seed: int = 0,
+    dims: dict[str, int] | None = None,
+    values: dict[str, float] | None = None,
+    inputs_file: str | None = None,
 ) -> LoadRun:
     """Serve the model with `settings` under the given arrivals and measure what happens."""
-    feeds = request_feeds(model_path, shapes)
+    feeds = request_feeds(model_path, shapes, dims=dims, values=values, inputs_file=inputs_file)
     with Pipeline.load(model_path, settings, backend=backend, options=options) as pipeline:
         _warm_up(pipeline, feeds)
         return run_load(

@@ -21,8 +21,12 @@ from typing import IO
 
 import numpy as np
 
+from optistudio.core.data.batch import batch_axis, batch_dim_names
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.data.inputs import (
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import TensorSpec
 
@@ -85,8 +89,10 @@ class NpzDataset:
 class SyntheticDataset:
     """Random inputs from `optistudio.core.data.inputs.synthesize_inputs`, a different seed for every batch.
 
-    With a fixed batch dim, `samples` rounds up to whole batches. Warnings about dynamic dims
-    that fell back to defaults are kept in `warnings`.
+    With a fixed batch dim, `samples` rounds up to whole batches. `shapes`, `values` and
+    `arrays` are the user's (see optistudio.core.data.inputs): an input given a full shape or
+    an array has it in every batch. Warnings about dynamic dims that fell back to defaults are
+    kept in `warnings`.
     """
 
     synthetic = True
@@ -99,17 +105,25 @@ class SyntheticDataset:
         batch_size: int = 1,
         dims: dict[str, int] | None = None,
         seed: int = 0,
+        shapes: dict[str, list[int]] | None = None,
+        values: dict[str, float] | None = None,
+        arrays: dict[str, np.ndarray] | None = None,
     ) -> None:
         if samples < 1:
             raise DataMismatch(f"A synthetic dataset needs at least 1 sample, not {samples}.")
         self.inputs = inputs
-        self.batch_size = _check_batch_size(batch_size, inputs)
         self.dims = dict(dims or {})
         self.seed = seed
-        fixed = any(_fixed_batch(spec) for spec in inputs)
+        self.arrays = dict(arrays or {})
+        self.shapes = {**(shapes or {}), **shapes_of(self.arrays)}
+        self.values = dict(values or {})
+        names = batch_dim_names(inputs)
+        batched = [s for s in inputs if s.name not in self.shapes and batch_axis(s, names) == 0]
+        self.batch_size = _check_batch_size(batch_size, batched)
+        fixed = any(_fixed_batch(spec) for spec in batched)
         self._samples = math.ceil(samples / batch_size) * batch_size if fixed else samples
         first_batch = batch_size if fixed else 1
-        self.warnings = synthesize_inputs(inputs, batch_size=first_batch, dims=self.dims)[1]
+        self.warnings = self._feeds(first_batch, seed)[1]
 
     def __len__(self) -> int:
         return self._samples
@@ -124,10 +138,18 @@ class SyntheticDataset:
     def batches(self) -> Iterator[dict[str, np.ndarray]]:
         for index, start in enumerate(range(0, self._samples, self.batch_size)):
             count = min(self.batch_size, self._samples - start)
-            feeds, _ = synthesize_inputs(
-                self.inputs, batch_size=count, dims=self.dims, seed=self.seed + index
-            )
-            yield feeds
+            yield self._feeds(count, self.seed + index)[0]
+
+    def _feeds(self, batch_size: int, seed: int) -> tuple[dict[str, np.ndarray], list[str]]:
+        return synthesize_inputs(
+            self.inputs,
+            batch_size=batch_size,
+            dims=self.dims,
+            overrides=self.shapes,
+            seed=seed,
+            values=self.values,
+            arrays=self.arrays,
+        )
 
 
 def open_dataset(

@@ -1,24 +1,35 @@
 """Synthetic inputs for a model: concrete shapes for dynamic dims, and data to fill them.
 
-Shape rule: a dynamic dim 0 is the batch dim and takes `batch_size`; a fixed dim 0 is a fixed
-batch, so any other batch size is an error. Other dynamic dims take the size the user named
-(by symbolic name like "sequence", or "INPUT.INDEX" like "input_ids.1"), else
-DEFAULT_DYNAMIC_DIM with a warning. A user override gives an input's full shape.
+What the user said wins. An input given as an array (`arrays`, from an .npz) is used as given;
+an input given a full shape (`overrides`, the CLI's --shape) is run at exactly that shape. Only
+the other inputs follow the batch size: their batch axis is dim 0, or, when dim 0 is fixed, a
+dim named like another input's dynamic dim 0 (a state [layers, 'batch', hidden] beside an
+audio ['batch', 'time']: ONNX gives one symbolic name one size). A dynamic batch axis takes
+`batch_size`; a fixed dim 0 is a fixed batch, so any other batch size is an error. Other
+dynamic dims take the size the user named (by symbolic name like "sequence", or "INPUT.INDEX"
+like "input_ids.1"), else DEFAULT_DYNAMIC_DIM with a warning. A full shape also sizes the dims
+its input shares by name with others, the batch too: given input_ids [1, 128], an
+attention_mask ['batch', 'sequence'] is [1, 128] and no longer swept. When no input is left to
+sweep, the batch is the one the shapes imply (see optistudio.core.data.batch). A fixed value (`values`,
+the CLI's --value, e.g. a sample rate) fills its input, in the input's dtype.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from pathlib import Path
 from typing import Annotated, TypeGuard
 
 import numpy as np
 from pydantic import Field
 
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.data.batch import batch_axis, batch_dim_name, batch_dim_names, pinned_batches
+from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
 DEFAULT_DYNAMIC_DIM = 16
+"""Size of a dynamic dim other than the batch (a sequence length, an image side) when unset."""
 
 InputShapes = Annotated[
     dict[str, list[int]],
@@ -29,7 +40,22 @@ NamedDims = Annotated[
     dict[str, int], Field(description="Sizes of named dynamic dims, e.g. {'sequence': 128}.")
 ]
 """The dims field of every spec that feeds a model (declare it with default_factory=dict)."""
-"""Size of a dynamic dim other than the batch (a sequence length, an image side) when unset."""
+InputValues = Annotated[
+    dict[str, float],
+    Field(
+        description="Fixed values by input name, e.g. {'sr': 16000}: the input is filled with "
+        "the value, in its dtype and shape."
+    ),
+]
+"""The values field of every spec that feeds a model (declare it with default_factory=dict)."""
+InputsFile = Annotated[
+    str | None,
+    Field(
+        description="An .npz of arrays by input name, used as those inputs exactly as given "
+        "(their shapes are the shapes); empty = synthesised inputs."
+    ),
+]
+"""The inputs_file field of every spec that feeds a model (declare it with default None)."""
 
 TOKEN_ID_LIMIT = 100
 """Integer inputs are drawn from [0, TOKEN_ID_LIMIT): valid ids for any real vocabulary."""
@@ -45,18 +71,22 @@ def resolve_shape(
     batch_size: int,
     dims: dict[str, int],
     override: list[int] | None = None,
+    batch_names: Collection[str] = (),
 ) -> tuple[tuple[int, ...], list[str]]:
     """The concrete shape of one input and warnings about dims that fell back to defaults.
 
-    With `override` (a full shape) the rank and the fixed dims must match it, and a dynamic
-    dim 0 still takes `batch_size`. Raises InvalidSpec for a batch size a fixed batch refuses.
+    `override` (a full shape) is used exactly; its rank and fixed dims must match. Otherwise the
+    batch axis (`batch_axis`, given the model's `batch_names`) takes `batch_size`. Raises
+    InvalidSpec for a batch size a fixed batch refuses.
     """
-    _check_batch(spec, batch_size)
     if override is not None:
-        return _apply_override(spec, override, batch_size), []
+        return _apply_override(spec, override), []
+    axis = batch_axis(spec, batch_names)
+    _check_batch(spec, batch_size, axis)
     shape, warnings = [], []
     for index, dim in enumerate(spec.shape):
-        size, warning = _resolve_dim(spec, index, dim, batch_size, dims)
+        taken = index == axis or (isinstance(dim, str) and dim in batch_names)
+        size, warning = _resolve_dim(spec, index, dim, batch_size if taken else None, dims)
         shape.append(size)
         if warning:
             warnings.append(warning)
@@ -109,30 +139,160 @@ def synthesize_inputs(
     dims: dict[str, int] | None = None,
     overrides: dict[str, list[int]] | None = None,
     seed: int = 0,
+    values: dict[str, float] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Random feeds for every input, and deduplicated warnings about defaulted dims.
+    """Feeds for every input, and deduplicated warnings about defaulted dims.
 
-    Floats are standard normal; int32/int64 are ids in [0, TOKEN_ID_LIMIT), except inputs
-    named like "mask" (ones) and "token_type" (zeros); uint8 covers 0..255. Each input's data
-    depends only on `seed` and its name, not on the other inputs.
+    `arrays` are used as given (checked against the inputs), `values` fill their inputs, and
+    the rest is random: floats standard normal; int32/int64 ids in [0, TOKEN_ID_LIMIT), except
+    inputs named like "mask" (ones) and "token_type" (zeros); uint8 covers 0..255. Each input's
+    data depends only on `seed` and its name, not on the other inputs.
     """
-    overrides = overrides or {}
+    arrays = check_arrays(specs, arrays or {})
+    values = _check_values(specs, values or {})
+    overrides = {**(overrides or {}), **shapes_of(arrays)}
     known = {**dims_from_overrides(specs, overrides), **(dims or {})}
+    names = batch_dim_names(specs)
+    pinned = pinned_batches(specs, overrides)
     feeds, warnings = {}, []
     for spec in specs:
+        if spec.name in arrays:
+            feeds[spec.name] = arrays[spec.name]
+            continue
         shape, notes = resolve_shape(
-            spec, batch_size=batch_size, dims=known, override=overrides.get(spec.name)
+            spec,
+            batch_size=pinned.get(batch_dim_name(spec, names), batch_size),
+            dims=known,
+            override=overrides.get(spec.name),
+            batch_names=names,
         )
-        feeds[spec.name] = _fill(spec, shape, seed)
+        value = values.get(spec.name)
+        feeds[spec.name] = _fill(spec, shape, seed) if value is None else _full(spec, shape, value)
         warnings.extend(notes)
     return feeds, list(dict.fromkeys(warnings))
 
 
-def _check_batch(spec: TensorSpec, batch_size: int) -> None:
+def shapes_of(arrays: dict[str, np.ndarray]) -> dict[str, list[int]]:
+    """The full shape of each array, by input name."""
+    return {name: list(array.shape) for name, array in arrays.items()}
+
+
+def sample_dims(specs: list[TensorSpec], feeds: dict[str, np.ndarray]) -> dict[str, int]:
+    """Sizes of the dynamic dims past the batch in real data, as "INPUT.INDEX" dims.
+
+    Synthetic inputs made with them have the data's shapes at any batch size, e.g. text lines
+    of 48x320 rather than the default 16x16."""
+    dims = {}
+    for spec in specs:
+        shape = feeds[spec.name].shape if spec.name in feeds else ()
+        for index, dim in enumerate(spec.shape[1 : len(shape)], start=1):
+            if not _is_fixed(dim):
+                dims[f"{spec.name}.{index}"] = int(shape[index])
+    return dims
+
+
+def requests_batch(
+    specs: list[TensorSpec],
+    batch_size: int,
+    *,
+    shapes: dict[str, list[int]] | None = None,
+    dims: dict[str, int] | None = None,
+    values: dict[str, float] | None = None,
+    arrays: dict[str, np.ndarray] | None = None,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Feeds of `batch_size` requests for a server that batches them on dim 0 (the batching
+    tuner's): `shapes` and `arrays` describe one request, and an input whose dim 0 is dynamic
+    gets `batch_size` rows (the request's rows repeated); the rest as `synthesize_inputs`."""
+    dynamic = {s.name for s in specs if s.shape and not _is_fixed(s.shape[0])}
+    rows = {
+        name: np.take(array, np.arange(batch_size) % len(array), axis=0)
+        if name in dynamic and array.ndim and len(array)
+        else array
+        for name, array in check_arrays(specs, arrays or {}).items()
+    }
+    grown = {
+        name: [batch_size, *shape[1:]] if name in dynamic and shape else list(shape)
+        for name, shape in (shapes or {}).items()
+    }
+    feeds, _ = synthesize_inputs(
+        specs,
+        batch_size=batch_size,
+        dims=dims,
+        overrides=grown,
+        seed=seed,
+        values=values,
+        arrays=rows,
+    )
+    return feeds
+
+
+def read_input_arrays(path: str | Path | None, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
+    """The arrays of an .npz by input name (the CLI's --inputs), checked; {} for no file.
+
+    Raises DataMismatch for a file that cannot be read or arrays that do not fit the inputs.
+    """
+    if not path:
+        return {}
+    try:
+        with np.load(Path(path), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise DataMismatch(
+            f"Cannot read the inputs file {Path(path).name!r}: {exc}",
+            hint="Save one array per input with np.savez(path, **{input_name: array}).",
+        ) from None
+    return check_arrays(specs, arrays)
+
+
+def check_arrays(specs: list[TensorSpec], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`arrays` when each names an input and fits its dtype, rank and fixed dims."""
+    by_name = {spec.name: spec for spec in specs}
+    for name, array in arrays.items():
+        spec = by_name.get(name)
+        if spec is None:
+            raise DataMismatch(
+                f"Array {name!r} names no input of the model. Inputs: {sorted(by_name)}.",
+                hint="Name each array after the input it feeds.",
+            )
+        fits = array.ndim == len(spec.shape) and all(
+            not _is_fixed(dim) or dim == size
+            for dim, size in zip(spec.shape, array.shape, strict=True)
+        )
+        if array.dtype != np.dtype(spec.dtype) or not fits:
+            raise DataMismatch(
+                f"Array {name!r} is {array.dtype} {list(array.shape)}; input {name!r} expects "
+                f"{spec.dtype} {[d if _is_fixed(d) else '?' for d in spec.shape]}.",
+                hint=f"Save it as array.astype('{spec.dtype}') in the input's shape.",
+            )
+    return arrays
+
+
+def _check_values(specs: list[TensorSpec], values: dict[str, float]) -> dict[str, float]:
+    by_name = {spec.name: spec for spec in specs}
+    for name, value in values.items():
+        spec = by_name.get(name)
+        if spec is None:
+            raise InvalidSpec(
+                f"Value given for unknown input {name!r}. Inputs: {sorted(by_name)}.",
+                hint="Check the input names on the model card.",
+            )
+        if spec.dtype not in SUPPORTED_DTYPES:
+            raise InvalidSpec(
+                f"Cannot fill input {name!r} of dtype {spec.dtype!r} with a value. "
+                f"Supported: {', '.join(SUPPORTED_DTYPES)}."
+            )
+        if spec.dtype not in _FLOATS and value != int(value):
+            raise InvalidSpec(f"Input {name!r} is {spec.dtype}; {value:g} is not a whole number.")
+    return values
+
+
+def _check_batch(spec: TensorSpec, batch_size: int, axis: int | None) -> None:
     if batch_size < 1:
         raise InvalidSpec(f"Batch size must be at least 1, not {batch_size}.")
     first = spec.shape[0] if spec.shape else None
-    if _is_fixed(first) and first != batch_size:
+    if axis == 0 and _is_fixed(first) and first != batch_size:
         raise InvalidSpec(
             f"Input {spec.name!r} has a fixed batch of {first}; batch size {batch_size} "
             "cannot be used.",
@@ -141,11 +301,12 @@ def _check_batch(spec: TensorSpec, batch_size: int) -> None:
 
 
 def _resolve_dim(
-    spec: TensorSpec, index: int, dim: Dim, batch_size: int, dims: dict[str, int]
+    spec: TensorSpec, index: int, dim: Dim, batch_size: int | None, dims: dict[str, int]
 ) -> tuple[int, str | None]:
+    """`batch_size` is given when this dim is the input's batch axis or shares its name."""
     if _is_fixed(dim):
         return dim, None
-    if index == 0:
+    if batch_size is not None:
         return batch_size, None
     for key in (f"{spec.name}.{index}", dim):
         if isinstance(key, str) and key in dims:
@@ -157,7 +318,7 @@ def _resolve_dim(
     return DEFAULT_DYNAMIC_DIM, f"{label} set to {DEFAULT_DYNAMIC_DIM} (default); {how}"
 
 
-def _apply_override(spec: TensorSpec, override: list[int], batch_size: int) -> tuple[int, ...]:
+def _apply_override(spec: TensorSpec, override: list[int]) -> tuple[int, ...]:
     expected = [dim if _is_fixed(dim) else "?" for dim in spec.shape]
     fixed_ok = all(
         not _is_fixed(dim) or dim == size for dim, size in zip(spec.shape, override, strict=False)
@@ -167,8 +328,6 @@ def _apply_override(spec: TensorSpec, override: list[int], batch_size: int) -> t
             f"Shape {override} does not fit input {spec.name!r}: expected {expected} "
             f"(rank {len(spec.shape)}, '?' is free).",
         )
-    if spec.shape and not _is_fixed(spec.shape[0]):
-        return (batch_size, *override[1:])
     return tuple(override)
 
 
@@ -192,6 +351,12 @@ def _fill(spec: TensorSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
     if dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     return rng.integers(0, 256, size=shape, dtype=np.uint8)
+
+
+def _full(spec: TensorSpec, shape: tuple[int, ...], value: float) -> np.ndarray:
+    if spec.dtype in _FLOATS:
+        return np.full(shape, value, dtype=spec.dtype)
+    return np.full(shape, int(value)).astype(spec.dtype)
 
 
 def _is_fixed(dim: Dim) -> TypeGuard[int]:

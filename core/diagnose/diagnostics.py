@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.data.inputs import read_input_arrays
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.diagnose.explain_int8 import Finding, explain_int8
 from optistudio.core.diagnose.layer_report import layer_error_rows
@@ -51,6 +52,10 @@ class DiagnosticsSpec(ProfileSpec):
             images=images,
             postprocessing=self.postprocessing,
             threads=self.threads,
+            shapes=self.shapes,
+            dims=self.dims,
+            values=self.values,
+            inputs_file=self.inputs_file,
         )
 
 
@@ -137,8 +142,15 @@ def _layer_errors(
     if report.variant.quantized == report.profile.quantized:
         report.layer_error_note = "Per-layer error needs one float and one quantized model."
         return
+    inputs = inspect_model(pair[0]).inputs
     source = data or SyntheticDataset(
-        inspect_model(pair[0]).inputs, samples=8 * spec.batch_size, batch_size=spec.batch_size
+        inputs,
+        samples=8 * spec.batch_size,
+        batch_size=spec.batch_size,
+        dims=spec.dims,
+        shapes=spec.shapes,
+        values=spec.values,
+        arrays=read_input_arrays(spec.inputs_file, inputs),
     )
     try:
         report.layer_errors = layer_error_rows(

@@ -37,7 +37,16 @@ from optistudio.core.backends.openvino_backend import (
 )
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.backends.target import Threads
-from optistudio.core.data.inputs import NamedDims, synthesize_inputs
+from optistudio.core.data.batch import batch_of
+from optistudio.core.data.inputs import (
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -159,7 +168,9 @@ class ProfileSpec(BaseModel):
     backend: Literal["onnxruntime", "openvino"] = Field(
         default="onnxruntime", description="Runtime whose profiler is used."
     )
-    batch_size: int = Field(default=1, ge=1, le=4096, description="Batch size of the runs.")
+    batch_size: int = Field(
+        default=1, ge=1, le=4096, description="Batch size of the runs (of inputs without a shape)."
+    )
     dims: NamedDims = Field(default_factory=dict)
     threads: Threads = None
     warmup_runs: int = Field(default=5, ge=0, le=1000, description="Runs not counted.")
@@ -167,6 +178,13 @@ class ProfileSpec(BaseModel):
         default=30, ge=1, le=100_000, description="Profiled runs (and as many plain)."
     )
     seed: int = Field(default=0, description="Seed of the synthetic inputs.")
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="Full input shapes by input name, run exactly as given; the batch size "
+        "applies to the inputs without one.",
+    )
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
 
 
 def profile_model(
@@ -178,9 +196,7 @@ def profile_model(
     load, InvalidSpec for inputs that cannot be made.
     """
     info = info or inspect_model(path)
-    feeds, warnings = synthesize_inputs(
-        info.inputs, batch_size=spec.batch_size, dims=spec.dims, seed=spec.seed
-    )
+    feeds, batch_size, warnings = profile_inputs(info, spec)
     # Two sessions share the process: idle threads must not spin and steal the other's cores.
     options = SessionOptions(threads=spec.threads, spin_wait=False)
     plain = get_backend(spec.backend).load(path, options)
@@ -200,7 +216,7 @@ def profile_model(
         inputs=[signature(t) for t in info.inputs],
         outputs=[signature(t) for t in info.outputs],
         backend=spec.backend,
-        batch_size=spec.batch_size,
+        batch_size=batch_size,
         runs=spec.runs,
         quantized=is_quantized(info.op_histogram),
         node_total_us=sum(n.time_us for n in nodes),
@@ -213,6 +229,25 @@ def profile_model(
         environment=fingerprint(threads=spec.threads),
         warnings=warnings,
     )
+
+
+def profile_inputs(
+    info: ModelInfo, spec: ProfileSpec
+) -> tuple[dict[str, np.ndarray], int, list[str]]:
+    """The inputs a profile runs on (the spec's arrays, shapes and values, the rest synthetic),
+    their batch size (the spec's, or the one full shapes imply) and warnings about dims."""
+    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    feeds, warnings = synthesize_inputs(
+        info.inputs,
+        batch_size=spec.batch_size,
+        dims=spec.dims,
+        overrides=spec.shapes,
+        seed=spec.seed,
+        values=spec.values,
+        arrays=arrays,
+    )
+    shapes = {**spec.shapes, **shapes_of(arrays)}
+    return feeds, batch_of(info.inputs, shapes, spec.batch_size), warnings
 
 
 def signature(tensor: TensorSpec) -> str:

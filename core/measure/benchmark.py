@@ -19,8 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
-from optistudio.core.data.inputs import InputShapes, NamedDims, synthesize_inputs
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.data.batch import batch_sizes_to_run
+from optistudio.core.data.inputs import (
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.machine.affinity import pinned_to
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
@@ -66,14 +74,16 @@ class BenchmarkSpec(BaseModel):
     batch_sizes: list[int] | None = Field(
         default=None,
         description="Batch sizes to measure. Empty: 1 and 8 when the batch dim is dynamic, "
-        "else the model's fixed batch.",
+        "else the model's fixed batch; with a full shape for every input, the batch it implies.",
     )
     shapes: InputShapes = Field(
         default_factory=dict,
-        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}; "
-        "dim 0 is replaced by each batch size when it is dynamic.",
+        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}, run "
+        "exactly as given; the batch sizes apply to the inputs without one.",
     )
     dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
     threads: Threads = None
     cpu_affinity: list[int] | None = Field(
         default=None,
@@ -106,7 +116,7 @@ class BenchmarkSpec(BaseModel):
 
 
 class BatchResult(BaseModel):
-    """The measurement of one batch size."""
+    """The measurement of one batch size, on inputs of `input_shapes`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -124,6 +134,9 @@ class BatchResult(BaseModel):
     peak_rss_mb: float
     model_rss_mb: float
     contention: ContentionReport
+    input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="The shape of each input it ran on."
+    )
 
     def metric_values(self) -> dict[str, float]:
         values = dict(self.latency)
@@ -164,20 +177,17 @@ class BenchmarkReport(BaseModel):
         ]
 
 
-def resolve_batch_sizes(spec: BenchmarkSpec, info: ModelInfo) -> list[int]:
-    """The batch sizes to run: the spec's, or the defaults the model's batch dim allows."""
-    first_dims = [tensor.shape[0] for tensor in info.inputs if tensor.shape]
-    fixed = {d for d in first_dims if isinstance(d, int) and d > 0}
-    dynamic = any(not isinstance(d, int) or d <= 0 for d in first_dims)
-    if spec.batch_sizes is None:
-        return list(DEFAULT_BATCH_SIZES) if dynamic and not fixed else sorted(fixed or {1})
-    if fixed and set(spec.batch_sizes) - fixed:
-        raise InvalidSpec(
-            f"This model has a fixed batch size of {sorted(fixed)[0]}; "
-            f"batch sizes {spec.batch_sizes} cannot be run.",
-            hint="Leave batch sizes empty, or export the model with a dynamic batch dimension.",
-        )
-    return spec.batch_sizes
+def resolve_batch_sizes(
+    spec: BenchmarkSpec, info: ModelInfo, arrays: dict[str, np.ndarray] | None = None
+) -> list[int]:
+    """The batch sizes to run: the spec's, or the defaults the model's batch dim allows; the
+    one batch the full shapes imply when every input has one (given or from `arrays`)."""
+    return batch_sizes_to_run(
+        info.inputs,
+        shapes={**spec.shapes, **shapes_of(arrays or {})},
+        requested=spec.batch_sizes,
+        default=DEFAULT_BATCH_SIZES,
+    )
 
 
 def run_benchmark(
@@ -190,7 +200,8 @@ def run_benchmark(
     """Measure a model on one backend for each batch size of the spec."""
     info = info or inspect_model(model_path)
     report_progress = progress or ignore_progress
-    batch_sizes = resolve_batch_sizes(spec, info)
+    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    batch_sizes = resolve_batch_sizes(spec, info, arrays)
     backend = get_backend(spec.backend)
     options = SessionOptions(
         device=spec.device,
@@ -208,9 +219,11 @@ def run_benchmark(
             model_rss = _rss_mb() - rss_before
             if spec.check_outputs and not is_reference(spec):
                 report_progress(0.0, "Checking the outputs against ONNX Runtime FP32 on CPU")
-                output_check = _check_outputs(model_path, model, info, spec, batch_sizes[0])
+                output_check = _check_outputs(
+                    model_path, model, _feeds(info, spec, batch_sizes[0], arrays)[0], info, spec
+                )
             results, warnings = _measure_all(
-                model, info, spec, batch_sizes, model_rss, report_progress
+                model, info, spec, batch_sizes, arrays, model_rss, report_progress
             )
         finally:
             model.close()
@@ -236,12 +249,27 @@ def is_reference(spec: BenchmarkSpec) -> bool:
     )
 
 
-def _check_outputs(
-    model_path: Path, model: LoadedModel, info: ModelInfo, spec: BenchmarkSpec, batch_size: int
-) -> OutputCheck:
-    feeds, _ = synthesize_inputs(
-        info.inputs, batch_size=batch_size, dims=spec.dims, overrides=spec.shapes, seed=spec.seed
+def _feeds(
+    info: ModelInfo, spec: BenchmarkSpec, batch_size: int, arrays: dict[str, np.ndarray]
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    return synthesize_inputs(
+        info.inputs,
+        batch_size=batch_size,
+        dims=spec.dims,
+        overrides=spec.shapes,
+        seed=spec.seed,
+        values=spec.values,
+        arrays=arrays,
     )
+
+
+def _check_outputs(
+    model_path: Path,
+    model: LoadedModel,
+    feeds: dict[str, np.ndarray],
+    info: ModelInfo,
+    spec: BenchmarkSpec,
+) -> OutputCheck:
     names = [tensor.name for tensor in info.outputs]
     return check_outputs(
         names, reference_outputs(model_path, feeds), model.run(feeds), precision=spec.precision
@@ -253,19 +281,14 @@ def _measure_all(
     info: ModelInfo,
     spec: BenchmarkSpec,
     batch_sizes: list[int],
+    arrays: dict[str, np.ndarray],
     model_rss: float,
     report_progress: ProgressCallback,
 ) -> tuple[list[BatchResult], list[str]]:
     results: list[BatchResult] = []
     warnings: list[str] = []
     for index, batch_size in enumerate(batch_sizes):
-        feeds, feed_warnings = synthesize_inputs(
-            info.inputs,
-            batch_size=batch_size,
-            dims=spec.dims,
-            overrides=spec.shapes,
-            seed=spec.seed,
-        )
+        feeds, feed_warnings = _feeds(info, spec, batch_size, arrays)
         warnings.extend(w for w in feed_warnings if w not in warnings)
         share = (index / len(batch_sizes), 1 / len(batch_sizes))
         results.append(_measure(model, feeds, spec, batch_size, model_rss, share, report_progress))
@@ -323,6 +346,7 @@ def _measure(
         peak_rss_mb=peak_rss,
         model_rss_mb=max(model_rss, 0.0),
         contention=contention,
+        input_shapes={name: list(array.shape) for name, array in feeds.items()},
     )
 
 

@@ -36,7 +36,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
-from optistudio.core.data.inputs import InputShapes, NamedDims, synthesize_inputs
+from optistudio.core.data.batch import batch_of
+from optistudio.core.data.inputs import (
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.stats import latency_summary
@@ -195,11 +204,13 @@ class ComparisonSpec(BaseModel):
         description="Backend of B when it differs from A's (e.g. the original on ONNX Runtime "
         "against a variant on OpenVINO); empty = the same backend.",
     )
-    batch_size: int = Field(default=1, ge=1, description="Batch size of every run.")
+    batch_size: int = Field(
+        default=1, ge=1, description="Batch size of every run (of the inputs without a shape)."
+    )
     shapes: InputShapes = Field(
         default_factory=dict,
-        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}; "
-        "dim 0 is replaced by the batch size when it is dynamic.",
+        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}, run "
+        "exactly as given; the batch size applies to the inputs without one.",
     )
     dims: NamedDims = Field(default_factory=dict)
     threads: Threads = None
@@ -227,6 +238,8 @@ class ComparisonSpec(BaseModel):
         description="Differences smaller than this share are reported as no significant "
         "difference, however narrow the interval (0.02 = 2 %).",
     )
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
 
     @model_validator(mode="after")
     def _check(self) -> ComparisonSpec:
@@ -289,11 +302,15 @@ def compare_models(
     """Load both models on the spec's backend and compare them pair by pair (B over A).
 
     Each model gets inputs synthesized from its own input specs with the same seed, so an FP16
-    variant is fed FP16 data of the same shapes.
+    variant is fed FP16 data of the same shapes (and the spec's arrays in its own dtypes).
     """
     report = progress or ignore_progress
-    feeds_a = _feeds(info_a or inspect_model(path_a), spec)
-    feeds_b = _feeds(info_b or inspect_model(path_b), spec)
+    info_a = info_a or inspect_model(path_a)
+    arrays = read_input_arrays(spec.inputs_file, info_a.inputs)
+    shapes = {**spec.shapes, **shapes_of(arrays)}
+    spec = spec.model_copy(update={"batch_size": batch_of(info_a.inputs, shapes, spec.batch_size)})
+    feeds_a = _feeds(info_a, spec, arrays)
+    feeds_b = _feeds(info_b or inspect_model(path_b), spec, arrays)
     backend_b = spec.candidate_backend or spec.backend
     # Two sessions share this process: an idle one must not spin and steal the other's cores.
     options = SessionOptions(device=spec.device, threads=spec.threads, spin_wait=False)
@@ -342,13 +359,17 @@ def compare_loaded(
     return comparison.model_copy(update={"contention": contention})
 
 
-def _feeds(info: ModelInfo, spec: ComparisonSpec) -> Feeds:
+def _feeds(info: ModelInfo, spec: ComparisonSpec, arrays: Feeds) -> Feeds:
+    dtypes = {tensor.name: tensor.dtype for tensor in info.inputs}
+    own = {name: array.astype(dtypes.get(name, array.dtype)) for name, array in arrays.items()}
     feeds, _warnings = synthesize_inputs(
         info.inputs,
         batch_size=spec.batch_size,
         dims=spec.dims,
         overrides=spec.shapes,
         seed=spec.seed,
+        values=spec.values,
+        arrays=own,
     )
     return feeds
 

@@ -34,7 +34,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
-from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM, synthesize_inputs
+from optistudio.core.data.batch import batch_dim_names, batch_sizes_to_run
+from optistudio.core.data.inputs import (
+    DEFAULT_DYNAMIC_DIM,
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
@@ -83,6 +93,15 @@ class SoakSpec(BaseModel):
         description="Least growth per inference to call it a leak (a clean session drifts by a "
         "few bytes per inference).",
     )
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="Full input shapes by input name, kept in every variant (not cycled).",
+    )
+    dims: NamedDims = Field(
+        default_factory=dict, description="Sizes of named dynamic dims, kept (not cycled)."
+    )
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
 
 
 class SoakReport(BaseModel):
@@ -132,22 +151,36 @@ def soak(
 def input_variants(
     info: ModelInfo, spec: SoakSpec
 ) -> tuple[list[dict[str, np.ndarray]], list[str]]:
-    """Feeds for every (batch size, dim size) the model accepts, made once up front."""
-    fixed = [s.shape[0] for s in info.inputs if s.shape and isinstance(s.shape[0], int)]
-    batches = [fixed[0]] if fixed and fixed[0] > 0 else spec.batch_sizes
+    """Feeds for every (batch size, dim size) the model accepts, made once up front.
+
+    Inputs given a full shape, an array or named dims keep them in every variant."""
+    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    shapes = {**spec.shapes, **shapes_of(arrays)}
+    batches = batch_sizes_to_run(
+        info.inputs, shapes=shapes, requested=None, default=spec.batch_sizes
+    )
+    kept = batch_dim_names(info.inputs) | set(spec.dims)
     names = sorted(
         {
             dim
             for s in info.inputs
+            if s.name not in shapes
             for index, dim in enumerate(s.shape)
-            if index > 0 and isinstance(dim, str)
+            if index > 0 and isinstance(dim, str) and dim not in kept
         }
     )
     sizes = spec.dim_sizes if names else [0]
     variants, warnings = [], []
     for batch, size in itertools.product(batches, sizes):
-        dims = {name: size for name in names}
-        feeds, notes = synthesize_inputs(info.inputs, batch_size=batch, dims=dims)
+        dims = {name: size for name in names} | spec.dims
+        feeds, notes = synthesize_inputs(
+            info.inputs,
+            batch_size=batch,
+            dims=dims,
+            overrides=spec.shapes,
+            values=spec.values,
+            arrays=arrays,
+        )
         variants.append(feeds)
         warnings.extend(notes)
     if not variants:

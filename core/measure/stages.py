@@ -22,8 +22,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.target import Threads
+from optistudio.core.data.batch import batch_of
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.data.inputs import (
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    shapes_of,
+    synthesize_inputs,
+)
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
@@ -54,6 +63,10 @@ class PipelineSpec(BaseModel):
         default_factory=list, description="Steps applied to the first output, in order."
     )
     threads: Threads = None
+    shapes: InputShapes = Field(default_factory=dict)
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
 
 
 class Stage(BaseModel):
@@ -80,13 +93,14 @@ def layered_breakdown(
     info = info or inspect_model(model_path)
     timings: list[tuple[StageName, float, str]] = []
     notes = []
+    batch = spec.batch_size
     if spec.image_preprocessing is not None:
         dataset, source = _images(spec, info, work_dir)
         feeds = next(iter(dataset.batches()))
         pre_ms = _median_ms(lambda: next(iter(dataset.batches())), spec.runs)
         timings.append(("pre-processing", pre_ms, f"{dataset.description} ({source})"))
     else:
-        feeds, _ = synthesize_inputs(info.inputs, batch_size=spec.batch_size)
+        feeds, batch = _model_inputs(spec, info)
         notes.append("No pre-processing declared: inference ran on synthetic inputs.")
     model = get_backend(spec.backend).load(model_path, SessionOptions(threads=spec.threads))
     try:
@@ -94,7 +108,7 @@ def layered_breakdown(
         infer_ms = _median_ms(lambda: model.run(feeds), spec.runs)
     finally:
         model.close()
-    timings.append(("inference", infer_ms, f"{spec.backend}, batch {spec.batch_size}"))
+    timings.append(("inference", infer_ms, f"{spec.backend}, batch {batch}"))
     if spec.postprocessing:
         first = outputs[0]
         post_ms = _median_ms(lambda: postprocess(first, spec.postprocessing), spec.runs)
@@ -103,7 +117,23 @@ def layered_breakdown(
         notes.append("No post-processing declared.")
     total = sum(ms for _, ms, _ in timings) or 1.0
     stages = [Stage(stage=name, ms=ms, share=ms / total, detail=d) for name, ms, d in timings]
-    return Breakdown(batch_size=spec.batch_size, stages=stages, notes=notes)
+    return Breakdown(batch_size=batch, stages=stages, notes=notes)
+
+
+def _model_inputs(spec: PipelineSpec, info: ModelInfo) -> tuple[dict[str, np.ndarray], int]:
+    """Inputs without a pre-processing stage (the spec's arrays, shapes and values, the rest
+    synthetic) and their batch: the spec's, or the one full shapes imply."""
+    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    feeds, _ = synthesize_inputs(
+        info.inputs,
+        batch_size=spec.batch_size,
+        dims=spec.dims,
+        overrides=spec.shapes,
+        values=spec.values,
+        arrays=arrays,
+    )
+    shapes = {**spec.shapes, **shapes_of(arrays)}
+    return feeds, batch_of(info.inputs, shapes, spec.batch_size)
 
 
 def postprocess(output: np.ndarray, steps: list[PostStep]) -> np.ndarray:

@@ -9,7 +9,7 @@ overflows) and never materialise a tensor, so they run before the checker or any
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 import psutil
@@ -98,12 +98,29 @@ def _values(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
 
 
 def _check_value(value: onnx.ValueInfoProto, limit: int) -> None:
-    """Fixed dims of a tensor-typed input/output/value info; a dynamic dim counts as 1."""
+    """Fixed dims of a tensor-typed input/output/value info; a dynamic dim counts as 1.
+
+    A negative dim_value is dynamic too: Paddle2ONNX writes -1 for "any", and ONNX Runtime
+    runs such a model. The message shows the declared shape, dynamic dims as names or '?'.
+    """
     if value.type.WhichOneof("value") != "tensor_type":
         return
     tensor = value.type.tensor_type
-    dims = [dim.dim_value if dim.HasField("dim_value") else 1 for dim in tensor.shape.dim]
-    _check(f"value {value.name!r}", dims, tensor.elem_type, limit)
+    dims = [1 if (size := _fixed_size(dim)) is None else size for dim in tensor.shape.dim]
+    size = math.prod(dims) * _itemsize(tensor.elem_type)
+    if size > limit:
+        shown = [_dim_label(dim) for dim in tensor.shape.dim]
+        raise _over_budget(f"value {value.name!r}", shown, size, limit)
+
+
+def _fixed_size(dim: onnx.TensorShapeProto.Dimension) -> int | None:
+    """The size of a fixed dim (0 included); None for a named, unnamed or negative one."""
+    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+
+
+def _dim_label(dim: onnx.TensorShapeProto.Dimension) -> int | str:
+    size = _fixed_size(dim)
+    return size if size is not None else (dim.dim_param or "?")
 
 
 def _check_constant_of_shape(graph: onnx.GraphProto, limit: int) -> None:
@@ -159,11 +176,15 @@ def _check(what: str, dims: Iterable[int], elem_type: int, limit: int) -> None:
         )
     size = math.prod(dims) * _itemsize(elem_type)
     if size > limit:
-        raise ModelRejected(
-            f"The model declares {what} of shape {_shape(dims)}, {_gib(size)}, over the "
-            f"{_gib(limit)} budget for one tensor.",
-            hint=_HINT,
-        )
+        raise _over_budget(what, dims, size, limit)
+
+
+def _over_budget(what: str, shown: Sequence[int | str], size: int, limit: int) -> ModelRejected:
+    return ModelRejected(
+        f"The model declares {what} of shape {_shape(shown)}, {_gib(size)}, over the "
+        f"{_gib(limit)} budget for one tensor.",
+        hint=_HINT,
+    )
 
 
 def declared_bytes(tensor: onnx.TensorProto) -> int:
@@ -182,7 +203,7 @@ def _itemsize(elem_type: int) -> int:
         return 1
 
 
-def _shape(dims: list[int]) -> str:
+def _shape(dims: Sequence[int | str]) -> str:
     text = "x".join(map(str, dims[:8])) + ("x..." if len(dims) > 8 else "")
     return f"[{text[:80]}]"
 

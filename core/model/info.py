@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Dim = int | str | None
 """A tensor dimension: a fixed size, a symbolic name ("batch"), or None when unnamed."""
+
+ANONYMOUS_DIM_NAMES = frozenset({"", "?"})
+"""Dim names that name nothing: exporters write '?' on every dynamic dim, however many differ."""
+
+
+def is_anonymous(dim: Dim) -> bool:
+    """True for a dim that is dynamic without a name of its own: a negative size (Paddle2ONNX
+    writes -1), '?' or an empty name. Such dims are independent of each other."""
+    if isinstance(dim, str):
+        return dim.strip() in ANONYMOUS_DIM_NAMES
+    return isinstance(dim, int) and dim < 0
 
 
 class TensorSpec(BaseModel):
@@ -16,6 +27,12 @@ class TensorSpec(BaseModel):
     name: str
     dtype: str = Field(description="numpy dtype name, e.g. 'float32', 'int64', 'bool'")
     shape: list[Dim] = Field(description="dimensions; str or None marks a dynamic one")
+
+    @field_validator("shape")
+    @classmethod
+    def _unnamed_dims_are_none(cls, shape: list[Dim]) -> list[Dim]:
+        """Anonymous dims (-1, '?', '') become None, also on cards stored before this rule."""
+        return [None if is_anonymous(dim) else dim for dim in shape]
 
     @property
     def dynamic_dims(self) -> list[int]:

@@ -5,8 +5,17 @@ without external data; declared sizes (every stored tensor, fixed-shape inputs, 
 infos, constant-shaped ConstantOfShape) against a memory budget, from the protobuf's dims alone,
 without materialising a tensor; external-data locations validated (relative, inside the model's
 folder, long enough for what each tensor declares) before any of that data is opened; then
-onnx.checker on the file path, which handles models over protobuf's 2 GB limit. Everything after
-that only describes the model.
+onnx.checker on the file path, which handles models over protobuf's 2 GB limit; last, when the
+caller hands one in, the load check (whether a runtime loads the file: ONNX Runtime's, from
+core/backends/loadable.py, a floor this package may not import). Everything after that only
+describes the model.
+
+Accepted is what ONNX Runtime runs: a negative dim (Paddle2ONNX's -1) is a dynamic dim, and an
+IR 3 model whose initializers are not all listed as graph inputs is checked as if they were; a
+model calling operators ONNX does not define in its own domains (ONNX Runtime's, written by its
+graph optimizer: see undefined_ops) is not the checker's to refuse, its load decides.
+No message names a server path: the file's folder is cut out of what the checker or the load
+check says.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -34,6 +44,7 @@ from optistudio.core.model.declared_sizes import (
 )
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.undefined_ops import undefined_ops
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +67,12 @@ _EXPORT_HINT = (
 )
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _NON_TENSOR_DTYPES = ("sequence", "map", "optional", "opaque", "undefined")
+IR_WEIGHTS_NEED_NOT_BE_INPUTS = 4
+"""From this IR version on an initializer need not be a graph input; before, each had to be."""
+
+LoadCheck = Callable[[Path], None]
+"""Raises ModelRejected when no runtime here loads the file (e.g. check_loads in
+optistudio.core.backends.loadable). Intake runs it last, so it never opens an unsafe file."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +84,11 @@ class StoredModel:
 
 
 def inspect_model(
-    path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_tensor_bytes: int | None = None
+    path: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_tensor_bytes: int | None = None,
+    load_check: LoadCheck | None = None,
 ) -> ModelInfo:
     """Validate an .onnx file (and its external data) and return its model card.
 
@@ -75,8 +96,10 @@ def inspect_model(
     non-ONNX, truncated or invalid file, and for external data that is missing or would be read
     from outside the model's folder. `max_bytes` applies to the file plus its external data;
     `max_tensor_bytes` (default: half of this machine's memory) to any one declared tensor.
+    `load_check` runs after every structural check: what takes models in passes ONNX Runtime's
+    (check_loads), so a stored model is one ONNX Runtime loaded.
     """
-    return _inspect(Path(path), max_bytes, max_tensor_bytes)[0]
+    return _inspect(Path(path), max_bytes, max_tensor_bytes, load_check)[0]
 
 
 def store_model(
@@ -85,16 +108,18 @@ def store_model(
     artifact_dir: Path,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_tensor_bytes: int | None = None,
+    load_check: LoadCheck | None = None,
 ) -> StoredModel:
     """Inspect `source`, then copy it to artifact_dir/models/<sha[:2]>/<sha>/model.onnx.
 
-    Nothing is stored when inspection rejects the file. Copies are atomic (temp file + rename),
-    so concurrent stores of the same model are safe and an existing copy is kept as it is.
+    Nothing is stored when inspection (or `load_check`) rejects the file. Copies are atomic
+    (temp file + rename), so concurrent stores of the same model are safe and an existing copy
+    is kept as it is.
     External data files are copied beside it under their relative names, before the model.
     The address is the hash of the .onnx file alone, not of its external data.
     """
     source = Path(source)
-    info, locations = _inspect(source, max_bytes, max_tensor_bytes)
+    info, locations = _inspect(source, max_bytes, max_tensor_bytes, load_check)
     folder = Path(artifact_dir) / "models" / info.sha256[:2] / info.sha256
     for location in locations:
         _copy_atomic(source.parent / location, folder / location)
@@ -104,7 +129,7 @@ def store_model(
 
 
 def _inspect(
-    path: Path, max_bytes: int, max_tensor_bytes: int | None
+    path: Path, max_bytes: int, max_tensor_bytes: int | None, load_check: LoadCheck | None
 ) -> tuple[ModelInfo, list[str]]:
     """The model card and the external data locations (relative to the model's folder)."""
     file_size = _file_size(path)
@@ -114,7 +139,9 @@ def _inspect(
     locations = _external_locations(model, path.parent)
     total_size = file_size + sum((path.parent / loc).stat().st_size for loc in locations)
     _check_size(total_size, max_bytes)
-    _run_checker(path)
+    _run_checker(path, model)
+    if load_check is not None:
+        _run_load_check(load_check, path)
     return _describe(model, path, total_size, bool(locations)), locations
 
 
@@ -245,21 +272,56 @@ def _check_extent(tensor: onnx.TensorProto, info: ExternalDataInfo, folder: Path
         )
 
 
-def _run_checker(path: Path) -> None:
+def _run_checker(path: Path, model: onnx.ModelProto) -> None:
     try:
-        onnx.checker.check_model(str(path))
+        onnx.checker.check_model(_checkable(path, model))
     except UnicodeDecodeError:  # the checker's message quotes a name that is not UTF-8
         raise ModelRejected(
             "The ONNX checker rejected the model, and a name or string in it is not valid UTF-8.",
             hint="The file is probably corrupted; export or upload it again.",
         ) from None
     except onnx.checker.ValidationError as exc:
+        if undefined_ops(model):  # ONNX Runtime's own operators: its load judges the model
+            return
         lines = str(exc).strip().splitlines()
-        first = lines[0] if lines else type(exc).__name__
+        first = _without_folder(lines[0], path) if lines else type(exc).__name__
         raise ModelRejected(
             f"The ONNX checker rejected the model: {first}",
             hint="Re-export the model with a current exporter, or fix it with onnx.checker.",
         ) from None
+
+
+def _checkable(path: Path, model: onnx.ModelProto) -> str | onnx.ModelProto:
+    """What the checker reads: the file, or, for an IR<4 model with initializers that are not
+    graph inputs (its IR's rule, which ONNX Runtime does not hold it to), a copy listing them."""
+    listed = {value.name for value in model.graph.input}
+    unlisted = [t for t in model.graph.initializer if t.name not in listed]
+    if model.ir_version >= IR_WEIGHTS_NEED_NOT_BE_INPUTS or not unlisted:
+        return str(path)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.input.extend(
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in unlisted
+    )
+    return copy
+
+
+def _run_load_check(load_check: LoadCheck, path: Path) -> None:
+    """The caller's load check; its refusal keeps its words, less any server path."""
+    try:
+        load_check(path)
+    except ModelRejected as exc:
+        hint = _without_folder(exc.hint, path) if exc.hint else None
+        raise ModelRejected(_without_folder(exc.message, path), hint=hint) from exc
+
+
+def _without_folder(text: str, path: Path) -> str:
+    """`text` with the model's folder cut out, so paths in it read as bare file names."""
+    candidates = (path.parent, path.parent.absolute(), path.parent.resolve())
+    folders = {str(folder) for folder in candidates if folder.is_absolute() and folder.name}
+    for folder in sorted(folders, key=len, reverse=True):
+        text = text.replace(folder + os.sep, "").replace(folder, ".")
+    return text
 
 
 def _describe(
@@ -309,7 +371,10 @@ def _graph_inputs(graph: onnx.GraphProto) -> list[TensorSpec]:
 
 
 def _tensor_spec(value: onnx.ValueInfoProto) -> TensorSpec:
-    """dtype as a numpy name ('sequence', 'map'... for non-tensors); shape [] if rank unknown."""
+    """dtype as a numpy name ('sequence', 'map'... for non-tensors); shape [] if rank unknown.
+
+    A dim without a positive size is dynamic: its name, or None when it has none (a negative
+    size, an empty name or '?'; TensorSpec makes the last None)."""
     kind = value.type.WhichOneof("value")
     if kind not in ("tensor_type", "sparse_tensor_type"):
         return TensorSpec(

@@ -3,8 +3,13 @@
 For each recipe the passes run in order, each on the previous pass's output. The variant is then
 checked against the original on the accuracy data (the user's, or synthetic inputs, which
 measure agreement with the original rather than task accuracy) and timed against it with an
-interleaved comparison (optistudio.core.measure.compare), so its speedup carries a confidence interval. A recipe that
-fails (a pass that cannot handle the model) is recorded with its reason and the others go on.
+interleaved comparison (optistudio.core.measure.compare), so its speedup carries a confidence interval.
+
+A recipe that fails with an expected error (a pass that cannot handle the model, a variant file
+the checks refuse, data the variant cannot run) is one variant with status "failed", its error
+(code, message, hint) and no file; the others go on. Bugs still raise, and so does a cancelled or
+timed-out run. A variant file is checked as intake checks an upload, but a refusal is the
+recipe's fault, never the model's: it is reported as the pass's failure.
 
 The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
 budget whose interval says "faster"; if none qualifies, the original stays the best choice.
@@ -20,8 +25,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -35,12 +41,24 @@ from pydantic import (
 
 from optistudio.core.backends import backends
 from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.data.inputs import (
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    sample_dims,
+)
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import (
     BackendUnavailable,
     Cancelled,
     DataMismatch,
+    ErrorInfo,
+    ModelRejected,
     OptistudioError,
+    PassFailed,
+    TimedOut,
     UnknownName,
     describe_validation_error,
 )
@@ -61,6 +79,10 @@ from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 log = logging.getLogger(__name__)
 
 QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
+NO_SIZE_LIMIT = 2**62
+"""A variant is checked like an upload, but never refused for its size here (storing may)."""
+
+VariantStatus = Literal["made", "failed"]
 
 
 class OptimizeSpec(BaseModel):
@@ -98,6 +120,14 @@ class OptimizeSpec(BaseModel):
         description="Settings per pass name, laid over every recipe step of that pass, e.g. "
         "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
     )
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="Full input shapes by input name for the timing and the synthetic accuracy "
+        "inputs, run exactly as given; empty with data = the data's sample shapes.",
+    )
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
 
     @model_validator(mode="after")
     def _check_target(self) -> OptimizeSpec:
@@ -129,11 +159,15 @@ class StepReport(BaseModel):
 
 
 class VariantResult(BaseModel):
-    """One recipe's outcome: its file and figures, or the reason it failed."""
+    """One recipe's outcome: made (its file and figures) or failed (its error, no file)."""
 
     model_config = ConfigDict(extra="forbid")
 
     recipe: Recipe
+    status: VariantStatus = Field(
+        default="made",
+        description="made: the file was checked and timed; failed: `error` says why (no file).",
+    )
     precision: str
     backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
     path: str | None = None
@@ -150,12 +184,32 @@ class VariantResult(BaseModel):
     speedup: float | None = Field(default=None, description="1 / ratio.")
     original_p50_ms: float | None = None
     variant_p50_ms: float | None = None
-    error: str | None = None
+    error: ErrorInfo | None = Field(
+        default=None, description="Why the recipe failed (code, message, hint); None if made."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status_from_error(cls, data: Any) -> Any:
+        """Results stored before variants had a status: the failed ones had an error."""
+        if isinstance(data, dict) and "status" not in data:
+            return data | {"status": "failed" if data.get("error") else "made"}
+        return data
 
     @field_validator("verdict", mode="before")
     @classmethod
     def _untimed_was_empty(cls, value: Any) -> Any:
         return value or None  # results stored before verdicts were a Literal said "" untimed
+
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_was_text(cls, value: Any) -> Any:
+        """Results stored before errors had fields held one line (message and hint)."""
+        return {"code": "failed", "message": value} if isinstance(value, str) else value
+
+    def fail(self, error: ErrorInfo) -> None:
+        """Mark the variant failed with `error`; a failed variant has no file."""
+        self.status, self.error, self.path = "failed", error, None
 
 
 class OptimizeReport(BaseModel):
@@ -166,6 +220,14 @@ class OptimizeReport(BaseModel):
     variants: list[VariantResult]
     chosen: str | None = Field(description="Recipe name of the best variant, None = original.")
     environment: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def made(self) -> list[VariantResult]:
+        return [v for v in self.variants if v.status == "made"]
+
+    @property
+    def failed(self) -> list[VariantResult]:
+        return [v for v in self.variants if v.status == "failed"]
 
 
 def optimize(
@@ -181,7 +243,15 @@ def optimize(
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
-    source = data or SyntheticDataset(info.inputs, samples=spec.accuracy_samples)
+    source = data or SyntheticDataset(
+        info.inputs,
+        samples=spec.accuracy_samples,
+        dims=spec.dims,
+        shapes=spec.shapes,
+        values=spec.values,
+        arrays=read_input_arrays(spec.inputs_file, info.inputs),
+    )
+    timed = spec.model_copy(update={"comparison": timing_spec(spec, info, data)})
     # The accuracy-aware pass searches against the run's budget unless told otherwise.
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
     usable = available_backends(spec.comparison.device)
@@ -199,7 +269,7 @@ def optimize(
         share = scaled(
             report, index / len(recipes), (index + 1) / len(recipes), prefix=f"{recipe.label}: "
         )
-        variants.append(_variant(model, info, recipe, spec, out_dir, source, labels, share))
+        variants.append(_variant(model, info, recipe, timed, out_dir, source, labels, share))
     chosen = choose(variants)
     report(1.0, "Done")
     return OptimizeReport(
@@ -209,6 +279,26 @@ def optimize(
         chosen=chosen.recipe.name if chosen else None,
         environment=fingerprint(threads=spec.comparison.threads),
     )
+
+
+def timing_spec(
+    spec: OptimizeSpec, info: ModelInfo, data: CalibrationSource | None
+) -> ComparisonSpec:
+    """How the variants are timed, on the inputs the user gave: the comparison's own, else the
+    spec's shapes, dims, values and arrays, else the data's sample shapes (text lines of 48x320
+    are timed at 48x320, not at the default size of a dynamic dim)."""
+    own = spec.comparison
+    if own.shapes or own.dims or own.values or own.inputs_file:
+        return own
+    given: dict[str, Any] = {
+        "shapes": spec.shapes,
+        "dims": spec.dims,
+        "values": spec.values,
+        "inputs_file": spec.inputs_file,
+    }
+    if not any(given.values()) and data is not None:
+        given["dims"] = sample_dims(info.inputs, next(iter(data.batches()), {}))
+    return own.model_copy(update=given)
 
 
 def available_backends(device: str = "cpu") -> list[str]:
@@ -237,9 +327,13 @@ def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> R
     return recipe.model_copy(update={"steps": steps})
 
 
-def choose(variants: list[VariantResult]) -> VariantResult | None:
-    """The fastest variant within budget whose speedup is significant, else None."""
-    good = [v for v in variants if v.within_budget and v.verdict == FASTER and v.ratio]
+def choose(variants: Sequence[VariantResult]) -> VariantResult | None:
+    """The fastest made variant within budget whose speedup is significant, else None."""
+    good = [
+        v
+        for v in variants
+        if v.status == "made" and v.within_budget and v.verdict == FASTER and v.ratio
+    ]
     return min(good, key=lambda v: (v.ratio, v.ratio_high), default=None)
 
 
@@ -284,6 +378,7 @@ def _variant(
         path, result.steps, result.precision = run_recipe(
             model, recipe, out_dir / recipe.name, context
         )
+        check_variant(path, recipe)
         result.path = str(path)
         share(0.5, "checking accuracy")
         result.accuracy = accuracy_report(
@@ -301,12 +396,25 @@ def _variant(
             update={"backend": baseline, "candidate_backend": backend}
         )
         _timed(result, model, path, timing, scaled(share, 0.7, 1.0))
-    except Cancelled:
+    except (Cancelled, TimedOut):
         raise
     except OptistudioError as exc:
         log.info("recipe %s failed: %s", recipe.name, exc)
-        result.error = str(exc)
+        result.fail(exc.info())
     return result
+
+
+def check_variant(path: Path, recipe: Recipe) -> ModelInfo:
+    """Intake's checks on a file a recipe made; a refusal is the recipe's failure (PassFailed),
+    never advice to re-export the user's model."""
+    try:
+        return inspect_model(path, max_bytes=NO_SIZE_LIMIT)
+    except ModelRejected as exc:
+        raise PassFailed(
+            f"The {recipe.label} recipe made a model that the checks refuse: {exc.message}",
+            hint="The recipe, not your model, is at fault: use the other variants, or report "
+            "this with the model.",
+        ) from exc
 
 
 def _timed(

@@ -1,4 +1,11 @@
-"""Graph-level passes: ONNX Runtime's offline graph optimization and onnxslim simplification."""
+"""Graph-level passes: ONNX Runtime's offline graph optimization and onnxslim simplification.
+
+ONNX Runtime's optimizer (from level 'extended') writes its own operators: fused nodes in
+com.microsoft and a few in the default domain (SimplifiedLayerNormalization, LayerNormalization
+below opset 17) that onnx.checker refuses. The graph is ONNX Runtime's, so the pass checks it
+the way ONNX Runtime will meet it: by loading it there. A graph that does not load back is the
+pass's failure, never the model's.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,8 @@ import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends.reference import reference_session
-from optistudio.core.errors import PassFailed
+from optistudio.core.errors import PassFailed, first_line
+from optistudio.core.model.undefined_ops import undefined_ops
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 
 
@@ -43,7 +51,40 @@ def run_ort_optimize(
         reference_session(model, optimization=config.level, quiet=True, optimized_model=out)
     except Exception as exc:  # the runtime raises its own untyped errors
         raise PassFailed(f"ONNX Runtime could not optimize this model: {exc}") from exc
-    return PassReport(output=out, details=_node_delta(model, out) | {"level": config.level})
+    context.progress(0.8, "loading the optimized graph back in ONNX Runtime")
+    _check_loads(out, config.level)
+    own_ops = runtime_ops(out)
+    details = _node_delta(model, out) | {"level": config.level, "runtime_ops": own_ops}
+    warnings = [
+        f"The optimized graph uses ONNX Runtime's own operators ({', '.join(own_ops)}): "
+        "it runs on ONNX Runtime only."
+    ]
+    return PassReport(output=out, details=details, warnings=warnings if own_ops else [])
+
+
+def runtime_ops(model: Path) -> list[str]:
+    """ONNX Runtime's own operators in the graph: com.microsoft ones (as 'domain.op') and those
+    it writes into ONNX's domains, which ONNX does not define."""
+    proto = onnx.load(model, load_external_data=False)
+    contrib = {
+        f"{node.domain}.{node.op_type}"
+        for node in proto.graph.node
+        if node.domain.startswith("com.microsoft")
+    }
+    return sorted(contrib) + undefined_ops(proto)
+
+
+def _check_loads(out: Path, level: str) -> None:
+    """The optimized graph loads in ONNX Runtime, or PassFailed saying it is the pass's fault."""
+    try:
+        reference_session(out, quiet=True)
+    except Exception as exc:  # the runtime raises its own untyped errors
+        raise PassFailed(
+            f"ONNX Runtime could not load back the graph it optimized at level '{level}': "
+            f"{first_line(exc)}",
+            hint="The pass, not your model, is at fault: use level 'basic' (standard ONNX), "
+            "or the other variants.",
+        ) from exc
 
 
 def run_simplify(

@@ -6,7 +6,6 @@ Expected failures print their message (and hint) and exit 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import socket
@@ -16,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from optistudio.cli.args import (
-    parse_assignment,
+    add_input_flags,
+    input_options,
     parse_core_list,
     parse_int_list,
     validated,
@@ -27,6 +27,7 @@ from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
 from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
+from optistudio.cli.output import json_stdout, print_json
 from optistudio.cli.worker import add_worker_parser, command_worker
 from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec, OptistudioError, first_line
 
@@ -59,20 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--io-binding", action="store_true", help="ONNX Runtime: keep inputs bound on the device"
     )
     bench.add_argument("--batch", type=parse_int_list, help="batch sizes, e.g. 1,8")
-    bench.add_argument(
-        "--shape",
-        type=parse_assignment,
-        action="append",
-        default=[],
-        help="full shape of one input, NAME=D1,D2,... (repeatable)",
-    )
-    bench.add_argument(
-        "--dim",
-        type=parse_assignment,
-        action="append",
-        default=[],
-        help="size of a named dynamic dim, NAME=N (repeatable), e.g. sequence=128",
-    )
+    add_input_flags(bench)
     bench.add_argument("--threads", type=int, help="intra-op threads (default: runtime's)")
     bench.add_argument(
         "--cpus", type=parse_core_list, help="pin the run to these CPU cores, e.g. 0,1"
@@ -143,17 +131,9 @@ def _common_fields(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "device": args.device,
         "threads": args.threads,
-        "shapes": dict(args.shape),
-        "dims": {name: _single(name, values) for name, values in args.dim},
         "min_seconds": args.min_seconds,
         "max_seconds": args.max_seconds,
-    }
-
-
-def _single(name: str, values: list[int]) -> int:
-    if len(values) != 1:
-        raise InvalidSpec(f"--dim {name} takes one size, got {values}.")
-    return values[0]
+    } | input_options(args).fields()
 
 
 def report_json(report: Any, info: Any) -> dict[str, Any]:
@@ -169,6 +149,7 @@ def report_json(report: Any, info: Any) -> dict[str, Any]:
         row.update(result.metric_values())
         row["stable"] = result.stable
         row["window_p50s_ms"] = result.window_p50s_ms
+        row["input_shapes"] = result.input_shapes
         results.append(row)
     return {
         "model": {
@@ -203,6 +184,9 @@ def print_table(payload: dict[str, Any]) -> None:
             f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
             f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict} (cv {r['cv']:.1%})"
         )
+    for r in payload["results"]:
+        shapes = ", ".join(f"{name} {shape}" for name, shape in r["input_shapes"].items())
+        print(f"batch {r['batch_size']} inputs: {shapes}")
     check = payload.get("output_check")
     if check:
         verdict = "agree" if check["passed"] else "DISAGREE: " + "; ".join(check["problems"])
@@ -210,6 +194,7 @@ def print_table(payload: dict[str, Any]) -> None:
 
 
 def command_bench(args: argparse.Namespace) -> int:
+    from optistudio.core.backends.loadable import check_loads
     from optistudio.core.measure.benchmark import run_benchmark
     from optistudio.core.model.intake import inspect_model
     from optistudio.services.settings import get_settings
@@ -222,7 +207,7 @@ def command_bench(args: argparse.Namespace) -> int:
     if args.precision == "all":
         raise InvalidSpec("--precision all goes with --backend all; name one precision here.")
     spec = bench_spec(args)
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
     if args.save:
         report, saved = _bench_and_save(args.model, spec, settings)
     else:
@@ -232,7 +217,7 @@ def command_bench(args: argparse.Namespace) -> int:
     for warning in payload["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
-        print(json.dumps(payload, indent=2, default=str))
+        print_json(payload)
     else:
         print_table(payload)
     return 0
@@ -241,13 +226,14 @@ def command_bench(args: argparse.Namespace) -> int:
 def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
     """`bench --backend all`: the same measurement on every backend available here."""
     from optistudio.core.backends import backends
+    from optistudio.core.backends.loadable import check_loads
     from optistudio.core.errors import OptistudioError
     from optistudio.core.measure.benchmark import run_benchmark
     from optistudio.core.model.intake import inspect_model
 
     if args.save:
         raise InvalidSpec("--save takes one backend; run one `bench --save` per backend.")
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
     runs, skipped = [], {}
     every_precision = args.precision == "all"
     for backend in backends:
@@ -266,7 +252,7 @@ def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
                 skipped[label] = str(exc)
     payload = {"runs": runs, "skipped": skipped}
     if args.json:
-        print(json.dumps(payload, indent=2, default=str))
+        print_json(payload)
     else:
         for run in runs:
             print_table(run)
@@ -277,6 +263,7 @@ def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
 
 def command_compare(args: argparse.Namespace, settings: Any) -> int:
     """`bench A --vs B`: the paired B/A latency ratio, its interval and the verdict."""
+    from optistudio.core.backends.loadable import check_loads
     from optistudio.core.measure.compare import compare_models
     from optistudio.core.model.intake import inspect_model
 
@@ -285,12 +272,12 @@ def command_compare(args: argparse.Namespace, settings: Any) -> int:
             "--save is not available with --vs yet; run the comparison in the studio."
         )
     spec = comparison_spec(args)
-    info_a = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
-    info_b = inspect_model(args.vs, max_bytes=settings.max_upload_bytes)
+    info_a = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
+    info_b = inspect_model(args.vs, max_bytes=settings.max_upload_bytes, load_check=check_loads)
     comparison = compare_models(args.model, args.vs, spec, info_a=info_a, info_b=info_b)
     payload = comparison.model_dump(mode="json") | {"a": str(args.model), "b": str(args.vs)}
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
     else:
         print(f"A = {args.model}\nB = {args.vs}")
         print(
@@ -359,6 +346,12 @@ def command_migrate() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    with json_stdout(getattr(args, "json", False)):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command `args` names; an expected failure is reported (exit 2), a bug raises."""
     try:
         if args.command == "bench":
             return command_bench(args)

@@ -1,11 +1,26 @@
-"""Argument parsing helpers shared by the `optistudio` subcommands."""
+"""Argument parsing helpers shared by the `optistudio` subcommands.
+
+The input flags are one parser for every command that runs a model (`add_input_flags`):
+`--shape NAME=D1,D2,...` (a full shape, used exactly), `--dim NAME=N` (a named dynamic dim),
+`--value NAME=NUMBER` (fills an input, e.g. a sample rate) and `--inputs FILE.npz` (arrays by
+input name, used as given; their shapes become the shapes). They are read as text and checked
+by `input_options`, so a bad one is an expected failure that names the flag and the form, also
+under --json.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import math
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 from optistudio.core.errors import InvalidSpec
+
+T = TypeVar("T")
 
 
 def parse_int_list(text: str) -> list[int]:
@@ -30,19 +45,139 @@ def parse_core_list(text: str) -> list[int]:
     return cores
 
 
-def parse_assignment(text: str) -> tuple[str, list[int]]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,..., got {text!r}")
-    return name, parse_int_list(value)
-
-
 def parse_float_list(text: str) -> list[float]:
     try:
         return [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected numbers like 0.5,0.5,0.5 got {text!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """What the input flags said, as the spec fields every model-running spec has."""
+
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    dims: dict[str, int] = field(default_factory=dict)
+    values: dict[str, float] = field(default_factory=dict)
+    inputs_file: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The spec fields: shapes, dims, values and inputs_file."""
+        return {
+            "shapes": self.shapes,
+            "dims": self.dims,
+            "values": self.values,
+            "inputs_file": self.inputs_file,
+        }
+
+
+def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -> None:
+    """--shape, --dim, --value and --inputs on `parser` (`request`: they describe one request
+    of a batching server, whose batch is formed by stacking requests)."""
+    what = "one request's" if request else "an input's"
+    add = parser.add_argument
+    add(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D1,D2,...",
+        help=f"{what} full shape, used exactly (repeatable), e.g. input=1,3,224,224; "
+        "batch sizes apply to the inputs without one",
+    )
+    add(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="size of a named dynamic dim, or INPUT.INDEX (repeatable), e.g. sequence=128",
+    )
+    add(
+        "--value",
+        action="append",
+        default=[],
+        metavar="NAME=NUMBER",
+        help="fill an input with a value (repeatable), e.g. sr=16000",
+    )
+    add(
+        "--inputs",
+        type=Path,
+        metavar="FILE.npz",
+        help=f"{what.replace('an input', 'the inputs')} arrays by input name, used as given "
+        "(their shapes become the shapes)",
+    )
+
+
+def input_options(args: argparse.Namespace) -> InputOptions:
+    """The input flags of `args`, checked; InvalidSpec names a bad flag and its form."""
+    shapes = _assignments("--shape", args.shape, _sizes, "NAME=D1,D2,...", "input=1,3,224,224")
+    dims = _assignments("--dim", args.dim, _size, "NAME=N", "sequence=128")
+    values = _assignments("--value", args.value, _number, "NAME=NUMBER", "sr=16000")
+    inputs_file = None
+    if args.inputs is not None:
+        arrays = _array_shapes(args.inputs)
+        both = sorted(set(arrays) & set(shapes))
+        if both:
+            raise InvalidSpec(
+                f"--shape and --inputs both give input(s) {both}.",
+                hint="Drop the --shape: the array's shape is the shape.",
+            )
+        shapes |= arrays
+        inputs_file = str(args.inputs.resolve())
+    return InputOptions(shapes=shapes, dims=dims, values=values, inputs_file=inputs_file)
+
+
+def _assignments(
+    flag: str, texts: list[str], parse: Callable[[str], T], form: str, example: str
+) -> dict[str, T]:
+    parsed: dict[str, T] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            parsed[name.strip()] = parse(value)
+        except ValueError:
+            raise InvalidSpec(
+                f"Bad {flag} {text!r}: expected {form}.", hint=f"For example {flag} {example}"
+            ) from None
+    return parsed
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",")]
+    if min(sizes) < 1:
+        raise ValueError
+    return sizes
+
+
+def _size(text: str) -> int:
+    (size,) = _sizes(text)
+    return size
+
+
+def _number(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError
+    return number
+
+
+def _array_shapes(path: Path) -> dict[str, list[int]]:
+    """The shape of each array in an .npz, by name; InvalidSpec naming --inputs if unreadable."""
+    import numpy as np
+
+    try:
+        npz = np.load(path, allow_pickle=False)
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ValueError("one array, not named arrays")
+        with npz:
+            return {name: list(npz[name].shape) for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InvalidSpec(
+            f"Bad --inputs {str(path)!r}: {exc}. Expected FILE.npz of arrays by input name.",
+            hint="Save one with np.savez('inputs.npz', **{input_name: array}).",
         ) from None
 
 

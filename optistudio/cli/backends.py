@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from optistudio.cli.output import print_json
 from optistudio.core.backends import backends
 
 COLUMNS = ("name", "available", "devices", "precisions", "versions / reason")
@@ -39,7 +39,7 @@ def command_backends(args: argparse.Namespace) -> int:
     """Print the backends as JSON (--json) or as a table."""
     payload = backends_payload()
     if getattr(args, "json", False):
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
     else:
         print_backends_table(payload)
     return 0

@@ -12,11 +12,11 @@ Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the sett
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from optistudio.cli.args import parse_assignment, parse_int_list
+from optistudio.cli.args import add_input_flags, input_options, parse_int_list
+from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec, first_line
 
 ACTIONS = ("profile", "simulate", "verify", "recommend")
@@ -29,8 +29,8 @@ def add_batching_parser(commands: Any) -> None:
     )
     batching.add_argument("action", choices=ACTIONS)
     batching.add_argument("model", type=Path, help="path to an .onnx file")
+    add_input_flags(batching, request=True)
     add = batching.add_argument
-    add("--shape", type=parse_assignment, action="append", default=[], help="NAME=D1,D2,...")
     add("--backend", default="onnxruntime")
     add(
         "--threads",
@@ -95,7 +95,7 @@ def command_batching(args: argparse.Namespace) -> int:
         "recommend": _recommend_command,
     }[args.action](args, settings)
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
     else:
         _print_summary(payload)
     return 0
@@ -120,8 +120,13 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
         max_batch_size=settings.max_batch_size,
         backend=args.backend,
         options=options,
-        shapes=dict(args.shape),
+        **_request(args),
     )
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    """One request's inputs from the input flags: shapes, dims, values and the arrays file."""
+    return input_options(args).fields()
 
 
 def _predict(args: argparse.Namespace, settings: Any, profile: Any) -> Any:
@@ -185,8 +190,8 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         seconds=args.seconds,
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=args.spin),
-        shapes=dict(args.shape),
         seed=args.seed,
+        **_request(args),
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
     if args.profile is not None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from optistudio.cli.args import parse_assignment, parse_int_list, validated
+from optistudio.cli.args import add_input_flags, input_options, parse_int_list, validated
+from optistudio.cli.output import print_json
 
 TOP_N = 15
 
@@ -23,9 +23,7 @@ def add_diagnostics_parsers(commands: Any) -> None:
     profile.add_argument("--batch", type=int, help="batch size (default 1)")
     profile.add_argument("--runs", type=int, help="profiled runs (default 30)")
     profile.add_argument("--threads", type=int, help="intra-op threads")
-    profile.add_argument(
-        "--dim", type=parse_assignment, action="append", default=[], help="NAME=N dynamic dim"
-    )
+    add_input_flags(profile)
     profile.add_argument("--calib", type=Path, help=".npz for the per-layer error (else synthetic)")
     profile.add_argument("--top", type=int, default=TOP_N, help="nodes shown (default 15)")
     profile.add_argument("--json", action="store_true", help="print one JSON object")
@@ -36,6 +34,7 @@ def add_diagnostics_parsers(commands: Any) -> None:
     soak.add_argument("--backend", default="onnxruntime")
     soak.add_argument("--batch", type=parse_int_list, help="batch sizes cycled (default 1,2,4,8)")
     soak.add_argument("--threads", type=int, help="intra-op threads")
+    add_input_flags(soak)
     soak.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -49,8 +48,7 @@ def command_profile(args: argparse.Namespace) -> int:
         "batch_size": args.batch,
         "runs": args.runs,
         "threads": args.threads,
-        "dims": {name: sizes[0] for name, sizes in args.dim},
-    }
+    } | input_options(args).fields()
     spec = validated(DiagnosticsSpec, fields, "profile")
     data = None
     if args.calib:
@@ -59,7 +57,7 @@ def command_profile(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="optistudio-profile-") as work:
         report = diagnose(args.model, spec, work_dir=Path(work), variant=args.variant, data=data)
     if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
+        print_json(report.model_dump(mode="json"))
     else:
         _print_profile(report, args.top)
     return 0
@@ -74,10 +72,10 @@ def command_soak(args: argparse.Namespace) -> int:
         "max_inferences": args.max_inferences,
         "batch_sizes": args.batch,
         "threads": args.threads,
-    }
+    } | input_options(args).fields()
     report = soak(args.model, validated(SoakSpec, fields, "soak"))
     if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
+        print_json(report.model_dump(mode="json"))
     else:
         print(report.sentence)
         print(

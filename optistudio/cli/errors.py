@@ -6,10 +6,10 @@ one JSON document the command owes, {"error": {"code", "message", "hint"}}. The 
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
+from optistudio.cli.output import print_json
 from optistudio.core.errors import ErrorInfo, OptistudioError, error_from
 
 EXIT_REFUSED = 2
@@ -22,7 +22,7 @@ def report_error(error: ErrorInfo, *, as_json: bool = False) -> int:
         print(f"hint: {error.hint}", file=sys.stderr)
     if as_json:
         shown = error.model_dump(mode="json", include={"code", "message", "hint"})
-        print(json.dumps({"error": shown}, indent=2))
+        print_json({"error": shown})
     return EXIT_REFUSED
 
 

@@ -7,11 +7,11 @@ The id is a model id as `optimize --save` prints it for each variant (`model_id`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from optistudio.cli.output import print_json
 from optistudio.core.report.bundle import write_bundle
 
 
@@ -40,7 +40,7 @@ def command_export(args: argparse.Namespace) -> int:
         "size_bytes": report.path.stat().st_size,
     }
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print_json(payload)
     else:
         print(f"wrote {report.path} ({len(report.files)} files, {payload['size_bytes']:,} bytes)")
         for part, reason in report.skipped.items():

@@ -9,9 +9,10 @@ database only (no broker, no Celery).
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import UTC, datetime
 from typing import Any
+
+from optistudio.cli.output import print_json
 
 HEARTBEAT_STALE_FACTOR = 3
 """A worker is live while its heartbeat is at most this many intervals old (as in workers)."""
@@ -37,7 +38,7 @@ def command_jobs(args: argparse.Namespace) -> int:
         workers = [w.hostname for w in live_workers(s, max_age_s=stale_after_s)]
         jobs = [_job_json(job) for job in list_jobs(s, limit=args.limit)]
     if args.json:
-        print(json.dumps({"live_workers": workers, "jobs": jobs}, indent=2))
+        print_json({"live_workers": workers, "jobs": jobs})
     else:
         _print(workers, jobs)
     return 0

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from optistudio.cli.args import parse_float_list, parse_int_list, validated
-from optistudio.cli.errors import job_failure
+from optistudio.cli.args import (
+    add_input_flags,
+    input_options,
+    parse_float_list,
+    parse_int_list,
+    validated,
+)
+from optistudio.cli.errors import EXIT_REFUSED, job_failure
+from optistudio.cli.output import print_json
 
 if TYPE_CHECKING:
     from optistudio.core.optimize.run import OptimizeReport
@@ -47,6 +54,7 @@ def add_optimize_parser(commands: Any) -> None:
         help="backend the variants are for: 'any' (default: every backend here, Auto picks "
         "the backend too), onnxruntime or openvino",
     )
+    add_input_flags(optimize)
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
     optimize.add_argument("--json", action="store_true", help="print one JSON object")
     optimize.add_argument("--save", action="store_true", help="store everything in the database")
@@ -65,7 +73,7 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "accuracy_output": args.accuracy_output,
         "image_preprocessing": _image_preprocessing(args),
         "target_backend": args.target,
-    }
+    } | input_options(args).fields()
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return validated(OptimizeJobSpec, fields, "optimize")
@@ -84,14 +92,18 @@ def _image_preprocessing(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def command_optimize(args: argparse.Namespace) -> int:
-    """Variants per recipe, each with accuracy and speedup measured in this run."""
+    """Variants per recipe, each with accuracy and speedup measured in this run.
+
+    A recipe that failed is listed with its reason (and on stderr); the exit code is 2 only
+    when no variant could be made."""
     from optistudio.services.settings import get_settings
 
     settings = get_settings()
     spec = optimize_spec(args)
+    from optistudio.core.backends.loadable import check_loads
     from optistudio.core.model.intake import inspect_model
 
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes)
+    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
     if args.save:
         report, stored = _optimize_and_save(args.model, spec, settings)
     else:
@@ -99,10 +111,11 @@ def command_optimize(args: argparse.Namespace) -> int:
     files = _export_variants(report, args.out)
     if args.json:
         payload = report.model_dump(mode="json") | stored | {"files": files}
-        print(json.dumps(payload, indent=2, default=str))
+        print_json(payload)
     else:
         _print_variants(report)
-    return 0
+    _report_failures(report)
+    return 0 if report.made else EXIT_REFUSED
 
 
 def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> OptimizeReport:
@@ -164,8 +177,8 @@ def _print_variants(report: OptimizeReport) -> None:
     )
     for v in report.variants:
         name = v.recipe.name + (" *" if v.recipe.name == report.chosen else "")
-        if v.error:
-            print(f"{name:<34}{v.precision:>6}  failed: {v.error}")
+        if v.status == "failed":
+            print(f"{name:<34}{v.precision:>6}  failed ({v.error.code.value if v.error else '?'})")
             continue
         ci = f"{1 / v.ratio_high:.2f}-{1 / v.ratio_low:.2f}x"
         cosine = v.accuracy.mean_cosine
@@ -175,6 +188,18 @@ def _print_variants(report: OptimizeReport) -> None:
             f"{budget:>8}  {v.verdict}"
         )
     print(f"* chosen: {report.chosen or 'none (keep the original)'}")
+
+
+def _report_failures(report: OptimizeReport) -> None:
+    """Each failed recipe's reason and hint, on stderr."""
+    for variant in report.failed:
+        error = variant.error
+        message = error.message if error else "no reason recorded"
+        print(f"failed: {variant.recipe.name}: {message}", file=sys.stderr)
+        if error and error.hint:
+            print(f"  hint: {error.hint}", file=sys.stderr)
+    if report.failed and not report.made:
+        print("error: no variant could be made", file=sys.stderr)
 
 
 def command_recipes() -> int:

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.backends.loadable import check_loads
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import store_model
@@ -48,12 +49,15 @@ def add_model_file(
     """Validate and store `source`, then record it; the same bytes twice give one model.
 
     Variants name their `parent_id` and the `recipe` that made them from it. The row records the
-    model's address in the artifact store (a shared-folder path or an s3:// URL)."""
+    model's address in the artifact store (a shared-folder path or an s3:// URL). A model from
+    outside must load in ONNX Runtime; a variant was made here and loaded by its own backend to be
+    timed, which may be the only one it is meant for (TensorRT, OpenVINO)."""
     stored = store_model(
         source,
         artifact_dir=settings.artifact_dir,
         max_bytes=settings.max_upload_bytes,
         max_tensor_bytes=settings.max_tensor_bytes,
+        load_check=None if origin == "variant" else check_loads,
     )
     address = store_for(settings).publish(stored)
     with transaction(factory) as s:

@@ -262,6 +262,8 @@ def show_runs() -> None:
                 "mean cosine": st.column_config.NumberColumn(format="%.4f"),
             },
         )
+        for label, error in run["failures"]:
+            show_error(error, prefix=f"{label} failed: ")
         st.plotly_chart(
             charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from optistudio.core.errors import ErrorCode, ErrorInfo
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind
@@ -241,11 +242,29 @@ def test_a_result_stored_before_the_models_still_reads(kind: JobKind) -> None:
 
 
 def _verdicts_now(kind: JobKind) -> dict[str, Any]:
-    """The one change on the way back: an untimed variant's verdict was "" and is now None."""
+    """The changes on the way back: an untimed variant's verdict was "" and is now None; a
+    variant has a status (failed when it had an error), and its error text is the message of
+    an error with the code "failed"."""
     if kind is not JobKind.optimize:
         return {}
-    variants = STORED[kind]["variants"]
-    return {"variants": [v | {"verdict": v["verdict"] or None} for v in variants]}
+    spec = STORED[kind]["spec"]
+    inputs = {"values": {}, "inputs_file": None}  # the input fields came later, empty by default
+    return {
+        "spec": spec
+        | {"shapes": {}, "dims": {}, **inputs, "comparison": spec["comparison"] | inputs},
+        "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
+    }
+
+
+def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
+    error = stored["error"]
+    return stored | {
+        "verdict": stored["verdict"] or None,
+        "status": "failed" if error else "made",
+        "error": {"code": "failed", "message": error, "hint": None, "detail": None}
+        if error
+        else None,
+    }
 
 
 def test_the_optimize_result_is_typed_down_to_each_variant() -> None:
@@ -253,7 +272,9 @@ def test_the_optimize_result_is_typed_down_to_each_variant() -> None:
 
     graph, failed = result.variants
     assert isinstance(graph, StoredVariant) and graph.model_id == 7 and graph.verdict == "faster"
-    assert failed.verdict is None and failed.error and failed.model_id is None
+    assert failed.verdict is None and failed.model_id is None
+    assert (graph.status, failed.status) == ("made", "failed")
+    assert failed.error == ErrorInfo(code=ErrorCode.failed, message="Calibration failed: no data.")
 
 
 def test_a_verify_result_keeps_its_runner_summary_by_batch_size() -> None:

@@ -16,6 +16,7 @@ from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.optimize.run import QUICK_COMPARISON
 from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import optimize_services as optimize
+from optistudio.studio.errors import shown_error
 
 
 def upload(name: str, payload: bytes) -> io.BytesIO:
@@ -113,3 +114,31 @@ def test_variant_rows_come_from_the_typed_result() -> None:
     assert made["chosen"] and made["model id"] == 5 and made["verdict"] == "faster"
     assert made["speedup CI"] == "1.18–1.33x"
     assert not failed["chosen"] and failed["verdict"] == "" and failed["error"] == "no"
+    assert (made["outcome"], failed["outcome"]) == ("made", "failed")
+
+
+def test_each_failed_variant_keeps_its_whole_error_to_show() -> None:
+    recipe = {"name": "int8_nncf", "label": "INT8 NNCF", "steps": []}
+    error = {
+        "code": "model_load_failed",
+        "message": "OpenVINO could not load it.",
+        "hint": "Use ORT.",
+    }
+    result = OPTIMIZE.parse_result(
+        {
+            "spec": {"recipes": ["fp32", "int8_nncf"]},
+            "data": "synthetic",
+            "variants": [
+                {"recipe": recipe | {"name": "fp32", "label": "FP32"}, "precision": "fp32"},
+                {"recipe": recipe, "precision": "int8", "status": "failed", "error": error},
+            ],
+            "chosen": None,
+        }
+    )
+
+    [(label, failure)] = optimize.variant_failures(result)
+    shown = shown_error(failure, prefix=f"{label} failed: ")
+
+    assert shown.message == "INT8 NNCF failed: OpenVINO could not load it."
+    assert (shown.what_to_try, shown.code, shown.tone) == ("Use ORT.", "model_load_failed", "error")
+    assert [row["outcome"] for row in optimize.variant_rows(result)] == ["made", "failed"]

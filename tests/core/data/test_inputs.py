@@ -34,8 +34,8 @@ RESOLVED = [
         spec("x", ["b", 3, "h", "w"]),
         {},
         [1, 3, 32, 64],
-        (4, 3, 32, 64),
-        id="override-batch-replaced",
+        (1, 3, 32, 64),
+        id="override-used-exactly",
     ),
     pytest.param(spec("x", [4, 3]), {}, [4, 3], (4, 3), id="override-fixed-batch"),
     pytest.param(spec("s", []), {}, None, (), id="scalar"),
@@ -67,7 +67,7 @@ def test_unnamed_dynamic_dim_warning_names_input_and_index() -> None:
 
 INVALID = [
     pytest.param(spec("x", [1, 3, 8, 8]), 4, None, "fixed batch of 1", id="fixed-batch"),
-    pytest.param(spec("x", [1, 3]), 4, [4, 3], "fixed batch of 1", id="override-fixed-batch"),
+    pytest.param(spec("x", [1, 3]), 4, [4, 3], "expected [1, 3]", id="override-fixed-batch"),
     pytest.param(
         spec("x", ["b", 3, 8, 8]), 1, [1, 3, 8], "expected ['?', 3, 8, 8]", id="override-rank"
     ),
@@ -136,9 +136,9 @@ def test_override_sets_shared_dims_of_sibling_inputs() -> None:
     feeds, warnings = synthesize_inputs(TOKEN_SPECS, batch_size=2, overrides={"input_ids": [1, 40]})
 
     assert {name: array.shape for name, array in feeds.items()} == {
-        "input_ids": (2, 40),
-        "attention_mask": (2, 40),
-        "token_type_ids": (2, 40),
+        "input_ids": (1, 40),
+        "attention_mask": (1, 40),
+        "token_type_ids": (1, 40),
     }
     assert warnings == []
 
@@ -194,3 +194,24 @@ def test_input_data_does_not_depend_on_other_inputs() -> None:
 def test_unknown_dtype_is_invalid_spec() -> None:
     with pytest.raises(InvalidSpec, match="'bfloat16'.*Supported: float16"):
         synthesize_inputs([spec("x", [1, 2], "bfloat16")], batch_size=1)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(["?", 3, "?", "?"], id="question-marks"),
+        pytest.param([-1, 3, -1, -1], id="paddle-minus-one"),
+        pytest.param(["", 3, "", ""], id="empty-names"),
+    ],
+)
+def test_anonymous_dims_are_independent_unnamed_dims(shape: list) -> None:
+    tensor = spec("x", shape)
+
+    resolved, warnings = resolve_shape(tensor, batch_size=2, dims={"x.2": 48, "?": 5, "": 5})
+
+    assert tensor.shape == [None, 3, None, None]
+    assert resolved == (2, 3, 48, DEFAULT_DYNAMIC_DIM)
+    assert warnings == [
+        f"dynamic dim 3 of input 'x' set to {DEFAULT_DYNAMIC_DIM} (default); "
+        "give full shapes with --shape x=D1,D2,..."
+    ]

@@ -108,3 +108,15 @@ def test_the_budget_is_per_tensor_and_ordinary_models_pass(tmp_path, tiny_model)
     with pytest.raises(ModelRejected, match=r"tensor 'W' of shape \[16x8\]"):
         inspect_model(tiny_model, max_tensor_bytes=511)
     assert inspect_model(tiny_model).node_count == 3  # default budget: half of this machine
+
+
+def test_a_negative_input_dim_is_dynamic_and_the_message_shows_the_declared_shape(
+    tmp_path, no_checker
+):
+    model = model_of(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, 100_000, 100_000])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3, "h", "w"])],
+    )
+    with pytest.raises(ModelRejected, match=r"value 'x' of shape \[\?x3x100000x100000\]"):
+        inspect_model(save(model, tmp_path / "m.onnx"), max_tensor_bytes=2**30)

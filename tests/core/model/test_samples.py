@@ -6,7 +6,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from optistudio.core.data.inputs import synthesize_inputs
+from optistudio.core.data.inputs import requests_batch, synthesize_inputs
 from optistudio.core.errors import UnknownName
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.model.samples import build_sample, list_samples
@@ -31,9 +31,9 @@ def sample(name: str):
 def test_sample_passes_intake_and_runs(tmp_path: Path, name: str, batch_size: int) -> None:
     path = build_sample(name, tmp_path)
     info = inspect_model(path)
-    overrides = sample(name).input_shapes
+    one_image = sample(name).input_shapes
 
-    feeds, _ = synthesize_inputs(info.inputs, batch_size=batch_size, overrides=overrides)
+    feeds = requests_batch(info.inputs, batch_size, shapes=one_image)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     outputs = session.run(None, feeds)
 

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from optistudio.core.errors import UnknownName
+from optistudio.core.errors import ErrorCode, ErrorInfo, UnknownName
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.model.samples import build_sample
 from optistudio.core.optimize.recipes import BUILTIN_RECIPES, auto_candidates, resolve_recipes
 from optistudio.core.optimize.run import OptimizeSpec, VariantResult, choose, optimize
+from optistudio.core.passes.base import PassReport
 
 QUICK = ComparisonSpec(min_pairs=20, min_seconds=0.2, max_seconds=3.0, threads=1)
 
@@ -57,9 +58,53 @@ def test_a_failing_recipe_is_recorded_and_the_others_complete(tiny_model, tmp_pa
     report = optimize(tiny_model, spec, out_dir=tmp_path / "out")
 
     failed, made = report.variants
-    assert failed.error == "onnxslim could not simplify this model: boom"
-    assert failed.path is None
-    assert made.error is None and made.path
+    assert failed.status == "failed" and failed.path is None
+    assert failed.error == ErrorInfo(
+        code=ErrorCode.pass_failed, message="onnxslim could not simplify this model: boom"
+    )
+    assert made.status == "made" and made.error is None and made.path
+    assert report.made == [made] and report.failed == [failed]
+
+
+def test_a_bug_in_a_recipe_still_raises(tiny_model, tmp_path, monkeypatch):
+    from optistudio.core.passes import graph
+
+    def buggy(*args, **kwargs):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(graph, "run_simplify", buggy)
+    spec = OptimizeSpec(recipes=["graph"], comparison=QUICK, accuracy_samples=2)
+
+    with pytest.raises(KeyError, match="a bug of ours"):
+        optimize(tiny_model, spec, out_dir=tmp_path / "out")
+
+
+def test_a_variant_file_the_checks_refuse_is_the_recipes_failure(tiny_model, tmp_path, monkeypatch):
+    from optistudio.core.passes import graph
+
+    def writes_garbage(model, out, config, context):
+        out.write_bytes(b"not a model")
+        return PassReport(output=out)
+
+    monkeypatch.setattr(graph, "run_ort_optimize", writes_garbage)
+    spec = OptimizeSpec(recipes=["graph"], comparison=QUICK, accuracy_samples=2)
+
+    [variant] = optimize(tiny_model, spec, out_dir=tmp_path / "out").variants
+
+    assert variant.status == "failed" and variant.error.code == ErrorCode.pass_failed
+    assert variant.error.message.startswith("The Graph optimization recipe made a model")
+    assert "not your model" in variant.error.hint and "export" not in variant.error.hint.lower()
+
+
+def test_a_result_stored_before_statuses_reads_its_error_text_as_a_failure() -> None:
+    stored = {"recipe": BUILTIN_RECIPES["graph"].model_dump(), "precision": "fp32"}
+
+    failed = VariantResult.model_validate(stored | {"error": "boom. Try X."})
+    made = VariantResult.model_validate(stored | {"error": None})
+
+    assert failed.status == "failed"
+    assert failed.error == ErrorInfo(code=ErrorCode.failed, message="boom. Try X.")
+    assert made.status == "made" and made.error is None
 
 
 def test_auto_picks_cnn_and_transformer_candidates(cnn: Path, tiny_model: Path) -> None:

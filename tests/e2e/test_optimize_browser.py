@@ -1,0 +1,54 @@
+"""The Optimize page in headless Chromium: one recipe fails, the job still succeeds, and the page
+shows each variant's outcome, the failed one with its reason and what to try."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from optimize_models import det_model
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+JOB_TIMEOUT_MS = 150_000
+
+
+def pick_recipes(page, labels: list[str]) -> None:  # type: ignore[no-untyped-def]
+    page.locator("[data-testid='stMultiSelect']").first.click()
+    page.keyboard.press("Backspace")  # takes Auto, the default, off
+    for label in labels:
+        page.keyboard.type(label)  # the list is long: filter it to the one option
+        page.get_by_role("option", name=label, exact=True).click()
+    page.keyboard.press("Escape")
+
+
+def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # type: ignore[no-untyped-def]
+    studio: Studio, page, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(studio.url)
+    upload(page, det_model(tmp_path / "det.onnx"))  # ONNX Runtime runs Det, OpenVINO cannot
+    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+
+    page.goto(f"{studio.url}/optimize?model=1")
+    expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    pick_recipes(page, ["Graph optimization", "INT8 NNCF (for OpenVINO)"])
+    page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")
+    page.get_by_role("button", name="Optimize", exact=True).click()
+    expect(page.get_by_text(re.compile(r"Optimize job #1 submitted"))).to_be_visible()
+
+    expect(page.get_by_text(re.compile(r"Made 1 variant\(s\), 1 failed\."))).to_be_visible(
+        timeout=JOB_TIMEOUT_MS
+    )
+    failure = page.get_by_text(
+        re.compile(r"INT8 NNCF \(for OpenVINO\) on openvino failed: OpenVINO could not load")
+    )
+    expect(failure).to_be_visible()
+    expect(page.get_by_text(re.compile("What to try:"))).to_be_visible()
+    expect(page.get_by_text("model_load_failed")).to_be_visible()
+    expect(page.get_by_text("No optimization runs yet")).to_have_count(0)
+    failure.scroll_into_view_if_needed()
+    shot(page, "optimize-failed-variant")
+    expect(page.get_by_text("Traceback")).to_have_count(0)

@@ -1,0 +1,126 @@
+"""The same input flags on every command that runs a model: --shape, --dim, --value, --inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from audio_models import SAMPLE_RATE, build_audio_model
+from test_cli import optistudio
+
+from optistudio.cli import build_parser
+from optistudio.cli.args import InputOptions, input_options
+from optistudio.core.errors import InvalidSpec
+
+COMMANDS = [
+    pytest.param(["bench", "m.onnx"], id="bench"),
+    pytest.param(["optimize", "m.onnx", "--out", "variants"], id="optimize"),
+    pytest.param(["profile", "m.onnx"], id="profile"),
+    pytest.param(["soak", "m.onnx"], id="soak"),
+    *(pytest.param(["batching", action, "m.onnx"], id=f"batching-{action}") for action in
+      ("profile", "simulate", "verify", "recommend")),
+]  # fmt: skip
+FLAGS = ["--shape", "input=3,512", "--shape", "state=2,3,16", "--dim", "time=512"]
+AUDIO_FLAGS = ["--shape", "input=3,512", "--shape", "state=2,3,16", "--value", "sr=16000"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_takes_the_four_input_flags(command: list[str], tmp_path: Path) -> None:
+    np.savez(tmp_path / "in.npz", mask=np.ones((1, 7), np.int64))
+    argv = [*command, *FLAGS, "--value", "sr=16000", "--inputs", str(tmp_path / "in.npz")]
+
+    options = input_options(build_parser().parse_args(argv))
+
+    assert options == InputOptions(
+        shapes={"input": [3, 512], "state": [2, 3, 16], "mask": [1, 7]},
+        dims={"time": 512},
+        values={"sr": 16000.0},
+        inputs_file=str((tmp_path / "in.npz").resolve()),
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        pytest.param(["--shape", "x=1,a"], "Bad --shape 'x=1,a': expected NAME=D1,D2,...", id="shape"),
+        pytest.param(["--shape", "=1,2"], "Bad --shape '=1,2'", id="shape-without-name"),
+        pytest.param(["--shape", "x=1,0"], "Bad --shape 'x=1,0'", id="shape-zero"),
+        pytest.param(["--dim", "time"], "Bad --dim 'time': expected NAME=N", id="dim-no-size"),
+        pytest.param(["--dim", "time=1,2"], "Bad --dim 'time=1,2'", id="dim-two-sizes"),
+        pytest.param(["--value", "sr=fast"], "Bad --value 'sr=fast': expected NAME=NUMBER", id="value"),
+        pytest.param(["--value", "sr=nan"], "Bad --value 'sr=nan'", id="value-nan"),
+        pytest.param(["--inputs", "missing.npz"], "Bad --inputs 'missing.npz'", id="inputs-missing"),
+    ],
+)  # fmt: skip
+def test_a_bad_input_flag_is_named_with_its_form(flags: list[str], message: str) -> None:
+    args = build_parser().parse_args(["bench", "m.onnx", *flags])
+
+    with pytest.raises(InvalidSpec) as caught:
+        input_options(args)
+
+    assert caught.value.message.startswith(message)
+    expected_hint = "Save one" if flags[0] == "--inputs" else f"For example {flags[0]} "
+    assert caught.value.hint.startswith(expected_hint)
+
+
+def test_a_shape_given_twice_is_refused(tmp_path: Path) -> None:
+    np.savez(tmp_path / "in.npz", input=np.ones((1, 4), np.float32))
+    argv = ["bench", "m.onnx", "--shape", "input=1,4", "--inputs", str(tmp_path / "in.npz")]
+
+    with pytest.raises(InvalidSpec, match=r"--shape and --inputs both give input\(s\) \['input'\]"):
+        input_options(build_parser().parse_args(argv))
+
+
+@pytest.fixture(scope="module")
+def audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_audio_model(tmp_path_factory.mktemp("cli_audio") / "audio.onnx")
+
+
+def test_bench_runs_an_audio_model_at_the_shapes_and_rate_given(audio: Path, tmp_path: Path):
+    quick = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+
+    done = optistudio("bench", str(audio), *AUDIO_FLAGS, "--json", *quick, data_dir=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    [result] = json.loads(done.stdout)["results"]
+    assert result["batch_size"] == 3
+    assert result["input_shapes"] == {"input": [3, 512], "state": [2, 3, 16], "sr": []}
+
+
+def test_profile_and_soak_take_the_same_flags(audio: Path, tmp_path: Path) -> None:
+    profile = optistudio(
+        "profile", str(audio), *AUDIO_FLAGS, "--runs", "3", "--json", data_dir=tmp_path
+    )
+    soak = optistudio(
+        "soak", str(audio), "--value", f"sr={SAMPLE_RATE}", "--batch", "1,2", "--seconds", "0.3",
+        "--json", data_dir=tmp_path,
+    )  # fmt: skip
+
+    assert profile.returncode == 0, profile.stderr
+    assert json.loads(profile.stdout)["profile"]["batch_size"] == 3
+    assert soak.returncode == 0, soak.stderr
+    variants = json.loads(soak.stdout)["variants"]
+    assert {tuple(v["state"]) for v in variants} >= {(2, 1, 16), (2, 2, 16)}
+
+
+def test_a_bad_value_with_json_is_one_error_document(audio: Path, tmp_path: Path) -> None:
+    done = optistudio("soak", str(audio), "--value", "sr=16k", "--json", data_dir=tmp_path)
+
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "invalid_spec"
+    assert error["message"] == "Bad --value 'sr=16k': expected NAME=NUMBER."
+    assert error["hint"] == "For example --value sr=16000"
+
+
+def test_optimize_passes_the_input_flags_to_its_run() -> None:
+    from optistudio.cli.optimize import optimize_spec
+
+    args = build_parser().parse_args(["optimize", "m.onnx", "--out", "o", *AUDIO_FLAGS])
+
+    run_spec = optimize_spec(args).optimize_spec()
+
+    assert run_spec.shapes == {"input": [3, 512], "state": [2, 3, 16]}
+    assert run_spec.values == {"sr": 16000.0}

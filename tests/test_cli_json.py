@@ -1,0 +1,155 @@
+"""`--json` prints exactly one JSON document on stdout, for every command that takes it; what
+libraries print (NNCF's warnings and progress bars, C++ logs) goes to stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from optimize_models import det_model, rms_norm_model
+
+from optistudio.cli import build_parser
+from optistudio.cli.batching import ACTIONS
+
+QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
+BATCHING = ["--max-batch-size", "2", "--profile", "{profile}"]
+
+COMMANDS = {
+    "bench": ["bench", "{tiny}", *QUICK],
+    "bench-all": ["bench", "{tiny}", "--backend", "all", *QUICK],
+    "bench-vs": ["bench", "{tiny}", "--vs", "{tiny}", *QUICK],
+    "profile": ["profile", "{tiny}", "--runs", "3"],
+    "soak": ["soak", "{tiny}", "--seconds", "1", "--batch", "1"],
+    "backends": ["backends"],
+    "jobs": ["jobs"],
+    "export": ["export", "{variant_id}", "--out", "{tmp}/bundle.zip"],
+    "batching-simulate": ["batching", "simulate", "{tiny}", *BATCHING, "--rate", "100"],
+    "batching-recommend": ["batching", "recommend", "{tiny}", *BATCHING, "--rate", "100"]
+    + ["--p99-budget-ms", "50"],
+    "batching-verify": ["batching", "verify", "{tiny}", *BATCHING, "--rate", "50"]
+    + ["--seconds", "0.5"],
+}
+"""Besides these, the `ran` fixture runs `batching profile` and `optimize --save` (with NNCF)."""
+
+
+def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def one_document(done: subprocess.CompletedProcess[str]) -> object:
+    """The whole of stdout as one JSON document (json.loads refuses anything around it)."""
+    assert done.stdout.strip(), done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A data folder with a saved optimization (NNCF's output on the way), and a batching
+    profile: what the other commands start from."""
+    tmp = tmp_path_factory.mktemp("cli-json")
+    data = tmp / "data"
+    tiny, det = rms_norm_model(tmp / "tiny.onnx"), det_model(tmp / "det.onnx")
+    optimized = optistudio(
+        "optimize", str(det), "--recipe", "graph,int8_nncf", "--seconds", "0.1", "--out",
+        str(tmp / "variants"), "--save", data_dir=data,
+    )  # fmt: skip
+    profiled = optistudio(
+        "batching", "profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
+        str(tmp / "profile.json"), data_dir=data,
+    )  # fmt: skip
+    return {"tmp": tmp, "data": data, "tiny": tiny, "optimized": optimized, "profiled": profiled}
+
+
+def test_optimize_with_nncf_prints_one_document_and_sends_nncf_to_stderr(ran) -> None:  # type: ignore[no-untyped-def]
+    done = ran["optimized"]
+
+    payload = one_document(done)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nncf" in done.stderr.lower()  # NNCF spoke, and not on stdout
+    graph, nncf = payload["variants"]
+    assert (graph["status"], nncf["status"]) == ("made", "failed")
+    assert graph["model_id"] and nncf["model_id"] is None and nncf["path"] is None
+    assert nncf["error"]["code"] == "model_load_failed" and "Det" in nncf["error"]["message"]
+    assert f"failed: {nncf['recipe']['name']}: OpenVINO could not load" in done.stderr
+    assert list(payload["files"]) == ["graph"]
+
+
+def test_batching_profile_prints_one_document(ran) -> None:  # type: ignore[no-untyped-def]
+    done = ran["profiled"]
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert one_document(done)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_json_command_prints_one_document(ran, name: str) -> None:  # type: ignore[no-untyped-def]
+    tmp = ran["tmp"]
+    variant_id = one_document(ran["optimized"])["variants"][0]["model_id"]
+    fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": tmp / "profile.json"}
+    args = [arg.format(**fill, variant_id=variant_id) for arg in COMMANDS[name]]
+
+    done = optistudio(*args, data_dir=ran["data"])
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert one_document(done) is not None
+
+
+def test_nothing_made_is_exit_2_with_the_document_still_one(ran, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    det = det_model(tmp_path / "det.onnx")
+
+    done = optistudio(
+        "optimize", str(det), "--recipe", "int8_nncf", "--seconds", "0.1", "--out",
+        str(tmp_path / "v"), data_dir=tmp_path / "data",
+    )  # fmt: skip
+
+    assert done.returncode == 2
+    [variant] = one_document(done)["variants"]
+    assert variant["status"] == "failed"
+    assert "error: no variant could be made" in done.stderr
+
+
+def test_the_list_covers_every_command_that_takes_json() -> None:
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    with_json = {
+        name
+        for name, parser in commands.items()
+        if any("--json" in action.option_strings for action in parser._actions)
+    }
+    covered = {args[0] for args in COMMANDS.values()} | {"optimize", "batching"}
+    batching_covered = {args[1] for args in COMMANDS.values() if args[0] == "batching"}
+
+    assert with_json <= covered
+    assert set(ACTIONS) <= batching_covered | {"profile"}
+
+
+def test_c_level_and_library_output_go_to_stderr_around_the_document() -> None:
+    script = (
+        "import os, sys\n"
+        "from optistudio.cli.output import json_stdout, print_json\n"
+        "with json_stdout(True):\n"
+        "    os.write(1, b'C++ log line\\n')\n"
+        "    print('a library print')\n"
+        "    print_json({'ok': True})\n"
+        "print('after the command')\n"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{\n  "ok": true\n}\nafter the command\n'
+    assert "C++ log line" in done.stderr and "a library print" in done.stderr

@@ -1,0 +1,103 @@
+"""The optimize job through run_job on a real SQLite database (no broker): a failed recipe is a
+failed variant with its error, the job succeeds with the others and says how many failed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from optimize_models import rms_norm_model
+
+from optistudio.core.errors import ArtifactStoreError, ErrorCode, PassFailed
+from optistudio.core.measure.compare import ComparisonSpec
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+from optistudio.workers import optimize_job as job_module
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=1.0, threads=1)
+
+
+def run_optimize(factory, model_id: int, recipes: list[str]):  # type: ignore[no-untyped-def]
+    spec = OptimizeJobSpec(recipes=recipes, comparison=QUICK, accuracy_samples=4)
+    with transaction(factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=model_id
+        ).id
+    run_job(factory, job_id, worker="test", task_id="t1", work=work_of(JobKind.optimize))
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        s.expunge(job)
+        return job
+
+
+@pytest.fixture
+def rms_norm(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
+    path = rms_norm_model(tmp_path / "rms_norm.onnx")
+    return add_model_file(db_factory, app_settings, path, name="rms_norm").model_id
+
+
+@pytest.fixture
+def simplify_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fp32 recipe has no steps; every other recipe starts with simplify, which now fails."""
+    from optistudio.core.passes import graph
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise PassFailed("onnxslim could not simplify this model: boom", hint="Try fp32.")
+
+    monkeypatch.setattr(graph, "run_simplify", fails)
+
+
+def test_a_graph_variant_in_onnx_runtimes_own_ops_is_made_and_stored(db_factory, rms_norm):  # type: ignore[no-untyped-def]
+    job = run_optimize(db_factory, rms_norm, ["graph"])
+
+    assert job.status == JobStatus.succeeded, job.message
+    [variant] = OPTIMIZE.parse_result(job.result).variants
+    assert variant.status == "made" and variant.model_id is not None, variant.error
+
+
+@pytest.mark.usefixtures("simplify_fails")
+def test_a_failed_recipe_is_a_failed_variant_and_the_job_succeeds(db_factory, rms_norm):  # type: ignore[no-untyped-def]
+    job = run_optimize(db_factory, rms_norm, ["graph", "fp32"])
+
+    assert job.status == JobStatus.succeeded, job.message
+    assert job.message.startswith("Made 1 variant(s), 1 failed.")
+    graph, fp32 = OPTIMIZE.parse_result(job.result).variants
+    assert graph.status == "failed" and graph.model_id is None and graph.path is None
+    assert graph.error is not None and graph.error.code is ErrorCode.pass_failed
+    assert (graph.error.message, graph.error.hint) == (
+        "onnxslim could not simplify this model: boom",
+        "Try fp32.",
+    )
+    assert fp32.status == "made" and fp32.model_id is not None
+
+
+@pytest.mark.usefixtures("simplify_fails")
+def test_when_no_recipe_makes_a_variant_the_message_says_so(db_factory, rms_norm):  # type: ignore[no-untyped-def]
+    job = run_optimize(db_factory, rms_norm, ["graph"])
+
+    assert job.status == JobStatus.succeeded
+    assert job.message == "No variant could be made: 1 recipe(s) failed; see each one's reason."
+    assert OPTIMIZE.parse_result(job.result).chosen is None
+
+
+def test_a_variant_that_cannot_be_stored_fails_with_the_reason(  # type: ignore[no-untyped-def]
+    db_factory, rms_norm, monkeypatch
+) -> None:
+    def store_refused(*args: object, **kwargs: object) -> None:
+        raise ArtifactStoreError("The artifact store refused the upload.", hint="Check S3.")
+
+    monkeypatch.setattr(job_module, "add_model_file", store_refused)
+
+    job = run_optimize(db_factory, rms_norm, ["fp32"])
+
+    assert job.status == JobStatus.succeeded
+    [variant] = OPTIMIZE.parse_result(job.result).variants
+    assert variant.status == "failed" and variant.model_id is None
+    assert variant.error is not None and variant.error.code is ErrorCode.artifact_store_failed
+    assert variant.error.message == "Made, but not stored: The artifact store refused the upload."
+    assert variant.error.hint == "Check S3."
