@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test install lint bench clean compose-check
+.PHONY: up test test-faults install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,12 @@ install: $(STAMP)
 up: install
 	$(VENV)/bin/optistudio up
 
+# Everything but the fault-injection suites, which take minutes: `make test-faults` (CI runs both).
 test: install
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs -m "not faults"
+
+test-faults: install
+	$(PY) -m pytest -q -rs -m faults
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -15,7 +15,11 @@ JOB_TIMEOUT_MS = 150_000
 
 
 def pick_recipes(page, labels: list[str]) -> None:  # type: ignore[no-untyped-def]
-    page.locator("[data-testid='stMultiSelect']").first.click()
+    from playwright.sync_api import expect
+
+    recipes = page.locator("[data-testid='stMultiSelect']").first
+    expect(recipes).to_be_visible(timeout=JOB_TIMEOUT_MS)  # the form renders after the model card
+    recipes.click()
     page.keyboard.press("Backspace")  # takes Auto, the default, off
     for label in labels:
         page.keyboard.type(label)  # the list is long: filter it to the one option

@@ -25,7 +25,7 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.services import check_workers, submit_benchmark
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 SLOW = BenchmarkSpec(batch_sizes=[1], warmup_runs=1, min_runs=5, min_seconds=6.0, max_seconds=8.0)
 STALE_AFTER_S = 3 * HEARTBEAT_S

@@ -27,7 +27,7 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.services import submit_benchmark
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 BURST = 500
 CHEAP = BenchmarkSpec(

@@ -21,7 +21,7 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.services import cancel_job, submit_benchmark
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 SLOW = lasting(6.0)
 """Long enough to be killed in the middle of."""

@@ -31,7 +31,7 @@ from optistudio.studio.services import submit_benchmark
 from optistudio.workers.app import create_app
 from optistudio.workers.broker_contents import task_ids_in_broker
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 
 BUSY = QUICK.model_copy(update={"min_seconds": 4.0, "max_seconds": 6.0})
 """Keeps the only worker busy, so the jobs submitted meanwhile stay in Redis's queue."""
