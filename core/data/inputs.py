@@ -24,7 +24,13 @@ from typing import Annotated, TypeGuard
 import numpy as np
 from pydantic import Field
 
-from optistudio.core.data.batch import batch_axis, batch_dim_name, batch_dim_names, pinned_batches
+from optistudio.core.data.batch import (
+    batch_axis,
+    batch_dim_name,
+    batch_dim_names,
+    batch_of,
+    pinned_batches,
+)
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
@@ -367,3 +373,29 @@ def _positive(size: int, key: str) -> int:
     if size <= 0:
         raise InvalidSpec(f"Dim {key!r} must be a positive size, not {size}.")
     return size
+
+
+def user_inputs(
+    specs: list[TensorSpec],
+    *,
+    batch_size: int,
+    dims: dict[str, int],
+    shapes: dict[str, list[int]],
+    values: dict[str, float],
+    inputs_file: str | Path | None,
+    seed: int = 0,
+) -> tuple[dict[str, np.ndarray], int, list[str]]:
+    """The inputs one run feeds: the user's arrays, shapes and values, the rest synthesised;
+    their batch size (the one asked, or the one full shapes imply); warnings about dims."""
+    arrays = read_input_arrays(inputs_file, specs)
+    feeds, warnings = synthesize_inputs(
+        specs,
+        batch_size=batch_size,
+        dims=dims,
+        overrides=shapes,
+        seed=seed,
+        values=values,
+        arrays=arrays,
+    )
+    batch = batch_of(specs, {**shapes, **shapes_of(arrays)}, batch_size)
+    return feeds, batch, warnings

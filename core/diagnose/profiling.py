@@ -37,15 +37,12 @@ from optistudio.core.backends.openvino_backend import (
 )
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.backends.target import Threads
-from optistudio.core.data.batch import batch_of
 from optistudio.core.data.inputs import (
     InputsFile,
     InputShapes,
     InputValues,
     NamedDims,
-    read_input_arrays,
-    shapes_of,
-    synthesize_inputs,
+    user_inputs,
 )
 from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
@@ -236,18 +233,15 @@ def profile_inputs(
 ) -> tuple[dict[str, np.ndarray], int, list[str]]:
     """The inputs a profile runs on (the spec's arrays, shapes and values, the rest synthetic),
     their batch size (the spec's, or the one full shapes imply) and warnings about dims."""
-    arrays = read_input_arrays(spec.inputs_file, info.inputs)
-    feeds, warnings = synthesize_inputs(
+    return user_inputs(
         info.inputs,
         batch_size=spec.batch_size,
         dims=spec.dims,
-        overrides=spec.shapes,
-        seed=spec.seed,
+        shapes=spec.shapes,
         values=spec.values,
-        arrays=arrays,
+        inputs_file=spec.inputs_file,
+        seed=spec.seed,
     )
-    shapes = {**spec.shapes, **shapes_of(arrays)}
-    return feeds, batch_of(info.inputs, shapes, spec.batch_size), warnings
 
 
 def signature(tensor: TensorSpec) -> str:

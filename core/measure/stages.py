@@ -22,16 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.target import Threads
-from optistudio.core.data.batch import batch_of
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import (
     InputsFile,
     InputShapes,
     InputValues,
     NamedDims,
-    read_input_arrays,
-    shapes_of,
-    synthesize_inputs,
+    user_inputs,
 )
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
@@ -123,17 +120,15 @@ def layered_breakdown(
 def _model_inputs(spec: PipelineSpec, info: ModelInfo) -> tuple[dict[str, np.ndarray], int]:
     """Inputs without a pre-processing stage (the spec's arrays, shapes and values, the rest
     synthetic) and their batch: the spec's, or the one full shapes imply."""
-    arrays = read_input_arrays(spec.inputs_file, info.inputs)
-    feeds, _ = synthesize_inputs(
+    feeds, batch, _ = user_inputs(
         info.inputs,
         batch_size=spec.batch_size,
         dims=spec.dims,
-        overrides=spec.shapes,
+        shapes=spec.shapes,
         values=spec.values,
-        arrays=arrays,
+        inputs_file=spec.inputs_file,
     )
-    shapes = {**spec.shapes, **shapes_of(arrays)}
-    return feeds, batch_of(info.inputs, shapes, spec.batch_size)
+    return feeds, batch
 
 
 def postprocess(output: np.ndarray, steps: list[PostStep]) -> np.ndarray:
