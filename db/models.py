@@ -125,6 +125,9 @@ class Model(Base):
     recipe: Mapped[dict[str, Any] | None]
     """The recipe that produced this variant from its parent (enough to reproduce it)."""
     precision: Mapped[str] = mapped_column(String(16), default="fp32", server_default="fp32")
+    input_profile: Mapped[dict[str, Any] | None]
+    """How every job feeds this model (optistudio.core.data.profile.InputProfile as JSON); None
+    until proposed. Variants use their original's."""
     created_at: Mapped[datetime] = _created_at()
 
 

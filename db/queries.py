@@ -98,6 +98,33 @@ def get_model(s: Session, *, model_id: int) -> Model | None:
     return s.get(Model, model_id)
 
 
+def original_of(s: Session, model: Model) -> Model:
+    """The upload or sample a variant was made from (following parents); itself for those."""
+    seen = {model.id}
+    while model.parent_id is not None and model.parent_id not in seen:
+        parent = s.get(Model, model.parent_id)
+        if parent is None:
+            break
+        seen.add(parent.id)
+        model = parent
+    return model
+
+
+def set_input_profile(s: Session, *, model_id: int, profile: dict[str, Any]) -> None:
+    """Store a model's input profile (as JSON)."""
+    model = s.get(Model, model_id)
+    if model is None:
+        raise LookupError(f"model {model_id} does not exist")
+    model.input_profile = profile
+
+
+def set_job_spec(s: Session, *, job_id: int, spec: dict[str, Any]) -> None:
+    """Record the settings a job really ran with (its own, with the model's profile under)."""
+    job = s.get(Job, job_id)
+    if job is not None:
+        job.spec = spec
+
+
 def list_models(s: Session) -> list[Model]:
     """All models, newest first."""
     return list(s.scalars(select(Model).order_by(Model.id.desc())))

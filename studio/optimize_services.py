@@ -130,10 +130,25 @@ def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> lis
                 "data": result.data,
                 "variants": variant_rows(result),
                 "failures": variant_failures(result),
+                "notes": list(result.notes),
+                "inputs": fed_inputs(job.spec or {}),
             }
             for job, result in jobs
             if result is not None
         ]
+
+
+def fed_inputs(spec: dict[str, Any]) -> str:
+    """What the variants were timed on, as the job row records it (its own settings with the
+    model's input profile under them): 'shapes x=[1, 3, 48, 320]; dims x.3=320; values sr=16000'."""
+    parts = []
+    for field, name in (("shapes", "shapes"), ("dims", "dims"), ("values", "values")):
+        given = spec.get(field) or {}
+        if given:
+            parts.append(f"{name} " + ", ".join(f"{key}={value}" for key, value in given.items()))
+    if spec.get("inputs_file"):
+        parts.append("arrays from the user's file")
+    return "; ".join(parts)
 
 
 def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:

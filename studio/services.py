@@ -14,12 +14,11 @@ import pandas as pd
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.inventory import offers, targets
+from optistudio.core.backends.inventory import int8_mode, offers, targets
 from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.metrics import METRICS
 from optistudio.core.model.info import ModelInfo
-from optistudio.core.model.samples import list_samples
 from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import (
     create_job,
@@ -132,6 +131,7 @@ def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dic
                     "offers": _offer_summary(worker.hostname, worker.inventory).split(": ", 1)[1],
                     "cpu": worker.inventory.get("cpu", {}).get("model", ""),
                     "isa": " ".join(worker.inventory.get("cpu", {}).get("isa_flags", [])),
+                    "int8": int8_mode(worker.inventory).label(),
                     "gpus": _gpu_summary(worker.inventory.get("gpus", [])),
                     "unavailable": "; ".join(
                         f"{name}: {entry['reason']}"
@@ -293,6 +293,7 @@ def model_choices(factory: sessionmaker[Session]) -> list[dict[str, Any]]:
                 "size_bytes": m.size_bytes,
                 "info": m.info,
                 "source": m.source,
+                "parent_id": m.parent_id,
                 "created_at": m.created_at,
             }
             for m in list_models(s)
@@ -396,7 +397,9 @@ def display_table(wide: pd.DataFrame) -> pd.DataFrame:
             table[f"{label} ({spec.unit})"] = wide[metric].round(3)
     if "samples" in wide:
         table["runs"] = wide["samples"].astype(int)
-    table["verdict"] = [verdict(row) for _, row in wide.iterrows()]
+    verdicts = [verdict(row) for _, row in wide.iterrows()]
+    # Beside the target, ahead of the figures: at the far right a wide table hid 'contended'.
+    table.insert(table.columns.get_loc("threads") + 1, "verdict", verdicts)
     if "outputs" in wide:
         table["outputs"] = wide["outputs"]
     return table.reset_index(drop=True)
@@ -408,14 +411,3 @@ def verdict(row: pd.Series) -> str:
     if row.get("contended", 0.0) >= 0.5:
         words.append(f"contended ({row.get('other_cores', 0.0):.1f} cores busy elsewhere)")
     return ", ".join(words)
-
-
-def suggested_dims(info: ModelInfo, *, sample: str | None) -> dict[str, int]:
-    """Sizes for named dynamic dims that a sample model is known to need (e.g. 640x640 images)."""
-    shapes = {s.name: s.input_shapes for s in list_samples()}.get(sample or "", {})
-    dims: dict[str, int] = {}
-    for tensor in info.inputs:
-        for dim, size in zip(tensor.shape, shapes.get(tensor.name, []), strict=False):
-            if isinstance(dim, str):
-                dims.setdefault(dim, size)
-    return dims

@@ -88,3 +88,25 @@ def _save(nodes: list[onnx.NodeProto], name: str, path: Path, opset: int) -> Pat
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
+
+
+def text_line_model(path: Path, *, dim: int | str = "?") -> Path:
+    """A text-line reader as exporters write it: x [dim, 3, 32, dim] (every dynamic dim `dim`:
+    '?' or Paddle2ONNX's -1), Conv + Relu, then an AveragePool 32 high and 64 wide. Lines
+    narrower than 64 cannot run, so the default size of a dynamic dim (16) fails."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("AveragePool", ["r"], ["y"], kernel_shape=[32, 64], strides=[32, 8]),
+        ],
+        "text_line",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [dim, 3, 32, dim])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [dim, 4, 1, dim])],
+        initializer=[numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, ir_version=7, opset_imports=[helper.make_opsetid("", 11)])
+    onnx.save(model, path)
+    return path

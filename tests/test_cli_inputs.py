@@ -124,3 +124,31 @@ def test_optimize_passes_the_input_flags_to_its_run() -> None:
 
     assert run_spec.shapes == {"input": [3, 512], "state": [2, 3, 16]}
     assert run_spec.values == {"sr": 16000.0}
+
+
+def test_inputs_proposes_a_files_profile_naming_its_guesses(audio: Path, tmp_path: Path) -> None:
+    done = optistudio("inputs", str(audio), "--json", data_dir=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["lines"] == ["input: [batch, 16]", "state: [2, batch, 16]", "sr: [] = 16000"]
+    assert set(shown["profile"]["guessed"]) == {"input.1", "sr"} and not shown["saved"]
+
+
+def test_inputs_sets_a_stored_models_profile_and_the_next_job_runs_at_it(
+    audio: Path, tmp_path: Path
+) -> None:
+    stored = optistudio("bench", str(audio), "--value", "sr=16000", "--save", "--json",
+                        "--min-seconds", "0", "--max-seconds", "0.5", data_dir=tmp_path)  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    model_id = json.loads(stored.stdout)["model_id"]
+
+    edit = ["inputs", "--model-id", str(model_id), "--shape", "input=1,400", "--json"]
+    saved = optistudio(*edit, "--save", data_dir=tmp_path)
+    again = optistudio("inputs", "--model-id", str(model_id), "--json", data_dir=tmp_path)
+    refused = optistudio(*edit[:3], "--shape", "input=1,2,3", "--save", data_dir=tmp_path)
+
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads(again.stdout)["lines"][0] == "input: [batch, 400]"
+    assert "input.1" not in json.loads(again.stdout)["profile"]["guessed"]
+    assert refused.returncode == 2 and "does not fit input 'input'" in refused.stderr

@@ -25,8 +25,11 @@ COMMANDS = {
     "profile": ["profile", "{tiny}", "--runs", "3"],
     "soak": ["soak", "{tiny}", "--seconds", "1", "--batch", "1"],
     "backends": ["backends"],
+    "recipes": ["recipes"],
     "jobs": ["jobs"],
     "export": ["export", "{variant_id}", "--out", "{tmp}/bundle.zip"],
+    "inputs": ["inputs", "{tiny}"],
+    "inputs-stored": ["inputs", "--model-id", "{variant_id}"],
     "batching-simulate": ["batching", "simulate", "{tiny}", *BATCHING, "--rate", "100"],
     "batching-recommend": ["batching", "recommend", "{tiny}", *BATCHING, "--rate", "100"]
     + ["--p99-budget-ms", "50"],
@@ -153,3 +156,15 @@ def test_c_level_and_library_output_go_to_stderr_around_the_document() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{\n  "ok": true\n}\nafter the command\n'
     assert "C++ log line" in done.stderr and "a library print" in done.stderr
+
+
+def test_recipes_json_lists_recipes_passes_and_this_cpus_int8_choice(tmp_path: Path) -> None:
+    done = optistudio("recipes", data_dir=tmp_path / "data")
+
+    payload = one_document(done)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    recipes = {recipe["name"]: recipe for recipe in payload["recipes"]}  # type: ignore[index]
+    assert [step["step"] for step in recipes["int8_static"]["steps"]] == ["simplify", "int8_static"]
+    assert {"int8_static", "int8_dynamic", "fusion"} <= {p["name"] for p in payload["passes"]}  # type: ignore[index]
+    assert payload["auto"]["int8"]["weights"] in ("7-bit", "8-bit")  # type: ignore[index]

@@ -4,7 +4,8 @@ A kind's work function takes the claimed job, its spec (already validated as the
 type) and the context, and returns `Done`: the one-line message, the kind's typed result, the
 environment the figures were measured in and, for benchmarks, the measurement rows. `JobWork`
 turns it into the `Work` that `optistudio.workers.jobs.run_job` runs: it parses the spec and
-stores the outcome in one transaction (result as validated JSON, environment deduplicated,
+puts the model's input profile under the spec's own input settings (and records the spec so
+fed), and stores the outcome in one transaction (result as validated JSON, environment deduplicated,
 measurements replacing an earlier attempt's), so a redelivered job simply writes them again.
 """
 
@@ -17,14 +18,16 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.db.models import Job
+from optistudio.db.models import Job, Model
 from optistudio.db.queries import (
     MeasurementRow,
     get_or_create_environment,
     replace_measurements,
     set_job_result,
+    set_job_spec,
 )
 from optistudio.db.session import transaction
+from optistudio.services.input_profiles import with_profile
 from optistudio.services.jobkinds import JobKindInfo
 from optistudio.workers.jobs import JobContext
 
@@ -50,8 +53,22 @@ class JobWork(Generic[SpecT, ResultT]):
     run: Callable[[Job, SpecT, JobContext], Done[ResultT]]
 
     def __call__(self, job: Job, context: JobContext) -> tuple[str, int | None]:
-        done = self.run(job, self.info.parse_spec(job.spec or {}), context)
+        spec = profiled(context.factory, job, self.info.parse_spec(job.spec or {}))
+        done = self.run(job, spec, context)
         return done.message, store(context.factory, job.id, self.info, done)
+
+
+def profiled(factory: sessionmaker[Session], job: Job, spec: SpecT) -> SpecT:
+    """The job's spec with its model's input profile under the job's own input settings, as
+    the row then records (a redelivered job gets the same: its own settings win)."""
+    if job.model is None:
+        return spec
+    with transaction(factory) as s:
+        model = s.get(Model, job.model.id)
+        fed = with_profile(s, model, spec) if model is not None else spec
+        if fed is not spec:
+            set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
+    return fed
 
 
 def store(

@@ -144,6 +144,9 @@ class Profile(BaseModel):
     outputs: list[str] = Field(description="Output signatures, same form.")
     backend: str
     batch_size: int
+    input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="The shape each input was fed at, by name."
+    )
     runs: int
     quantized: bool = Field(description="The graph holds quantize/dequantize or integer ops.")
     node_total_us: float = Field(description="Sum of all nodes' time per inference.")
@@ -214,6 +217,7 @@ def profile_model(
         outputs=[signature(t) for t in info.outputs],
         backend=spec.backend,
         batch_size=batch_size,
+        input_shapes={name: list(array.shape) for name, array in feeds.items()},
         runs=spec.runs,
         quantized=is_quantized(info.op_histogram),
         node_total_us=sum(n.time_us for n in nodes),

@@ -76,6 +76,11 @@ class ModelInfo(BaseModel):
         "None when shapes could not be inferred",
     )
     external_data: bool = False
+    metadata_keys: list[str] = Field(
+        default_factory=list,
+        description="keys of the model's metadata_props (e.g. 'character': a PP-OCR "
+        "recognizer's alphabet), hints for its input profile",
+    )
     warnings: list[str] = Field(default_factory=list)
 
     @property

@@ -345,6 +345,7 @@ def _describe(
         parameter_count=_parameter_count(graph),
         flops_estimate=flops,
         external_data=external_data,
+        metadata_keys=sorted({prop.key for prop in model.metadata_props}),
         warnings=_warnings(opsets, inputs, flops),
     )
 

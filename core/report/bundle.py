@@ -57,6 +57,8 @@ class BundleSource:
     preprocessing: dict[str, Any] | None = None
     batch_sizes: list[int] = field(default_factory=list)
     tensorrt_note: str = TENSORRT_SKIPPED
+    input_profile: dict[str, Any] | None = None
+    """The shapes and values the model was measured at (its input profile), for the server."""
 
 
 @dataclass
@@ -193,6 +195,7 @@ def pipeline(source: BundleSource, name: str) -> dict[str, Any]:
         "outputs": [t.model_dump() for t in source.info.outputs],
         "preprocessing": source.preprocessing,
         "measured_batch_sizes": source.batch_sizes,
+        "input_profile": source.input_profile,
         "triton": f"triton/{name}",
         "openvino": f"openvino/{name}.xml",
     }

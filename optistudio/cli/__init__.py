@@ -25,6 +25,7 @@ from optistudio.cli.batching import add_batching_parser, command_batching
 from optistudio.cli.diagnostics import add_diagnostics_parsers, command_profile, command_soak
 from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
+from optistudio.cli.inputs import add_inputs_parser, command_inputs
 from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_diagnostics_parsers(commands)
     add_export_parser(commands)
     add_batching_parser(commands)
+    add_inputs_parser(commands)
     backends_cmd = commands.add_parser(
         "backends", help="list the inference backends and whether each can run here"
     )
@@ -178,11 +180,13 @@ def print_table(payload: dict[str, Any]) -> None:
     header = f"{'backend':<12}{'batch':>6}{'thr':>5}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}"
     print(header + f"{'inf/s':>11}{'runs':>7}{'spread':>8}  verdict")
     for r in payload["results"]:
-        verdict = "stable" if r["stable"] else "UNSTABLE"
+        verdict = f"{'stable' if r['stable'] else 'UNSTABLE'} (cv {r['cv']:.1%})"
+        if r.get("contended"):  # other processes competed for the CPU while it was measured
+            verdict += f", CONTENDED ({r.get('other_cores', 0.0):.1f} cores busy elsewhere)"
         print(
             f"{r['backend']:<12}{r['batch_size']:>6}{r['threads']:>5}{r['p50_ms']:>10.3f}"
             f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
-            f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict} (cv {r['cv']:.1%})"
+            f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict}"
         )
     for r in payload["results"]:
         shapes = ", ".join(f"{name} {shape}" for name, shape in r["input_shapes"].items())
@@ -368,7 +372,7 @@ def _run(args: argparse.Namespace) -> int:
 
             return command_backends(args)
         if args.command == "recipes":
-            return command_recipes()
+            return command_recipes(args)
         if args.command == "profile":
             return command_profile(args)
         if args.command == "soak":
@@ -377,6 +381,8 @@ def _run(args: argparse.Namespace) -> int:
             return command_export(args)
         if args.command == "batching":
             return command_batching(args)
+        if args.command == "inputs":
+            return command_inputs(args)
         if args.command == "worker":
             return command_worker(args)
         if args.command == "jobs":

@@ -88,8 +88,9 @@ def command_soak(args: argparse.Namespace) -> int:
 
 def _print_profile(report: Any, top: int) -> None:
     for profile in filter(None, (report.profile, report.variant)):
+        shapes = "".join(f", {name} {shape}" for name, shape in profile.input_shapes.items())
         print(
-            f"{profile.model} on {profile.backend}, batch {profile.batch_size}: "
+            f"{profile.model} on {profile.backend}, batch {profile.batch_size}{shapes}: "
             f"{profile.plain_ms:.3f} ms per inference (profiler overhead x{profile.overhead:.2f})"
         )
         _table(

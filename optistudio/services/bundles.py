@@ -14,6 +14,7 @@ from optistudio.db.queries import get_model, list_workers
 from optistudio.db.selection import stored_results, variant_origin
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
+from optistudio.services.input_profiles import profile_of
 from optistudio.services.settings import Settings
 
 HELP_IDS = (
@@ -41,6 +42,7 @@ def bundle_source(
         address, sha256 = model.path, model.sha256
         info, name = ModelInfo.model_validate(model.info), model.name
         precision, recipe = model.precision, model.recipe
+        profile = profile_of(s, model).model_dump(mode="json")
         parent_card = (
             {"id": parent.id, "name": parent.name, "sha256": parent.sha256} if parent else None
         )
@@ -58,6 +60,7 @@ def bundle_source(
         preprocessing=spec.get("image_preprocessing"),
         batch_sizes=sorted({r["batch_size"] for r in benchmarks}),
         tensorrt_note=_tensorrt_note(inventories),
+        input_profile=profile,
     )
 
 

@@ -20,9 +20,10 @@ from optistudio.core.errors import ModelRejected
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import store_model
 from optistudio.core.model.samples import build_sample
-from optistudio.db.queries import get_or_create_model
+from optistudio.db.queries import get_or_create_model, set_input_profile
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
+from optistudio.services.input_profiles import proposed_profile
 from optistudio.services.settings import Settings
 
 
@@ -74,6 +75,10 @@ def add_model_file(
             recipe=recipe,
             precision=precision,
         )
+        if created and origin != "variant":  # variants are fed like their original
+            sample = name if origin == "sample" else None
+            profile = proposed_profile(stored.info, sample=sample)
+            set_input_profile(s, model_id=model.id, profile=profile.model_dump(mode="json"))
         model_id = model.id
     return CatalogEntry(model_id, created, name, stored.path, stored.info)
 

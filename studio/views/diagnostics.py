@@ -190,8 +190,9 @@ def _finished(job: dict[str, Any]) -> bool:
 
 def show_profile(profile: Profile, *, title: str) -> None:
     st.markdown(
-        f"**{title}** on {profile.backend}, batch {profile.batch_size}: "
-        f"{profile.plain_ms:.3f} ms per inference; profiling made runs "
+        f"**{title}** on {profile.backend}, batch {profile.batch_size}"
+        + "".join(f", {name} {shape}" for name, shape in profile.input_shapes.items())
+        + f": {profile.plain_ms:.3f} ms per inference; profiling made runs "
         f"{profile.overhead:.2f}x as long."
     )
     left, right = st.columns([3, 2])
@@ -239,10 +240,16 @@ def show_layer_errors(result: ProfileJobResult) -> None:
         return
     st.caption(
         "Ranked by the noise each layer adds (the ranking int8_mixed uses to keep layers in "
-        f"float). {result.layer_error_note}"
+        "float). A node without a name is labelled by its op type and graph index; long names "
+        f"are shortened, and the last column holds them whole. {result.layer_error_note}"
     )
     st.plotly_chart(diag.layer_error_figure(rows), width="stretch", key="layers")
-    st.dataframe(diag.layer_error_frame(rows), hide_index=True, width="stretch")
+    st.dataframe(
+        diag.layer_error_frame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={"full name": st.column_config.TextColumn(width="large")},
+    )
 
 
 def show_breakdown(result: ProfileJobResult, model_id: int) -> None:

@@ -8,17 +8,18 @@ import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
-from optistudio.core.data.inputs import DEFAULT_DYNAMIC_DIM
 from optistudio.core.errors import ErrorInfo, OptistudioError, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
 from optistudio.services.catalog import add_sample, add_upload
+from optistudio.services.input_profiles import load_profile, save_profile
 from optistudio.services.jobkinds import BENCHMARK
-from optistudio.studio import charts, state
+from optistudio.studio import charts, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count
-from optistudio.studio.services import model_choices, submit_benchmark, suggested_dims
+from optistudio.studio.profile_services import NO_BATCH, profile_from_rows, profile_rows
+from optistudio.studio.services import model_choices, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 DEFAULTS = BenchmarkSpec()
@@ -37,6 +38,7 @@ def render() -> None:
         return
     info = ModelInfo.model_validate(chosen["info"])
     model_card(chosen, info)
+    input_profile_section(chosen, info)
     benchmark_form(chosen, info)
     every_target(chosen, info)
 
@@ -143,6 +145,75 @@ def model_card(chosen: dict[str, Any], info: ModelInfo) -> None:
         st.warning(warning)
 
 
+def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
+    """The shapes and values every job runs this model at, editable; guessed sizes named."""
+    st.subheader("Input profile")
+    done = st.session_state.pop("profile_saved", None)
+    if done:
+        st.success(done)
+    factory = state.session_factory()
+    profile = load_profile(factory, chosen["id"])
+    if chosen.get("parent_id"):
+        st.caption(
+            f"A variant is fed like the model it was made from (#{chosen['parent_id']}): "
+            "editing this profile edits that model's."
+        )
+    st.caption(
+        "Every job on this model (benchmark, optimize's timing and accuracy, profile, soak, "
+        "batching, export) runs at these shapes and values unless the job says otherwise. The "
+        "batch axis takes each job's batch sizes; 'none' runs the input at its full shape. An "
+        "empty value feeds generated data."
+    )
+    if profile.guessed:
+        st.warning(
+            "Some sizes were guessed (marked below): check them against the inputs your "
+            "model really gets, and save."
+        )
+    rows = profile_rows(profile, info).to_dict("records")
+    with st.form(f"input_profile_{chosen['id']}"):
+        for row in rows:
+            name = row["input"]
+            key = f"profile_{chosen['id']}_{name}"
+            cols = st.columns([2, 3, 1, 1])
+            cols[0].markdown(f"**{name}** · {row['dtype']} · declared `{row['declared']}`")
+            row["shape"] = cols[1].text_input(
+                f"Shape of {name}",
+                row["shape"],
+                help="The full shape at batch 1, sizes separated by commas (empty: a scalar).",
+                key=f"{key}_shape",
+            )
+            axes = sorted({row["batch axis"], NO_BATCH})
+            row["batch axis"] = cols[2].selectbox(
+                f"Batch axis of {name}",
+                axes,
+                index=axes.index(row["batch axis"]),
+                help="The axis that takes each job's batch size; 'none' runs the input at this "
+                "full shape whatever the batch.",
+                key=f"{key}_axis",
+            )
+            row["value"] = cols[3].text_input(
+                f"Value of {name}",
+                row["value"],
+                help="A fixed value; empty feeds generated data.",
+                key=f"{key}_value",
+            )
+            if row["how it was set"] != "chosen":
+                cols[0].caption(f"Guessed: {row['how it was set']}")
+        saved = st.form_submit_button("Save input profile")
+    if not saved:
+        return
+    try:
+        new = profile_from_rows(rows, info, before=profile)
+        save_profile(factory, chosen["id"], new)
+    except OptistudioError as exc:
+        show_error(exc, prefix="Profile not saved: ")
+        return
+    st.session_state["profile_saved"] = (
+        "Saved. Every job on this model now runs at " + "; ".join(new.lines()) + "."
+    )
+    st.rerun()  # the card then shows the saved profile, its guesses gone
+
+
 def tensor_table(tensors: list[Any]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -158,7 +229,6 @@ def tensor_table(tensors: list[Any]) -> pd.DataFrame:
 
 def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.subheader("Benchmark")
-    named_dims = sorted({d for t in info.inputs for d in t.shape[1:] if isinstance(d, str)})
     batch_dynamic = any(t.shape and not isinstance(t.shape[0], int) for t in info.inputs)
     targets = state.live_targets(info) or [("onnxruntime", "cpu", "fp32")]
     with st.form("benchmark"):
@@ -191,20 +261,11 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
             "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"]
         )
         cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"])
-        suggested = suggested_dims(
-            info, sample=chosen["name"] if chosen["source"] == "sample" else None
+        st.caption(
+            "Inputs: "
+            + "; ".join(load_profile(state.session_factory(), chosen["id"]).lines())
+            + " (the input profile above; the batch axis takes the batch sizes)."
         )
-        dim_cols = st.columns(4) if named_dims else []
-        dims = {
-            name: dim_cols[i % 4].number_input(
-                f"Dim '{name}'",
-                1,
-                1_000_000,
-                suggested.get(name, DEFAULT_DYNAMIC_DIM),
-                help=HELP["dims"],
-            )
-            for i, name in enumerate(named_dims)
-        }
         submitted = st.form_submit_button("Benchmark", type="primary")
     if not submitted:
         return
@@ -220,7 +281,6 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
             min_runs=int(min_runs),
             min_seconds=float(min_seconds),
             max_seconds=float(max_seconds),
-            dims={k: int(v) for k, v in dims.items()},
         )
     except (ValidationError, ValueError) as exc:
         st.error(f"Check the benchmark settings: {readable(exc)}")
@@ -234,7 +294,7 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
     )
     st.success(f"Benchmark job #{job_id} submitted.")
-    st.markdown("[Follow it on the Jobs page →](/jobs)")
+    pages.link("jobs", "Follow it on the Jobs page")
     st.session_state["last_benchmark_spec"] = spec
 
 
@@ -272,7 +332,10 @@ def every_target(chosen: dict[str, Any], info: ModelInfo) -> None:
         st.success(
             f"Submitted {len(submitted)} benchmark jobs: "
             + ", ".join(f"#{j}" for j in submitted)
-            + f". [Compare them on the Results page →](/results?model={chosen['id']})"
+            + "."
+        )
+        pages.link(
+            "results", "Compare them on the Results page", query={"model": str(chosen["id"])}
         )
     for target, exc in refused:
         show_error(exc, prefix=target)

@@ -16,7 +16,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.core.optimize.recipes import ANY, AUTO, BUILTIN_RECIPES
 from optistudio.core.passes.base import passes
 from optistudio.services.jobkinds import OPTIMIZE
-from optistudio.studio import charts, state
+from optistudio.studio import charts, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.optimize_services import (
     OptimizeForm,
@@ -59,6 +59,11 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
     default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
     with st.form("optimize"):
         model_id = st.selectbox("Model", ids, index=default, format_func=names.get)
+        st.caption(
+            "Variants are timed, checked and calibrated at the model's input profile (its shapes "
+            "and values, set on the model card on the Models page); with data, the data's "
+            "shapes replace the sizes the profile only guessed."
+        )
         left, right = st.columns([3, 1])
         recipes = left.multiselect(
             "Recipes", list(RECIPE_LABELS), default=[AUTO], format_func=RECIPE_LABELS.get
@@ -219,7 +224,7 @@ def submit(chosen: dict[str, Any], form: OptimizeForm, data: Any, labels: Any) -
             "inputs, not task accuracy; static INT8 is calibrated on synthetic inputs."
         )
     st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
-    st.markdown("[Follow it on the Jobs page →](/jobs)")
+    pages.link("jobs", "Follow it on the Jobs page")
 
 
 def pass_catalogue() -> None:
@@ -250,7 +255,10 @@ def show_runs() -> None:
         return
     for run in runs:
         st.subheader(f"Job #{run['job']} · {run['model']}")
-        st.caption(f"{run['message']}  Data: {run['data']}")
+        fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
+        st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
+        for note in run["notes"]:
+            st.caption(f"Note: {note}")
         table = pd.DataFrame(run["variants"])
         st.dataframe(
             table,

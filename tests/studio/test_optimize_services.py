@@ -142,3 +142,13 @@ def test_each_failed_variant_keeps_its_whole_error_to_show() -> None:
     assert shown.message == "INT8 NNCF failed: OpenVINO could not load it."
     assert (shown.what_to_try, shown.code, shown.tone) == ("Use ORT.", "model_load_failed", "error")
     assert [row["outcome"] for row in optimize.variant_rows(result)] == ["made", "failed"]
+
+
+def test_the_run_says_what_inputs_its_variants_were_timed_on() -> None:
+    from optistudio.studio.optimize_services import fed_inputs
+
+    fed = {"shapes": {}, "dims": {"x.3": 128}, "values": {"sr": 16000.0}, "inputs_file": None}
+
+    assert fed_inputs(fed) == "dims x.3=128; values sr=16000.0"
+    assert fed_inputs({"inputs_file": "a.npz"}) == "arrays from the user's file"
+    assert fed_inputs({}) == ""

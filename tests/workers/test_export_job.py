@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 
 from optistudio.core.report.bundle import verify_bundle
@@ -36,6 +38,11 @@ def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_mode
     assert verify_bundle(bundle) == []
     assert "tensorrt" in result.skipped
     assert export_rows(db_factory)[0]["bundle"] == str(bundle)
+    with zipfile.ZipFile(bundle) as archive:
+        served = json.loads(archive.read("pipeline.json"))
+    # The server learns the shapes the model was measured at (tiny: [batch, 16] at batch 1).
+    assert served["input_profile"]["shapes"] == {"x": [1, 16]}
+    assert served["input_profile"]["batch_axes"] == {"x": 0}
 
 
 def test_export_of_a_deleted_model_fails_with_a_reason(db_factory) -> None:

@@ -52,6 +52,7 @@ def test_fp32_profile_names_graph_nodes_and_runs_in_fp32(profiles: dict, backend
     assert abs(sum(n.share for n in profile.nodes) - 1.0) < 1e-6
     assert profile.nodes == sorted(profile.nodes, key=lambda n: -n.time_us)
     assert not profile.quantized and profile.plain_ms > 0 and profile.overhead > 0
+    assert profile.input_shapes == {"x": [2, 3, 16, 16]}  # what the ms figure was measured at
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])

@@ -1,0 +1,333 @@
+"""A model's input profile: how every job feeds it, stored with the model and edited on its card.
+
+A user's model arrives with dynamic dims ('?', -1, 'batch', 'sequence') and inputs that must
+hold a valid value (a sample rate). The profile says, once per model, what a job runs it at: a
+full shape per input at batch 1 (the batch axis marked), and fixed values. `propose_profile`
+fills it from what is known (real sample arrays, shapes a sample model is known to need, common
+conventions) and names every dim it guessed, so the card can say which sizes nobody chose.
+
+Every job applies the stored profile under its own settings (`InputProfile.under`): what the
+job names itself wins (its shapes, dims, values, arrays file); the profile fills the rest. The
+batch axis keeps taking each job's batch sizes, so a profile of [1, 3, 48, 320] still sweeps
+batches 1..8 of 48x320 text lines.
+
+The batch axis of an input is the one `optistudio.core.data.batch.batch_axis` infers (dim 0,
+or the dim named like the other inputs' batch); the profile may only turn it off (None: the
+input is run at its full shape whatever the batch), not move it to another axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.data.batch import batch_axis, batch_dim_names
+from optistudio.core.data.inputs import (
+    DEFAULT_DYNAMIC_DIM,
+    InputShapes,
+    InputValues,
+    check_arrays,
+)
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import TensorSpec
+
+IMAGE_SIDE = 224
+"""A dynamic image side, by convention (ImageNet classifiers)."""
+TEXT_LINE_HEIGHT = 48
+TEXT_LINE_WIDTH = 320
+"""The width of a text-line image of fixed height (PP-OCR recognizers: 48x320)."""
+SEQUENCE_LENGTH = 128
+"""A dynamic token count, by convention (BERT-style encoders)."""
+SAMPLE_RATE = 16000
+"""A sample-rate input's value, by convention (speech models)."""
+AUDIO_SAMPLES = 16000
+"""A dynamic audio length: one second at 16 kHz."""
+
+TEXT_RECOGNIZER_KEY = "character"
+"""The metadata key PaddleOCR's recognizers carry (their alphabet)."""
+_RATE_NAMES = ("sr", "sample_rate", "sampling_rate", "samplerate")
+_AUDIO_NAMES = ("audio", "wav", "pcm", "waveform", "input_values", "speech")
+
+
+class InputProfile(BaseModel):
+    """What every job runs a model at, unless the job says otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="A full shape per input at batch 1 (a fixed batch stays as declared).",
+    )
+    batch_axes: dict[str, int | None] = Field(
+        default_factory=dict,
+        description="Each input's batch axis (None: run at its full shape whatever the batch).",
+    )
+    values: InputValues = Field(default_factory=dict)
+    guessed: dict[str, str] = Field(
+        default_factory=dict,
+        description="'INPUT.INDEX' of each dim nobody chose, with why it has its size.",
+    )
+
+    def under(self, specs: list[TensorSpec], job: Any) -> dict[str, Any]:
+        """The input fields of `job` (a spec with shapes, dims, values, inputs_file) with this
+        profile under them: the job's own win, the profile fills the rest. {} when the job
+        gives arrays (they are the inputs) or takes no inputs. A job with data of its own
+        (`data_path`: calibration samples) leaves out the sizes the profile guessed, so the
+        data's shapes decide them."""
+        fields = ("shapes", "dims", "values", "inputs_file")
+        if not all(hasattr(job, name) for name in fields) or job.inputs_file:
+            return {}
+        guesses = bool(getattr(job, "data_path", None))
+        dims, shapes = self.job_dims(specs, skip_guessed=guesses), self.fixed_shapes(specs)
+        return {
+            "shapes": {**_without(shapes, job.shapes), **job.shapes},
+            "dims": {**_without(dims, _dims_of(specs, job.shapes)), **job.dims},
+            "values": {**self.values, **job.values},
+        }
+
+    def job_dims(self, specs: list[TensorSpec], *, skip_guessed: bool = False) -> dict[str, int]:
+        """Sizes of the dynamic dims past each input's batch axis: by name where the dim has
+        one (so a job's --dim sequence=64 overrides it), else as 'INPUT.INDEX'."""
+        dims: dict[str, int] = {}
+        for spec in specs:
+            shape, axis = self.shapes.get(spec.name), self.batch_axes.get(spec.name, -1)
+            if shape is None or axis is None or len(shape) != len(spec.shape):
+                continue
+            for index, dim in enumerate(spec.shape):
+                if index == axis or isinstance(dim, int):
+                    continue
+                if skip_guessed and f"{spec.name}.{index}" in self.guessed:
+                    continue
+                dims.setdefault(
+                    dim if isinstance(dim, str) else f"{spec.name}.{index}", shape[index]
+                )
+        return dims
+
+    def fixed_shapes(self, specs: list[TensorSpec]) -> dict[str, list[int]]:
+        """Full shapes of the inputs the profile takes off the batch (batch axis None)."""
+        return {
+            spec.name: self.shapes[spec.name]
+            for spec in specs
+            if spec.name in self.shapes
+            and spec.name in self.batch_axes
+            and self.batch_axes[spec.name] is None
+            and spec.dynamic_dims
+        }
+
+    def lines(self) -> list[str]:
+        """One line per input for a card or a terminal: 'x: [batch, 3, 48, 320] = ...'."""
+        out = []
+        for name, shape in self.shapes.items():
+            axis = self.batch_axes.get(name)
+            dims = ["batch" if i == axis else str(size) for i, size in enumerate(shape)]
+            line = f"{name}: [{', '.join(dims)}]"
+            if name in self.values:
+                line += f" = {self.values[name]:g}"
+            if axis is None and shape:
+                line += " (no batch axis)"
+            out.append(line)
+        return out
+
+
+def propose_profile(
+    specs: list[TensorSpec],
+    *,
+    known: Mapping[str, list[int]] | None = None,
+    arrays: Mapping[str, np.ndarray] | None = None,
+    metadata_keys: Iterable[str] = (),
+) -> InputProfile:
+    """A profile from what is known: `arrays` (real samples, e.g. calibration data: their
+    sizes past the batch), `known` full shapes (a sample model's), else conventions for images,
+    text lines (a 'character' metadata key marks a PP-OCR recognizer: 48 high), token ids and
+    audio, else DEFAULT_DYNAMIC_DIM. Every size not taken from the
+    arrays or `known` is named in `guessed` with its reason."""
+    arrays = check_arrays(specs, dict(arrays or {}))
+    known = dict(known or {})
+    text_lines = TEXT_RECOGNIZER_KEY in set(metadata_keys)
+    names = batch_dim_names(specs)
+    named: dict[str, tuple[int, str | None]] = {}
+    for spec in specs:  # a named dim any array or known shape sizes is sized alike everywhere
+        source = list(arrays[spec.name].shape) if spec.name in arrays else known.get(spec.name)
+        for index, dim in enumerate(spec.shape):
+            if isinstance(dim, str) and source is not None and index < len(source):
+                named.setdefault(dim, (int(source[index]), None))
+    profile = InputProfile()
+    for spec in specs:
+        axis = batch_axis(spec, names)
+        profile.batch_axes[spec.name] = axis
+        source = list(arrays[spec.name].shape) if spec.name in arrays else known.get(spec.name)
+        shape = []
+        for index, dim in enumerate(spec.shape):
+            if isinstance(dim, int) and dim > 0:
+                shape.append(dim)
+            elif index == axis:
+                shape.append(1)
+            elif source is not None and index < len(source):
+                shape.append(int(source[index]))
+            elif isinstance(dim, str) and dim in named:
+                size, why = named[dim]
+                shape.append(size)
+                if why:
+                    profile.guessed[f"{spec.name}.{index}"] = why
+            else:
+                size, why = _convention(spec, index, text_lines=text_lines)
+                shape.append(size)
+                profile.guessed[f"{spec.name}.{index}"] = why
+                if isinstance(dim, str):
+                    named[dim] = (size, why)
+        profile.shapes[spec.name] = shape
+        value = _conventional_value(spec)
+        if value is not None:
+            profile.values[spec.name] = value
+            profile.guessed[spec.name] = f"{value:g}: a sample-rate input, by convention"
+    return profile
+
+
+def edited_profile(
+    specs: list[TensorSpec],
+    *,
+    shapes: Mapping[str, list[int]],
+    batch_axes: Mapping[str, int | None],
+    values: Mapping[str, float],
+    before: InputProfile | None = None,
+) -> InputProfile:
+    """The profile a user set (on the card, or with the CLI's flags), checked against the
+    inputs: each shape fits its input (rank, fixed dims), each value names an input of a
+    numeric dtype, a batch axis is the inferred one or None. Dims the user left as `before`
+    guessed them stay marked as guessed."""
+    by_name = {spec.name: spec for spec in specs}
+    names = batch_dim_names(specs)
+    for name in (*shapes, *batch_axes, *values):
+        if name not in by_name:
+            raise InvalidSpec(
+                f"The profile names {name!r}, which is no input of this model. "
+                f"Inputs: {sorted(by_name)}.",
+                hint="Check the input names on the model card.",
+            )
+    for name, shape in shapes.items():
+        _check_shape(by_name[name], shape)
+    for name, axis in batch_axes.items():
+        inferred = batch_axis(by_name[name], names)
+        if axis is not None and axis != inferred:
+            raise InvalidSpec(
+                f"Input {name!r} can be batched on axis {inferred} only (or not at all).",
+                hint="Choose 'none' to run it at its full shape whatever the batch.",
+            )
+    for name, value in values.items():
+        dtype = by_name[name].dtype
+        if dtype not in ("float16", "float32", "float64", "int32", "int64", "uint8", "bool"):
+            raise InvalidSpec(f"Input {name!r} of dtype {dtype} cannot be given a fixed value.")
+        if not dtype.startswith("float") and value != int(value):
+            raise InvalidSpec(f"Input {name!r} is {dtype}; {value:g} is not a whole number.")
+    guessed = {
+        key: why
+        for key, why in (before.guessed if before else {}).items()
+        if _still_guessed(key, why, before, shapes, values)
+    }
+    return InputProfile(
+        shapes={name: list(shape) for name, shape in shapes.items()},
+        batch_axes=dict(batch_axes),
+        values=dict(values),
+        guessed=guessed,
+    )
+
+
+def parse_batch_axes(texts: Iterable[str]) -> dict[str, int | None]:
+    """'NAME=AXIS' or 'NAME=none' strings (the CLI's --batch-axis) by input name."""
+    axes: dict[str, int | None] = {}
+    for text in texts:
+        name, sep, axis = text.partition("=")
+        word = axis.strip().lower()
+        if not sep or not name.strip() or not (word == "none" or word.isdigit()):
+            raise InvalidSpec(
+                f"Bad batch axis {text!r}: expected NAME=AXIS or NAME=none.",
+                hint="For example --batch-axis state=none",
+            )
+        axes[name.strip()] = None if word == "none" else int(word)
+    return axes
+
+
+def _check_shape(spec: TensorSpec, shape: list[int]) -> None:
+    fits = len(shape) == len(spec.shape) and all(
+        size > 0 and (not isinstance(dim, int) or dim <= 0 or dim == size)
+        for dim, size in zip(spec.shape, shape, strict=False)
+    )
+    if not fits:
+        expected = [d if isinstance(d, int) and d > 0 else "?" for d in spec.shape]
+        raise InvalidSpec(
+            f"Shape {list(shape)} does not fit input {spec.name!r}: expected {expected} "
+            f"(rank {len(spec.shape)}, '?' is free, sizes positive).",
+        )
+
+
+def _still_guessed(
+    key: str,
+    why: str,
+    before: InputProfile | None,
+    shapes: Mapping[str, list[int]],
+    values: Mapping[str, float],
+) -> bool:
+    """A guessed size the user left as it was."""
+    if before is None:
+        return False
+    name, _, index = key.rpartition(".")
+    if name and index.isdigit():
+        old, new = before.shapes.get(name), shapes.get(name)
+        return old is not None and new is not None and old[int(index)] == new[int(index)]
+    return key in values and before.values.get(key) == values[key]
+
+
+def _convention(spec: TensorSpec, index: int, *, text_lines: bool) -> tuple[int, str]:
+    """The conventional size of a dynamic dim, and the reason the card shows."""
+    shape, rank = spec.shape, len(spec.shape)
+    floating = spec.dtype.startswith("float")
+    if text_lines and floating and rank == 4 and index in (2, 3) and _fixed(shape[1]) == 3:
+        size = TEXT_LINE_HEIGHT if index == 2 else TEXT_LINE_WIDTH
+        return size, f"{size}: a PP-OCR text recognizer (it lists its characters) reads 48x320"
+    if floating and rank == 4 and index in (2, 3) and _fixed(shape[1]) in (1, 3, 4):
+        return _image_side(shape, index, (2, 3))
+    if floating and rank == 4 and index in (1, 2) and _fixed(shape[3]) in (1, 3, 4):
+        return _image_side(shape, index, (1, 2))
+    if spec.dtype in ("int32", "int64") and rank == 2 and index == 1:
+        return SEQUENCE_LENGTH, f"{SEQUENCE_LENGTH}: a token sequence, by convention"
+    lowered = spec.name.lower()
+    if floating and rank == 2 and index == 1 and any(word in lowered for word in _AUDIO_NAMES):
+        return AUDIO_SAMPLES, f"{AUDIO_SAMPLES}: one second of 16 kHz audio, by convention"
+    return DEFAULT_DYNAMIC_DIM, f"{DEFAULT_DYNAMIC_DIM}: the default for a dynamic dim"
+
+
+def _image_side(shape: list[Any], index: int, sides: tuple[int, int]) -> tuple[int, str]:
+    other = shape[sides[1] if index == sides[0] else sides[0]]
+    if index == sides[1] and _fixed(other) and other <= 64:
+        return TEXT_LINE_WIDTH, f"{TEXT_LINE_WIDTH}: a text line {other} high, by convention"
+    return IMAGE_SIDE, f"{IMAGE_SIDE}: an image side, by convention"
+
+
+def _conventional_value(spec: TensorSpec) -> float | None:
+    scalar = not spec.shape or spec.shape == [1]
+    name = spec.name.lower()
+    if scalar and spec.dtype in ("int32", "int64", "float32") and name in _RATE_NAMES:
+        return float(SAMPLE_RATE)
+    return None
+
+
+def _fixed(dim: Any) -> int | None:
+    return dim if isinstance(dim, int) and dim > 0 else None
+
+
+def _without(mapping: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    drop = set(keys)
+    return {key: value for key, value in mapping.items() if key not in drop}
+
+
+def _dims_of(specs: list[TensorSpec], shapes: Mapping[str, list[int]]) -> set[str]:
+    """Dim keys a job's own full shapes size: the profile must not size them differently."""
+    keys = set()
+    for spec in specs:
+        if spec.name in shapes:
+            for index, dim in enumerate(spec.shape):
+                keys.add(dim if isinstance(dim, str) else f"{spec.name}.{index}")
+    return keys

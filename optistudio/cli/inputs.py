@@ -1,0 +1,131 @@
+"""`optistudio inputs`: a model's input profile, the shapes and values every job runs it at.
+
+`optistudio inputs model.onnx [--inputs samples.npz]` shows the profile the studio would
+propose for a file (sizes it had to guess are named). `optistudio inputs --model-id N` shows a
+stored model's profile; with --shape, --value and --batch-axis and --save it sets them, and
+every later job on the model (and its variants) runs at them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from optistudio.cli.args import input_options
+from optistudio.cli.output import print_json
+from optistudio.core.errors import InvalidSpec
+
+
+def add_inputs_parser(commands: Any) -> None:
+    inputs = commands.add_parser(
+        "inputs", help="show or set a model's input profile (the shapes every job runs at)"
+    )
+    inputs.add_argument("model", type=Path, nargs="?", help="an .onnx file (or --model-id)")
+    inputs.add_argument("--model-id", type=int, help="a stored model (see `optistudio jobs`)")
+    inputs.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D1,D2,...",
+        help="an input's full shape at batch 1 (repeatable), e.g. x=1,3,48,320",
+    )
+    inputs.add_argument(
+        "--value",
+        action="append",
+        default=[],
+        metavar="NAME=NUMBER",
+        help="a fixed value for an input (repeatable), e.g. sr=16000",
+    )
+    inputs.add_argument(
+        "--batch-axis",
+        action="append",
+        default=[],
+        metavar="NAME=AXIS|none",
+        help="an input's batch axis, or none to run it at its full shape (repeatable)",
+    )
+    inputs.add_argument(
+        "--inputs",
+        type=Path,
+        metavar="FILE.npz",
+        help="real samples by input name: their sizes replace guesses (a file's proposal)",
+    )
+    inputs.add_argument("--save", action="store_true", help="store the edited profile")
+    inputs.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def command_inputs(args: argparse.Namespace) -> int:
+    if (args.model is None) == (args.model_id is None):
+        raise InvalidSpec("Give an .onnx file or --model-id N (one of them).")
+    if args.model is not None:
+        if args.save or args.batch_axis or args.shape or args.value:
+            raise InvalidSpec(
+                "A file's profile is only proposed; edit and --save a stored model's.",
+                hint="Store it first (the studio, or `optistudio bench --save`), then "
+                "`optistudio inputs --model-id N --shape ... --save`.",
+            )
+        name, profile = _proposed_for_file(args)
+        saved = False
+    else:
+        name, profile, saved = _stored(args)
+    payload = {"model": name, "profile": profile.model_dump(mode="json"), "saved": saved}
+    if args.json:
+        print_json(payload | {"lines": profile.lines()})
+        return 0
+    print(f"Input profile of {name}{' (saved)' if saved else ''}:")
+    for line in profile.lines():
+        print(f"  {line}")
+    for key, why in profile.guessed.items():
+        print(f"  guessed {key}: {why}")
+    return 0
+
+
+def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any]:
+    from optistudio.core.data.inputs import read_input_arrays
+    from optistudio.core.data.profile import propose_profile
+    from optistudio.core.model.intake import inspect_model
+
+    info = inspect_model(args.model)
+    arrays = read_input_arrays(args.inputs, info.inputs)
+    return args.model.name, propose_profile(info.inputs, arrays=arrays, metadata_keys=info.metadata_keys)
+
+
+def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
+    from optistudio.core.data.profile import edited_profile, parse_batch_axes
+    from optistudio.core.model.info import ModelInfo
+    from optistudio.db.queries import get_model
+    from optistudio.db.session import make_session_factory, transaction
+    from optistudio.services.input_profiles import load_profile, save_profile
+    from optistudio.services.migrate import upgrade
+    from optistudio.services.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.database_url, lock_dir=settings.data_dir)
+    factory = make_session_factory(settings.database_url)
+    with transaction(factory) as s:
+        model = get_model(s, model_id=args.model_id)
+        if model is None:
+            raise InvalidSpec(
+                f"No model #{args.model_id} is stored.",
+                hint="The studio's Models page lists them; `bench --save` prints the id it stored.",
+            )
+        name, info = f"#{model.id} {model.name}", ModelInfo.model_validate(model.info)
+    profile = load_profile(factory, args.model_id)
+    given = input_options(
+        argparse.Namespace(shape=args.shape, dim=[], value=args.value, inputs=None)
+    )
+    axes = parse_batch_axes(args.batch_axis)
+    if not (given.shapes or given.values or axes):
+        if args.save:
+            raise InvalidSpec("Nothing to save: give --shape, --value or --batch-axis.")
+        return name, profile, False
+    edited = edited_profile(
+        info.inputs,
+        shapes={**profile.shapes, **given.shapes},
+        batch_axes={**profile.batch_axes, **axes},
+        values={**profile.values, **given.values},
+        before=profile,
+    )
+    if args.save:
+        save_profile(factory, args.model_id, edited)
+    return name, edited, bool(args.save)

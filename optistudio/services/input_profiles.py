@@ -1,0 +1,78 @@
+"""Each stored model's input profile: proposed at intake, edited on the card, under every job.
+
+A variant is fed like the model it was made from, so it has no profile of its own: every
+lookup goes to the original (`original_of`). A model stored before profiles existed gets one
+proposed from its card the first time it is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.data.profile import InputProfile, propose_profile
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.samples import list_samples
+from optistudio.db.models import Model
+from optistudio.db.queries import get_model, original_of, set_input_profile
+from optistudio.db.session import transaction
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+def proposed_profile(info: ModelInfo, *, sample: str | None = None) -> InputProfile:
+    """The profile intake proposes: a sample's known shapes, else conventions (guesses named)."""
+    known = {s.name: s.input_shapes for s in list_samples()}.get(sample or "", {})
+    return propose_profile(info.inputs, known=known, metadata_keys=info.metadata_keys)
+
+
+def profile_of(s: Session, model: Model) -> InputProfile:
+    """The profile jobs on `model` use: its original's stored one, else one proposed now."""
+    original = original_of(s, model)
+    if original.input_profile:
+        try:
+            return InputProfile.model_validate(original.input_profile)
+        except ValidationError:
+            pass  # written by another version: propose afresh rather than fail every job
+    sample = original.name if original.source == "sample" else None
+    return proposed_profile(ModelInfo.model_validate(original.info), sample=sample)
+
+
+def load_profile(factory: sessionmaker[Session], model_id: int) -> InputProfile:
+    """The profile of a stored model (its original's, for a variant)."""
+    with transaction(factory) as s:
+        model = _model(s, model_id)
+        return profile_of(s, model)
+
+
+def save_profile(factory: sessionmaker[Session], model_id: int, profile: InputProfile) -> int:
+    """Store `profile` on the model's original (variants share it); returns that model's id."""
+    with transaction(factory) as s:
+        original = original_of(s, _model(s, model_id))
+        set_input_profile(s, model_id=original.id, profile=profile.model_dump(mode="json"))
+        return original.id
+
+
+def with_profile(s: Session, model: Model, spec: SpecT) -> SpecT:
+    """`spec` with the model's profile under its own input settings (see InputProfile.under);
+    unchanged for a spec that feeds no inputs."""
+    info = ModelInfo.model_validate(model.info)
+    update = profile_of(s, model).under(info.inputs, spec)
+    if all(getattr(spec, name) == value for name, value in update.items()):
+        return spec
+    return spec.model_copy(update=update)
+
+
+def _model(s: Session, model_id: int) -> Model:
+    model = get_model(s, model_id=model_id)
+    if model is None:
+        raise InvalidSpec(f"Model #{model_id} does not exist.", hint="Pick a stored model.")
+    return model
+
+
+def profile_json(profile: InputProfile) -> dict[str, Any]:
+    """The profile as the CLI prints it and the row stores it."""
+    return profile.model_dump(mode="json")
