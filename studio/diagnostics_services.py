@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.diagnose.layer_report import shorten
 from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.diagnose.profiling import Profile
 from optistudio.core.measure.soak import SoakReport, SoakSpec
@@ -204,46 +205,68 @@ def comparison_figure(comparison: ProfileComparison) -> go.Figure:
 
 
 def layer_error_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per-layer error, worst first, with where each node sits in the original graph."""
+    """Per-layer error, worst first, with where each node sits in the original graph; a long
+    node label is shortened in its cell and kept whole in the last column."""
     table = [
         {
             "rank": r["rank"],
-            "node (original graph)": r["node"],
+            "node (original graph)": _short_label(r),
             "op type": r["op_type"],
             "graph index": r["graph_index"],
-            "fed by": ", ".join(r["fed_by"]),
+            "fed by": ", ".join(shorten(name) for name in r["fed_by"]),
             "SQNR (dB)": round(r["sqnr_db"], 2),
             "cosine": round(r["cosine"], 5),
             "noise added": r["noise_added"],
             "exclude as": r["quantized_node"],
+            "full name": _label(r),
         }
         for r in rows
     ]
     columns = ["rank", "node (original graph)", "op type", "graph index", "fed by", "SQNR (dB)"]
-    return pd.DataFrame(table, columns=[*columns, "cosine", "noise added", "exclude as"])
+    return pd.DataFrame(
+        table, columns=[*columns, "cosine", "noise added", "exclude as", "full name"]
+    )
 
 
 def layer_error_figure(rows: list[dict[str, Any]], n: int = 25) -> go.Figure:
-    """SQNR of the worst `n` layers (ranked by noise added), labelled with their node names."""
+    """SQNR of the worst `n` layers (ranked by noise added), one bar per row: the axis is keyed
+    on each row's unique label and shows it shortened; the hover names it whole."""
     worst = list(reversed(rows[:n]))
+    keys = [_label(r) for r in worst]
     figure = go.Figure(
         go.Bar(
             x=[r["sqnr_db"] for r in worst],
-            y=[f"{r['node']} ({r['op_type']})" for r in worst],
+            y=keys,
             orientation="h",
             hovertext=[
-                f"graph node #{r['graph_index']}, fed by {', '.join(r['fed_by']) or 'inputs'}; "
-                f"cosine {r['cosine']:.4f}; noise added {r['noise_added']:.3g}"
+                f"{_label(r)} ({r['op_type']}, graph node #{r['graph_index']}), fed by "
+                f"{', '.join(r['fed_by']) or 'inputs'}; cosine {r['cosine']:.4f}; "
+                f"noise added {r['noise_added']:.3g}"
                 for r in worst
             ],
         )
     )
     figure.update_layout(
         xaxis_title="SQNR (dB, higher is better)",
+        yaxis={
+            "type": "category",
+            "tickmode": "array",
+            "tickvals": keys,
+            "ticktext": [_short_label(r) for r in worst],
+        },
         height=max(260, 24 * len(worst) + 80),
         margin={"t": 30, "b": 10},
     )
     return figure
+
+
+def _label(row: dict[str, Any]) -> str:
+    """The row's unique label; rows stored before labels get one from their name and rank."""
+    return str(row.get("label") or f"{row['node'] or row['op_type']} (rank {row['rank']})")
+
+
+def _short_label(row: dict[str, Any]) -> str:
+    return str(row.get("short_label") or shorten(_label(row)))
 
 
 def soak_figure(result: SoakReport) -> go.Figure:

@@ -433,3 +433,17 @@ def test_an_unreachable_database_is_named_without_its_password(tmp_path: Path) -
     assert "OPTISTUDIO_DATABASE_URL" in done.stderr
     assert "s3cret" not in done.stderr + done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_optimize_says_what_it_chose_for_int8_in_json_and_text(tiny_model: Path, tmp_path: Path):
+    from optistudio.core.machine.environment import int8_choice
+
+    args = ["optimize", str(tiny_model), "--recipe", "int8_dynamic", "--seconds", "0.1"]
+    as_json = optistudio(*args, "--out", str(tmp_path / "a"), "--json", data_dir=tmp_path / "d")
+    as_text = optistudio(*args, "--out", str(tmp_path / "b"), data_dir=tmp_path / "d")
+
+    sentence = int8_choice().sentence()  # this AVX2 machine: "INT8 weights 7-bit (reduce_range)"
+    assert as_json.returncode == 0 and as_text.returncode == 0, as_json.stderr + as_text.stderr
+    [note] = json.loads(as_json.stdout)["notes"]
+    assert note.startswith(sentence) and "int8_dynamic" in note
+    assert f"note: {sentence}" in as_text.stdout

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from optistudio.core.backends import backends
-from optistudio.core.machine.environment import cpu_model, isa_flags, library_versions
+from optistudio.core.machine.environment import (
+    Int8Choice,
+    cpu_model,
+    int8_choice,
+    isa_flags,
+    library_versions,
+)
 from optistudio.core.machine.gpus import nvidia_gpus
 
 
@@ -13,10 +19,12 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
     """Backends this machine offers (all registered, or only `offered`) and its CPU.
 
     A backend that is registered but cannot run here is listed with available=False and the
-    reason, so the studio can say why a target is missing.
+    reason, so the studio can say why a target is missing. The CPU's `int8` entry holds the
+    flags that decide INT8 weights (VNNI, AMX) and the choice the INT8 passes make here.
     """
     import psutil
 
+    flags = isa_flags()
     entries = {}
     for spec in backends:
         if offered and spec.name not in offered:
@@ -37,7 +45,8 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
         "backends": entries,
         "cpu": {
             "model": cpu_model(),
-            "isa_flags": isa_flags(),
+            "isa_flags": flags,
+            "int8": int8_choice(flags).model_dump(),
             "logical_cores": psutil.cpu_count(logical=True),
             "physical_cores": psutil.cpu_count(logical=False),
         },
@@ -74,3 +83,11 @@ def targets(inventory: dict[str, Any]) -> list[tuple[str, str, str]]:
                 for precision in by_device.get(kind, entry.get("precisions", [])):
                     found.append((backend, device, precision))
     return found
+
+
+def int8_mode(inventory: dict[str, Any]) -> Int8Choice:
+    """The INT8 choice a worker reported; inventories from before it are read from their flags."""
+    cpu = inventory.get("cpu", {})
+    if cpu.get("int8"):
+        return Int8Choice.model_validate(cpu["int8"])
+    return int8_choice(list(cpu.get("isa_flags", [])))

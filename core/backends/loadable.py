@@ -7,9 +7,10 @@ session is made with the graph unoptimized, one thread: loading is the question,
 ONNX Runtime's message names the file it loaded (a server path) and sometimes its own source
 lines, so the refusal is rebuilt from what the message says: an operator no backend here
 implements (named with its domain; for ONNX's own domain, whether the model's opset is the
-cause), an opset or IR version this runtime does not know, an opset older than it runs, or else
-its first line with the path and the source location cut out. Only a cause that is the opset
-gets advice about the opset.
+cause), an opset or IR version this runtime does not know, an opset older than it runs, a file
+that does not parse, or else its first line with the path and the source location cut out. Only
+a cause that is the opset gets advice about the opset. The ONNX Runtime backend reads its own
+load failures the same way (`known_cause`), so a benchmark says what the upload would have.
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ _NEW_OPSET = re.compile(
 _NEW_IR = re.compile(
     r"Unsupported model IR version: (?P<ir>\d+), max supported IR version: (?P<newest>\d+)"
 )
+_NOT_PROTOBUF = re.compile(r"INVALID_PROTOBUF|Protobuf parsing failed")
 _NO_KERNEL = re.compile(r"Could not find an implementation for (?P<op>\w+)\((?P<version>\d+)\)")
 _RUNTIME_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
 _LOAD_PREFIX = re.compile(r"^Load model from .*? failed:\s*", re.S)
-_SOURCE_LOCATION = re.compile(r"\S+\.(?:h|cc|cpp|cu):\d+ .*?\) (?=[A-Z])", re.S)
+_SOURCE_LOCATION = re.compile(r"\S+\.(?:h|cc|cpp|cu):\d+ (?:.*?\)|\w+) (?=[A-Z])", re.S)
 _LIMIT = 400
 
 
@@ -63,19 +65,25 @@ def check_loads(path: Path) -> None:
 
 def load_refusal(message: str, path: Path) -> ModelRejected:
     """The refusal for ONNX Runtime's load error `message` about the model at `path`."""
+    return known_cause(message, path) or ModelRejected(
+        f"ONNX Runtime could not load the model: {cleaned_message(message, path)}",
+        hint="Check the model with onnx.checker.check_model(model, full_check=True) and with "
+        "ONNX Runtime on your machine, then export it again.",
+    )
+
+
+def known_cause(message: str, path: Path) -> ModelRejected | None:
+    """The refusal when ONNX Runtime's load error `message` says why (an operator, an opset,
+    an IR version, a file that is no model); None when it says nothing this module reads."""
     if (match := _unregistered_op(message)) is not None:
         op, domain = match["op"], match["domain"]
         return _custom_op(op, domain) if domain not in _DEFAULT_DOMAINS else _onnx_op(op, path)
-    for explain in (_new_opset, _new_ir_version):
+    for explain in (_new_opset, _new_ir_version, _not_a_model):
         if (refusal := explain(message)) is not None:
             return refusal
     if _NO_KERNEL.search(message) and 0 < (opset := _default_opset(path)) < ORT_MIN_OPSET:
         return _old_opset(opset)
-    return ModelRejected(
-        f"ONNX Runtime could not load the model: {_cleaned(message, path)}",
-        hint="Check the model with onnx.checker.check_model(model, full_check=True) and with "
-        "ONNX Runtime on your machine, then export it again.",
-    )
+    return None
 
 
 def _unregistered_op(message: str) -> re.Match[str] | None:
@@ -85,9 +93,9 @@ def _unregistered_op(message: str) -> re.Match[str] | None:
 def _custom_op(op: str, domain: str) -> ModelRejected:
     return ModelRejected(
         f"The model uses the operator {op} from domain {domain}, which no backend here implements.",
-        hint=f"{op} is a custom operator: its library is not loaded here, and uploaded code is "
-        "never run. Export the model with standard ONNX operators (or replace the node) and "
-        "upload it again.",
+        hint=f"{op} is a custom operator: the model needs a runtime that implements {domain} "
+        "(its custom-op library), which is not loaded here, and uploaded code is never run. "
+        "Export the model with standard ONNX operators, or replace the node.",
     )
 
 
@@ -143,6 +151,16 @@ def _new_ir_version(message: str) -> ModelRejected | None:
     )
 
 
+def _not_a_model(message: str) -> ModelRejected | None:
+    if not _NOT_PROTOBUF.search(message):
+        return None
+    return ModelRejected(
+        "The file is not an ONNX model ONNX Runtime can read: its contents do not parse.",
+        hint="Check that the file is complete (not cut short, not a Git LFS pointer) and is an "
+        ".onnx model; save it again with onnx.save.",
+    )
+
+
 def _old_opset(opset: int) -> ModelRejected:
     return ModelRejected(
         f"The model uses opset {opset}; ONNX Runtime runs opset {ORT_MIN_OPSET} and later.",
@@ -152,11 +170,15 @@ def _old_opset(opset: int) -> ModelRejected:
 
 
 def _default_opset(path: Path) -> int:
-    model = onnx.load(str(path), load_external_data=False)
+    """The model's ai.onnx opset; 0 for a file onnx cannot read."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception:  # onnx raises protobuf's DecodeError and others: no opset to blame
+        return 0
     return next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
 
 
-def _cleaned(message: str, path: Path) -> str:
+def cleaned_message(message: str, path: Path) -> str:
     """The first line of ONNX Runtime's message, without its prefixes, source lines or path."""
     text = _LOAD_PREFIX.sub("", _RUNTIME_PREFIX.sub("", message.strip()))
     text = _SOURCE_LOCATION.sub("", text)

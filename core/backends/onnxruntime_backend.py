@@ -39,6 +39,7 @@ from optistudio.core.backends.base import (
     LoadedModel,
     SessionOptions,
 )
+from optistudio.core.backends.loadable import cleaned_message, known_cause
 from optistudio.core.errors import (
     BackendUnavailable,
     InferenceFailed,
@@ -181,11 +182,7 @@ class OnnxRuntimeBackend(InferenceBackend):
         try:
             session = _create_session(ort, model_path, options, providers, arena)
         except Exception as exc:  # the runtime raises its own untyped errors
-            raise ModelLoadError(
-                f"ONNX Runtime could not load this model: {first_line(exc)}",
-                hint="Check that its operators and opset are supported by this ONNX Runtime "
-                f"version ({ort.__version__}), or export it again with a lower opset.",
-            ) from exc
+            raise load_failure(str(exc), Path(model_path), provider, ort.__version__) from exc
         got = session.get_providers()
         if PROVIDER_NAMES[provider] not in got:
             raise BackendUnavailable(
@@ -209,6 +206,26 @@ class OnnxRuntimeBackend(InferenceBackend):
         }
         bind_to = (("cuda" if kind == "cuda" else "cpu"), index) if options.io_binding else None
         return OnnxRuntimeSession(session, details, bind_to=bind_to)
+
+
+def load_failure(message: str, path: Path, provider: str, ort_version: str) -> ModelLoadError:
+    """ONNX Runtime's load error as what the user can act on, with no server path.
+
+    The advice follows the cause its message names (intake reads it the same way,
+    `loadable.known_cause`): an operator no runtime here implements, an opset or IR version,
+    a file that does not parse. Anything else gets its cleaned first line and no opset advice.
+    """
+    cause = known_cause(message, path)
+    if cause is not None:
+        return ModelLoadError(
+            f"ONNX Runtime could not load this model: {cause.message}", hint=cause.hint
+        )
+    hint = f"Check that it loads with ONNX Runtime {ort_version} on your machine."
+    if provider != "cpu":
+        hint += f" The {provider} provider may refuse what the CPU provider runs: try device cpu."
+    return ModelLoadError(
+        f"ONNX Runtime could not load this model: {cleaned_message(message, path)}", hint=hint
+    )
 
 
 def _versions() -> dict[str, str]:

@@ -306,10 +306,14 @@ def collect_activation_stats(
 
     `tensors` defaults to `select_activations(model, op_types)`. A copy of the model with those
     tensors as extra outputs is written to `work_dir` and removed afterwards. Raises
-    DataMismatch when a batch does not fit the model or the source yields no batch.
+    DataMismatch when a batch does not fit the model or the source yields no batch. With no
+    tensor to calibrate (no node of `op_types` has a float activation) nothing runs and the
+    stats are empty: asking ONNX Runtime for no outputs would return all of them.
     """
     proto = onnx.shape_inference.infer_shapes(onnx.load(model, load_external_data=False))
     names = tensors if tensors is not None else select_activations(proto, op_types)
+    if not names:
+        return ActivationStats({}, 0)
     onnx.load_external_data_for_model(proto, str(model.parent))
     augmented = work_dir / "calibration_augmented.onnx"
     _save_with_outputs(proto, names, augmented)
@@ -357,7 +361,10 @@ def _stream(
             fraction = min(1.0, used / max_batches) if max_batches else 0.0
             progress(fraction, f"calibration batch {used}")
     if used == 0:
-        raise DataMismatch(f"The calibration data ({source.description}) yielded no batch.")
+        raise DataMismatch(
+            f"The calibration data ({source.description}) yielded no batch.",
+            hint="Give calibration data with at least one sample.",
+        )
     logger.debug("calibrated %d tensors over %d batches", len(collectors), used)
     return ActivationStats(collectors, used)
 

@@ -296,12 +296,12 @@ def _layer_errors(
     kept = [pair for pair in pairs if not streamed.sums[pair.tensor].mismatched]
     nsr = {pair.tensor: streamed.sums[pair.tensor].noise_to_signal() for pair in kept}
     upstream = _upstream_noise(float_graph, nsr)
-    op_types = {node.name: node.op_type for node in float_graph.node}
+    op_types = {name: node.op_type for node in float_graph.node for name in node.output}
     producers = _quantized_producers(quant_graph)
     return [
         LayerError(
             node=pair.node,
-            op_type=op_types.get(pair.node, ""),
+            op_type=op_types.get(pair.tensor, ""),
             tensor=pair.tensor,
             quantized_node=producers.get(pair.quantized, ""),
             sqnr_db=streamed.sums[pair.tensor].sqnr_db(),

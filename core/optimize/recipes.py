@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.errors import UnknownName
-from optistudio.core.machine.environment import isa_flags
-from optistudio.core.model.info import ModelInfo
+from optistudio.core.machine.environment import int8_choice, isa_flags
+from optistudio.core.model.info import QUANTIZED_OPS, ModelInfo
 
 
 class RecipeStep(BaseModel):
@@ -89,6 +89,8 @@ REFERENCE_BACKEND = "onnxruntime"
 NNCF_RECIPES = {"int8_nncf", "int8_nncf_transformer"}
 
 AUTO = "auto"
+CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed")
+"""INT8 passes on ONNX Runtime's quantizer whose weight range follows the CPU (reduce_range)."""
 
 
 def get_recipe(name: str) -> Recipe:
@@ -106,7 +108,7 @@ def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> 
     which makes convolutions slower on CPUs), plus NNCF's INT8 when the target is OpenVINO
     (its quantizer placement follows OpenVINO's fusions). Transformers / MLPs (MatMul-heavy):
     dynamic INT8. FP16 only when the CPU computes in FP16 natively; elsewhere ONNX Runtime
-    emulates it slowly.
+    emulates it slowly. A model that is already INT8 (QDQ, QLinear ops) is not quantized again.
     """
     ops = info.op_histogram
     convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
@@ -122,7 +124,13 @@ def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> 
             names += ["int8_nncf_transformer"]
     if {"avx512_fp16", "amx_fp16"} & set(isa_flags()):
         names += ["fp16"]
-    return [BUILTIN_RECIPES[name] for name in names]
+    return [BUILTIN_RECIPES[name] for name in names if not _requantizes(info, name)]
+
+
+def _requantizes(info: ModelInfo, name: str) -> bool:
+    """Whether recipe `name` would quantize a model that is INT8 already (quantize_static
+    on a QDQ model writes a graph the checker refuses; NNCF's only slows it down)."""
+    return name.startswith("int8") and bool(QUANTIZED_OPS & info.op_histogram.keys())
 
 
 def any_backend_candidates(info: ModelInfo, backends: list[str]) -> list[Recipe]:
@@ -143,7 +151,11 @@ def any_backend_candidates(info: ModelInfo, backends: list[str]) -> list[Recipe]
         if backend == "openvino":
             names += ["int8_nncf"] if convs else []
             names += ["int8_nncf_transformer"] if matmuls > convs else []
-        found += [on_backend(BUILTIN_RECIPES[name], backend) for name in names]
+        found += [
+            on_backend(BUILTIN_RECIPES[name], backend)
+            for name in names
+            if not _requantizes(info, name)
+        ]
     return found
 
 
@@ -198,3 +210,24 @@ def _on_any(name: str, info: ModelInfo, backends: list[str]) -> list[Recipe]:
             f"Available backends: {', '.join(backends)}."
         )
     return [on_backend(recipe, backend)]
+
+
+def int8_notes(recipes: list[Recipe], flags: list[str] | None = None) -> list[str]:
+    """What the INT8 passes among `recipes` choose for the weights on this CPU (or one with
+    `flags`), and why; nothing when none runs or each was given `reduce_range`.
+
+    x86 without VNNI/AMX gets 7-bit weights (core.machine.environment.int8_choice)."""
+    names = [
+        recipe.name
+        for recipe in recipes
+        if any(
+            step.step in CPU_RANGED_PASSES and step.config.get("reduce_range") is None
+            for step in recipe.steps
+        )
+    ]
+    if not names:
+        return []
+    return [
+        f"{int8_choice(flags).sentence()} Chosen for {', '.join(names)}; set reduce_range in "
+        "the pass settings to override."
+    ]

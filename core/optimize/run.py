@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import onnx
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -64,6 +66,7 @@ from optistudio.core.errors import (
 )
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.compare import FASTER, ComparisonSpec, Verdict, compare_models
+from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
@@ -72,7 +75,13 @@ from optistudio.core.numerics.accuracy import (
     accuracy_report,
     within_budget,
 )
-from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND, Recipe, resolve_recipes
+from optistudio.core.optimize.recipes import (
+    ANY,
+    REFERENCE_BACKEND,
+    Recipe,
+    int8_notes,
+    resolve_recipes,
+)
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
@@ -219,6 +228,11 @@ class OptimizeReport(BaseModel):
     data: str = Field(description="Where the calibration and accuracy data came from.")
     variants: list[VariantResult]
     chosen: str | None = Field(description="Recipe name of the best variant, None = original.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the run chose for the user and why, e.g. the INT8 weight range for "
+        "this CPU (7-bit on x86 without VNNI/AMX).",
+    )
     environment: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -277,6 +291,7 @@ def optimize(
         data=source.description,
         variants=variants,
         chosen=chosen.recipe.name if chosen else None,
+        notes=int8_notes(recipes),
         environment=fingerprint(threads=spec.comparison.threads),
     )
 
@@ -350,8 +365,22 @@ def run_recipe(
         steps.append(StepReport(step=step.step, details=result.details, warnings=result.warnings))
         current, precision = result.output, _precision(precision, info.produces_precision)
     final = folder / "model.onnx"
-    shutil.copyfile(current, final)
+    copy_model(current, final)
     return final, steps, precision
+
+
+def copy_model(source: Path, target: Path) -> None:
+    """Copy an .onnx file and the external data files it names (intake checked that they sit
+    inside its folder), so a recipe that leaves the model as it is keeps its weights."""
+    shutil.copyfile(source, target)
+    if source.parent.resolve() == target.parent.resolve():
+        return
+    proto = onnx.load(source, load_external_data=False)
+    for location in {
+        ExternalDataInfo(t).location for t in model_tensors(proto) if uses_external_data(t)
+    }:
+        (target.parent / location).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source.parent / location, target.parent / location)
 
 
 def _variant(

@@ -317,6 +317,7 @@ def _details(search: _Search, best: _Trial, ranking: list[LayerError]) -> dict[s
         "ranking": [error.model_dump() for error in ranking[:REPORTED_LAYERS]],
         "quantized_nodes": best.report.details.get("quantized_nodes", {}),
         "qdq_nodes": best.report.details.get("qdq_nodes", {}),
+        "reduce_range": best.report.details.get("reduce_range", ""),
     }
 
 

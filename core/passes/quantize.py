@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import OptistudioError, PassFailed
-from optistudio.core.machine.environment import int8_weights_need_reduced_range
+from optistudio.core.machine.environment import int8_choice
 from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.progress import scaled
@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 CONV_WARNING = "dynamic quantization of convolutions is slow on CPUs; prefer int8_static for CNNs"
 REPORTED_RANGES = 8
+REPORTED_OPS = 8
 _QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 _CACHE_NAME = "calibration_ranges.json"
 
@@ -152,17 +153,16 @@ def run_int8_dynamic(
 
 
 def reduced_range(asked: bool | None) -> bool:
-    """7-bit weights as asked, or as this CPU needs (int8_weights_need_reduced_range)."""
-    return int8_weights_need_reduced_range() if asked is None else asked
+    """7-bit weights as asked, or as this CPU needs (core.machine.environment.int8_choice)."""
+    return int8_choice().reduce_range if asked is None else asked
 
 
 def describe_range(asked: bool | None) -> str:
     """What was chosen for the weights' range and why, for the variant's report."""
     if asked is not None:
         return f"{'7' if asked else '8'}-bit weights, as asked"
-    if reduced_range(None):
-        return "7-bit weights: this x86 CPU has no VNNI/AMX, where 8-bit weights can saturate"
-    return "8-bit weights: this CPU multiplies 8-bit integers without saturating"
+    choice = int8_choice()
+    return f"{choice.weights} weights: {choice.reason}"
 
 
 def _dynamic_warnings(
@@ -195,9 +195,9 @@ def run_int8_static(
         max_batches=config.max_batches,
         work_dir=context.work_dir,
     )
+    if not stats.collectors:
+        raise _nothing_to_quantize(prepared, config.op_types)
     ranges = compute_ranges(config.calibration, stats.collectors, config.percentile)
-    if not ranges:
-        raise PassFailed(f"No float activation feeds the op types to quantize ({op_types}).")
     context.progress(0.8, "quantizing")
     handover = _quantize_with_ranges(prepared, out, ranges, config, op_types, source, context)
     context.progress(1.0, "quantized")
@@ -213,6 +213,19 @@ def run_int8_static(
     }
     warnings += _exclusion_warnings(model, config.nodes_to_exclude)
     return PassReport(output=out, details=details, warnings=warnings)
+
+
+def _nothing_to_quantize(model: Path, asked: list[str] | None) -> PassFailed:
+    """The model has no node of the op types to quantize with a float input or output."""
+    ops = sorted(_op_counts(model))
+    shown = ", ".join(ops[:REPORTED_OPS]) + (", ..." if len(ops) > REPORTED_OPS else "")
+    which = f"among op_types ({', '.join(asked)})" if asked else "one static INT8 quantizes"
+    return PassFailed(
+        f"Static INT8 has nothing to quantize in this model: none of its ops ({shown}) is "
+        f"{which} with a float tensor to calibrate.",
+        hint="Keep this model in float (the graph or fp16 recipes), or set op_types to op types "
+        "the model has.",
+    )
 
 
 def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[Path, list[str]]:

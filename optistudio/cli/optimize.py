@@ -58,7 +58,8 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
     optimize.add_argument("--json", action="store_true", help="print one JSON object")
     optimize.add_argument("--save", action="store_true", help="store everything in the database")
-    commands.add_parser("recipes", help="list the optimization recipes and passes")
+    recipes = commands.add_parser("recipes", help="list the optimization recipes and passes")
+    recipes.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def optimize_spec(args: argparse.Namespace) -> Any:
@@ -188,6 +189,8 @@ def _print_variants(report: OptimizeReport) -> None:
             f"{budget:>8}  {v.verdict}"
         )
     print(f"* chosen: {report.chosen or 'none (keep the original)'}")
+    for note in report.notes:
+        print(f"note: {note}")
 
 
 def _report_failures(report: OptimizeReport) -> None:
@@ -202,11 +205,44 @@ def _report_failures(report: OptimizeReport) -> None:
         print("error: no variant could be made", file=sys.stderr)
 
 
-def command_recipes() -> int:
+def command_recipes(args: argparse.Namespace) -> int:
+    """The recipes (each with its passes) and the registered passes, as a list or JSON."""
+    if args.json:
+        print_json(recipes_payload())
+        return 0
+    from optistudio.core.machine.environment import int8_choice
     from optistudio.core.optimize.recipes import BUILTIN_RECIPES
     from optistudio.core.passes.base import passes
 
     print("recipes: auto (candidates chosen for the model), " + ", ".join(BUILTIN_RECIPES))
     for info in passes:
         print(f"  pass {info.name:<14} {info.label}: {info.description}")
+    print(f"on this CPU: {int8_choice().sentence()}")
     return 0
+
+
+def recipes_payload() -> dict[str, Any]:
+    """Every recipe with its steps, 'auto' described, and every pass with what it needs."""
+    from optistudio.core.machine.environment import int8_choice
+    from optistudio.core.optimize.recipes import AUTO, BUILTIN_RECIPES
+    from optistudio.core.passes.base import passes
+
+    return {
+        "auto": {
+            "name": AUTO,
+            "description": "The candidates that suit the model and this CPU, each timed; the "
+            "fastest within the accuracy budget is chosen.",
+            "int8": int8_choice().model_dump(),
+        },
+        "recipes": [recipe.model_dump(mode="json") for recipe in BUILTIN_RECIPES.values()],
+        "passes": [
+            {
+                "name": info.name,
+                "label": info.label,
+                "description": info.description,
+                "needs_calibration": info.needs_calibration,
+                "produces_precision": info.produces_precision,
+            }
+            for info in passes
+        ],
+    }

@@ -16,7 +16,9 @@ def render() -> None:
     st.caption(
         "Each worker records its backends, devices and queues when it starts and on a "
         "heartbeat. Jobs go to a live worker that offers their backend and device; a target "
-        "no live worker offers is refused when you submit."
+        "no live worker offers is refused when you submit. The int8 column is what the INT8 "
+        "passes choose on that worker's CPU: 7-bit weights on x86 without VNNI/AMX, whose "
+        "8-bit kernels can saturate, else 8-bit."
     )
     live_table()
 

@@ -253,6 +253,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         "spec": spec
         | {"shapes": {}, "dims": {}, **inputs, "comparison": spec["comparison"] | inputs},
         "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
+        "notes": [],  # what the run chose and why (the INT8 weight range) came later
     }
 
 

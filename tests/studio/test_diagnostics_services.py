@@ -138,3 +138,45 @@ def test_submitting_a_profile_commits_the_job_then_sends_its_id(
     assert sent == [("optistudio.profile", [job_id])]
     jobs = diag.diagnostic_jobs(db_factory, kind=JobKind.profile, model_id=model_id)
     assert [j["job"] for j in jobs] == [job_id] and jobs[0]["status"] == "queued"
+
+
+def _layer_row(rank: int, **fields: Any) -> dict[str, Any]:
+    row = {
+        "rank": rank,
+        "node": "",
+        "op_type": "Div",
+        "graph_index": rank,
+        "fed_by": [],
+        "quantized_node": "",
+        "sqnr_db": 30.0 - rank,
+        "cosine": 0.99,
+        "noise_added": 0.001,
+    }
+    return row | fields
+
+
+def test_the_layer_chart_has_one_bar_per_unnamed_node() -> None:
+    long = "/encoder/layer.0/attention/self/query/MatMul_and_a_long_suffix"
+    rows = [
+        _layer_row(1, label="Div #9", short_label="Div #9"),
+        _layer_row(2, label="Div #5", short_label="Div #5"),
+        _layer_row(3, label=long, short_label=diag.shorten(long), node=long, op_type="MatMul"),
+    ]
+
+    figure = diag.layer_error_figure(rows)
+    table = diag.layer_error_frame(rows)
+
+    bars = figure.data[0]
+    assert len(set(bars.y)) == len(rows)
+    assert list(figure.layout.yaxis.ticktext) == [diag.shorten(long), "Div #5", "Div #9"]
+    assert long in bars.hovertext[0]
+    assert table["node (original graph)"].map(len).max() <= 32
+    assert list(table["full name"]) == ["Div #9", "Div #5", long]
+
+
+def test_layer_rows_stored_before_labels_still_draw_one_bar_each() -> None:
+    rows = [_layer_row(rank) for rank in (1, 2, 3)]  # all read "Div", graph index 9, no name
+
+    figure = diag.layer_error_figure(rows)
+
+    assert len(set(figure.data[0].y)) == 3

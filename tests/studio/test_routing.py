@@ -90,3 +90,15 @@ def test_worker_rows_show_why_a_backend_is_missing(two_workers) -> None:
 
     assert rows["vino@b"]["unavailable"] == "tensorrt: no CUDA device"
     assert rows["cpu@a"]["state"] == "live"
+
+
+def test_worker_rows_say_each_workers_int8_mode(db_factory) -> None:
+    vnni = inventory("onnxruntime")
+    vnni["cpu"]["isa_flags"] = ["avx2", "avx512f", "avx512_vnni"]
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="old@a", queues=["cpu"], inventory=inventory("onnxruntime"))
+        record_worker(s, hostname="new@b", queues=["cpu"], inventory=vnni)
+
+    rows = {row["worker"]: row["int8"] for row in worker_rows(db_factory, max_age_s=30)}
+
+    assert rows == {"old@a": "7-bit weights (no VNNI/AMX)", "new@b": "8-bit weights (AVX512-VNNI)"}

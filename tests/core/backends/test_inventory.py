@@ -67,3 +67,24 @@ def test_this_machines_openvino_lists_only_precisions_its_cpu_runs(tiny_model: P
         except InvalidSpec:
             accepted = False
         assert (precision in listed) == accepted, precision
+
+
+def test_the_inventory_carries_the_flags_that_decide_int8_and_the_choice() -> None:
+    from optistudio.core.backends.inventory import int8_mode
+    from optistudio.core.machine.environment import int8_choice
+
+    inventory = hardware_inventory()
+    int8 = inventory["cpu"]["int8"]
+
+    assert set(int8) >= {"vnni", "avx512_vnni", "avx_vnni", "amx_int8", "reduce_range", "reason"}
+    assert int8_mode(inventory) == int8_choice(inventory["cpu"]["isa_flags"])
+
+
+def test_an_inventory_from_before_int8_is_read_from_its_flags() -> None:
+    from optistudio.core.backends.inventory import int8_mode
+
+    avx2 = int8_mode({"cpu": {"isa_flags": ["avx", "avx2"]}})
+    vnni = int8_mode({"cpu": {"isa_flags": ["avx2", "avx512f", "avx512_vnni"]}})
+
+    assert avx2.reduce_range and avx2.label() == "7-bit weights (no VNNI/AMX)"
+    assert not vnni.reduce_range and vnni.label() == "8-bit weights (AVX512-VNNI)"

@@ -7,11 +7,23 @@ from pathlib import Path
 import pytest
 
 from optistudio.core.errors import ErrorCode, ErrorInfo, UnknownName
+from optistudio.core.machine.environment import int8_choice
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.model.samples import build_sample
-from optistudio.core.optimize.recipes import BUILTIN_RECIPES, auto_candidates, resolve_recipes
-from optistudio.core.optimize.run import OptimizeSpec, VariantResult, choose, optimize
+from optistudio.core.optimize.recipes import (
+    BUILTIN_RECIPES,
+    auto_candidates,
+    int8_notes,
+    resolve_recipes,
+)
+from optistudio.core.optimize.run import (
+    OptimizeSpec,
+    VariantResult,
+    choose,
+    optimize,
+    with_settings,
+)
 from optistudio.core.passes.base import PassReport
 
 QUICK = ComparisonSpec(min_pairs=20, min_seconds=0.2, max_seconds=3.0, threads=1)
@@ -250,3 +262,69 @@ def test_any_target_times_openvino_variants_against_the_original_on_onnxruntime(
     assert nncf.accuracy.mean_cosine > 0.98 and nncf.ratio is not None
     warned = [w for step in nncf.steps for w in step.warnings]
     assert not any("ONNX Runtime may run this model slower" in w for w in warned)  # it runs on OV
+
+
+def _elementwise(path: Path) -> Path:
+    """Exp -> Neg, nodes unnamed: nothing static INT8 quantizes."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Neg", ["e"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["avx", "avx2"], "INT8 weights 7-bit (reduce_range): this x86 CPU has no VNNI/AMX"),
+        (["avx2", "avx512f", "avx512_vnni"], "INT8 weights 8-bit: this CPU has AVX512-VNNI"),
+        (["avx2", "amx_int8"], "INT8 weights 8-bit: this CPU has AMX-INT8"),
+    ],
+    ids=["avx2", "vnni", "amx"],
+)
+def test_int8_notes_say_what_was_chosen_for_the_cpu_and_why(flags: list[str], says: str) -> None:
+    recipes = [BUILTIN_RECIPES[name] for name in ("graph", "int8_dynamic", "int8_static")]
+
+    [note] = int8_notes(recipes, flags)
+
+    assert note.startswith(says)
+    assert "int8_dynamic, int8_static" in note and "graph" not in note
+
+
+def test_no_int8_note_without_an_int8_pass_or_when_the_range_was_given() -> None:
+    given = with_settings(BUILTIN_RECIPES["int8_static"], {"int8_static": {"reduce_range": False}})
+
+    assert int8_notes([BUILTIN_RECIPES["graph"], BUILTIN_RECIPES["int8_nncf"]], ["avx2"]) == []
+    assert int8_notes([given], ["avx2"]) == []
+
+
+def test_an_int8_run_says_what_it_chose_on_this_cpu(tiny_model: Path, tmp_path: Path) -> None:
+    spec = OptimizeSpec(recipes=["int8_dynamic"], comparison=QUICK, accuracy_samples=2)
+
+    report = optimize(tiny_model, spec, out_dir=tmp_path / "out")
+
+    choice = int8_choice()
+    assert report.notes == int8_notes([variant.recipe for variant in report.variants])
+    assert report.notes[0].startswith(choice.sentence())
+    [variant] = report.variants
+    assert variant.steps[-1].details["reduce_range"] == f"{choice.weights} weights: {choice.reason}"
+
+
+def test_static_int8_with_nothing_to_quantize_is_one_failed_variant(tmp_path: Path) -> None:
+    model = _elementwise(tmp_path / "elementwise.onnx")
+    spec = OptimizeSpec(recipes=["graph", "int8_static"], comparison=QUICK, accuracy_samples=2)
+
+    report = optimize(model, spec, out_dir=tmp_path / "out")
+
+    made, failed = report.variants
+    assert made.status == "made"
+    assert failed.status == "failed" and failed.error.code == ErrorCode.pass_failed
+    assert failed.error.message.startswith("Static INT8 has nothing to quantize in this model")

@@ -333,6 +333,70 @@ def test_int8_static_without_calibration_fails_readably(cnn: Path, tmp_path: Pat
         run_int8_static(cnn, tmp_path / "out.onnx", Int8StaticConfig(), _context(tmp_path))
 
 
+@pytest.fixture
+def elementwise(tmp_path: Path) -> Path:
+    """Exp -> Neg: no op static INT8 quantizes, so nothing to calibrate."""
+    nodes = [helper.make_node("Exp", ["x"], ["e"]), helper.make_node("Neg", ["e"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 64])]
+    return _save(nodes, inputs, outputs, {}, tmp_path / "elementwise.onnx")
+
+
+def test_nothing_to_calibrate_is_empty_stats_not_a_crash(elementwise: Path, tmp_path: Path) -> None:
+    stats = collect_activation_stats(
+        elementwise, RandomBatches(MLP_INPUT), op_types=["Conv", "MatMul"], work_dir=tmp_path
+    )
+
+    assert (stats.collectors, stats.batches) == ({}, 0)
+
+
+@pytest.mark.parametrize("count", [3, 0], ids=["some-batches", "no-batches"])
+def test_int8_static_with_nothing_to_quantize_fails_plainly(
+    elementwise: Path, tmp_path: Path, count: int
+) -> None:
+    source = RandomBatches(MLP_INPUT, count=count)
+
+    with pytest.raises(PassFailed) as caught:
+        run_int8_static(
+            elementwise, tmp_path / "out.onnx", Int8StaticConfig(), _context(tmp_path, source)
+        )
+
+    assert caught.value.message.startswith("Static INT8 has nothing to quantize in this model")
+    assert "(Exp, Neg)" in caught.value.message
+    assert "op_types" in (caught.value.hint or "")
+
+
+def test_calibration_data_without_a_batch_is_a_data_mismatch(mlp: Path, tmp_path: Path) -> None:
+    with pytest.raises(DataMismatch, match="yielded no batch") as caught:
+        run_int8_static(
+            mlp,
+            tmp_path / "out.onnx",
+            Int8StaticConfig(),
+            _context(tmp_path, RandomBatches(MLP_INPUT, 0)),
+        )
+
+    assert "at least one sample" in (caught.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("asked", "expected"),
+    [(None, None), (True, "7-bit weights, as asked"), (False, "8-bit weights, as asked")],
+    ids=["cpu-decides", "asked-7", "asked-8"],
+)
+def test_int8_reports_its_weight_range_and_why(
+    mlp: Path, tmp_path: Path, asked: bool | None, expected: str | None
+) -> None:
+    from optistudio.core.machine.environment import int8_choice
+
+    out = tmp_path / "mlp.int8.onnx"
+    report = run_int8_dynamic(mlp, out, Int8DynamicConfig(reduce_range=asked), _context(tmp_path))
+
+    choice = int8_choice()
+    assert report.details["reduce_range"] == (
+        expected or f"{choice.weights} weights: {choice.reason}"
+    )
+
+
 def test_pass_info_runs_end_to_end_from_a_dict(mlp: Path, tmp_path: Path) -> None:
     out = tmp_path / "mlp.mse.onnx"
     source = RandomBatches(MLP_INPUT, count=10)
@@ -397,3 +461,21 @@ def test_failed_preprocessing_leaves_nothing_behind(cnn: Path, tmp_path: Path, m
     assert any("Pre-processing failed" in w for w in report.warnings)
     assert not (tmp_path / "work" / "sym_shape_infer_temp.onnx").exists()
     assert not Path("sym_shape_infer_temp.onnx").exists()
+
+
+def test_the_weights_really_get_the_range_the_cpu_calls_for(mlp: Path, tmp_path: Path) -> None:
+    from optistudio.core.machine.environment import int8_choice
+
+    out = tmp_path / "mlp.int8.onnx"
+    run_int8_dynamic(mlp, out, Int8DynamicConfig(), _context(tmp_path))
+
+    weights = [
+        numpy_helper.to_array(init)
+        for init in onnx.load(out).graph.initializer
+        if init.data_type == TensorProto.INT8 and init.dims
+    ]
+    widest = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
+    if int8_choice().reduce_range:  # x86 without VNNI/AMX (this AVX2 machine): 7-bit
+        assert widest <= 64
+    else:
+        assert widest > 64
