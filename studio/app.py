@@ -6,6 +6,7 @@ import streamlit as st
 
 from optistudio.studio.auth import require_login
 from optistudio.studio.guard import guarded
+from optistudio.studio.pages import navigation_pages
 from optistudio.studio.views import (
     batching,
     compare,
@@ -27,28 +28,15 @@ if "share" in st.query_params:  # a share link shows its snapshot only: no navig
 
 require_login()  # everything past share links needs a login when one is configured
 
-PAGES = [
-    # (render, title, icon, url path)
-    (models.render, "Models", "deployed_code", "models"),
-    (optimize.render, "Optimize", "bolt", "optimize"),
-    (jobs.render, "Jobs", "pending_actions", "jobs"),
-    (results.render, "Results", "monitoring", "results"),
-    (compare.render, "Compare", "compare_arrows", "compare"),
-    (diagnostics.render, "Diagnostics", "troubleshoot", "diagnostics"),
-    (batching.render, "Batching", "stacks", "batching"),
-    (hardware.render, "Hardware", "memory", "hardware"),
-]
+RENDERS = {  # url path -> page; titles, icons and order are in studio/pages.py
+    "models": models.render,
+    "optimize": optimize.render,
+    "jobs": jobs.render,
+    "results": results.render,
+    "compare": compare.render,
+    "diagnostics": diagnostics.render,
+    "batching": batching.render,
+    "hardware": hardware.render,
+}
 
-navigation = st.navigation(
-    [
-        st.Page(
-            guarded(render),
-            title=title,
-            icon=f":material/{icon}:",
-            url_path=path,
-            default=index == 0,
-        )
-        for index, (render, title, icon, path) in enumerate(PAGES)
-    ]
-)
-navigation.run()
+st.navigation(navigation_pages(RENDERS)).run()

@@ -21,6 +21,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import Process, simulate, simulate_speed_moves
+from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.batching.tuner import Candidate, Recommendation
@@ -29,6 +30,7 @@ from optistudio.db.models import JobKind
 from optistudio.db.queries import get_job, get_model
 from optistudio.db.session import transaction
 from optistudio.services.jobresults import RequestSamples, VerifyBatches
+from optistudio.studio.charts import batch_axis, log_axis, readable
 from optistudio.studio.services import SendTask, submit_job
 from optistudio.studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
 
@@ -45,6 +47,14 @@ TAIL_SPREAD = 0.15
 """How far the measured p99 of a verify run's two halves may part before the page says the
 run was too short to judge the predicted p99 by."""
 FIGURES = ("throughput", "p50_ms", "p90_ms", "p99_ms", "mean_batch_size", "mean_queue_ms")
+LABEL_BOX = (0.14, 0.07)
+"""A point label's room on the settings chart, as shares of its width (log p99) and height."""
+AS_PROFILED = tuple(
+    sorted(set(BatchingProfileSpec.model_fields) & set(BatchingVerifySpec.model_fields))
+)
+"""What a verify run takes from the profile it checks: where and how the model was served
+(backend, device, threads, spin-wait) and its requests (shapes, named dims, fixed values, the
+.npz of one request). Every field the two specs share, so a new input field is carried too."""
 
 
 def model_info(factory: sessionmaker[Session], *, model_id: int) -> tuple[str, ModelInfo]:
@@ -75,6 +85,25 @@ def submit(
     return submit_job(factory, kind=kind, model_id=model_id, spec=spec, send=send)
 
 
+def verify_spec(
+    served: BatchingProfileSpec, settings: BatchingSettings, *, rate: float, seconds: float
+) -> BatchingVerifySpec:
+    """The verify run of `settings` for the profile made with `served`: the same requests on the
+    same backend, device and threads, so it measures what was profiled and predicted."""
+    carried = {name: getattr(served, name) for name in AS_PROFILED}
+    return BatchingVerifySpec(**carried, settings=settings, rate=rate, seconds=seconds)
+
+
+def request_line(served: BatchingProfileSpec) -> str:
+    """What one request holds, as the profile made it (and Verify sends it)."""
+    parts = [f"{name}={','.join(map(str, shape))}" for name, shape in served.shapes.items()]
+    parts += [f"{name}={size}" for name, size in served.dims.items()]
+    parts += [f"{name} filled with {value:g}" for name, value in served.values.items()]
+    if served.inputs_file:
+        parts.append("the arrays of the profile's .npz")
+    return "; ".join(parts) if parts else "the model's default inputs"
+
+
 def predict(
     profile: LatencyProfile,
     settings: BatchingSettings,
@@ -92,9 +121,10 @@ def predict(
 def speed_note(
     profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
 ) -> tuple[str, bool]:
-    """What the predicted p99 (`p99_ms`, at `rate`) becomes if the model runs SPEED_STEP slower
-    or faster than profiled, and whether that moves it past KNEE (then the settings have no
-    headroom, and one measurement of them is as uncertain as the machine's speed)."""
+    """What the predicted p99 (`p99_ms`: the headline figure above the note, at `rate`) becomes
+    if the model runs SPEED_STEP slower or faster than profiled, and whether that moves it past
+    KNEE (then the settings have no headroom, and one measurement of them is as uncertain as
+    the machine's speed)."""
     slower, faster = simulate_speed_moves(
         profile, settings, step=SPEED_STEP, rate=rate, requests=SLIDER_REQUESTS
     )
@@ -103,10 +133,11 @@ def speed_note(
         worse, rise = "the queue would keep growing", float("inf")
     else:
         rise = slower.p99_ms / p99_ms - 1
-        worse = f"p99 {slower.p99_ms:.1f} ms ({rise:+.0%})"
+        worse = _moved(slower.p99_ms, rise, up=True)
+    better = _moved(faster.p99_ms, faster.p99_ms / p99_ms - 1, up=False)
     line = (
-        f"If the model runs {step} slower than profiled: {worse}; {step} faster: p99 "
-        f"{faster.p99_ms:.1f} ms."
+        f"Against the predicted p99 of {p99_ms:.2f} ms: with the model {step} slower than "
+        f"profiled, {worse}; {step} faster, {better}."
     )
     if rise <= KNEE:
         return line, False
@@ -117,6 +148,17 @@ def speed_note(
         "plan for a lower rate.",
         True,
     )
+
+
+def _moved(p99_ms: float, change: float, *, up: bool) -> str:
+    """The moved p99 and its change, when it moved the way the model's speed did. A move the
+    other way (the model slower, the p99 lower) is the simulation's sampling noise: a p99 of
+    SLIDER_REQUESTS requests rests on its slowest 1 %, and the change of speed shifts which
+    bursts of arrivals those meet. Its figure would contradict the words, so none is given."""
+    if change == 0 or (change > 0) != up:
+        return "no change beyond the prediction's own noise"
+    percent = f"{change:+.0%}" if abs(change) >= 0.01 else f"{change:+.1%}"  # never '+0%'
+    return f"p99 {p99_ms:.2f} ms ({percent})"
 
 
 def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
@@ -149,14 +191,15 @@ def profile_figure(profile: LatencyProfile) -> go.Figure:
     """Latency (bars) and throughput b / latency(b) (line) per measured batch size."""
     sizes = profile.batch_sizes
     throughput = [b / ms * 1000 for b, ms in zip(sizes, profile.mean_ms, strict=True)]
+    labels = [str(b) for b in sizes]
     figure = make_subplots(specs=[[{"secondary_y": True}]])
-    figure.add_bar(x=sizes, y=profile.mean_ms, name="latency (ms)", marker_color="#9ecae1")
-    figure.add_scatter(x=sizes, y=throughput, name="throughput (req/s)", secondary_y=True)
-    figure.update_xaxes(title="batch size", type="category")
+    figure.add_bar(x=labels, y=profile.mean_ms, name="latency (ms)", marker_color="#9ecae1")
+    figure.add_scatter(x=labels, y=throughput, name="throughput (req/s)", secondary_y=True)
+    figure.update_xaxes(batch_axis(sizes))
     figure.update_yaxes(title="ms per batch", secondary_y=False)
     figure.update_yaxes(title="requests / s", secondary_y=True)
-    figure.update_layout(title="Measured profile", height=340, margin={"t": 50})
-    return figure
+    figure.update_layout(title="Measured profile", height=340)
+    return _titled(figure)
 
 
 def sweep_figure(frame: pd.DataFrame, rate: float | None) -> go.Figure:
@@ -175,9 +218,15 @@ def sweep_figure(frame: pd.DataFrame, rate: float | None) -> go.Figure:
         figure.add_vline(x=rate, line_dash="dash", line_color="#888", annotation_text="rate")
     figure.update_xaxes(title="arrival rate (req/s)")
     figure.update_yaxes(title="requests / s", secondary_y=False)
-    figure.update_yaxes(title="latency (ms)", secondary_y=True, type="log")
-    figure.update_layout(title="Predicted, by arrival rate", height=340, margin={"t": 50})
-    return figure
+    latency = log_axis([*frame["p50_ms"], *frame["p99_ms"]])
+    figure.update_yaxes(title="latency (ms)", secondary_y=True, **latency)
+    figure.update_layout(title="Predicted, by arrival rate", height=340)
+    return _titled(figure)
+
+
+def _titled(figure: go.Figure) -> go.Figure:
+    """Room for axis titles and labels, and for the figure's title above the plot."""
+    return readable(figure).update_layout(margin={"t": 60})
 
 
 def comparison_frame(predicted: LoadResult, measured: LoadResult) -> pd.DataFrame:
@@ -239,7 +288,7 @@ def comparison_figure(frame: pd.DataFrame) -> go.Figure:
     figure.update_layout(
         title="Predicted vs measured latency", yaxis_title="ms", barmode="group", height=320
     )
-    return figure
+    return _titled(figure)
 
 
 def timeline_figure(requests: RequestSamples) -> go.Figure:
@@ -252,12 +301,16 @@ def timeline_figure(requests: RequestSamples) -> go.Figure:
         title="Measured requests", xaxis_title="sent at (s)", yaxis_title="ms", height=320
     )
     figure.update_traces(marker={"size": 4, "opacity": 0.6})
-    return figure
+    return _titled(figure)
 
 
 def candidates_figure(advice: Recommendation) -> go.Figure:
     """Every setting tried: throughput against p99; those that meet the budget with the speed
-    margin in green, those that meet it only at the profiled speed in orange, the pick ringed."""
+    margin in green, those that meet it only at the profiled speed in orange, the pick ringed.
+    Every point has its setting in its hover, and on the chart where the label has room (the pick
+    first, then those that meet the budget, lowest p99 first): at a fixed rate most settings
+    reach the same throughput, and their labels would print over each other."""
+    labelled = _spaced(advice.candidates, advice.settings)
     figure = go.Figure()
     groups = {
         "meets the budget": ([c for c in advice.candidates if c.feasible], "#2ca02c"),
@@ -276,10 +329,15 @@ def candidates_figure(advice: Recommendation) -> go.Figure:
         figure.add_scatter(
             x=[c.predicted.p99_ms for c in chosen],
             y=[c.predicted.throughput for c in chosen],
-            mode="markers",
+            mode="markers+text",
             marker={"color": colour, "size": 9},
             name=name,
-            text=[_candidate_text(c, advice.margin) for c in chosen],
+            text=[_candidate_label(c) if id(c) in labelled else "" for c in chosen],
+            textposition="top center",
+            textfont={"size": 9},
+            cliponaxis=False,
+            hovertext=[_candidate_text(c, advice.margin) for c in chosen],
+            hoverinfo="text",
         )
     figure.add_scatter(
         x=[advice.predicted.p99_ms],
@@ -287,12 +345,45 @@ def candidates_figure(advice: Recommendation) -> go.Figure:
         mode="markers",
         marker={"size": 18, "symbol": "circle-open", "color": "#d62728", "line": {"width": 3}},
         name="recommended",
+        hovertext=[f"recommended: {_candidate_label(advice.settings)}"],
+        hoverinfo="text",
     )
     figure.update_layout(
-        title="Settings tried", xaxis_title="p99 (ms)", yaxis_title="throughput (req/s)", height=360
+        title="Settings tried (label: max batch size · timeout)",
+        xaxis_title="p99 (ms)",
+        yaxis_title="throughput (req/s)",
+        height=400,
     )
-    figure.update_xaxes(type="log")
-    return figure
+    figure.update_xaxes(log_axis(c.predicted.p99_ms for c in advice.candidates))
+    return _titled(figure)
+
+
+def _spaced(candidates: list[Candidate], pick: BatchingSettings) -> set[int]:
+    """The ids of the candidates whose label fits without covering one placed before it."""
+    x = np.log10([c.predicted.p99_ms for c in candidates])
+    y = np.array([c.predicted.throughput for c in candidates])
+    x, y = (x - x.min()) / (np.ptp(x) or 1.0), (y - y.min()) / (np.ptp(y) or 1.0)
+    order = sorted(
+        range(len(candidates)),
+        key=lambda i: (not _same_setting(candidates[i], pick), not candidates[i].feasible, x[i]),
+    )
+    placed: list[int] = []
+    for i in order:
+        if all(
+            abs(x[i] - x[j]) >= LABEL_BOX[0] or abs(y[i] - y[j]) >= LABEL_BOX[1] for j in placed
+        ):
+            placed.append(i)
+    return {id(candidates[i]) for i in placed}
+
+
+def _same_setting(candidate: Candidate, settings: BatchingSettings) -> bool:
+    same_size = candidate.max_batch_size == settings.max_batch_size
+    return same_size and candidate.timeout_ms == settings.timeout_ms
+
+
+def _candidate_label(setting: Candidate | BatchingSettings) -> str:
+    """A point's label: 'b8 · 2 ms' is max batch size 8 with a 2 ms timeout."""
+    return f"b{setting.max_batch_size} · {setting.timeout_ms:g} ms"
 
 
 def _candidate_text(candidate: Candidate, margin: float) -> str:

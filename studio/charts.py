@@ -1,13 +1,88 @@
-"""Plotly figures for the studio, built from plain data frames."""
+"""Plotly figures for the studio, built from plain data frames, and the axis rules they share.
+
+Batch sizes are settings, not a quantity: they go on a category axis in numeric order. A log
+axis gets its ticks spelled out (1, 2, 5, 10, 20, ...): Plotly's own labels on a log axis are
+mantissa digits ("3, 5, 8, 1, 2" going up). Plotly draws axis titles and tick labels in the
+margins and cuts off what does not fit, so every figure goes through `readable`.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 PERCENTILE_COLUMNS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"))
+MARGIN = {"l": 60, "r": 20, "t": 40, "b": 50}
+"""Room for a line of tick labels and an axis title; automargin grows it for longer labels."""
+LOG_STEPS = ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0))
+"""Tick mantissas per decade, coarsest first; the first that puts 3 ticks on the data wins."""
+
+
+def readable(figure: go.Figure) -> go.Figure:
+    """Every axis makes room for its title and tick labels."""
+    figure.update_xaxes(automargin=True)
+    figure.update_yaxes(automargin=True)
+    figure.update_layout(margin=MARGIN)
+    return figure
+
+
+def batch_axis(sizes: Iterable[Any]) -> dict[str, Any]:
+    """A category axis of batch sizes in numeric order (give x as `str(size)`)."""
+    order = sorted({int(size) for size in sizes})
+    return {
+        "type": "category",
+        "categoryorder": "array",
+        "categoryarray": [str(size) for size in order],
+        "title": "batch size",
+    }
+
+
+def log_axis(values: Iterable[float]) -> dict[str, Any]:
+    """A log axis whose tick labels are plain numbers in ascending order."""
+    ticks = log_ticks(values)
+    if not ticks:  # nothing to place them by: Plotly's own (an empty list would mean none)
+        return {"type": "log"}
+    return {"type": "log", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+
+
+def log_ticks(values: Iterable[float]) -> list[float]:
+    """Ticks over the data: 1-2-5 per decade, finer when the data span little, and evenly
+    spaced round numbers for data too close together for three such ticks."""
+    data = [float(v) for v in values if v is not None and np.isfinite(v) and v > 0]
+    if not data:
+        return []
+    low, high = min(data), max(data)
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    for steps in LOG_STEPS:
+        ticks = [_round(m * 10.0**e) for e in decades for m in steps]
+        if sum(low <= t <= high for t in ticks) >= 3:
+            return _around(ticks, low, high)
+    return _even_ticks(low, high)
+
+
+def _around(ticks: list[float], low: float, high: float) -> list[float]:
+    """The ticks on [low, high] and one either side (the axis pads its range a little)."""
+    inside = [i for i, t in enumerate(ticks) if low <= t <= high]
+    return ticks[max(inside[0] - 1, 0) : inside[-1] + 2]
+
+
+def _even_ticks(low: float, high: float) -> list[float]:
+    """About five round, evenly spaced ticks from just below `low` to just above `high`."""
+    span = (high - low) or high
+    base = 10.0 ** math.floor(math.log10(span / 5))
+    step = next(base * f for f in (1, 2, 5, 10) if span / (base * f) <= 5)
+    first, last = math.floor(low / step), math.ceil(high / step)
+    return [_round(i * step) for i in range(first, last + 1) if i > 0]
+
+
+def _round(value: float) -> float:
+    """Drop float noise (0.30000000000000004 -> 0.3) so the label reads as the tick's value."""
+    return float(f"{value:.6g}")
 
 
 def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
@@ -21,7 +96,7 @@ def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
                 continue
             figure.add_trace(
                 go.Scatter(
-                    x=runs["batch_size"],
+                    x=runs["batch_size"].astype(int).astype(str),
                     y=runs[column],
                     mode="lines+markers",
                     name=f"{label} · {name}",
@@ -31,14 +106,12 @@ def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
                 )
             )
     figure.update_layout(
-        xaxis_title="batch size",
+        xaxis=batch_axis(wide["batch_size"]),
         yaxis_title="latency (ms)",
         legend_title="percentile · run",
-        margin={"t": 30, "b": 10},
         height=420,
     )
-    figure.update_xaxes(type="category")
-    return figure
+    return readable(figure)
 
 
 def throughput_by_batch(wide: pd.DataFrame) -> go.Figure:
@@ -47,19 +120,18 @@ def throughput_by_batch(wide: pd.DataFrame) -> go.Figure:
         runs = runs.sort_values("batch_size")
         figure.add_trace(
             go.Bar(
-                x=runs["batch_size"].astype(str),
+                x=runs["batch_size"].astype(int).astype(str),
                 y=runs["throughput"],
                 name=f"job {job_id} · {runs['model_name'].iloc[0]}",
             )
         )
     figure.update_layout(
-        xaxis_title="batch size",
+        xaxis=batch_axis(wide["batch_size"]),
         yaxis_title="throughput (inferences/s)",
         barmode="group",
-        margin={"t": 30, "b": 10},
         height=360,
     )
-    return figure
+    return readable(figure)
 
 
 def op_histogram(histogram: dict[str, int], *, top: int = 20) -> go.Figure:
@@ -68,10 +140,9 @@ def op_histogram(histogram: dict[str, int], *, top: int = 20) -> go.Figure:
     figure.update_layout(
         xaxis_title="nodes",
         yaxis={"autorange": "reversed"},
-        height=max(200, 24 * len(items)),
-        margin={"t": 10, "b": 10},
+        height=max(200, 24 * len(items) + 60),
     )
-    return figure
+    return readable(figure)
 
 
 def _flags(runs: pd.DataFrame) -> list[str]:
@@ -134,9 +205,8 @@ def ratio_intervals(rows: list[dict[str, Any]]) -> go.Figure:
         xaxis_title="latency of B / latency of A  (< 1: B is faster)",
         yaxis={"autorange": "reversed"},
         height=max(220, 60 * len(rows) + 100),
-        margin={"t": 30, "b": 10},
     )
-    return figure
+    return readable(figure)
 
 
 VERDICT_COLOURS = {"faster": "#2e7d32", "slower": "#c62828", "no significant difference": "#616161"}
@@ -152,6 +222,7 @@ def speed_vs_accuracy(variants: list[dict[str, Any]]) -> go.Figure:
             mode="markers+text",
             text=[v["recipe"] for v in rows],
             textposition="top center",
+            cliponaxis=False,  # a label above the top point stays whole
             marker={
                 "size": [16 if v["chosen"] else 10 for v in rows],
                 "symbol": ["star" if v["chosen"] else "circle" for v in rows],
@@ -164,9 +235,8 @@ def speed_vs_accuracy(variants: list[dict[str, Any]]) -> go.Figure:
         xaxis_title="speedup over the original (x)",
         yaxis_title="mean output cosine to the original",
         height=360,
-        margin={"t": 30, "b": 10},
     )
-    return figure
+    return readable(figure)
 
 
 def targets_bar(table: pd.DataFrame, latency_column: str) -> go.Figure:
@@ -184,8 +254,8 @@ def targets_bar(table: pd.DataFrame, latency_column: str) -> go.Figure:
     )
     figure.update_layout(
         yaxis_title=latency_column,
-        margin={"t": 30, "b": 10},
         height=340,
         title="Lower is faster · red: outputs disagree with the reference",
     )
+    readable(figure).update_layout(margin={"t": 60})  # the title sits in the top margin
     return figure

@@ -15,10 +15,19 @@ MAX_BOXES = 40
 FRONTIER_COLOR, POINT_COLOR, SWEET_COLOR = "#d62728", "#7f8fa6", "#2ca02c"
 
 
+MARGIN = {"l": 60, "r": 20, "t": 30, "b": 50}
+"""Room for tick labels and an axis title (Plotly cuts off what falls outside the margins);
+each axis's automargin grows it for longer labels."""
+
+
 def _layout(figure: go.Figure, x: str, y: str) -> go.Figure:
-    figure.update_layout(
-        xaxis_title=x, yaxis_title=y, height=440, margin={"t": 30, "b": 10}, legend_title=""
-    )
+    figure.update_layout(xaxis_title=x, yaxis_title=y, height=440, margin=MARGIN, legend_title="")
+    return _room_for_labels(figure)
+
+
+def _room_for_labels(figure: go.Figure) -> go.Figure:
+    figure.update_xaxes(automargin=True)
+    figure.update_yaxes(automargin=True)
     return figure
 
 
@@ -38,10 +47,28 @@ def _scatter(
         x=[p[1] for p in rows],
         y=[p[2] for p in rows],
         name=name,
-        text=[snapshot.rows[p[0]].label for p in rows],
-        hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+        text=[point_label(snapshot, snapshot.rows[p[0]]) for p in rows],
+        hovertext=[snapshot.rows[p[0]].label for p in rows],
+        hovertemplate="%{hovertext}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+        textposition="top center",
+        cliponaxis=False,
         **style,
     )
+
+
+def point_label(snapshot: CompareSnapshot, row: ResultRow) -> str:
+    """A point's label on a chart: its job and batch size ('#3 b8'), plus the backend, threads
+    or precision where the results differ in them. The full label is in the table and hover."""
+    rows = snapshot.rows
+    parts = [f"#{row.job_id}"]
+    if len({r.backend for r in rows}) > 1:
+        parts.append(row.backend)
+    if len({r.precision or "fp32" for r in rows}) > 1:
+        parts.append(row.precision or "fp32")
+    parts.append(f"b{row.batch_size}")
+    if len({r.threads for r in rows}) > 1:
+        parts.append(f"t{row.threads}")
+    return " ".join(parts)
 
 
 def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
@@ -51,11 +78,11 @@ def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
     on = sorted((p for p in points if p[0] in front), key=lambda p: (p[1], p[2]))
     off = [p for p in points if p[0] not in front]
     figure = go.Figure()
-    figure.add_trace(
-        _scatter(snapshot, off, "dominated", mode="markers", marker={"color": POINT_COLOR})
-    )
+    dominated = {"color": POINT_COLOR}
+    figure.add_trace(_scatter(snapshot, off, "dominated", mode="markers+text", marker=dominated))
     style = {"color": FRONTIER_COLOR, "size": 11}
-    figure.add_trace(_scatter(snapshot, on, "Pareto frontier", mode="lines+markers", marker=style))
+    front_mode = "lines+markers+text"
+    figure.add_trace(_scatter(snapshot, on, "Pareto frontier", mode=front_mode, marker=style))
     return _layout(figure, column_title(x), column_title(y))
 
 
@@ -95,6 +122,7 @@ def _box(row: ResultRow, values: dict[str, float | None]) -> go.Box | None:
     low = values.get("min_ms") or p10
     return go.Box(
         name=row.label,
+        y=[row.label],  # its own labelled row: without a position every box sits on one row
         q1=[p10],
         median=[p50],
         q3=[p90],
@@ -115,7 +143,8 @@ def distribution_figure(snapshot: CompareSnapshot) -> go.Figure:
             figure.add_trace(box)
     figure.update_layout(
         xaxis_title="latency (ms)",
+        yaxis={"type": "category", "autorange": "reversed"},  # in the table's order
         height=max(260, 34 * min(len(snapshot.rows), MAX_BOXES) + 80),
-        margin={"t": 30, "b": 10},
+        margin=MARGIN,
     )
-    return figure
+    return _room_for_labels(figure)

@@ -70,7 +70,7 @@ def render() -> None:
     with tabs[1]:
         best_settings(profile, rate)
     with tabs[2]:
-        export(name, info, settings)
+        export(name, info, settings, served)
 
 
 def pick_model(choices: list[dict[str, Any]]) -> int:
@@ -317,28 +317,18 @@ def verify_form(
     st.caption(
         "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
         "and measures every request; the result is plotted beside the prediction. It serves as "
-        f"the profile was made: {served.backend} on {served.device}, {threads} per instance."
+        f"the profile was made: {served.backend} on {served.device}, {threads} per instance, "
+        f"and sends the requests the profile timed: {batching.request_line(served)}."
     )
     with st.form("batching_verify"):
-        cols = st.columns([1, 2, 3])
+        cols = st.columns([1, 4])
         seconds = cols[0].number_input("Seconds", 1.0, 600.0, 10.0)
-        shapes = cols[1].text_input("Request shape (optional)", placeholder="input_ids=1,128")
-        submitted = cols[2].form_submit_button("Verify", type="primary")
+        submitted = cols[1].form_submit_button("Verify", type="primary")
     if not submitted:
         return
 
     def spec() -> BatchingVerifySpec:
-        overrides = parse_shape_overrides(shapes.split())
-        return BatchingVerifySpec(
-            backend=served.backend,
-            device=served.device,
-            threads=served.threads,
-            spin_wait=served.spin_wait,
-            settings=settings,
-            rate=rate,
-            seconds=seconds,
-            shapes=overrides,
-        )
+        return batching.verify_spec(served, settings, rate=rate, seconds=seconds)
 
     job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
     if job_id is not None:
@@ -437,16 +427,15 @@ def _apply(settings: BatchingSettings) -> None:
     st.session_state[KEYS["eager_threshold"]] = settings.eager_threshold or 0
 
 
-def export(name: str, info: Any, settings: BatchingSettings) -> None:
+def export(name: str, info: Any, settings: BatchingSettings, served: BatchingProfileSpec) -> None:
     st.caption(
         "The chosen settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
         "['batching']))`) or for Triton Inference Server's dynamic batcher."
     )
-    backend = "onnxruntime"
     cols = st.columns(2)
     cols[0].download_button(
         "Download pipeline.json",
-        batching.pipeline_json(name, backend, settings, {}),
+        batching.pipeline_json(name, served.backend, settings, served.shapes),
         file_name="pipeline.json",
         mime="application/json",
     )

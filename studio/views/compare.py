@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
-from optistudio.studio import charts, state
+from optistudio.studio import charts, pages, state
 from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
@@ -95,7 +95,7 @@ def comparison_form(choices: list[dict[str, Any]]) -> None:
         state.session_factory(), spec=spec, baseline_id=baseline, send=state.sender(queue)
     )
     st.success(f"Comparison job #{job_id} submitted. Its result appears below when it is done.")
-    st.markdown("[Follow it on the Jobs page →](/jobs)")
+    pages.link("jobs", "Follow it on the Jobs page")
 
 
 @st.fragment(run_every="2s")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from optistudio.db.queries import WORKER_LOST
-from optistudio.studio import state
+from optistudio.studio import pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.services import cancel_job, check_workers, job_rows
 
@@ -111,6 +111,16 @@ def finished_job(row: dict[str, Any]) -> None:
             show_error(row)
         elif row["message"]:
             st.caption(row["message"])
+        if row["status"] == "succeeded":
+            result_link(row)
+
+
+def result_link(row: dict[str, Any]) -> None:
+    """A same-tab link to the page that shows this job's result."""
+    target = pages.result_target(row["kind"], row["model_id"])
+    if target is not None:
+        path, query = target
+        pages.link(path, f"See it on the {pages.BY_PATH[path].title} page", query=query)
 
 
 def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -36,6 +36,7 @@ def render() -> None:
     if model_id is not None:
         backends_side_by_side(wide)
     st.subheader("Every measurement")
+    contended_note(wide)
     st.dataframe(display_table(wide), hide_index=True, width="stretch")
     st.caption(
         "p50 ± half the p10–p90 spread. 'unstable' means the windows never agreed "
@@ -45,6 +46,19 @@ def render() -> None:
     st.plotly_chart(charts.latency_by_batch(wide), width="stretch")
     st.subheader("Throughput per batch size")
     st.plotly_chart(charts.throughput_by_batch(wide), width="stretch")
+
+
+def contended_note(wide: pd.DataFrame) -> None:
+    """Say above the table when figures were measured while other processes used the CPU."""
+    if "contended" not in wide:
+        return
+    busy = int((wide["contended"].fillna(0.0) >= 0.5).sum())
+    if busy:
+        st.warning(
+            f"{busy} of these {len(wide)} measurements were taken while other processes used "
+            "the CPU ('contended' in the verdict column; open diamonds in the charts), so they "
+            "read slower than this machine runs the model. Benchmark again on a quiet machine."
+        )
 
 
 def variants_of(model_id: int) -> None:

@@ -19,6 +19,7 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
 
     page.goto(studio.url)
     expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    page.wait_for_url(re.compile(r"/models(\?|$)"))  # the root opens Models at its own path
     expect(page.get_by_text("No models yet")).to_be_visible()
 
     upload(page, tiny_model)
@@ -39,6 +40,10 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     expect(page.get_by_text("succeeded").first).to_be_visible(timeout=90_000)
     expect(page.get_by_text(re.compile(r"^Measured batch sizes 1, 8\.")).first).to_be_visible()
     shot(page, "jobs")
+    page.get_by_role("link", name="See it on the Results page").first.click()
+    page.wait_for_url(re.compile(r"/results\?model=2$"))  # in this tab, not a new one
+    assert len(page.context.pages) == 1
+    expect(page.get_by_role("heading", name="Every measurement")).to_be_visible()
 
     page.goto(f"{studio.url}/results?model=2")
     expect(page.get_by_role("heading", name="Latency percentiles per batch size")).to_be_visible()
@@ -66,6 +71,11 @@ def test_upload_benchmark_and_see_the_result(studio: Studio, page, tiny_model: P
     page.goto(f"{studio.url}/results?model=2")
     shot(page, "results-variants")
     expect(page.get_by_role("heading", name="Optimized variants")).to_be_visible()
+
+    page.goto(f"{studio.url}/models")  # a direct link to Models: once "Page not found"
+    expect(page.get_by_role("heading", name="Models")).to_be_visible()
+    expect(page.get_by_text("Page not found")).to_have_count(0)
+    assert re.search(r"/models(\?|$)", page.url), page.url
 
 
 def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Path) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.simulate import simulate, simulate_speed_moves
+from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.batching.tuner import recommend
 from optistudio.core.model.intake import inspect_model
@@ -67,7 +70,59 @@ def test_candidates_figure_sets_apart_settings_without_headroom() -> None:
 
     names = [trace.name for trace in figure.data]
     assert names == ["only at the profiled speed (not 10% slower)", "recommended"]
-    assert "with the model 10% slower" in figure.data[0].text[0]
+    assert "with the model 10% slower" in figure.data[0].hovertext[0]
+
+
+def test_the_settings_tried_are_labelled_where_there_is_room() -> None:
+    advice = recommend(PROFILE, p99_budget_ms=20, rate=500, max_batch_size=8)
+
+    figure = batching.candidates_figure(advice)
+
+    tried = [trace for trace in figure.data if trace.name != "recommended"]
+    points = [
+        (text, hover, x, y)
+        for trace in tried
+        for text, hover, x, y in zip(trace.text, trace.hovertext, trace.x, trace.y, strict=True)
+    ]
+    assert len(points) == len(advice.candidates) and all("text" in t.mode for t in tried)
+    labelled = [(text, x, y) for text, hover, x, y in points if text]
+    setting = {
+        f"b{c.max_batch_size} · {c.timeout_ms:g} ms": f"max batch {c.max_batch_size}, timeout "
+        f"{c.timeout_ms:g} ms"
+        for c in advice.candidates
+    }
+    assert all(hover.startswith(setting[text]) for text, hover, *_ in points if text)
+    pick = f"b{advice.settings.max_batch_size} · {advice.settings.timeout_ms:g} ms"
+    assert pick in [text for text, *_ in labelled]
+    assert 3 <= len(labelled) < len(points)  # at a fixed rate many settings share a spot
+    assert len({(round(x, 6), round(y, 3)) for _, x, y in labelled}) == len(labelled)
+    assert_plain_log_axis(figure.layout.xaxis)
+
+
+def assert_plain_log_axis(axis) -> None:  # type: ignore[no-untyped-def]
+    """Tick labels that are the tick values written out, ascending ('2, 5, 10, 20', never
+    Plotly's mantissa digits '3, 5, 8, 1, 2')."""
+    assert axis.type == "log" and len(axis.tickvals) >= 3
+    assert [float(text) for text in axis.ticktext] == list(axis.tickvals)
+    assert list(axis.tickvals) == sorted(axis.tickvals)
+
+
+def test_the_rate_sweep_has_a_readable_latency_axis() -> None:
+    frame = batching.rate_sweep(PROFILE, BatchingSettings(max_batch_size=8, timeout_ms=2))
+
+    figure = batching.sweep_figure(frame, 300)
+
+    assert_plain_log_axis(figure.layout.yaxis2)  # latency, on the right
+    low, high = frame[["p50_ms", "p99_ms"]].min().min(), frame["p99_ms"].max()
+    ticks = figure.layout.yaxis2.tickvals
+    assert sum(low <= t <= high for t in ticks) >= 3  # ticks where the lines are
+
+
+def test_the_profile_puts_batch_sizes_on_a_category_axis() -> None:
+    axis = batching.profile_figure(PROFILE).layout.xaxis
+
+    assert axis.type == "category" and list(axis.categoryarray) == ["1", "2", "4", "8"]
+    assert axis.title.text == "batch size" and axis.automargin
 
 
 def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
@@ -146,8 +201,83 @@ def test_the_page_warns_when_a_setting_sits_at_its_knee() -> None:
     knee = batching.predict(PROFILE, settings, rate=460)  # rho 0.92: 0.97 with 5 % slower
 
     line, warned = batching.speed_note(PROFILE, settings, rate=150, p99_ms=calm.p99_ms)
-    assert not warned and line.startswith("If the model runs 5% slower than profiled: p99 ")
+    assert not warned and line.startswith(f"Against the predicted p99 of {calm.p99_ms:.2f} ms: ")
+    assert_agrees(line, calm.p99_ms)
     line, warned = batching.speed_note(PROFILE, settings, rate=460, p99_ms=knee.p99_ms)
     assert warned and "sit at their knee" in line
     line, warned = batching.speed_note(PROFILE, settings, rate=510, p99_ms=knee.p99_ms)
     assert warned and "the queue would keep growing" in line  # rho 1.02 * 1.05
+
+
+def noisy_profile() -> LatencyProfile:
+    """A profile whose runs swing as a real machine's do (lognormal, a few slow outliers)."""
+    rng = np.random.default_rng(1)
+    sizes, means = [1, 2, 4, 8, 16], [2.0, 2.6, 3.8, 6.0, 11.0]
+    runs = [
+        (size, ms * float(np.exp(rng.normal(0, 0.15))) * (1.3 if rng.random() < 0.05 else 1))
+        for size, ms in zip(sizes, means, strict=True)
+        for _ in range(60)
+    ]
+    by_size = [[ms for s, ms in runs if s == size] for size in sizes]
+    return LatencyProfile(
+        batch_sizes=sizes,
+        mean_ms=[float(np.mean(v)) for v in by_size],
+        quantiles_ms=[list(np.percentile(v, np.arange(101))) for v in by_size],
+        runs=runs,
+        handoff_ms=0.2,
+    )
+
+
+def assert_agrees(line: str, headline_p99: float) -> None:
+    """The note names the headline's p99 and every change it gives has the sign of its words:
+    up when the model is slower, down when faster."""
+    assert f"predicted p99 of {headline_p99:.2f} ms" in line
+    slower, faster = line.split("; ", 1)
+    for part, sign in ((slower, "+"), (faster, "-")):
+        change = re.search(r"p99 ([0-9.]+) ms \(([-+])", part)
+        if change:
+            assert change.group(2) == sign, line
+            assert (float(change.group(1)) > headline_p99) == (sign == "+"), line
+        else:
+            assert "no change beyond the prediction's own noise" in part, line
+
+
+def test_a_move_against_the_speed_change_is_called_noise_not_a_signed_change() -> None:
+    profile = noisy_profile()
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
+    rate = batching.capacity(profile, settings) * 0.6
+    headline = batching.predict(profile, settings, rate=rate)
+    slower, _ = simulate_speed_moves(
+        profile, settings, step=batching.SPEED_STEP, rate=rate, requests=batching.SLIDER_REQUESTS
+    )
+    assert slower.p99_ms < headline.p99_ms  # the case seen on the page: slower, yet a lower p99
+
+    line, warned = batching.speed_note(profile, settings, rate=rate, p99_ms=headline.p99_ms)
+
+    assert not warned
+    assert_agrees(line, headline.p99_ms)
+    assert "5% slower than profiled, no change beyond the prediction's own noise" in line
+
+
+def test_verify_sends_the_requests_the_profile_timed() -> None:
+    served = BatchingProfileSpec(
+        backend="openvino",
+        threads=1,
+        spin_wait=True,
+        shapes={"audio": [1, 16000], "state": [2, 1, 128]},
+        dims={"frames": 100},
+        values={"sr": 16000},
+        inputs_file="request.npz",
+    )
+    settings = BatchingSettings(max_batch_size=4, timeout_ms=1)
+
+    spec = batching.verify_spec(served, settings, rate=50, seconds=2)
+
+    carried = set(BatchingProfileSpec.model_fields) - {"max_batch_size", "min_seconds"}
+    assert {name: getattr(spec, name) for name in carried} == served.model_dump(include=carried)
+    assert (spec.settings, spec.rate, spec.seconds) == (settings, 50, 2)
+    assert batching.request_line(served) == (
+        "audio=1,16000; state=2,1,128; frames=100; sr filled with 16000; "
+        "the arrays of the profile's .npz"
+    )
+    assert batching.request_line(BatchingProfileSpec()) == "the model's default inputs"
