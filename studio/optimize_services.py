@@ -18,7 +18,9 @@ from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.errors import DataMismatch, ErrorInfo
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.numerics.accuracy import AccuracyBudget
+from optistudio.core.numerics.evaluators.base import evaluators
 from optistudio.core.optimize.recipes import ANY
+from optistudio.core.optimize.run import NO_TASK
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
@@ -44,6 +46,9 @@ class OptimizeForm:
     pass_settings: dict[str, dict[str, Any]] | None = None
     accuracy_output: str | None = None
     image_preprocessing: ImagePreprocessing | None = None
+    task: str | None = None
+    budgets: str = ""
+    speed_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,52 @@ def form_defaults() -> FormDefaults:
         max_top1_drop=spec.budget.max_top1_drop,
         seconds=spec.comparison.min_seconds,
     )
+
+
+def task_choices() -> dict[str, str]:
+    """The task picker's options: '' (recognize), each evaluator, 'none' (cosine, top-1)."""
+    return (
+        {"": "Recognize from the outputs"}
+        | {info.name: info.label for info in evaluators}
+        | {NO_TASK: "None: cosine and top-1 only"}
+    )
+
+
+def task_table() -> list[dict[str, str]]:
+    """Each task's metrics, their direction and its default budget, for the page to show."""
+    rows = []
+    for info in evaluators:
+        for metric in info.metrics:
+            default = info.default_budget.get(metric.name)
+            rows.append(
+                {
+                    "task": info.label,
+                    "metric": metric.name,
+                    "better": "higher" if metric.higher_is_better else "lower",
+                    "default limit": "" if default is None else f"{default:g}",
+                    "needs labels": "yes" if metric.needs_labels else "",
+                    "what it is": metric.description,
+                }
+            )
+    return rows
+
+
+def parse_budgets(text: str) -> dict[str, float]:
+    """'string_agreement=0.99, cer=0.01' -> limits by metric; DataMismatch names a bad one."""
+    limits = {}
+    for part in (p.strip() for p in text.replace(";", ",").split(",")):
+        if not part:
+            continue
+        name, sep, limit = part.partition("=")
+        try:
+            limits[name.strip()] = float(limit)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise DataMismatch(
+                f"Bad budget {part!r}: write METRIC=LIMIT, e.g. string_agreement=0.99."
+            )
+    return limits
 
 
 def budget_help() -> dict[str, str]:
@@ -85,8 +136,8 @@ def build_spec(
     labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
     if data_path:
         dataset = open_dataset(data_path, info.inputs, preprocessing=preprocessing)
-        if labels_path:
-            load_labels(labels_path, samples=len(dataset))
+        if labels_path and labels_path.suffix.lower() == ".npy" and form.task in (None, ""):
+            load_labels(labels_path, samples=len(dataset))  # class ids; others: the evaluator
     fields: dict[str, Any] = {
         "recipes": form.recipes,
         "target_backend": form.target,
@@ -95,6 +146,9 @@ def build_spec(
         "data_path": str(data_path) if data_path else None,
         "labels_path": str(labels_path) if labels_path else None,
         "budget": _given(min_cosine=form.min_cosine, max_top1_drop=form.max_top1_drop),
+        "task": form.task or None,
+        "budgets": parse_budgets(form.budgets),
+        "speed_only": form.speed_only,
     }
     if form.seconds is not None:
         fields["comparison"] = {
@@ -132,6 +186,8 @@ def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> lis
                 "failures": variant_failures(result),
                 "notes": list(result.notes),
                 "inputs": fed_inputs(job.spec or {}),
+                "task": task_line(result),
+                "drilldown": drilldown(result),
             }
             for job, result in jobs
             if result is not None
@@ -151,6 +207,35 @@ def fed_inputs(spec: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def task_line(result: OptimizeJobResult) -> str:
+    """'Judged as ctc_text ([N, 40, 6625] after Softmax...); budget string_agreement >= 0.99'."""
+    if not result.task:
+        return "Judged by output cosine and top-1 (no task recognized or set)."
+    limits = ", ".join(f"{name}={limit:g}" for name, limit in result.task_budget.items())
+    return f"Judged as {result.task}: {result.task_reason}. Budget: {limits}."
+
+
+def drilldown(result: OptimizeJobResult) -> list[dict[str, Any]]:
+    """Per made variant with disagreements, the samples where it and the original part most:
+    {'recipe': label, 'rows': [{'sample', 'original', 'variant', 'label', 'severity'}]}."""
+    out = []
+    for v in result.variants:
+        worst = v.accuracy.worst if v.accuracy else []
+        if worst:
+            rows = [
+                {
+                    "sample": d.sample,
+                    "original": d.reference,
+                    "variant": d.candidate,
+                    "label": d.label or "",
+                    "how far": round(d.severity, 4),
+                }
+                for d in worst
+            ]
+            out.append({"recipe": v.recipe.label, "rows": rows})
+    return out
+
+
 def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
     """A table row per variant of an optimize result: its outcome, and for a failed one the
     reason (the message; `variant_failures` has the whole error)."""
@@ -162,8 +247,7 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
                 "recipe": v.recipe.label,
                 "outcome": v.status,
                 "chosen": v.recipe.name == result.chosen,
-                "backend": v.backend,
-                "precision": v.precision,
+                "within budget": v.within_budget,
                 "speedup": v.speedup,
                 "speedup CI": (
                     f"{1 / v.ratio_high:.2f}–{1 / v.ratio_low:.2f}x"
@@ -171,10 +255,17 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
                     else ""
                 ),
                 "verdict": v.verdict or "",
+                **{
+                    name: (accuracy.metric(name) if accuracy else None)
+                    for name in result.task_budget
+                },
+                "budget": v.budget_note,
+                "random calibration": v.calibrated_on_random,
+                "backend": v.backend,
+                "precision": v.precision,
                 "mean cosine": accuracy.mean_cosine if accuracy else None,
                 "top-1 agreement": accuracy.top1_agreement if accuracy else None,
                 "top-1 drop": accuracy.top1_drop if accuracy else None,
-                "within budget": v.within_budget,
                 "variant p50 (ms)": v.variant_p50_ms,
                 "model id": v.model_id,
                 "error": v.error.message if v.error else "",

@@ -110,3 +110,26 @@ def text_line_model(path: Path, *, dim: int | str = "?") -> Path:
     model = helper.make_model(graph, ir_version=7, opset_imports=[helper.make_opsetid("", 11)])
     onnx.save(model, path)
     return path
+
+
+def near_tie_classifier(path: Path, *, classes: int = 6, features: int = 32) -> Path:
+    """softmax(x @ W) over `classes`, W's columns 0 and 1 a hair apart: in FP32 either class
+    can win a sample, once quantized to INT8 the two columns are equal and class 0 always
+    wins the tie, so about half the samples flip top-1 (a known answer for the drill-down)."""
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((features, classes)).astype(np.float32)
+    weight[:, 1] = weight[:, 0] + rng.standard_normal(features).astype(np.float32) * 1e-4
+    weight[:, 2:] -= 10.0  # far behind: the race is between classes 0 and 1
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["logits"]),
+            helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+        ],
+        "near_tie",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", features])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", classes])],
+        initializer=[numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+    return path

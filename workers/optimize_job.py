@@ -37,11 +37,11 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         spec.optimize_spec(),
         out_dir=out_dir,
         data=data,
-        labels=labels,
+        labels_file=labels,
         progress=context.progress,
     )
     variants = [_stored(job, variant, context) for variant in report.variants]
-    best = choose(variants)  # the chosen one may have failed to be stored
+    best = choose(variants, speed_only=spec.speed_only)  # the chosen one may not be stored
     result = OptimizeJobResult.model_validate(
         report.model_dump() | {"variants": variants, "chosen": best.recipe.name if best else None}
     )

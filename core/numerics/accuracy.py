@@ -25,8 +25,9 @@ say; non-finite elements are left out of the error sums and their sample's cosin
 from __future__ import annotations
 
 from collections.abc import Iterable, Sized
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +36,13 @@ from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.evaluators.base import (
+    Disagreement,
+    Evaluator,
+    EvaluatorInfo,
+    MetricInfo,
+    Recognition,
+)
 from optistudio.core.progress import ProgressCallback
 
 SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
@@ -84,6 +92,30 @@ class AccuracyReport(BaseModel):
     nan_or_inf: bool = Field(description="The candidate produced NaN or Inf: always a failure.")
     nonfinite_values: int = Field(default=0, description="How many NaN/Inf output elements.")
     note: str = Field(default="", description="How to read these numbers.")
+    task: str | None = Field(
+        default=None, description="The task the variant was judged in (an evaluator's name)."
+    )
+    task_reason: str = Field(default="", description="Why that task: the outputs it read.")
+    task_mode: str | None = Field(
+        default=None, description="agreement (with the original) or labels (against them)."
+    )
+    task_metrics: dict[str, float] = Field(
+        default_factory=dict, description="The task's metrics by name (see its evaluator)."
+    )
+    worst: list[Disagreement] = Field(
+        default_factory=list,
+        description="The samples where the variant and the original disagree most.",
+    )
+
+    def metric(self, name: str) -> float | None:
+        """A metric by name: the task's, or a generic one (mean_cosine, min_cosine,
+        max_abs_error, mean_abs_error); None when this run did not measure it."""
+        if name in self.task_metrics:
+            return self.task_metrics[name]
+        if name in GENERIC_METRIC_NAMES:
+            value = getattr(self, name)
+            return float(value) if value is not None else None
+        return None
 
 
 class AccuracyBudget(BaseModel):
@@ -106,6 +138,78 @@ class AccuracyBudget(BaseModel):
     )
 
 
+GENERIC_METRICS = (
+    MetricInfo(
+        name="mean_cosine",
+        label="Mean cosine",
+        higher_is_better=True,
+        unit="ratio",
+        description="Per-sample cosine of the judged output to the original's, averaged.",
+    ),
+    MetricInfo(
+        name="min_cosine",
+        label="Worst cosine",
+        higher_is_better=True,
+        unit="ratio",
+        description="The worst sample's cosine of the judged output to the original's.",
+    ),
+    MetricInfo(
+        name="max_abs_error",
+        label="Largest abs. error",
+        higher_is_better=False,
+        unit="value",
+        description="Largest |original - variant| over every output element.",
+    ),
+    MetricInfo(
+        name="mean_abs_error",
+        label="Mean abs. error",
+        higher_is_better=False,
+        unit="value",
+        description="Mean |original - variant| over every output element.",
+    ),
+)
+"""Metrics every run measures, whatever its task: a budget may name them too."""
+GENERIC_METRIC_NAMES = frozenset(metric.name for metric in GENERIC_METRICS)
+
+
+@dataclass(frozen=True)
+class TaskBudget:
+    """A budget in a task's terms: limits by metric name (each metric's direction decides
+    which side passes), checked against the task's metrics and the generic ones."""
+
+    task: EvaluatorInfo
+    limits: dict[str, float]
+    defaulted: bool = False
+    """The limits are the task's defaults (the user set none)."""
+
+    def metric(self, name: str) -> MetricInfo:
+        """The metric a limit names; InvalidSpec naming the valid ones if the task has none."""
+        for metric in (*self.task.metrics, *GENERIC_METRICS):
+            if metric.name == name:
+                return metric
+        valid = ", ".join(m.name for m in (*self.task.metrics, *GENERIC_METRICS))
+        raise InvalidSpec(
+            f"The {self.task.label} task has no metric {name!r}. Its metrics: {valid}.",
+            hint="Name one of them in the budget, e.g. "
+            f"{next(iter(self.task.default_budget), 'mean_cosine')}=LIMIT.",
+        )
+
+    def check(self) -> TaskBudget:
+        """Itself, once every limit names a metric (InvalidSpec otherwise)."""
+        for name in self.limits:
+            self.metric(name)
+        return self
+
+
+@dataclass(frozen=True)
+class TaskJudge:
+    """How a run judges variants in a task's terms: the evaluator, what it judges, labels."""
+
+    evaluator: Evaluator
+    recognition: Recognition
+    labels: Any | None = None
+
+
 def accuracy_report(
     reference: Path,
     candidate: Path,
@@ -115,9 +219,11 @@ def accuracy_report(
     progress: ProgressCallback | None = None,
     output: str | None = None,
     candidate_backend: str = "onnxruntime",
+    judge: TaskJudge | None = None,
 ) -> AccuracyReport:
     """Run both models on every batch of `data` and compare outputs (the reference on ONNX
-    Runtime's CPU provider, the candidate on `candidate_backend`).
+    Runtime's CPU provider, the candidate on `candidate_backend`); with a `judge`, also in the
+    task's own terms (its metrics and the samples where the two disagree most).
 
     Feeds are cast to each model's declared input dtypes, so an FP16 candidate with float16
     inputs gets the same data. Labels need user data and a [batch, classes] first output.
@@ -134,14 +240,38 @@ def accuracy_report(
     try:
         index = _output_index(models[0].output_names, output)
         role = output_role(Path(reference), models[0].output_names[index])
-        tally = _Tally(labels, index=index, top1=labels is not None or role == "classifier")
-        for ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
+        tally = _Tally(
+            labels,
+            index=index,
+            top1=labels is not None or role == "classifier",
+            lenient=judge is not None,
+        )
+        task = judge.evaluator.tally(judge.recognition, judge.labels) if judge else None
+        names, first = models[0].output_names, 0
+        for batch, ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
             tally.add(ref_outputs, cand_outputs)
+            if task is not None:
+                task.add(
+                    dict(zip(names, ref_outputs, strict=True)),
+                    dict(zip(names, cand_outputs, strict=True)),
+                    first_sample=first,
+                )
+            first += _rows(batch)
     finally:
         for model in models:
             model.close()
-    return tally.report(
-        synthetic, names=models[0].output_names, role=role, backend=candidate_backend
+    report = tally.report(synthetic, names=names, role=role, backend=candidate_backend)
+    if task is None or judge is None:
+        return report
+    score = task.score()
+    return report.model_copy(
+        update={
+            "task": score.task,
+            "task_reason": judge.recognition.reason,
+            "task_mode": score.mode,
+            "task_metrics": score.metrics,
+            "worst": score.worst,
+        }
     )
 
 
@@ -186,12 +316,57 @@ def _output_index(names: list[str], output: str | None) -> int:
     return names.index(output)
 
 
-def within_budget(report: AccuracyReport, budget: AccuracyBudget) -> tuple[bool, str]:
-    """Whether a report meets a budget, and why, in words (NaN/Inf always fails)."""
+def within_budget(
+    report: AccuracyReport, budget: AccuracyBudget, task: TaskBudget | None = None
+) -> tuple[bool, str]:
+    """Whether a report meets a budget, and why, in words (NaN/Inf always fails). With a
+    `task` budget and a report judged in that task, its limits decide, not cosine and top-1."""
     failures: list[str] = []
     passes: list[str] = []
     if report.nan_or_inf:
         failures.append(f"the candidate produced NaN/Inf ({report.nonfinite_values} values)")
+    if task is not None and report.task == task.task.name:
+        _check_task(report, task, passes, failures)
+    else:
+        _check_generic(report, budget, passes, failures)
+    if failures:
+        return False, "over budget: " + "; ".join(failures)
+    return True, "within budget: " + ("; ".join(passes) or "no checks enabled")
+
+
+def _check_task(
+    report: AccuracyReport, budget: TaskBudget, passes: list[str], failures: list[str]
+) -> None:
+    for name, limit in budget.limits.items():
+        metric = budget.metric(name)
+        value = report.metric(name)
+        if value is None:
+            if budget.defaulted or metric.needs_labels:
+                passes.append(f"{name} not measured ({_why_unmeasured(metric)})")
+            else:
+                failures.append(f"{name} not measured ({_why_unmeasured(metric)})")
+            continue
+        ok = metric.passes(value, limit)
+        (passes if ok else failures).append(
+            f"{name} {_shown(value, metric)} {metric.sign(ok)} {_shown(limit, metric)}"
+        )
+
+
+def _why_unmeasured(metric: MetricInfo) -> str:
+    return "it needs labels" if metric.needs_labels else "this run could not measure it"
+
+
+def _shown(value: float, metric: MetricInfo) -> str:
+    if metric.unit == "fraction":
+        return f"{value:.2%}"
+    if metric.unit == "points":
+        return f"{value * 100:.2f} points"
+    return f"{value:.5g}"
+
+
+def _check_generic(
+    report: AccuracyReport, budget: AccuracyBudget, passes: list[str], failures: list[str]
+) -> None:
     if budget.min_cosine is not None:
         ok = report.mean_cosine >= budget.min_cosine
         sign = ">=" if ok else "<"
@@ -200,9 +375,6 @@ def within_budget(report: AccuracyReport, budget: AccuracyBudget) -> tuple[bool,
         )
     if budget.max_top1_drop is not None:
         _check_top1(report, budget.max_top1_drop, passes, failures)
-    if failures:
-        return False, "over budget: " + "; ".join(failures)
-    return True, "within budget: " + ("; ".join(passes) or "no checks enabled")
 
 
 def _check_top1(
@@ -237,10 +409,30 @@ class _Runner:
 
     def run(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         feeds = {name: _cast(array, self.dtypes.get(name)) for name, array in batch.items()}
-        return self.model.run(feeds)
+        return [
+            _as_array(name, output)
+            for name, output in zip(self.output_names, self.model.run(feeds), strict=True)
+        ]
 
     def close(self) -> None:
         self.model.close()
+
+
+def _as_array(name: str, output: Any) -> np.ndarray:
+    """An output as an array: a sequence of maps (scikit-learn's ZipMap, {class: probability}
+    per sample) as [samples, classes] in class order, a sequence of equal tensors stacked."""
+    if isinstance(output, np.ndarray):
+        return output
+    rows = list(output)
+    if rows and all(isinstance(row, dict) for row in rows):
+        return np.array([[row[key] for key in sorted(row)] for row in rows])
+    try:
+        return np.stack([np.asarray(row) for row in rows]) if rows else np.asarray(rows)
+    except ValueError:
+        raise DataMismatch(
+            f"Output {name!r} is a sequence of tensors of different shapes, which cannot be "
+            "compared sample by sample."
+        ) from None
 
 
 def _sample_count(data: CalibrationSource) -> int | None:
@@ -256,10 +448,10 @@ def _paired_outputs(
     data: CalibrationSource,
     tally: _Tally,
     progress: ProgressCallback | None,
-) -> Iterable[tuple[list[np.ndarray], list[np.ndarray]]]:
+) -> Iterable[tuple[dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]]:
     total = _sample_count(data)
     for batch in data.batches():
-        yield models[0].run(batch), models[1].run(batch)
+        yield batch, models[0].run(batch), models[1].run(batch)
         if progress is not None:
             fraction = min(tally.samples / total, 1.0) if total else 0.0
             progress(fraction, f"compared {tally.samples} samples")
@@ -280,10 +472,29 @@ class _OutputErrors:
             self.count += error.size
 
 
-class _Tally:
-    """Running sums over batches: errors per output, cosines, top-1 counts."""
+def _rows(batch: dict[str, np.ndarray]) -> int:
+    """Samples in a batch of inputs: the first input's first axis (1 for a scalar)."""
+    first = next(iter(batch.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else 1
 
-    def __init__(self, labels: np.ndarray | None, *, index: int = 0, top1: bool = True) -> None:
+
+class _Tally:
+    """Running sums over batches: errors per output, cosines, top-1 counts.
+
+    `lenient` (a task judges too): a batch whose outputs differ in shape between the models (a
+    detector's NMS keeps a different number of boxes) is left to the task's evaluator; cosine
+    and errors cover the other batches, and the note says how many were left out."""
+
+    def __init__(
+        self,
+        labels: np.ndarray | None,
+        *,
+        index: int = 0,
+        top1: bool = True,
+        lenient: bool = False,
+    ) -> None:
+        self.lenient = lenient
+        self.mismatched = 0
         self.labels = labels
         self.index = index
         self.top1 = top1
@@ -297,6 +508,10 @@ class _Tally:
         self.correct = [0, 0]
 
     def add(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
+        if self.lenient and _shapes(reference) != _shapes(candidate):
+            self.mismatched += 1
+            self.classification = False
+            return
         _check_same_outputs(reference, candidate)
         ref, cand = _per_sample(reference[self.index]), _per_sample(candidate[self.index])
         self._add_errors(reference, candidate)
@@ -348,6 +563,8 @@ class _Tally:
         role: Literal["classifier", "embedding", "other"] = "other",
         backend: str = "onnxruntime",
     ) -> AccuracyReport:
+        if self.samples == 0 and self.mismatched:
+            return self._all_mismatched(synthetic, names, role, backend)
         self._check_complete()
         counted = sum(errors.count for errors in self.errors)
         top1 = self._top1_fields()
@@ -364,13 +581,38 @@ class _Tally:
             },
             nan_or_inf=self.nonfinite > 0,
             nonfinite_values=self.nonfinite,
-            note=SYNTHETIC_NOTE if synthetic else self._note(),
+            note=(SYNTHETIC_NOTE if synthetic else self._note()) + self._mismatch_note(),
             output_role=role,
             candidate_backend=backend,
             top1_agreement=top1.get("top1_agreement"),
             top1_accuracy_reference=top1.get("top1_accuracy_reference"),
             top1_accuracy_candidate=top1.get("top1_accuracy_candidate"),
             top1_drop=top1.get("top1_drop"),
+        )
+
+    def _all_mismatched(
+        self,
+        synthetic: bool,
+        names: list[str],
+        role: Literal["classifier", "embedding", "other"],
+        backend: str,
+    ) -> AccuracyReport:
+        """No batch had outputs of equal shapes: the task's evaluator is the only judge."""
+        return AccuracyReport(
+            samples=0,
+            data="synthetic" if synthetic else "user",
+            max_abs_error=0.0,
+            mean_abs_error=0.0,
+            output=names[self.index] if names else "",
+            mean_cosine=0.0,
+            min_cosine=0.0,
+            per_output_max_abs_error={},
+            nan_or_inf=False,
+            note=f"the outputs differ in shape on all {self.mismatched} batches (e.g. a "
+            "different number of detections): cosine and errors are not defined; the task's "
+            "metrics judge",
+            output_role=role,
+            candidate_backend=backend,
         )
 
     def _check_complete(self) -> None:
@@ -387,6 +629,14 @@ class _Tally:
                 f"{self.samples} samples."
             )
 
+    def _mismatch_note(self) -> str:
+        if not self.mismatched:
+            return ""
+        return (
+            f"; {self.mismatched} batch(es) left out of cosine and errors: their outputs "
+            "differ in shape (e.g. a different number of detections)"
+        )
+
     def _note(self) -> str:
         return LABELLED_NOTE if self.labels is not None else UNLABELLED_NOTE
 
@@ -402,6 +652,10 @@ class _Tally:
                 "top1_drop": reference - candidate,
             }
         return fields
+
+
+def _shapes(outputs: list[np.ndarray]) -> list[list[int]]:
+    return [list(array.shape) for array in outputs]
 
 
 def _check_same_outputs(reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:

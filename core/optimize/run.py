@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +43,7 @@ from pydantic import (
 )
 
 from optistudio.core.backends import backends
-from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.data.datasets import SyntheticDataset, load_labels
 from optistudio.core.data.inputs import (
     InputsFile,
     InputShapes,
@@ -57,6 +58,7 @@ from optistudio.core.errors import (
     Cancelled,
     DataMismatch,
     ErrorInfo,
+    InvalidSpec,
     ModelRejected,
     OptistudioError,
     PassFailed,
@@ -72,9 +74,12 @@ from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
     AccuracyBudget,
     AccuracyReport,
+    TaskBudget,
+    TaskJudge,
     accuracy_report,
     within_budget,
 )
+from optistudio.core.numerics.evaluators.recognize import model_facts, recognize_task
 from optistudio.core.optimize.recipes import (
     ANY,
     REFERENCE_BACKEND,
@@ -92,6 +97,8 @@ NO_SIZE_LIMIT = 2**62
 """A variant is checked like an upload, but never refused for its size here (storing may)."""
 
 VariantStatus = Literal["made", "failed"]
+NO_TASK = "none"
+"""OptimizeSpec.task that judges by cosine and top-1 alone."""
 
 
 class OptimizeSpec(BaseModel):
@@ -110,7 +117,25 @@ class OptimizeSpec(BaseModel):
         "ONNX Runtime, the reference).",
     )
     budget: AccuracyBudget = Field(
-        default_factory=AccuracyBudget, description="What a variant may lose in accuracy."
+        default_factory=AccuracyBudget,
+        description="What a variant may lose in cosine and top-1: the judge when no task is "
+        "recognized or set.",
+    )
+    task: str | None = Field(
+        default=None,
+        description="The task variants are judged in: an evaluator's name (classification, "
+        "ctc_text, ...), 'none' for cosine and top-1 only; empty = recognized from the outputs.",
+    )
+    budgets: dict[str, float] = Field(
+        default_factory=dict,
+        description="Limits in the task's terms by metric name, e.g. {'string_agreement': "
+        "0.99, 'top1_drop': 0.01}; each metric's direction says which side passes. Empty = the "
+        "task's default budget.",
+    )
+    speed_only: bool = Field(
+        default=False,
+        description="Let Auto choose INT8 variants calibrated on random inputs (no data given); "
+        "their accuracy is then only agreement on random inputs.",
     )
     comparison: ComparisonSpec = Field(
         default_factory=lambda: QUICK_COMPARISON.model_copy(),
@@ -184,6 +209,11 @@ class VariantResult(BaseModel):
     accuracy: AccuracyReport | None = None
     within_budget: bool = False
     budget_note: str = ""
+    calibrated_on_random: bool = Field(
+        default=False,
+        description="Calibrated on synthetic (random) inputs: its INT8 ranges may not fit real "
+        "data, so Auto leaves it unless the run is speed-only.",
+    )
     ratio: float | None = Field(default=None, description="Variant / original latency (median).")
     ratio_low: float | None = None
     ratio_high: float | None = None
@@ -233,6 +263,13 @@ class OptimizeReport(BaseModel):
         description="What the run chose for the user and why, e.g. the INT8 weight range for "
         "this CPU (7-bit on x86 without VNNI/AMX).",
     )
+    task: str | None = Field(
+        default=None, description="The task the variants were judged in; None: cosine/top-1."
+    )
+    task_reason: str = Field(default="", description="Why that task (the outputs read).")
+    task_budget: dict[str, float] = Field(
+        default_factory=dict, description="The limits the variants were judged by, by metric."
+    )
     environment: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -252,8 +289,12 @@ def optimize(
     data: CalibrationSource | None = None,
     labels: np.ndarray | None = None,
     progress: ProgressCallback | None = None,
+    labels_file: Path | None = None,
 ) -> OptimizeReport:
-    """Make one variant per recipe, check and time each; see the module docstring."""
+    """Make one variant per recipe, check and time each; see the module docstring.
+
+    `labels` are class ids (top-1); `labels_file` is read by the task's evaluator (strings for
+    a text recognizer, boxes for a detector, class ids for a classifier)."""
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
@@ -265,6 +306,12 @@ def optimize(
         values=spec.values,
         arrays=read_input_arrays(spec.inputs_file, info.inputs),
     )
+    judge, task_budget = task_judge(model, spec, data, labels_file)
+    if labels is None and labels_file is not None:
+        if judge is None:  # judged by cosine and top-1: the labels are class ids
+            labels = load_labels(labels_file, samples=_sample_total(data))
+        elif judge.recognition.task == "classification":
+            labels = judge.labels  # class ids: top-1 against them too
     timed = spec.model_copy(update={"comparison": timing_spec(spec, info, data)})
     # The accuracy-aware pass searches against the run's budget unless told otherwise.
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
@@ -283,17 +330,101 @@ def optimize(
         share = scaled(
             report, index / len(recipes), (index + 1) / len(recipes), prefix=f"{recipe.label}: "
         )
-        variants.append(_variant(model, info, recipe, timed, out_dir, source, labels, share))
-    chosen = choose(variants)
+        judged = Judging(source, labels, judge, task_budget)
+        variants.append(_variant(model, info, recipe, timed, out_dir, judged, share))
+    chosen = choose(variants, speed_only=spec.speed_only)
     report(1.0, "Done")
     return OptimizeReport(
         spec=spec,
         data=source.description,
         variants=variants,
         chosen=chosen.recipe.name if chosen else None,
-        notes=int8_notes(recipes),
+        notes=int8_notes(recipes) + _random_calibration_notes(variants, spec),
         environment=fingerprint(threads=spec.comparison.threads),
+        task=judge.recognition.task if judge else None,
+        task_reason=judge.recognition.reason if judge else "",
+        task_budget=task_budget.limits if task_budget else {},
     )
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What every variant of a run is judged on: the data, class labels, the task's judge."""
+
+    source: CalibrationSource
+    labels: np.ndarray | None
+    judge: TaskJudge | None
+    budget: TaskBudget | None
+
+
+def task_judge(
+    model: Path, spec: OptimizeSpec, data: CalibrationSource | None, labels_file: Path | None
+) -> tuple[TaskJudge | None, TaskBudget | None]:
+    """The task the variants are judged in (the spec's, else recognized from the outputs),
+    its labels and its budget (the spec's limits, else the task's default); (None, None) when
+    no task applies: cosine and top-1 judge then. InvalidSpec for a task or a budget metric
+    that does not exist, naming the valid ones."""
+    if spec.task == NO_TASK:
+        if spec.budgets:
+            raise InvalidSpec(
+                "A budget in task metrics needs a task; this run has task 'none'.",
+                hint="Pick a task, or drop --budget and use the cosine / top-1 budget.",
+            )
+        return None, None
+    facts = model_facts(model)
+    outputs = [spec.accuracy_output] if spec.accuracy_output else None
+    found = recognize_task(facts, spec.task, outputs=outputs)
+    if found is None:
+        if spec.budgets:
+            raise InvalidSpec(
+                "No task was recognized in this model's outputs, so a budget in task metrics "
+                "cannot be judged.",
+                hint="Set the task (--task, or the Optimize page's task picker), or drop it.",
+            )
+        return None, None
+    info, recognition = found
+    evaluator = info.create()
+    task_labels = None
+    if labels_file is not None:
+        if data is None:
+            raise DataMismatch("Labels were given without the data they label.")
+        task_labels = evaluator.read_labels(labels_file, samples=_sample_total(data))
+    limits = dict(spec.budgets) or dict(info.default_budget)
+    budget = TaskBudget(info, limits, defaulted=not spec.budgets).check()
+    needing = [name for name in spec.budgets if budget.metric(name).needs_labels]
+    if needing and task_labels is None:
+        agreement = [m.name for m in info.metrics if not m.needs_labels]
+        raise InvalidSpec(
+            f"The budget's {', '.join(needing)} can only be measured against labels, and none "
+            "were given.",
+            hint="Give labels with the data, or budget what needs none: "
+            f"{', '.join(agreement)}.",
+        )
+    return TaskJudge(evaluator, recognition, task_labels), budget
+
+
+def _sample_total(data: CalibrationSource) -> int:
+    return (
+        len(data)
+        if isinstance(data, Sized)
+        else sum(len(next(iter(batch.values()))) for batch in data.batches())
+    )
+
+
+def _random_calibration_notes(variants: Sequence[VariantResult], spec: OptimizeSpec) -> list[str]:
+    names = [v.recipe.label for v in variants if v.calibrated_on_random]
+    if not names:
+        return []
+    left = (
+        "the run is speed-only, so Auto may still choose them"
+        if spec.speed_only
+        else "Auto does not choose them"
+    )
+    return [
+        f"Calibrated on random inputs (no data given): {', '.join(names)}; {left}. Their "
+        "INT8 ranges come from noise, not your inputs: give data (an .npz of inputs, or a "
+        "folder or .zip of images with their preprocessing, and labels if you have them)."
+    ]
 
 
 def timing_spec(
@@ -342,12 +473,17 @@ def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> R
     return recipe.model_copy(update={"steps": steps})
 
 
-def choose(variants: Sequence[VariantResult]) -> VariantResult | None:
-    """The fastest made variant within budget whose speedup is significant, else None."""
+def choose(variants: Sequence[VariantResult], *, speed_only: bool = False) -> VariantResult | None:
+    """The fastest made variant within budget whose speedup is significant, else None. A
+    variant calibrated on random inputs is left out unless the run is `speed_only`."""
     good = [
         v
         for v in variants
-        if v.status == "made" and v.within_budget and v.verdict == FASTER and v.ratio
+        if v.status == "made"
+        and v.within_budget
+        and v.verdict == FASTER
+        and v.ratio
+        and (speed_only or not v.calibrated_on_random)
     ]
     return min(good, key=lambda v: (v.ratio, v.ratio_high), default=None)
 
@@ -389,14 +525,17 @@ def _variant(
     recipe: Recipe,
     spec: OptimizeSpec,
     out_dir: Path,
-    source: CalibrationSource,
-    labels: np.ndarray | None,
+    judged: Judging,
     share: ProgressCallback,
 ) -> VariantResult:
     backend = recipe.backend or (
         REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
     )
+    source = judged.source
     result = VariantResult(recipe=recipe, precision="fp32", backend=backend)
+    result.calibrated_on_random = bool(getattr(source, "synthetic", False)) and any(
+        passes.get(step.step).needs_calibration for step in recipe.steps
+    )
     context = PassContext(
         work_dir=out_dir / recipe.name,
         target_backend=backend,
@@ -414,11 +553,16 @@ def _variant(
             model,
             path,
             source,
-            labels=labels,
+            labels=judged.labels,
             output=spec.accuracy_output,
             candidate_backend=backend,
+            judge=judged.judge,
         )
-        result.within_budget, result.budget_note = within_budget(result.accuracy, spec.budget)
+        result.within_budget, result.budget_note = within_budget(
+            result.accuracy, spec.budget, judged.budget
+        )
+        if result.calibrated_on_random and not spec.speed_only:
+            result.budget_note += "; calibrated on random inputs: Auto leaves it (give data)"
         share(0.7, f"timing on {backend} against the original")
         baseline = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
         timing = spec.comparison.model_copy(

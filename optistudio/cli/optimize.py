@@ -42,7 +42,30 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument("--image-color", choices=["RGB", "BGR", "GRAY"], help="images: colour")
     optimize.add_argument("--image-mean", type=parse_float_list, help="images: per-channel mean")
     optimize.add_argument("--image-std", type=parse_float_list, help="images: per-channel std")
-    optimize.add_argument("--labels", type=Path, help="labels (.npy or .csv) for top-1 accuracy")
+    optimize.add_argument(
+        "--labels",
+        type=Path,
+        help="labels, one per sample, read by the task: class ids (.npy/.csv), strings (.txt, "
+        "a line each), boxes (.json)",
+    )
+    optimize.add_argument(
+        "--task",
+        help="the task variants are judged in (default: recognized from the outputs; 'none': "
+        "cosine and top-1 only). See `optistudio recipes --json` for the tasks and metrics",
+    )
+    optimize.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="METRIC=LIMIT",
+        help="a limit in the task's terms (repeatable), e.g. string_agreement=0.99, "
+        "top1_drop=0.01; the metric's direction decides the side. Default: the task's budget",
+    )
+    optimize.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="let Auto choose INT8 variants calibrated on random inputs (no --calib)",
+    )
     optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
     optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
     optimize.add_argument("--seconds", type=float, help="timing per variant vs the original")
@@ -74,10 +97,33 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "accuracy_output": args.accuracy_output,
         "image_preprocessing": _image_preprocessing(args),
         "target_backend": args.target,
+        "task": args.task,
+        "budgets": _budgets(args.budget),
+        "speed_only": args.speed_only or None,
     } | input_options(args).fields()
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return validated(OptimizeJobSpec, fields, "optimize")
+
+
+def _budgets(texts: list[str]) -> dict[str, float]:
+    """'METRIC=LIMIT' strings (--budget) by metric; InvalidSpec names a bad one."""
+    from optistudio.core.errors import InvalidSpec
+
+    limits = {}
+    for text in texts:
+        name, sep, limit = text.partition("=")
+        try:
+            value = float(limit)
+        except ValueError:
+            value = None
+        if not sep or not name.strip() or value is None:
+            raise InvalidSpec(
+                f"Bad budget {text!r}: expected METRIC=LIMIT.",
+                hint="For example --budget string_agreement=0.99",
+            )
+        limits[name.strip()] = value
+    return limits
 
 
 def _image_preprocessing(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -124,7 +170,8 @@ def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> OptimizeRepo
     from optistudio.core.optimize.run import optimize
 
     data, labels = spec.open_data(info.inputs)
-    return optimize(model, spec.optimize_spec(), out_dir=out / "work", data=data, labels=labels)
+    work = out / "work"
+    return optimize(model, spec.optimize_spec(), out_dir=work, data=data, labels_file=labels)
 
 
 def _optimize_and_save(
@@ -173,6 +220,9 @@ def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
 
 def _print_variants(report: OptimizeReport) -> None:
     print(f"data: {report.data}")
+    if report.task:
+        limits = ", ".join(f"{name}={limit:g}" for name, limit in report.task_budget.items())
+        print(f"task: {report.task} ({report.task_reason}); budget: {limits}")
     print(
         f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
     )
@@ -188,6 +238,7 @@ def _print_variants(report: OptimizeReport) -> None:
             f"{name:<34}{v.precision:>6}{v.speedup:>8.2f}x{ci:>15}{cosine:>9.4f}"
             f"{budget:>8}  {v.verdict}"
         )
+        print(f"{'':<4}{v.budget_note}")
     print(f"* chosen: {report.chosen or 'none (keep the original)'}")
     for note in report.notes:
         print(f"note: {note}")
@@ -218,12 +269,23 @@ def command_recipes(args: argparse.Namespace) -> int:
     for info in passes:
         print(f"  pass {info.name:<14} {info.label}: {info.description}")
     print(f"on this CPU: {int8_choice().sentence()}")
+    from optistudio.core.numerics.evaluators.base import evaluators
+
+    print("tasks (--task; --budget METRIC=LIMIT, default budget marked *):")
+    for task in evaluators:
+        metrics = ", ".join(
+            f"{m.name}{'*' if m.name in task.default_budget else ''}"
+            f"({'higher' if m.higher_is_better else 'lower'})"
+            for m in task.metrics
+        )
+        print(f"  {task.name:<16} {task.label}: {metrics}")
     return 0
 
 
 def recipes_payload() -> dict[str, Any]:
     """Every recipe with its steps, 'auto' described, and every pass with what it needs."""
     from optistudio.core.machine.environment import int8_choice
+    from optistudio.core.numerics.evaluators.base import evaluators
     from optistudio.core.optimize.recipes import AUTO, BUILTIN_RECIPES
     from optistudio.core.passes.base import passes
 
@@ -244,5 +306,9 @@ def recipes_payload() -> dict[str, Any]:
                 "produces_precision": info.produces_precision,
             }
             for info in passes
+        ],
+        "tasks": [
+            task.model_dump(mode="json", exclude={"implementation", "priority"})
+            for task in evaluators
         ],
     }

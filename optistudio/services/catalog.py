@@ -139,4 +139,4 @@ def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Pat
     return final
 
 
-DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv"}
+DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv", ".txt", ".json"}

@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from optistudio.core.data.datasets import load_labels, open_dataset
+from optistudio.core.data.datasets import open_dataset
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.diagnose.diagnostics import DiagnosticsSpec
 from optistudio.core.errors import InvalidSpec, describe_validation_error
@@ -93,17 +94,14 @@ class OptimizeJobSpec(OptimizeSpec):
         excluded = {"data_path", "labels_path", "image_preprocessing"}
         return OptimizeSpec(**self.model_dump(exclude=excluded))
 
-    def open_data(self, inputs: list[TensorSpec]) -> tuple[Any, Any]:
-        """The dataset (.npz, image folder or zip) and labels this job names, validated."""
+    def open_data(self, inputs: list[TensorSpec]) -> tuple[Any, Path | None]:
+        """The dataset (.npz, image folder or zip) this job names, validated, and its labels
+        file on this worker (read by the task's evaluator: class ids, strings, boxes)."""
         if not self.data_path:
             return None, None
         data_path = local_data_file(self.data_path)  # from the artifact store on this worker
         data = open_dataset(data_path, inputs, preprocessing=self.image_preprocessing)
-        labels = (
-            load_labels(local_data_file(self.labels_path), samples=len(data))
-            if self.labels_path
-            else None
-        )
+        labels = local_data_file(self.labels_path) if self.labels_path else None
         return data, labels
 
 

@@ -25,6 +25,8 @@ from optistudio.studio.optimize_services import (
     form_defaults,
     optimization_runs,
     submit_optimization,
+    task_choices,
+    task_table,
 )
 from optistudio.studio.services import model_choices
 
@@ -85,9 +87,32 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "images (set how they become inputs under 'Image preprocessing').",
         )
         labels = right.file_uploader(
-            "Labels (.npy or .csv, optional)",
-            type=["npy", "csv"],
-            help="One class index per sample, for top-1 accuracy.",
+            "Labels (optional)",
+            type=["npy", "csv", "txt", "json"],
+            help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
+            "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
+        )
+        left, middle, right = st.columns([2, 3, 1])
+        tasks = task_choices()
+        task = left.selectbox(
+            "Task",
+            list(tasks),
+            format_func=tasks.get,
+            help="What the variants are judged by: the strings a recognizer reads, the boxes a "
+            "detector finds, top-1 of a classifier... Recognized from the outputs unless set; "
+            "the page shows the reason.",
+        )
+        budgets = middle.text_input(
+            "Budget in the task's terms (empty = the task's default)",
+            "",
+            placeholder="string_agreement=0.99, cer=0.01",
+            help="METRIC=LIMIT, comma separated; the metric's direction decides the side. The "
+            "tasks and their metrics are listed under 'Tasks and their metrics' below.",
+        )
+        speed_only = right.checkbox(
+            "Speed only",
+            help="Let Auto choose INT8 variants calibrated on random inputs when no data is "
+            "given (their accuracy is then agreement on random inputs only).",
         )
         cols = st.columns(3)
         min_cosine = cols[0].number_input(
@@ -121,6 +146,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             help="For models with several outputs, name the one people use, e.g. "
             "'sentence_embedding' rather than 'last_hidden_state'.",
         )
+        with st.expander("Tasks and their metrics"):
+            st.dataframe(pd.DataFrame(task_table()), hide_index=True, width="stretch")
         with st.expander("Image preprocessing (for a .zip of images)"):
             image_settings = image_inputs()
         with st.expander("Pass settings: fusion patterns (enable and order), INT8 options"):
@@ -136,6 +163,9 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             pass_settings=pass_settings,
             accuracy_output=accuracy_output.strip() or None,
             image_preprocessing=image_settings,
+            task=task or None,
+            budgets=budgets,
+            speed_only=speed_only,
         )
         submit(choices[ids.index(model_id)], form, data, labels)
 
@@ -257,6 +287,7 @@ def show_runs() -> None:
         st.subheader(f"Job #{run['job']} · {run['model']}")
         fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
         st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
+        st.markdown(run["task"])
         for note in run["notes"]:
             st.caption(f"Note: {note}")
         table = pd.DataFrame(run["variants"])
@@ -272,6 +303,9 @@ def show_runs() -> None:
         )
         for label, error in run["failures"]:
             show_error(error, prefix=f"{label} failed: ")
+        for part in run["drilldown"]:
+            with st.expander(f"Where {part['recipe']} and the original disagree most"):
+                st.dataframe(pd.DataFrame(part["rows"]), hide_index=True, width="stretch")
         st.plotly_chart(
             charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
         )

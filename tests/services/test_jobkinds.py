@@ -249,17 +249,26 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         return {}
     spec = STORED[kind]["spec"]
     inputs = {"values": {}, "inputs_file": None}  # the input fields came later, empty by default
+    task = {"task": None, "budgets": {}, "speed_only": False}  # task budgets came later
     return {
         "spec": spec
-        | {"shapes": {}, "dims": {}, **inputs, "comparison": spec["comparison"] | inputs},
+        | {"shapes": {}, "dims": {}, **inputs, "comparison": spec["comparison"] | inputs}
+        | task,
         "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
         "notes": [],  # what the run chose and why (the INT8 weight range) came later
+        "task": None,
+        "task_reason": "",
+        "task_budget": {},
     }
 
 
 def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
     error = stored["error"]
+    judged = {"task": None, "task_reason": "", "task_mode": None, "task_metrics": {}, "worst": []}
+    accuracy = stored.get("accuracy")
     return stored | {
+        "accuracy": accuracy | judged if accuracy else accuracy,
+        "calibrated_on_random": False,
         "verdict": stored["verdict"] or None,
         "status": "failed" if error else "made",
         "error": {"code": "failed", "message": error, "hint": None, "detail": None}

@@ -152,3 +152,21 @@ def test_the_run_says_what_inputs_its_variants_were_timed_on() -> None:
     assert fed_inputs(fed) == "dims x.3=128; values sr=16000.0"
     assert fed_inputs({"inputs_file": "a.npz"}) == "arrays from the user's file"
     assert fed_inputs({}) == ""
+
+
+def test_the_task_picker_and_budget_box_read_as_the_spec_fields() -> None:
+    from optistudio.core.errors import DataMismatch
+    from optistudio.studio.optimize_services import parse_budgets, task_choices, task_table
+
+    choices = task_choices()
+
+    assert list(choices)[0] == "" and "ctc_text" in choices and list(choices)[-1] == "none"
+    assert parse_budgets("string_agreement=0.99, cer=0.01;") == {
+        "string_agreement": 0.99,
+        "cer": 0.01,
+    }
+    assert parse_budgets("") == {}
+    with pytest.raises(DataMismatch, match="METRIC=LIMIT"):
+        parse_budgets("string_agreement")
+    defaults = [r for r in task_table() if r["default limit"]]
+    assert {r["metric"] for r in defaults} >= {"string_agreement", "box_f1", "top1_disagreement"}

@@ -156,6 +156,15 @@ def test_choice_is_the_fastest_significant_variant_within_budget() -> None:
     assert choose([variants[0], variants[2]]) is None
 
 
+def test_a_variant_calibrated_on_random_inputs_is_chosen_only_in_a_speed_only_run() -> None:
+    random = _variant("int8_static", 0.50, 0.52, "faster", ok=True)
+    random.calibrated_on_random = True
+    fused = _variant("fusion", 0.60, 0.62, "faster", ok=True)
+
+    assert choose([random, fused]).recipe.name == "fusion"
+    assert choose([random, fused], speed_only=True).recipe.name == "int8_static"
+
+
 def test_pass_settings_reach_the_steps_and_are_recorded(cnn: Path, tmp_path: Path) -> None:
     spec = OptimizeSpec(
         recipes=["fusion"],

@@ -1,0 +1,300 @@
+"""Classification: a variant judged by the class it picks for each sample.
+
+The judged output holds scores [N, C] (C > 1 classes), made by a Softmax / LogSoftmax / Sigmoid
+or a linear head (Gemm, MatMul, MatMul + bias), or scikit-learn's ZipMap. For sample i with the
+original's scores r_i and the variant's c_i, top1(x) = argmax x and top5(x) the five largest:
+
+    top1_agreement    = mean_i [top1(c_i) == top1(r_i)]
+    top1_disagreement = 1 - top1_agreement           (the default budget: <= 0.01)
+    top5_agreement    = mean_i [top1(r_i) in top5(c_i)]     (C >= 5: the original's pick is
+                                                             still among the variant's five)
+
+With labels y_i (class ids in [0, C)), each model's accuracy and the drop, in points (a fraction:
+0.01 is one point; negative when the variant does better):
+
+    top1_accuracy_m = mean_i [top1(m_i) == y_i],   top1_drop = top1_accuracy_reference
+                                                              - top1_accuracy_candidate
+    top5_drop       = mean_i [y_i in top5(r_i)] - mean_i [y_i in top5(c_i)]
+
+Without labels, top1_disagreement bounds the drop from above: a sample can only lose its label
+where the two disagree. Budgets with labels are set on top1_drop (the integrator's choice).
+The drill-down lists the samples whose top-1 flipped, the original's most confident first;
+the confidence shown is the output's value when a row holds probabilities (all in [0, 1]),
+else the softmax of the row (a row with NaN or Inf ranks as confidence 1).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from optistudio.core.errors import DataMismatch
+from optistudio.core.numerics.evaluators.base import (
+    Disagreement,
+    Evaluator,
+    EvaluatorInfo,
+    MetricInfo,
+    ModelFacts,
+    OutputFacts,
+    Recognition,
+    TaskScore,
+    TaskTally,
+)
+from optistudio.core.numerics.evaluators.outputs import (
+    checked,
+    made_by,
+    named_like,
+    on_last_axis,
+    output_role,
+    shape_text,
+    size,
+)
+from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
+
+TOP5 = 5
+
+METRICS = [
+    MetricInfo(
+        name="top1_agreement",
+        label="Top-1 agreement",
+        higher_is_better=True,
+        description="Fraction of samples whose top-1 class is the original's.",
+    ),
+    MetricInfo(
+        name="top1_disagreement",
+        label="Top-1 disagreement",
+        higher_is_better=False,
+        description="1 - top-1 agreement: the fraction of samples whose top-1 class flipped; "
+        "an upper bound on the accuracy drop when there are no labels.",
+    ),
+    MetricInfo(
+        name="top5_agreement",
+        label="Top-5 agreement",
+        higher_is_better=True,
+        description="Fraction of samples whose original top-1 class is among the variant's "
+        "five highest scores (models with 5 classes or more).",
+    ),
+    MetricInfo(
+        name="top1_accuracy_reference",
+        label="Top-1 accuracy (original)",
+        higher_is_better=True,
+        needs_labels=True,
+        description="Fraction of samples whose original top-1 class is the label.",
+    ),
+    MetricInfo(
+        name="top1_accuracy_candidate",
+        label="Top-1 accuracy (variant)",
+        higher_is_better=True,
+        needs_labels=True,
+        description="Fraction of samples whose variant top-1 class is the label.",
+    ),
+    MetricInfo(
+        name="top1_drop",
+        label="Top-1 accuracy drop",
+        higher_is_better=False,
+        unit="points",
+        needs_labels=True,
+        description="Original minus variant top-1 accuracy (0.01 = 1 point).",
+    ),
+    MetricInfo(
+        name="top5_drop",
+        label="Top-5 accuracy drop",
+        higher_is_better=False,
+        unit="points",
+        needs_labels=True,
+        description="Original minus variant top-5 accuracy (models with 5 classes or more).",
+    ),
+]
+
+
+def _why_not(output: OutputFacts) -> str | None:
+    if output.dtype in ("sequence", "map"):
+        return None if output.producer == "ZipMap" else "it is not a tensor of class scores"
+    if len(output.shape) != 2:
+        return "class scores are [N, C]"
+    classes = size(output.shape[1])
+    return "it has a single class" if classes == 1 else None
+
+
+class ClassificationEvaluator(Evaluator):
+    """Top-1 / top-5 agreement with the original, accuracy and its drop with labels."""
+
+    def recognize(self, facts: ModelFacts) -> Recognition | None:
+        for output in facts.outputs:
+            reason = _classifier_reason(output)
+            if reason:
+                return Recognition(task=self.info.name, reason=reason, outputs=[output.name])
+        return None
+
+    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
+        chosen = super().for_outputs(facts, outputs)
+        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
+        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
+
+    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
+        return ClassificationTally(recognition.outputs[0], labels)
+
+
+def _classifier_reason(output: OutputFacts) -> str | None:
+    """Why `output` is a classifier's scores, or None when it does not look like them."""
+    if output.producer == "ZipMap":
+        return (
+            f"{output.name} is scikit-learn's ZipMap ({{class: probability}} per sample): "
+            "a classifier"
+        )
+    classes = size(output.shape[1]) if len(output.shape) == 2 else None
+    if classes is None or classes < 2 or named_like(output, "embed"):
+        return None
+    if output_role(output) != "classifier":
+        return None
+    axis = " on the last axis" if on_last_axis(output) else ""
+    return (
+        f"{output.name} {shape_text(output.shape, 'NC')} after {made_by(output)}{axis}: "
+        f"a classifier's scores over {classes} classes"
+    )
+
+
+class ClassificationTally(BaseTally):
+    """Counts of agreeing and correct samples; the flipped samples kept by confidence."""
+
+    task = "classification"
+
+    def __init__(self, output: str, labels: Any | None = None) -> None:
+        super().__init__(None if labels is None else np.asarray(labels).reshape(-1))
+        self.output = output
+        self.classes = 0
+        self.agree = {1: 0, TOP5: 0}
+        self.correct = {(1, "reference"): 0, (1, "candidate"): 0}
+        self.correct |= {(TOP5, "reference"): 0, (TOP5, "candidate"): 0}
+
+    def add(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+    ) -> None:
+        ref, cand = pair(reference, candidate, self.output)
+        check_rank(ref, self.output, 2)
+        self.classes = ref.shape[1]
+        ref_top, cand_top = ref.argmax(axis=1), cand.argmax(axis=1)
+        self.agree[1] += int(np.count_nonzero(ref_top == cand_top))
+        if self.classes >= TOP5:
+            self.agree[TOP5] += int(np.count_nonzero(_in_top5(cand, ref_top)))
+        expected = self._labels(first_sample, len(ref))
+        if expected is not None:
+            self._add_correct(ref, cand, expected)
+        self._offer_flips(ref, cand, first_sample, expected)
+        self.samples += len(ref)
+
+    def _labels(self, first_sample: int, count: int) -> np.ndarray | None:
+        if self.labels is None:
+            return None
+        expected = np.asarray(self.labels_for(first_sample, count))
+        if expected.size and (expected.min() < 0 or expected.max() >= self.classes):
+            raise DataMismatch(
+                f"Labels must be class ids in [0, {self.classes}) for this model's output; "
+                f"found {int(expected.min())}..{int(expected.max())}."
+            )
+        return expected
+
+    def _add_correct(self, ref: np.ndarray, cand: np.ndarray, expected: np.ndarray) -> None:
+        for side, scores in (("reference", ref), ("candidate", cand)):
+            self.correct[(1, side)] += int(np.count_nonzero(scores.argmax(axis=1) == expected))
+            if self.classes >= TOP5:
+                self.correct[(TOP5, side)] += int(np.count_nonzero(_in_top5(scores, expected)))
+
+    def _offer_flips(
+        self, ref: np.ndarray, cand: np.ndarray, first_sample: int, expected: np.ndarray | None
+    ) -> None:
+        ref_top, cand_top = ref.argmax(axis=1), cand.argmax(axis=1)
+        for row in np.flatnonzero(ref_top != cand_top):
+            confidence = _confidence(ref[row], int(ref_top[row]))
+            label = None if expected is None else int(expected[row])
+            self.worst.offer(
+                1.0 if confidence is None else confidence,
+                partial(_flip, first_sample + int(row), ref[row], cand[row], label),
+            )
+
+    def score(self) -> TaskScore:
+        if self.samples == 0:
+            return self.finished({})
+        agreement = self.agree[1] / self.samples
+        metrics = {"top1_agreement": agreement, "top1_disagreement": 1.0 - agreement}
+        if self.classes >= TOP5:
+            metrics["top5_agreement"] = self.agree[TOP5] / self.samples
+        if self.labels is not None:
+            metrics |= self._accuracy()
+        return self.finished(metrics, _note(self.labels is not None, self.classes))
+
+    def _accuracy(self) -> dict[str, float]:
+        share = {key: count / self.samples for key, count in self.correct.items()}
+        metrics = {
+            "top1_accuracy_reference": share[(1, "reference")],
+            "top1_accuracy_candidate": share[(1, "candidate")],
+            "top1_drop": share[(1, "reference")] - share[(1, "candidate")],
+        }
+        if self.classes >= TOP5:
+            metrics["top5_drop"] = share[(TOP5, "reference")] - share[(TOP5, "candidate")]
+        return metrics
+
+
+def _in_top5(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Per row: whether `classes[row]` is among the row's five highest scores."""
+    top5 = np.argpartition(scores, -TOP5, axis=1)[:, -TOP5:]
+    return (top5 == classes[:, None]).any(axis=1)
+
+
+def _flip(sample: int, ref: np.ndarray, cand: np.ndarray, label: int | None) -> Disagreement:
+    """A sample whose top-1 flipped: both classes with their confidences."""
+    ref_class, cand_class = int(ref.argmax()), int(cand.argmax())
+    confidence = _confidence(ref, ref_class)
+    return Disagreement(
+        sample=sample,
+        reference=f"class {ref_class} ({_shown(confidence)})",
+        candidate=f"class {cand_class} ({_shown(_confidence(cand, cand_class))})",
+        label=None if label is None else f"class {label}",
+        severity=1.0 if confidence is None else confidence,
+    )
+
+
+def _confidence(row: np.ndarray, cls: int) -> float | None:
+    """The score of `cls`: the value itself when the row holds probabilities, else its
+    softmax (logits, log-probabilities); None for a row with NaN or Inf."""
+    values = row.astype(np.float64)
+    if not np.isfinite(values).all():
+        return None
+    if values.min() >= 0 and values.max() <= 1:
+        return float(values[cls])
+    shifted = np.exp(values - values.max())
+    return float(shifted[cls] / shifted.sum())
+
+
+def _shown(confidence: float | None) -> str:
+    return "NaN/Inf in the row" if confidence is None else f"{confidence:.2f}"
+
+
+def _note(labelled: bool, classes: int) -> str:
+    parts = [
+        "top-1 accuracy against the given labels"
+        if labelled
+        else "no labels: top-1 is agreement with the original model"
+    ]
+    if classes < TOP5:
+        parts.append(f"top-5 not measured ({classes} classes)")
+    return "; ".join(parts)
+
+
+CLASSIFICATION = EvaluatorInfo(
+    name="classification",
+    label="Classification",
+    description="Judges a classifier by the class it picks: top-1 and top-5 agreement with the "
+    "original, and with labels (class ids) each model's top-1 accuracy and the drop. The "
+    "drill-down lists the samples whose top-1 flipped, with both classes and confidences.",
+    metrics=METRICS,
+    default_budget={"top1_disagreement": 0.01},
+    implementation="optistudio.core.numerics.evaluators.classification:ClassificationEvaluator",
+    priority=50,
+)

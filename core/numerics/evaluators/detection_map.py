@@ -1,0 +1,264 @@
+"""Text detection by probability map (DB-style, PP-OCR det): a variant judged by the regions
+its map marks, not by the map's raw values.
+
+The judged output is one map [N, 1, H, W] after a Sigmoid, the size of the input image: the
+probability that a pixel is text. A cosine of two such maps is dominated by the many
+near-zero background pixels and says little about what a detector returns, so both maps are
+read as a detector's post-processing reads them: binarised at 0.3 (PP-OCR's `thresh`), with
+A_i and B_i the original's and the variant's text pixels in sample i,
+
+    map_iou = mean_i |A_i ∩ B_i| / |A_i ∪ B_i|          (1 when both are empty)
+
+and as boxes: the 8-connected components of each binarised map, kept when their mean
+probability is >= 0.6 (PP-OCR's `box_thresh`) and the shorter side of their bounding box is
+>= 3 pixels (its `min_size`), compared as bounding boxes (PP-OCR's polygon unclipping is left
+out: it grows both sides' boxes alike). Boxes matched one to one by IoU >= 0.5 (`boxes.match`)
+give, summed over samples with the original's boxes as truth,
+
+    box_precision = m / n_cand,   box_recall = m / n_ref,   box_f1 = 2 m / (n_ref + n_cand)
+
+The default budget is box_f1 >= 0.95. With labels (a .json list per sample of [x1, y1, x2, y2]
+text boxes in the input image's pixels) each model's box F1 against them, and the drop. The
+drill-down lists the samples with the lowest map IoU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optistudio.core.numerics.evaluators.base import (
+    Disagreement,
+    Evaluator,
+    EvaluatorInfo,
+    MetricInfo,
+    ModelFacts,
+    OutputFacts,
+    Recognition,
+    TaskScore,
+    TaskTally,
+)
+from optistudio.core.numerics.evaluators.boxes import MatchCounts, match, read_box_labels
+from optistudio.core.numerics.evaluators.components import label_components
+from optistudio.core.numerics.evaluators.outputs import (
+    checked,
+    same_spatial,
+    shape_text,
+    size,
+)
+from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
+
+BINARY_THRESHOLD = 0.3
+BOX_THRESHOLD = 0.6
+MIN_SIDE = 3
+
+METRICS = [
+    MetricInfo(
+        name="box_f1",
+        label="Text box F1",
+        higher_is_better=True,
+        description="2 x matched / (original's + variant's text boxes), the boxes being the "
+        "connected regions of the maps binarised at 0.3, matched by IoU >= 0.5.",
+    ),
+    MetricInfo(
+        name="box_precision",
+        label="Text box precision",
+        higher_is_better=True,
+        description="Fraction of the variant's text boxes that match one of the original's.",
+    ),
+    MetricInfo(
+        name="box_recall",
+        label="Text box recall",
+        higher_is_better=True,
+        description="Fraction of the original's text boxes the variant finds too.",
+    ),
+    MetricInfo(
+        name="map_iou",
+        label="Map IoU",
+        higher_is_better=True,
+        description="IoU of the text pixels (probability > 0.3) of the two maps, averaged "
+        "over samples.",
+    ),
+    MetricInfo(
+        name="box_f1_reference",
+        label="Text box F1 vs labels (original)",
+        higher_is_better=True,
+        needs_labels=True,
+        description="F1 of the original's text boxes against the labelled boxes.",
+    ),
+    MetricInfo(
+        name="box_f1_candidate",
+        label="Text box F1 vs labels (variant)",
+        higher_is_better=True,
+        needs_labels=True,
+        description="F1 of the variant's text boxes against the labelled boxes.",
+    ),
+    MetricInfo(
+        name="box_f1_drop",
+        label="Text box F1 drop",
+        higher_is_better=False,
+        unit="points",
+        needs_labels=True,
+        description="Original minus variant box F1 against the labels (0.01 = 1 point).",
+    ),
+]
+
+
+def _why_not(output: OutputFacts) -> str | None:
+    if len(output.shape) not in (3, 4):
+        return "a probability map is [N, 1, H, W] or [N, H, W]"
+    if len(output.shape) == 4 and size(output.shape[1]) not in (1, None):
+        return "a probability map has one channel"
+    return None
+
+
+class DetectionMapEvaluator(Evaluator):
+    """Binarised probability maps compared as pixels (IoU) and as boxes (F1)."""
+
+    def recognize(self, facts: ModelFacts) -> Recognition | None:
+        for output in facts.outputs:
+            shape = output.shape
+            if len(shape) != 4 or size(shape[1]) != 1 or output.producer != "Sigmoid":
+                continue
+            if same_spatial(shape, facts):
+                return Recognition(
+                    task=self.info.name,
+                    reason=f"{output.name} {shape_text(shape, 'NCHW')} after Sigmoid, the size "
+                    "of the input image: a DB-style text-detection probability map",
+                    outputs=[output.name],
+                )
+        return None
+
+    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
+        chosen = super().for_outputs(facts, outputs)
+        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
+        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
+
+    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
+        return MapTally(recognition.outputs[0], labels)
+
+    def read_labels(self, path: Path, *, samples: int) -> list[np.ndarray]:
+        """Text boxes: a .json list per sample of [x1, y1, x2, y2] rows in image pixels."""
+        return read_box_labels(path, samples=samples, classes=False)
+
+
+def text_boxes(probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The text mask (probability > 0.3) of one map [H, W], and its boxes [M, 4] (x1, y1,
+    x2, y2, exclusive ends) kept by PP-OCR's box threshold and minimum size."""
+    probability = np.nan_to_num(probability.astype(np.float64), nan=0.0)
+    mask = probability > BINARY_THRESHOLD
+    labels, count = label_components(mask)
+    if count == 0:
+        return mask, np.zeros((0, 4))
+    ys, xs = np.nonzero(labels)
+    ids = labels[ys, xs] - 1
+    pixels = np.bincount(ids, minlength=count)
+    mean = np.bincount(ids, weights=probability[ys, xs], minlength=count) / pixels
+    (x1, x2), (y1, y2) = _extent(ids, xs, count), _extent(ids, ys, count)
+    boxes = np.stack([x1, y1, x2, y2], axis=1).astype(np.float64)
+    sides = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1])
+    return mask, boxes[(mean >= BOX_THRESHOLD) & (sides >= MIN_SIDE)]
+
+
+def _extent(ids: np.ndarray, coordinate: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per component: the lowest coordinate, and one past the highest."""
+    low = np.full(count, np.iinfo(np.int64).max)
+    high = np.full(count, -1)
+    np.minimum.at(low, ids, coordinate)
+    np.maximum.at(high, ids, coordinate)
+    return low, high + 1
+
+
+class MapTally(BaseTally):
+    """Sums of per-sample map IoU and box match counts; the lowest-IoU samples kept."""
+
+    task = "detection_map"
+
+    def __init__(self, output: str, labels: list[np.ndarray] | None = None) -> None:
+        super().__init__(labels)
+        self.output = output
+        self.iou_sum = 0.0
+        self.counts = MatchCounts()
+        self.label_counts = {"reference": MatchCounts(), "candidate": MatchCounts()}
+
+    def add(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+    ) -> None:
+        ref, cand = pair(reference, candidate, self.output)
+        check_rank(ref, self.output, 3, 4)
+        ref, cand = (
+            ref.reshape(len(ref), *ref.shape[-2:]),
+            cand.reshape(len(cand), *cand.shape[-2:]),
+        )
+        labels = None if self.labels is None else self.labels_for(first_sample, len(ref))
+        for row in range(len(ref)):
+            label = None if labels is None else labels[row][:, :4]
+            self._add_sample(first_sample + row, ref[row], cand[row], label)
+        self.samples += len(ref)
+
+    def _add_sample(
+        self, sample: int, ref: np.ndarray, cand: np.ndarray, label: np.ndarray | None
+    ) -> None:
+        (ref_mask, ref_boxes), (cand_mask, cand_boxes) = text_boxes(ref), text_boxes(cand)
+        union = int(np.count_nonzero(ref_mask | cand_mask))
+        iou = np.count_nonzero(ref_mask & cand_mask) / union if union else 1.0
+        self.iou_sum += iou
+        matched = len(match(ref_boxes, cand_boxes))
+        self.counts.add(matched, len(ref_boxes), len(cand_boxes))
+        if label is not None:
+            for side, boxes in (("reference", ref_boxes), ("candidate", cand_boxes)):
+                self.label_counts[side].add(len(match(label, boxes)), len(label), len(boxes))
+        self.worst.offer(
+            1.0 - iou,
+            lambda: Disagreement(
+                sample=sample,
+                reference=f"{len(ref_boxes)} text boxes, {int(ref_mask.sum())} text pixels",
+                candidate=f"{len(cand_boxes)} text boxes ({matched} matched), "
+                f"{int(cand_mask.sum())} text pixels, map IoU {iou:.3f}",
+                label=None if label is None else f"{len(label)} labelled boxes",
+                severity=1.0 - iou,
+            ),
+        )
+
+    def score(self) -> TaskScore:
+        if self.samples == 0:
+            return self.finished({})
+        metrics = {
+            "box_f1": self.counts.f1(),
+            "box_precision": self.counts.precision(),
+            "box_recall": self.counts.recall(),
+            "map_iou": self.iou_sum / self.samples,
+        }
+        if self.labels is not None:
+            reference = self.label_counts["reference"].f1()
+            candidate = self.label_counts["candidate"].f1()
+            metrics |= {
+                "box_f1_reference": reference,
+                "box_f1_candidate": candidate,
+                "box_f1_drop": reference - candidate,
+            }
+        note = (
+            f"maps binarised at {BINARY_THRESHOLD}; {self.counts.ref} original and "
+            f"{self.counts.cand} variant text boxes, {self.counts.matched} matched"
+        )
+        return self.finished(metrics, note)
+
+
+DETECTION_MAP = EvaluatorInfo(
+    name="detection_map",
+    label="Text detection (probability map)",
+    description="Judges a DB-style text detector (PP-OCR det) by the text regions its "
+    "probability map marks: the IoU of the two maps binarised at 0.3, and their connected "
+    "regions as boxes matched by IoU >= 0.5 (precision, recall, F1); with labelled text boxes "
+    "each model's F1 and the drop. The drill-down lists the samples with the lowest map IoU.",
+    metrics=METRICS,
+    default_budget={"box_f1": 0.95},
+    implementation="optistudio.core.numerics.evaluators.detection_map:DetectionMapEvaluator",
+    priority=10,
+)

@@ -1,0 +1,55 @@
+"""`optimize --task/--budget`: variants judged in the task's terms, bad budgets named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import optistudio
+
+QUICK = ["--recipe", "fp16", "--seconds", "0.1", "--task", "classification"]
+
+
+def test_a_budget_in_task_metrics_is_stored_with_every_variant(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    done = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_disagreement=0.05",
+                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["task"] == "classification" and "set by the user" in report["task_reason"]
+    assert report["task_budget"] == {"top1_disagreement": 0.05}
+    variant = report["variants"][0]
+    assert variant["accuracy"]["task"] == "classification"
+    assert "top1_agreement" in variant["accuracy"]["task_metrics"]
+    assert "top1_disagreement" in variant["budget_note"]
+
+
+def test_a_budget_the_task_cannot_measure_is_refused_naming_what_to_do(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    unknown = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "bleu=0.9",
+                         "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
+    unlabelled = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_drop=0.01",
+                            "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
+    malformed = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_drop",
+                           "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
+
+    assert unknown.returncode == 2 and "no metric 'bleu'. Its metrics: top1_agreement" in (
+        unknown.stderr
+    )
+    assert unlabelled.returncode == 2 and "can only be measured against labels" in (
+        unlabelled.stderr
+    )
+    assert malformed.returncode == 2 and "expected METRIC=LIMIT" in malformed.stderr
+    assert "Traceback" not in unknown.stderr + unlabelled.stderr + malformed.stderr
+
+
+def test_task_none_judges_by_cosine(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("optimize", str(tiny_model), *QUICK[:-2], "--task", "none",
+                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["task"] is None and "mean cosine" in report["variants"][0]["budget_note"]
