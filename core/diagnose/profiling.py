@@ -33,6 +33,7 @@ from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.openvino_backend import (
     compile_config,
     layer_precisions,
+    read_model,
     runtime_message,
 )
 from optistudio.core.backends.reference import reference_session
@@ -381,7 +382,7 @@ class _OpenVinoProfiler:
         core = ov.Core()
         config = compile_config(options) | {"PERF_COUNT": True}
         try:
-            self._compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+            self._compiled = core.compile_model(read_model(ov, core, path), "CPU", config)
         except Exception as exc:  # the runtime raises its own untyped errors
             raise ModelLoadError(
                 f"OpenVINO could not load this model: {runtime_message(exc)}"
