@@ -2,6 +2,8 @@
 
 A stored result is one (benchmark job, backend, batch size, threads), keyed
 `job.backend.batch.threads` in the URL (`?results=12.onnxruntime.1.4,13.onnxruntime.1.4`).
+The Pareto axes ride along when they are not the defaults (`&latency=p90_ms&quality=cer`): any
+latency, and any accuracy metric a selected result has, a variant's task metrics included.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
+from optistudio.core.report.metric_info import label_of, reference_value
+from optistudio.core.report.snapshot import (
+    DEFAULT_LATENCY,
+    DEFAULT_QUALITY,
+    CompareSnapshot,
+    ResultRow,
+    axis_choices,
+)
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.selection import (
@@ -31,9 +40,28 @@ from optistudio.services.jobkinds import EXPORT, ExportJobSpec
 from optistudio.studio.services import SendTask, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
+METRIC_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 PARAM_RESULTS, PARAM_BASELINE, PARAM_BUDGET = "results", "baseline", "budget"
-REFERENCE = {"mean_cosine": 1.0, "cosine_error": 0.0, "max_abs_error": 0.0, "top1_agreement": 1.0}
-"""An original is its own reference: exact by definition."""
+PARAM_LATENCY, PARAM_QUALITY = "latency", "quality"
+REFERENCE = {
+    "mean_cosine": 1.0,
+    "min_cosine": 1.0,
+    "cosine_error": 0.0,
+    "max_abs_error": 0.0,
+    "mean_abs_error": 0.0,
+    "top1_agreement": 1.0,
+}
+"""An original is its own reference: exact by definition (and so on its variants' task
+agreement metrics, see `reference_value`)."""
+STORED_ACCURACY = (
+    "mean_cosine",
+    "min_cosine",
+    "max_abs_error",
+    "mean_abs_error",
+    "top1_agreement",
+    "top1_drop",
+)
+"""The generic figures of a stored accuracy report, by their field names."""
 
 
 def result_key(job_id: int, backend: str, batch_size: int, threads: int) -> str:
@@ -47,6 +75,8 @@ class Selection:
     keys: list[str] = field(default_factory=list)
     baseline: str | None = None
     budget_ms: float | None = None
+    latency_metric: str = DEFAULT_LATENCY
+    quality_metric: str = DEFAULT_QUALITY
     problems: list[str] = field(default_factory=list)
 
 
@@ -66,7 +96,20 @@ def read_selection(params: Mapping[str, str]) -> Selection:
             selection.budget_ms = float(budget) if float(budget) > 0 else None
         except ValueError:
             selection.problems.append(f"Latency budget {budget[:20]!r} is not a number; ignored.")
+    selection.latency_metric = _axis(params, PARAM_LATENCY, DEFAULT_LATENCY, selection.problems)
+    selection.quality_metric = _axis(params, PARAM_QUALITY, DEFAULT_QUALITY, selection.problems)
     return selection
+
+
+def _axis(params: Mapping[str, str], name: str, default: str, problems: list[str]) -> str:
+    value = (params.get(name) or "").strip()
+    if not value or METRIC_PATTERN.fullmatch(value):
+        return value or default
+    problems.append(
+        f"{value[:40]!r} in the link is not a metric name; the {name} axis shows "
+        f"{label_of(default)}."
+    )
+    return default
 
 
 def write_selection(params: MutableMapping[str, str], selection: Selection) -> None:
@@ -75,6 +118,12 @@ def write_selection(params: MutableMapping[str, str], selection: Selection) -> N
         PARAM_RESULTS: ",".join(selection.keys),
         PARAM_BASELINE: selection.baseline or "",
         PARAM_BUDGET: f"{selection.budget_ms:g}" if selection.budget_ms else "",
+        PARAM_LATENCY: ""
+        if selection.latency_metric == DEFAULT_LATENCY
+        else selection.latency_metric,
+        PARAM_QUALITY: ""
+        if selection.quality_metric == DEFAULT_QUALITY
+        else selection.quality_metric,
     }
     for name, value in wanted.items():
         if value and params.get(name) != value:
@@ -114,18 +163,48 @@ def build_snapshot(
         models = models_by_id(s, ids={r["model_id"] for r in measured.values() if r["model_id"]})
         parents = {m["parent_id"] for m in models.values() if m["parent_id"]}
         accuracy = variant_accuracy(s, original_ids=parents) if parents else {}
+        originals = {i for i, m in models.items() if not m["parent_id"]}
+        judged = {i: _task_metric_names(variant_accuracy(s, original_ids={i})) for i in originals}
         env_ids = {r["environment_id"] for r in measured.values() if r["environment_id"]}
         environments = environments_by_id(s, ids=env_ids)
-    rows = [_row(key, measured[key], models, accuracy) for key in selection.keys if key in measured]
+    rows = [
+        _row(key, measured[key], models, accuracy, judged)
+        for key in selection.keys
+        if key in measured
+    ]
     snapshot = CompareSnapshot(
         title=title,
         created_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         rows=rows,
         baseline=selection.baseline if selection.baseline in measured else None,
         budget_ms=selection.budget_ms,
+        latency_metric=selection.latency_metric,
+        quality_metric=selection.quality_metric,
         environments={str(k): v for k, v in environments.items()},
     )
     return snapshot, [key for key in selection.keys if key not in measured]
+
+
+def fit_axes(snapshot: CompareSnapshot, selection: Selection) -> list[str]:
+    """Put the selection's axes back to the defaults where the snapshot's results cannot be
+    plotted on them (no result has the metric, or nothing says which way is better); the
+    sentences say which and why. The snapshot follows the selection."""
+    latency, quality = axis_choices(snapshot)
+    problems = []
+    for attribute, choices, default in (
+        ("latency_metric", latency, DEFAULT_LATENCY),
+        ("quality_metric", quality, DEFAULT_QUALITY),
+    ):
+        wanted = getattr(selection, attribute)
+        if wanted not in choices:
+            problems.append(
+                f"No selected result has {wanted!r} as a metric with a better direction; the "
+                f"chart shows {label_of(default)} instead."
+            )
+            setattr(selection, attribute, default)
+    snapshot.latency_metric = selection.latency_metric
+    snapshot.quality_metric = selection.quality_metric
+    return problems
 
 
 def _by_key(records: list[dict[str, Any]], keys: set[str]) -> dict[str, dict[str, Any]]:
@@ -144,6 +223,7 @@ def _row(
     record: dict[str, Any],
     models: dict[int, dict[str, Any]],
     accuracy: dict[int, dict[str, Any]],
+    judged: dict[int, set[str]],
 ) -> ResultRow:
     model = models.get(record["model_id"] or -1, {})
     metrics, note = dict(record["metrics"]), "the original: the reference itself"
@@ -157,7 +237,7 @@ def _row(
             else f"variant of #{model['parent_id']}; no accuracy report stored"
         )
     elif model:
-        metrics |= REFERENCE
+        metrics |= REFERENCE | _reference_task_metrics(judged.get(record["model_id"], set()))
     return ResultRow(
         key=key,
         job_id=record["job_id"],
@@ -175,16 +255,26 @@ def _row(
 
 
 def _accuracy_metrics(report: dict[str, Any] | None) -> dict[str, float | None]:
+    """A variant's stored accuracy figures by metric name: the generic ones, the error the
+    table shows (1 - mean cosine), and every task metric its evaluator measured."""
     if not report:
         return {}
-    cosine = report.get("mean_cosine")
-    return {
-        "mean_cosine": cosine,
-        "cosine_error": None if cosine is None else max(0.0, 1.0 - cosine),
-        "max_abs_error": report.get("max_abs_error"),
-        "top1_agreement": report.get("top1_agreement"),
-        "top1_drop": report.get("top1_drop"),
-    }
+    figures: dict[str, float | None] = {name: report.get(name) for name in STORED_ACCURACY}
+    cosine = figures["mean_cosine"]
+    figures["cosine_error"] = None if cosine is None else max(0.0, 1.0 - cosine)
+    return figures | dict(report.get("task_metrics") or {})
+
+
+def _task_metric_names(reports: dict[int, dict[str, Any]]) -> set[str]:
+    return {name for report in reports.values() for name in report.get("task_metrics") or {}}
+
+
+def _reference_task_metrics(names: set[str]) -> dict[str, float | None]:
+    """The original's own score on its variants' task agreement metrics (1 for agreement, 0
+    for an error rate); metrics against labels are left out: the original is no exact reference
+    for those."""
+    values = {name: reference_value(name) for name in names}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 # -- share links ----------------------------------------------------------------------------

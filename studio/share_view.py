@@ -14,11 +14,12 @@ import streamlit as st
 
 from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
 from optistudio.core.report.html import report_csv, report_html, report_json
+from optistudio.core.report.metric_info import column_title, label_of
 from optistudio.core.report.snapshot import (
-    TABLE_METRICS,
     CompareSnapshot,
-    column_title,
     environment_differences,
+    pareto_title,
+    table_metrics,
     table_records,
 )
 from optistudio.studio import state
@@ -43,7 +44,11 @@ def render_shared(token: str) -> None:
 
 
 def show_snapshot(snapshot: CompareSnapshot) -> None:
-    """Warnings, the sweet spot, the table with directions and deltas, and the three charts."""
+    """Warnings, the sweet spot, the table with directions and deltas, and the three charts
+    (the Pareto view on the snapshot's own axes, so a shared page plots what its sender saw)."""
+    problem = snapshot.axes_problem()
+    if problem:
+        st.warning(problem)
     differences = environment_differences(snapshot)
     if differences:
         st.warning(
@@ -52,12 +57,14 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
         )
     sweet_spot_box(snapshot)
     st.dataframe(styled_table(snapshot), hide_index=True, width="stretch")
+    x, y = label_of(snapshot.latency_metric), label_of(snapshot.quality_metric)
     st.caption(
         "↓ lower is better, ↑ higher is better; best value per column in green. Δ is the change "
-        "against the baseline (⚑). ◆ on the Pareto frontier of latency and error, ★ sweet spot. "
-        "Error is 1 − mean cosine of each variant against its own original (the original: 0)."
+        f"against the baseline (⚑). ◆ on the Pareto frontier of {x} and {y}, ★ sweet spot. "
+        "Error is 1 − mean cosine of each variant against its own original (the original: 0); "
+        "an original scores itself as exact on its variants' agreement metrics."
     )
-    st.subheader("Error vs latency")
+    st.subheader(pareto_title(snapshot))
     st.plotly_chart(pareto_figure(snapshot), width="stretch")
     left, right = st.columns(2)
     left.subheader("Throughput vs p99 latency")
@@ -77,22 +84,23 @@ def sweet_spot_box(snapshot: CompareSnapshot) -> None:
     if snapshot.budget_ms is None:
         return
     index = snapshot.sweet_spot()
+    latency, quality = snapshot.latency_metric, snapshot.quality_metric
     if index is None:
-        st.info(f"Nothing selected has a p50 latency within {snapshot.budget_ms:g} ms.")
+        st.info(f"Nothing selected has a {label_of(latency)} within {snapshot.budget_ms:g} ms.")
         return
     row = snapshot.rows[index]
-    error = snapshot.value(row, snapshot.quality_metric)
+    score = snapshot.value(row, quality)
     st.success(
-        f"**Sweet spot within {snapshot.budget_ms:g} ms**: {row.label}, p50 "
-        f"{snapshot.value(row, 'p50_ms'):.3f} ms"
-        + (f", error {error:.2e}" if error is not None else ", no accuracy figures")
+        f"**Sweet spot within {snapshot.budget_ms:g} ms**: {row.label}, {label_of(latency)} "
+        f"{snapshot.value(row, latency):.3f} ms"
+        + (f", {label_of(quality)} {score:.4g}" if score is not None else ", no accuracy figures")
     )
 
 
 def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
     """One row per result; a value column per metric (and its Δ), best cells in green."""
     records = table_records(snapshot)
-    metrics = [m for m in TABLE_METRICS if any(r[m] is not None for r in records)]
+    metrics = [m for m in table_metrics(snapshot) if any(r[m] is not None for r in records)]
     table = pd.DataFrame(
         {
             "": ["⚑" * r["baseline"] + "◆" * r["pareto"] + "★" * r["sweet spot"] for r in records],

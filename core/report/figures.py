@@ -1,14 +1,17 @@
 """Plotly figures of a comparison snapshot: Pareto view, throughput vs p99, latency spread.
 
-Used by the studio page, the shared page and the self-contained HTML report alike.
+Used by the studio page, the shared page and the self-contained HTML report alike. The Pareto
+view plots the snapshot's own axes (any latency against any accuracy metric, a task's included),
+each titled with its label, unit and which way is better.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from optistudio.core.report.metric_info import axis_title, label_of
 from optistudio.core.report.pareto import pareto_front
-from optistudio.core.report.snapshot import CompareSnapshot, ResultRow, column_title
+from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
 
 MAX_BOXES = 40
 """Latency distributions drawn at most; more boxes than this are unreadable."""
@@ -74,7 +77,10 @@ def point_label(snapshot: CompareSnapshot, row: ResultRow) -> str:
 def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
     """Every result as a point, the Pareto frontier of (x, y) as a highlighted line."""
     points = _xy(snapshot, x, y)
-    front = set(pareto_front(snapshot.points(), [x, y]))
+    if (x, y) == (snapshot.latency_metric, snapshot.quality_metric):
+        front = set(snapshot.frontier())  # empty where the stored axes cannot rank here
+    else:
+        front = set(pareto_front(snapshot.points(), [x, y]))
     on = sorted((p for p in points if p[0] in front), key=lambda p: (p[1], p[2]))
     off = [p for p in points if p[0] not in front]
     figure = go.Figure()
@@ -83,11 +89,12 @@ def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
     style = {"color": FRONTIER_COLOR, "size": 11}
     front_mode = "lines+markers+text"
     figure.add_trace(_scatter(snapshot, on, "Pareto frontier", mode=front_mode, marker=style))
-    return _layout(figure, column_title(x), column_title(y))
+    return _layout(figure, axis_title(x), axis_title(y))
 
 
 def pareto_figure(snapshot: CompareSnapshot) -> go.Figure:
-    """Error vs the original against latency; the budget shaded and the sweet spot starred."""
+    """The snapshot's accuracy axis against its latency axis (error vs the original against p50
+    unless chosen otherwise); the budget shaded and the sweet spot starred."""
     x, y = snapshot.latency_metric, snapshot.quality_metric
     figure = frontier_figure(snapshot, x, y)
     if snapshot.budget_ms is not None:
@@ -106,7 +113,8 @@ def pareto_figure(snapshot: CompareSnapshot) -> go.Figure:
         star = {"symbol": "star", "size": 20, "color": SWEET_COLOR}
         figure.add_trace(_scatter(snapshot, point, "sweet spot", mode="markers", marker=star))
     if not _xy(snapshot, x, y):
-        figure.add_annotation(text="No selected result has accuracy figures", showarrow=False)
+        missing = f"No selected result has both {label_of(x)} and {label_of(y)}"
+        figure.add_annotation(text=missing, showarrow=False)
     return figure
 
 

@@ -1,7 +1,7 @@
 """A comparison as files: one self-contained HTML report (Plotly inlined, works offline), CSV, JSON.
 
 The HTML carries plotly.js once, inline, so it opens without a network; the data in it is the
-snapshot's, so the report shows exactly what the page showed.
+snapshot's, Pareto axes included, so the report shows exactly what the page showed.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import io
 import json
 
 from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
+from optistudio.core.report.metric_info import column_title, label_of
 from optistudio.core.report.snapshot import (
-    TABLE_METRICS,
     CompareSnapshot,
-    column_title,
     environment_differences,
+    pareto_title,
+    table_metrics,
     table_records,
 )
 
@@ -62,7 +63,8 @@ def report_html(snapshot: CompareSnapshot) -> str:
         fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
         for i, fig in enumerate(figures)
     ]
-    titles = ["Error vs latency (Pareto frontier)", "Throughput vs p99 latency", "Latency spread"]
+    pareto = f"{pareto_title(snapshot)} (Pareto frontier)"
+    titles = [pareto, "Throughput vs p99 latency", "Latency spread"]
     body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
     body.append(_table(snapshot))
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
@@ -81,24 +83,28 @@ def _summary(snapshot: CompareSnapshot) -> str:
     sweet = snapshot.sweet_spot()
     if snapshot.budget_ms is not None:
         best = snapshot.rows[sweet].label if sweet is not None else "nothing fits"
-        parts.append(f"sweet spot under {snapshot.budget_ms:g} ms: {best}")
+        latency = label_of(snapshot.latency_metric)
+        parts.append(f"sweet spot with {latency} under {snapshot.budget_ms:g} ms: {best}")
     return f"<p>{html.escape(' · '.join(parts))}</p>"
 
 
 def _warnings(snapshot: CompareSnapshot) -> str:
+    problem = snapshot.axes_problem()
+    axes = f"<p class='warn'>{html.escape(problem)}</p>" if problem else ""
     differences = environment_differences(snapshot)
     if not differences:
-        return "<p>All results were measured in the same environment.</p>"
+        return f"{axes}<p>All results were measured in the same environment.</p>"
     items = "".join(f"<li>{html.escape(d)}</li>" for d in differences)
-    return f"<div class='warn'><b>Environments differ</b><ul>{items}</ul></div>"
+    return f"{axes}<div class='warn'><b>Environments differ</b><ul>{items}</ul></div>"
 
 
 def _table(snapshot: CompareSnapshot) -> str:
-    head = "".join(f"<th>{html.escape(column_title(m))}</th>" for m in TABLE_METRICS)
+    columns = table_metrics(snapshot)
+    head = "".join(f"<th>{html.escape(column_title(m))}</th>" for m in columns)
     rows = []
     for record in table_records(snapshot):
         flags = "★ " * record["sweet spot"] + "◆ " * record["pareto"] + "⚑ " * record["baseline"]
-        cells = "".join(_cell(record, m) for m in TABLE_METRICS)
+        cells = "".join(_cell(record, m) for m in columns)
         rows.append(f"<tr><td>{flags}{html.escape(record['result'])}</td>{cells}</tr>")
     legend = "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column</p>"
     return f"<h2>Results</h2>{legend}<table><tr><th>result</th>{head}</tr>{''.join(rows)}</table>"

@@ -1,4 +1,7 @@
-"""Pareto frontier and the sweet spot under a latency budget, with directions from the metric table.
+"""Pareto frontier and the sweet spot under a latency budget, directions from the metric table.
+
+Any stored metric with a direction can rank: the table's, or a task metric its evaluator
+declares (`optistudio.core.report.metric_info`); one without a direction is refused.
 
 A point is on the frontier when no other point is at least as good in every metric and strictly
 better in one. Identical points tie: none dominates the other, so all of them stay on the
@@ -10,20 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from optistudio.core.metrics import METRICS
+from optistudio.core.report.metric_info import ranking_direction
 
 Point = Mapping[str, float | None]
 
 
 def _signs(metrics: Sequence[str]) -> list[float]:
     """+1 to minimise, -1 to maximise, so every metric can be compared as 'smaller is better'."""
-    signs = []
-    for name in metrics:
-        better = METRICS[name].higher_is_better if name in METRICS else None
-        if better is None:
-            raise ValueError(f"metric {name!r} has no better direction; it cannot rank points")
-        signs.append(-1.0 if better else 1.0)
-    return signs
+    return [-1.0 if ranking_direction(name) else 1.0 for name in metrics]
 
 
 def _cost(point: Point, metrics: Sequence[str], signs: list[float]) -> tuple[float, ...] | None:

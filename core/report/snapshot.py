@@ -1,8 +1,10 @@
 """A comparison of stored results as plain data: the rows, the baseline and the latency budget.
 
 The studio's Compare page, a shared link and a downloaded report all render the same
-`CompareSnapshot`, so what someone is sent is exactly what was on the screen. Directions and
-units come from `optistudio.core.metrics.METRICS`.
+`CompareSnapshot`, so what someone is sent is exactly what was on the screen, Pareto axes
+included. Directions and units come from `optistudio.core.metrics.METRICS`, and for a variant's
+task metrics (string_agreement, map_iou, ...) from the evaluator that declares them
+(`optistudio.core.report.metric_info`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.metrics import METRICS, is_better
+from optistudio.core.metrics import METRICS
+from optistudio.core.numerics.accuracy import GENERIC_METRIC_NAMES, GENERIC_METRICS
+from optistudio.core.report.metric_info import (
+    LATENCY_AXES,
+    TABLE_ACCURACY,
+    higher_is_better,
+    is_better,
+    is_quality_metric,
+    label_of,
+)
 from optistudio.core.report.pareto import pareto_front, sweet_spot
 
 TABLE_METRICS = (
@@ -27,6 +38,10 @@ TABLE_METRICS = (
     "top1_agreement",
 )
 """The columns of the comparison table, in order; each has a direction in the metric table."""
+GENERIC_ORDER = tuple(m.name for m in GENERIC_METRICS if m.name not in METRICS)
+"""Accuracy figures every judged run has that the metric table lacks (min_cosine, ...)."""
+DEFAULT_LATENCY, DEFAULT_QUALITY = "p50_ms", "cosine_error"
+"""The Pareto axes unless someone picks others: p50 latency against error vs the original."""
 
 
 class ResultRow(BaseModel):
@@ -66,8 +81,12 @@ class CompareSnapshot(BaseModel):
     rows: list[ResultRow]
     baseline: str | None = Field(default=None, description="Key of the row deltas refer to.")
     budget_ms: float | None = Field(default=None, description="Latency budget for the sweet spot.")
-    latency_metric: str = "p50_ms"
-    quality_metric: str = "cosine_error"
+    latency_metric: str = Field(
+        default=DEFAULT_LATENCY, description="The Pareto view's x axis; the budget is on it."
+    )
+    quality_metric: str = Field(
+        default=DEFAULT_QUALITY, description="The Pareto view's y axis: any accuracy metric."
+    )
     environments: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def value(self, row: ResultRow, metric: str) -> float | None:
@@ -80,12 +99,25 @@ class CompareSnapshot(BaseModel):
     def baseline_row(self) -> ResultRow | None:
         return next((r for r in self.rows if r.key == self.baseline), None)
 
+    def axes_problem(self) -> str | None:
+        """Why the stored axes cannot rank here, or None: a shared view may name a task metric
+        whose evaluator this installation lacks, and then marks no frontier rather than fail."""
+        for name in (self.latency_metric, self.quality_metric):
+            if higher_is_better(name) is None:
+                return (
+                    f"The metric {name!r} has no known better direction here (install the "
+                    "evaluator that measured it), so no Pareto frontier or sweet spot is marked."
+                )
+        return None
+
     def frontier(self) -> list[int]:
-        """Rows on the latency / quality Pareto frontier."""
+        """Rows on the latency / quality Pareto frontier (none when the axes cannot rank)."""
+        if self.axes_problem():
+            return []
         return pareto_front(self.points(), [self.latency_metric, self.quality_metric])
 
     def sweet_spot(self) -> int | None:
-        if self.budget_ms is None:
+        if self.budget_ms is None or self.axes_problem():
             return None
         return sweet_spot(
             self.points(),
@@ -99,8 +131,8 @@ def best_rows(snapshot: CompareSnapshot, metric: str) -> list[int]:
     """Indices of the rows holding the best value of `metric` (all of them on a tie)."""
     values = [(i, snapshot.value(r, metric)) for i, r in enumerate(snapshot.rows)]
     known = [(i, v) for i, v in values if v is not None]
-    if not known:
-        return []
+    if not known or higher_is_better(metric) is None:
+        return []  # nothing to compare, or nothing says which way is better
     best = known[0][1]
     for _, v in known[1:]:
         if is_better(metric, v, best):
@@ -119,9 +151,26 @@ def delta(snapshot: CompareSnapshot, row: ResultRow, metric: str) -> float | Non
     return (value - reference) / abs(reference)
 
 
+def table_metrics(snapshot: CompareSnapshot) -> list[str]:
+    """The table's columns: `TABLE_METRICS`, then the plotted axes and every task metric some
+    row has (string_agreement, map_iou, ...), each once."""
+    extra = [snapshot.latency_metric, snapshot.quality_metric]
+    extra += sorted(
+        {name for row in snapshot.rows for name in row.metrics if _is_task_metric(name)}
+    )
+    return list(dict.fromkeys([*TABLE_METRICS, *extra]))
+
+
+def _is_task_metric(name: str) -> bool:
+    """A task's own figure with a direction; the generic ones outside the metric table
+    (min_cosine, mean_abs_error) may be plotted but get no column each."""
+    return name not in METRICS and name not in GENERIC_METRIC_NAMES and is_quality_metric(name)
+
+
 def table_records(snapshot: CompareSnapshot) -> list[dict[str, Any]]:
     """Flat records (one per row) with every table metric, its delta and whether it is best."""
-    best = {metric: set(best_rows(snapshot, metric)) for metric in TABLE_METRICS}
+    columns = table_metrics(snapshot)
+    best = {metric: set(best_rows(snapshot, metric)) for metric in columns}
     frontier, sweet = set(snapshot.frontier()), snapshot.sweet_spot()
     records = []
     for i, row in enumerate(snapshot.rows):
@@ -132,7 +181,7 @@ def table_records(snapshot: CompareSnapshot) -> list[dict[str, Any]]:
             "pareto": i in frontier,
             "sweet spot": i == sweet,
         }
-        for metric in TABLE_METRICS:
+        for metric in columns:
             record[metric] = snapshot.value(row, metric)
             record[f"{metric} delta"] = delta(snapshot, row, metric)
             record[f"{metric} best"] = i in best[metric]
@@ -140,12 +189,22 @@ def table_records(snapshot: CompareSnapshot) -> list[dict[str, Any]]:
     return records
 
 
-def column_title(metric: str) -> str:
-    """'p50 latency (ms) ↓': label, unit and the direction arrow from the metric table."""
-    spec = METRICS[metric]
-    arrow = {True: " ↑", False: " ↓", None: ""}[spec.higher_is_better]
-    unit = f" ({spec.unit})" if spec.unit else ""
-    return f"{spec.label}{unit}{arrow}"
+def axis_choices(snapshot: CompareSnapshot) -> tuple[list[str], list[str]]:
+    """The metrics a Pareto axis may show: latencies, and accuracy metrics with a direction,
+    each held by at least one row; the defaults first (a view without accuracy figures still
+    says what it would plot), then the table's and the generic ones, then task metrics by name."""
+    held = {name for row in snapshot.rows for name, v in row.metrics.items() if v is not None}
+    latency = [DEFAULT_LATENCY, *(m for m in LATENCY_AXES if m in held)]
+    quality = [DEFAULT_QUALITY, *(m for m in (*TABLE_ACCURACY, *GENERIC_ORDER) if m in held)]
+    quality += sorted(m for m in held if _is_task_metric(m))
+    return list(dict.fromkeys(latency)), list(dict.fromkeys(quality))
+
+
+def pareto_title(snapshot: CompareSnapshot) -> str:
+    """'Error vs p50 latency', 'String agreement vs p90 latency': the Pareto view's heading."""
+    y = snapshot.quality_metric
+    quality = "Error" if y == DEFAULT_QUALITY else label_of(y)
+    return f"{quality[0].upper()}{quality[1:]} vs {label_of(snapshot.latency_metric)}"
 
 
 ENVIRONMENT_FIELDS = {

@@ -11,12 +11,15 @@ from pydantic import ValidationError
 
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.compare import ComparisonSpec
+from optistudio.core.report.metric_info import column_title
+from optistudio.core.report.snapshot import CompareSnapshot, axis_choices
 from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
 from optistudio.studio import charts, pages, state
 from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
     export_rows,
+    fit_axes,
     owned_shares,
     read_selection,
     result_options,
@@ -159,6 +162,10 @@ def side_by_side() -> None:
     if not snapshot.rows:
         st.info("None of the picked results has figures stored.")
         return
+    for problem in fit_axes(snapshot, selection):
+        st.warning(problem)
+    pick_axes(snapshot, selection)
+    write_selection(st.query_params, selection)
     show_snapshot(snapshot)
     share_and_download(snapshot)
 
@@ -183,13 +190,43 @@ def pick(options: dict[str, str], wanted: Selection) -> Selection:
         format_func=lambda k: "none" if k is None else options[k],
     )
     budget = right.number_input(
-        "Latency budget, p50 (ms; 0 = none)",
+        "Latency budget (ms on the chart's latency axis; 0 = none)",
         min_value=0.0,
         value=float(wanted.budget_ms or 0.0),
         step=0.5,
         help="The sweet spot is the most accurate result within it, then the fastest.",
     )
-    return Selection(keys=list(keys), baseline=baseline, budget_ms=budget or None)
+    return Selection(
+        keys=list(keys),
+        baseline=baseline,
+        budget_ms=budget or None,
+        latency_metric=wanted.latency_metric,
+        quality_metric=wanted.quality_metric,
+    )
+
+
+def pick_axes(snapshot: CompareSnapshot, selection: Selection) -> None:
+    """The Pareto chart's two axes, from the metrics the picked results have; the choice goes
+    into the selection (so the URL) and the snapshot (so a share link and the report)."""
+    latencies, qualities = axis_choices(snapshot)
+    left, right = st.columns(2)
+    latency = left.selectbox(
+        "Chart: latency axis (x)",
+        latencies,
+        index=latencies.index(selection.latency_metric),
+        format_func=column_title,
+        help="The latency budget and the sweet spot use this latency too.",
+    )
+    quality = right.selectbox(
+        "Chart: accuracy axis (y)",
+        qualities,
+        index=qualities.index(selection.quality_metric),
+        format_func=column_title,
+        help="Every accuracy metric a picked result has: error vs the original, top-1, and the "
+        "task metrics its optimize run measured (string agreement, mAP, ...).",
+    )
+    selection.latency_metric = snapshot.latency_metric = latency
+    selection.quality_metric = snapshot.quality_metric = quality
 
 
 def _title(selection: Selection, options: dict[str, str]) -> str:

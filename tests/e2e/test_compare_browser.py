@@ -32,9 +32,12 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
     pick(page, r"#1 tiny .*batch 1 ")
     pick(page, r"#2 wide .*batch 1 ")
-    expect(page.get_by_role("heading", name="Error vs latency")).to_be_visible()
+    expect(page.get_by_role("heading", name="Error vs p50 latency")).to_be_visible()
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
-    page.wait_for_url(re.compile(r"results=1\.onnxruntime\.\d+\.\d+%2C2\.onnxruntime"))
+    page.locator("[data-testid='stSelectbox']").filter(has_text="Chart: latency axis").click()
+    page.get_by_role("option", name="p90 latency (ms) ↓").click()  # the Pareto x axis
+    expect(page.get_by_role("heading", name="Error vs p90 latency")).to_be_visible()
+    page.wait_for_url(re.compile(r"results=1\.onnxruntime\.\d+\.\d+%2C2\.onnxruntime.*latency=p90"))
     selected_url = page.url
     shot(page, "compare-side-by-side")
 
@@ -49,6 +52,7 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     shared.set_default_timeout(UI_TIMEOUT_MS)
     shared.goto(link)
     expect(shared.get_by_role("heading", name="2 results: tiny, wide")).to_be_visible()
+    expect(shared.get_by_role("heading", name="Error vs p90 latency")).to_be_visible()
     expect(shared.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     expect(shared.get_by_text("Read-only snapshot")).to_be_visible()
     expect(shared.locator("[data-testid='stSidebarNav']")).to_have_count(0)
@@ -59,6 +63,7 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     download.value.save_as(report)
     text = report.read_text()
     assert "2 results: tiny, wide" in text and "plotly.js v" in text
+    assert "Error vs p90 latency (Pareto frontier)" in text  # the axes the sender chose
     assert not re.search(r"<script[^>]+src=", text)
     shot(shared, "shared")
 

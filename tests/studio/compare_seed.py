@@ -40,7 +40,14 @@ def benchmark(factory: Any, model_id: int, batch: int, p50: float, env: dict[str
     return job_id
 
 
-def seed(factory: Any, settings: Any, original_path: Any, variant_path: Any) -> Seeded:
+def seed(
+    factory: Any,
+    settings: Any,
+    original_path: Any,
+    variant_path: Any,
+    *,
+    accuracy: dict[str, Any] | None = None,
+) -> Seeded:
     original = add_model_file(factory, settings, original_path, name="tiny").model_id
     variant = add_model_file(
         factory,
@@ -52,7 +59,7 @@ def seed(factory: Any, settings: Any, original_path: Any, variant_path: Any) -> 
         recipe={"name": "int8_dynamic", "label": "INT8 dynamic", "passes": []},
         precision="int8",
     ).model_id
-    accuracy = {"mean_cosine": 0.99, "max_abs_error": 0.05, "data": "synthetic"}
+    accuracy = accuracy or {"mean_cosine": 0.99, "max_abs_error": 0.05, "data": "synthetic"}
     with transaction(factory) as s:
         job = create_job(s, kind=JobKind.optimize, spec={}, model_id=original).id
         set_job_result(

@@ -3,16 +3,20 @@ through Streamlit's AppTest against a real migrated SQLite database."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from compare_seed import ENV, Seeded, benchmark, seed
 from streamlit.testing.v1 import AppTest
 
-from optistudio.core.report.snapshot import environment_differences
+from optistudio.core.numerics.accuracy import AccuracyReport
+from optistudio.core.numerics.evaluators.base import EvaluatorInfo, MetricInfo, evaluators
+from optistudio.core.report.snapshot import axis_choices, environment_differences
 from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
+    fit_axes,
     read_selection,
     result_options,
     revoke,
@@ -148,3 +152,132 @@ def test_empty_history_and_empty_selection_have_useful_messages(db_factory, fres
     at.run()
     assert not at.exception
     assert any("No stored results yet" in i.value for i in at.info)
+
+
+# -- the Pareto axes: task metrics of the stored accuracy reports ---------------------------
+
+GLYPHS = EvaluatorInfo(
+    name="compare_test_glyphs",
+    label="Glyph reading (test task)",
+    description="A task made up for the Compare tests.",
+    metrics=[
+        MetricInfo(name="glyph_agreement", label="Glyph agreement", higher_is_better=True),
+        MetricInfo(name="glyph_error_rate", label="Glyph error rate", higher_is_better=False),
+        MetricInfo(
+            name="glyph_accuracy", label="Glyph accuracy", higher_is_better=True, needs_labels=True
+        ),
+    ],
+    default_budget={"glyph_agreement": 0.99},
+    implementation="optistudio.core.numerics.evaluators.base:Evaluator",
+)
+TASK_METRICS = {"glyph_agreement": 0.93, "glyph_error_rate": 0.02, "glyph_accuracy": 0.81}
+
+
+@pytest.fixture
+def glyph_task() -> Iterator[EvaluatorInfo]:
+    evaluators.register(GLYPHS)
+    yield GLYPHS
+    evaluators._entries.pop(GLYPHS.name, None)  # the registry has no unregister; tests only
+
+
+@pytest.fixture
+def judged(db_factory, app_settings, make_model, glyph_task) -> Seeded:
+    """The seeded history, its variant judged in the glyph task's terms."""
+    report = AccuracyReport(
+        samples=32,
+        data="user",
+        max_abs_error=0.05,
+        mean_abs_error=0.004,
+        mean_cosine=0.99,
+        min_cosine=0.95,
+        per_output_max_abs_error={"y": 0.05},
+        nan_or_inf=False,
+        task=GLYPHS.name,
+        task_mode="labels",
+        task_metrics=TASK_METRICS,
+    )
+    return seed(
+        db_factory,
+        app_settings,
+        make_model("tiny.onnx"),
+        make_model("v.onnx", features=12),
+        accuracy=report.model_dump(mode="json"),
+    )
+
+
+def test_a_variant_brings_every_task_metric_of_its_report(db_factory, judged: Seeded) -> None:
+    snapshot, _ = build_snapshot(db_factory, Selection(keys=judged.keys))
+    original, variant, big = snapshot.rows
+
+    assert {k: variant.metrics[k] for k in TASK_METRICS} == TASK_METRICS
+    assert variant.metrics["min_cosine"] == 0.95 and variant.metrics["mean_abs_error"] == 0.004
+    assert variant.metrics["cosine_error"] == pytest.approx(0.01)
+    for reference in (original, big):  # the original agrees with itself, by definition
+        assert reference.metrics["glyph_agreement"] == 1.0
+        assert reference.metrics["glyph_error_rate"] == 0.0
+        assert "glyph_accuracy" not in reference.metrics  # against labels: not known
+    assert axis_choices(snapshot)[1] == [
+        "cosine_error",
+        "mean_cosine",
+        "max_abs_error",
+        "top1_agreement",
+        "min_cosine",
+        "mean_abs_error",
+        "glyph_accuracy",
+        "glyph_agreement",
+        "glyph_error_rate",
+    ]
+
+
+def test_the_axes_round_trip_through_the_url() -> None:
+    chosen = Selection(keys=["3.onnxruntime.1.2"], latency_metric="p90_ms")
+    chosen.quality_metric = "glyph_agreement"
+    params: dict[str, str] = {}
+    write_selection(params, chosen)
+    assert params == {
+        "results": "3.onnxruntime.1.2",
+        "latency": "p90_ms",
+        "quality": "glyph_agreement",
+    }
+    assert read_selection(params) == chosen
+    write_selection(params, Selection(keys=["3.onnxruntime.1.2"]))  # defaults stay out
+    assert params == {"results": "3.onnxruntime.1.2"}
+    bad = read_selection({"quality": "<b>x</b>"})
+    assert bad.quality_metric == "cosine_error" and "not a metric name" in bad.problems[0]
+
+
+def test_an_axis_no_result_has_falls_back_with_a_reason(db_factory, seeded: Seeded) -> None:
+    wanted = Selection(keys=seeded.keys, latency_metric="p95_ms", quality_metric="glyph_agreement")
+    snapshot, _ = build_snapshot(db_factory, wanted)
+
+    problems = fit_axes(snapshot, wanted)
+
+    assert len(problems) == 2 and "'glyph_agreement'" in problems[1]
+    assert (wanted.latency_metric, wanted.quality_metric) == ("p50_ms", "cosine_error")
+    assert (snapshot.latency_metric, snapshot.quality_metric) == ("p50_ms", "cosine_error")
+
+
+def test_the_page_plots_the_chosen_task_metric_and_shares_it(
+    db_factory, judged, fresh_state
+) -> None:
+    at = AppTest.from_function(compare_page, default_timeout=60)
+    at.query_params["results"] = ",".join(judged.keys[:2])
+    at.query_params["quality"] = "glyph_agreement"
+    at.run()
+    assert not at.exception
+    x_axis, y_axis = (s for s in at.selectbox if s.label.startswith("Chart:"))
+    assert (x_axis.value, y_axis.value) == ("p50_ms", "glyph_agreement")
+    assert "Glyph agreement vs p50 latency" in [h.value for h in at.subheader]
+    x_axis.set_value("p90_ms").run()
+    assert at.query_params["latency"] == "p90_ms"
+    assert "Glyph agreement vs p90 latency" in [h.value for h in at.subheader]
+    next(b for b in at.button if b.label == "Share").click().run()
+    token = _token(at)
+    stored = shared_snapshot(db_factory, token)
+    assert (stored.latency_metric, stored.quality_metric) == ("p90_ms", "glyph_agreement")
+    shared = AppTest.from_file("../../studio/app.py", default_timeout=60)
+    shared.query_params["share"] = token
+    shared.run()
+    assert not shared.exception
+    assert "Glyph agreement vs p90 latency" in [h.value for h in shared.subheader]
+    assert not shared.get("selectbox")  # read-only: the axes are the sender's

@@ -9,12 +9,16 @@ import re
 
 import pytest
 
+from optistudio.core.report.figures import pareto_figure
 from optistudio.core.report.html import report_csv, report_html, report_json
+from optistudio.core.report.metric_info import column_title
 from optistudio.core.report.snapshot import (
     CompareSnapshot,
     ResultRow,
-    column_title,
+    axis_choices,
     environment_differences,
+    pareto_title,
+    table_metrics,
     table_records,
 )
 
@@ -22,8 +26,16 @@ ENV_A = {"cpu_model": "Xeon A", "logical_cores": 2, "libraries": {"onnxruntime":
 ENV_B = {"cpu_model": "Xeon B", "logical_cores": 2, "libraries": {"onnxruntime": "1.19.2"}}
 
 
-def row(job: int, p50: float, error: float | None, *, env: int = 1, threads: int = 2) -> ResultRow:
-    metrics = {
+def row(
+    job: int,
+    p50: float,
+    error: float | None,
+    *,
+    env: int = 1,
+    threads: int = 2,
+    task: dict[str, float | None] | None = None,
+) -> ResultRow:
+    metrics = (task or {}) | {
         "p10_ms": p50 * 0.9,
         "p50_ms": p50,
         "p90_ms": p50 * 1.2,
@@ -99,7 +111,8 @@ def test_html_report_is_self_contained(snapshot) -> None:
     assert not re.search(r"<script[^>]+src=", page)  # nothing fetched from a network
     assert page.count("plotly.js v") == 1  # the library inlined once
     assert page.count('class="plotly-graph-div"') == 3
-    assert "sweet spot under 1.6 ms: #2 m2" in page
+    assert "sweet spot with p50 latency under 1.6 ms: #2 m2" in page
+    assert "Error vs p50 latency (Pareto frontier)" in page
 
 
 def test_csv_and_json_carry_the_same_rows(snapshot) -> None:
@@ -110,3 +123,82 @@ def test_csv_and_json_carry_the_same_rows(snapshot) -> None:
     assert data["sweet_spot"] == "2.onnxruntime.1.2"
     assert data["pareto_keys"] == ["1.onnxruntime.1.2", "2.onnxruntime.1.2"]
     assert CompareSnapshot.model_validate({k: data[k] for k in CompareSnapshot.model_fields})
+
+
+# -- the Pareto axes: any stored metric, kept by the snapshot -------------------------------
+
+
+@pytest.fixture
+def glyph_snapshot() -> CompareSnapshot:
+    """An original and three variants judged in a task's terms: the fastest reads worst."""
+    return CompareSnapshot(
+        title="glyphs",
+        rows=[
+            row(1, 2.0, 0.0, task={"glyph_agreement": 1.0, "glyph_error_rate": 0.0}),
+            row(2, 1.0, 0.01, task={"glyph_agreement": 0.70, "glyph_error_rate": 0.2}),
+            row(3, 1.5, 0.05, task={"glyph_agreement": 0.95, "glyph_error_rate": 0.01}),
+            row(4, 1.8, 0.001, task={"glyph_agreement": 0.90, "glyph_error_rate": 0.3}),
+        ],
+        budget_ms=1.6,
+        latency_metric="p90_ms",
+        quality_metric="glyph_agreement",
+    )
+
+
+def test_a_snapshot_keeps_its_chosen_axes_through_json(glyph_task, glyph_snapshot) -> None:
+    shared = CompareSnapshot.model_validate_json(glyph_snapshot.model_dump_json())
+
+    assert shared == glyph_snapshot
+    assert (shared.latency_metric, shared.quality_metric) == ("p90_ms", "glyph_agreement")
+    assert shared.frontier() == [0, 1, 2]  # by glyph agreement; #4 is slower and reads worse
+    assert shared.sweet_spot() == 1  # p90 within 1.6 ms: only #2 (1.2); #3's p90 is 1.8
+    old = CompareSnapshot.model_validate({"rows": []})  # a share stored before axes were chosen
+    assert (old.latency_metric, old.quality_metric) == ("p50_ms", "cosine_error")
+
+
+def test_the_frontier_and_sweet_spot_follow_the_chosen_axes(glyph_task, glyph_snapshot) -> None:
+    by_error = glyph_snapshot.model_copy(update={"quality_metric": "cosine_error"})
+    by_rate = glyph_snapshot.model_copy(
+        update={"latency_metric": "p50_ms", "quality_metric": "glyph_error_rate"}
+    )
+
+    assert by_error.frontier() == [0, 1, 3]  # #4 is exact enough to beat #3 on cosine
+    assert by_rate.frontier() == [0, 1, 2]
+    assert by_rate.sweet_spot() == 2  # within 1.6 ms p50: #2 and #3; #3 reads better
+
+
+def test_the_report_plots_and_tabulates_the_chosen_axes(glyph_task, glyph_snapshot) -> None:
+    page = report_html(glyph_snapshot)
+    data = json.loads(report_json(glyph_snapshot))
+    figure = pareto_figure(glyph_snapshot)
+
+    assert "Glyph agreement vs p90 latency (Pareto frontier)" in page
+    assert "sweet spot with p90 latency under 1.6 ms: #2 m2" in page
+    assert "<th>Glyph agreement (0–1) ↑</th>" in page and "<th>Glyph error rate ↓</th>" in page
+    assert figure.layout.xaxis.title.text == "p90 latency (ms) ↓, lower is better"
+    assert figure.layout.yaxis.title.text == "Glyph agreement (0–1) ↑, higher is better"
+    frontier = next(t for t in figure.data if t.name == "Pareto frontier")
+    assert list(frontier.y) == [0.70, 0.95, 1.0]  # the task metric, not cosine
+    assert (data["latency_metric"], data["quality_metric"]) == ("p90_ms", "glyph_agreement")
+    assert data["pareto_keys"] == ["1.onnxruntime.1.2", "2.onnxruntime.1.2", "3.onnxruntime.1.2"]
+    best = {r["key"] for r in data["table"] if r["glyph_agreement best"]}
+    assert best == {"1.onnxruntime.1.2"}  # higher is better, from the evaluator
+
+
+def test_axis_choices_are_the_metrics_some_row_has(glyph_task, glyph_snapshot) -> None:
+    latency, quality = axis_choices(glyph_snapshot)
+
+    assert latency == ["p50_ms", "p90_ms", "p99_ms", "p10_ms"]
+    assert quality == ["cosine_error", "glyph_agreement", "glyph_error_rate"]
+    assert table_metrics(glyph_snapshot)[-2:] == ["glyph_agreement", "glyph_error_rate"]
+    assert pareto_title(glyph_snapshot) == "Glyph agreement vs p90 latency"
+
+
+def test_a_shared_axis_without_a_known_direction_marks_no_frontier(glyph_snapshot) -> None:
+    # the evaluator that measured glyph_agreement is not installed here
+    assert glyph_snapshot.frontier() == [] and glyph_snapshot.sweet_spot() is None
+    assert "'glyph_agreement' has no known better direction" in glyph_snapshot.axes_problem()
+    page = report_html(glyph_snapshot)
+    assert "has no known better direction here" in page
+    assert "glyph_agreement" in table_metrics(glyph_snapshot)  # still shown, never ranked
+    assert column_title("glyph_agreement") == "glyph_agreement"

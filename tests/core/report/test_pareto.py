@@ -1,4 +1,5 @@
-"""Pareto frontier and sweet spot, with directions read from the metric table."""
+"""Pareto frontier and sweet spot, with directions read from the metric table, and for task
+metrics from the evaluator that declares them (`glyph_task`, tests/core/report/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ import math
 import pytest
 
 from optistudio.core.metrics import METRICS, direction, is_better
+from optistudio.core.report.metric_info import (
+    axis_title,
+    column_title,
+    find_metric,
+    higher_is_better,
+    reference_value,
+)
 from optistudio.core.report.pareto import dominates, pareto_front, sweet_spot
 
 LAT_ERR = ["p50_ms", "cosine_error"]
@@ -101,3 +109,56 @@ def test_sweet_spot_is_the_most_accurate_within_budget_then_the_fastest() -> Non
     assert sweet_spot(points, latency="p50_ms", budget=100, quality=None) == 0
     unknown = [{"p50_ms": 1.0, "cosine_error": None}, {"p50_ms": 3.0, "cosine_error": 0.1}]
     assert sweet_spot(unknown, latency="p50_ms", budget=5, quality="cosine_error") == 1
+
+
+# -- task metrics: directions from the evaluator that declares them -------------------------
+
+GLYPH_POINTS = [
+    {"p50_ms": 1.0, "glyph_agreement": 0.70, "glyph_error_rate": 0.20},  # fast, reads badly
+    {"p50_ms": 2.0, "glyph_agreement": 1.00, "glyph_error_rate": 0.00},  # the original
+    {"p50_ms": 1.5, "glyph_agreement": 0.95, "glyph_error_rate": 0.01},
+    {"p50_ms": 1.6, "glyph_agreement": 0.90, "glyph_error_rate": 0.30},  # dominated by #2
+]
+
+
+def test_a_task_metric_is_maximised_or_minimised_as_its_evaluator_declares(glyph_task) -> None:
+    assert pareto_front(GLYPH_POINTS, ["p50_ms", "glyph_agreement"]) == [0, 1, 2]
+    assert pareto_front(GLYPH_POINTS, ["p50_ms", "glyph_error_rate"]) == [0, 1, 2]
+    flipped = [p | {"glyph_agreement": 1 - p["glyph_agreement"]} for p in GLYPH_POINTS]
+    assert pareto_front(flipped, ["p50_ms", "glyph_agreement"]) == [0]  # higher is better
+
+
+def test_the_sweet_spot_reads_a_task_metric(glyph_task) -> None:
+    best = sweet_spot(GLYPH_POINTS, latency="p50_ms", budget=1.8, quality="glyph_agreement")
+    assert best == 2
+    rate = sweet_spot(GLYPH_POINTS, latency="p50_ms", budget=1.8, quality="glyph_error_rate")
+    assert rate == 2
+
+
+def test_a_task_metric_no_installed_evaluator_declares_cannot_rank() -> None:
+    refused = r"'glyph_agreement' has no better direction \(neither the metric table nor an inst"
+    with pytest.raises(ValueError, match=refused):
+        pareto_front(GLYPH_POINTS, ["p50_ms", "glyph_agreement"])
+
+
+def test_the_metric_table_answers_before_any_task(glyph_task) -> None:
+    assert find_metric("cosine_error") == METRICS["cosine_error"]  # the task says ↑; table ↓
+    points = [{"p50_ms": 1.0, "cosine_error": 0.2}, {"p50_ms": 1.0, "cosine_error": 0.0}]
+    assert pareto_front(points, LAT_ERR) == [1]
+
+
+def test_labels_units_and_directions_of_any_stored_metric(glyph_task) -> None:
+    assert axis_title("glyph_agreement") == "Glyph agreement (0–1) ↑, higher is better"
+    assert axis_title("glyph_error_rate") == "Glyph error rate ↓, lower is better"
+    assert axis_title("p90_ms") == "p90 latency (ms) ↓, lower is better"
+    assert higher_is_better("min_cosine") is True  # a generic accuracy metric
+    assert higher_is_better("mean_abs_error") is False
+    assert higher_is_better("no_such_metric") is None
+    assert column_title("no_such_metric") == "no_such_metric"
+
+
+def test_an_original_is_exact_only_on_agreement_metrics(glyph_task) -> None:
+    assert reference_value("glyph_agreement") == 1.0
+    assert reference_value("glyph_error_rate") == 0.0
+    assert reference_value("glyph_accuracy") is None  # against labels: the original is no 1.0
+    assert reference_value("no_such_metric") is None
