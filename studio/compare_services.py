@@ -227,6 +227,7 @@ def _row(
 ) -> ResultRow:
     model = models.get(record["model_id"] or -1, {})
     metrics, note = dict(record["metrics"]), "the original: the reference itself"
+    report: dict[str, Any] | None = None
     if model.get("parent_id"):
         metrics, note = metrics | _accuracy_metrics(accuracy.get(record["model_id"])), ""
         report = accuracy.get(record["model_id"])
@@ -251,6 +252,8 @@ def _row(
         environment_id=record["environment_id"],
         metrics=metrics,
         accuracy_note=note if model else "model deleted",
+        task=(report or {}).get("task") if model.get("parent_id") else None,
+        disagreements=list((report or {}).get("worst") or []) if model.get("parent_id") else [],
     )
 
 

@@ -68,6 +68,7 @@ def report_html(snapshot: CompareSnapshot) -> str:
     body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
     body.append(_table(snapshot))
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
+    body.append(_disagreements(snapshot))
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(snapshot.title)}</title><style>{STYLE}</style></head>"
@@ -108,6 +109,36 @@ def _table(snapshot: CompareSnapshot) -> str:
         rows.append(f"<tr><td>{flags}{html.escape(record['result'])}</td>{cells}</tr>")
     legend = "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column</p>"
     return f"<h2>Results</h2>{legend}<table><tr><th>result</th>{head}</tr>{''.join(rows)}</table>"
+
+
+DRILLDOWN_ROWS = 10
+"""Samples listed per variant in the report's drill-down."""
+
+
+def _disagreements(snapshot: CompareSnapshot) -> str:
+    """Per variant, the samples where it and its original disagree most, both readings."""
+    parts = []
+    for row in snapshot.rows:
+        if not row.disagreements:
+            continue
+        lines = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(str(d.get(field) if d.get(field) is not None else ''))}</td>"
+                for field in ("sample", "reference", "candidate", "label")
+            )
+            + f"<td class='num'>{float(d.get('severity', 0.0)):.4g}</td></tr>"
+            for d in row.disagreements[:DRILLDOWN_ROWS]
+        )
+        task = f" ({row.task})" if row.task else ""
+        parts.append(
+            f"<h3>{html.escape(row.label + task)}</h3><table><tr><th>sample</th>"
+            "<th>original</th><th>variant</th><th>label</th><th>how far</th></tr>"
+            f"{lines}</table>"
+        )
+    if not parts:
+        return ""
+    return "<h2>Where variants and their originals disagree most</h2>" + "".join(parts)
 
 
 def _cell(record: dict[str, object], metric: str) -> str:

@@ -61,6 +61,12 @@ class ResultRow(BaseModel):
     environment_id: int | None
     metrics: dict[str, float | None]
     accuracy_note: str = Field(default="", description="Where the accuracy figures come from.")
+    task: str | None = Field(default=None, description="The task the variant was judged in.")
+    disagreements: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The samples where the variant and its original disagree most: sample, "
+        "reference, candidate, label, severity (the optimize job's drill-down).",
+    )
 
     @property
     def label(self) -> str:

@@ -11,7 +11,12 @@ from compare_seed import ENV, Seeded, benchmark, seed
 from streamlit.testing.v1 import AppTest
 
 from optistudio.core.numerics.accuracy import AccuracyReport
-from optistudio.core.numerics.evaluators.base import EvaluatorInfo, MetricInfo, evaluators
+from optistudio.core.numerics.evaluators.base import (
+    Disagreement,
+    EvaluatorInfo,
+    MetricInfo,
+    evaluators,
+)
 from optistudio.core.report.snapshot import axis_choices, environment_differences
 from optistudio.studio.compare_services import (
     Selection,
@@ -195,6 +200,7 @@ def judged(db_factory, app_settings, make_model, glyph_task) -> Seeded:
         task=GLYPHS.name,
         task_mode="labels",
         task_metrics=TASK_METRICS,
+        worst=[Disagreement(sample=3, reference="ab", candidate="ad", severity=0.5)],
     )
     return seed(
         db_factory,
@@ -210,6 +216,8 @@ def test_a_variant_brings_every_task_metric_of_its_report(db_factory, judged: Se
     original, variant, big = snapshot.rows
 
     assert {k: variant.metrics[k] for k in TASK_METRICS} == TASK_METRICS
+    assert variant.task == GLYPHS.name and variant.disagreements[0]["candidate"] == "ad"
+    assert original.disagreements == [] and original.task is None
     assert variant.metrics["min_cosine"] == 0.95 and variant.metrics["mean_abs_error"] == 0.004
     assert variant.metrics["cosine_error"] == pytest.approx(0.01)
     for reference in (original, big):  # the original agrees with itself, by definition

@@ -115,6 +115,23 @@ def test_html_report_is_self_contained(snapshot) -> None:
     assert "Error vs p50 latency (Pareto frontier)" in page
 
 
+def test_the_report_lists_where_a_variant_and_its_original_disagree(snapshot) -> None:
+    flipped = snapshot.rows[1].model_copy(
+        update={
+            "task": "ctc_text",
+            "disagreements": [
+                {"sample": 7, "reference": "HELLO", "candidate": "HELL0", "severity": 0.2},
+            ],
+        }
+    )
+    page = report_html(snapshot.model_copy(update={"rows": [snapshot.rows[0], flipped]}))
+
+    assert "Where variants and their originals disagree most" in page
+    assert "(ctc_text)" in page
+    assert "<td>7</td><td>HELLO</td><td>HELL0</td><td></td>" in page
+    assert "disagree most" not in report_html(snapshot)  # nothing to drill into, no section
+
+
 def test_csv_and_json_carry_the_same_rows(snapshot) -> None:
     rows = list(csv.DictReader(io.StringIO(report_csv(snapshot))))
     assert [r["key"] for r in rows] == [r.key for r in snapshot.rows]
