@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from diagnostic_models import build_cnn
 from optimize_models import det_model, rms_norm_model
 
 from optistudio.cli import build_parser
 from optistudio.cli.batching import ACTIONS
+from optistudio.core.video.clips import make_clip
 
 QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
 BATCHING = ["--max-batch-size", "2", "--profile", "{profile}"]
@@ -35,6 +37,7 @@ COMMANDS = {
     + ["--p99-budget-ms", "50"],
     "batching-verify": ["batching", "verify", "{tiny}", *BATCHING, "--rate", "50"]
     + ["--seconds", "0.5"],
+    "video": ["video", "{cnn}", "--source", "{clip}", "--streams", "2", "--seconds", "0.3"],
 }
 """Besides these, the `ran` fixture runs `batching profile` and `optimize --save` (with NNCF)."""
 
@@ -102,6 +105,7 @@ def test_every_json_command_prints_one_document(ran, name: str) -> None:  # type
     tmp = ran["tmp"]
     variant_id = one_document(ran["optimized"])["variants"][0]["model_id"]
     fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": tmp / "profile.json"}
+    fill |= {"cnn": build_cnn(tmp / "cnn.onnx"), "clip": make_clip(tmp / "clip.mp4", seconds=1)}
     args = [arg.format(**fill, variant_id=variant_id) for arg in COMMANDS[name]]
 
     done = optistudio(*args, data_dir=ran["data"])

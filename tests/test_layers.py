@@ -68,6 +68,7 @@ CORE_FLOORS = [
     {"passes"},
     {"optimize"},
     {"batching"},
+    {"video"},
     {"diagnose"},
     {"report"},
     {"face"},

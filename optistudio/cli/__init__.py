@@ -29,6 +29,7 @@ from optistudio.cli.inputs import add_inputs_parser, command_inputs
 from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
+from optistudio.cli.video import add_video_parser, command_video
 from optistudio.cli.worker import add_worker_parser, command_worker
 from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec, OptistudioError, first_line
 
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(commands)
     add_batching_parser(commands)
     add_inputs_parser(commands)
+    add_video_parser(commands)
     backends_cmd = commands.add_parser(
         "backends", help="list the inference backends and whether each can run here"
     )
@@ -383,6 +385,8 @@ def _run(args: argparse.Namespace) -> int:
             return command_batching(args)
         if args.command == "inputs":
             return command_inputs(args)
+        if args.command == "video":
+            return command_video(args)
         if args.command == "worker":
             return command_worker(args)
         if args.command == "jobs":

@@ -1,0 +1,1 @@
+"""Video analytics: N decoded streams, frames batched across streams, results per stream."""

@@ -1,0 +1,173 @@
+"""A video run on a model file: load it once, play the streams batched, then the per-frame
+baseline (max batch 1, same streams and pacing), and optionally search the real-time capacity.
+
+Capacity search: real-time runs of `probe_seconds` at 1, 2, 4, ... streams until one fails to
+hold (`VideoRun.holds_realtime`) or `max_streams` is reached, then bisection between the last
+count that held and the first that failed. The answer is the largest count seen to hold; it
+assumes holding is monotone in the count, which a noisy machine can break by one either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.batching.pipeline import Runner
+from optistudio.core.batching.settings import serving_options, with_serving_threads
+from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.errors import DataMismatch, InvalidSpec
+from optistudio.core.model.info import TensorSpec
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.video.decode import clip_facts
+from optistudio.core.video.engine import OnResult, frame_input, play
+from optistudio.core.video.report import Capacity, VideoReport, VideoRun
+from optistudio.core.video.settings import VideoSettings
+
+
+def run_video(
+    model_path: Path,
+    sources: list[Path],
+    settings: VideoSettings,
+    *,
+    backend: str = "onnxruntime",
+    options: SessionOptions | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    baseline: bool = True,
+    capacity_streams: int | None = None,
+    probe_seconds: float = 3.0,
+) -> VideoReport:
+    """Play the streams on the model; `capacity_streams` (the most to try) turns on the search.
+
+    `shapes` may give the image input's full shape (its batch entry is ignored): it sets the
+    frame size when the model's is dynamic.
+    """
+    info = inspect_model(Path(model_path))
+    require_batch_dim(info)
+    spec = frame_input(info.inputs)
+    size = frame_size(spec, settings.preprocessing, (shapes or {}).get(spec.name))
+    loaded = _load(Path(model_path), backend, options)
+    try:
+        report = measure(loaded.run, info.inputs, sources, settings, size=size, baseline=baseline)
+        if capacity_streams:
+            report.capacity = capacity(
+                loaded.run, info.inputs, sources, settings, size, capacity_streams, probe_seconds
+            )
+    finally:
+        loaded.close()
+    return report.model_copy(
+        update={
+            "model": Path(model_path).name,
+            "backend": backend,
+            "input_shape": [1, *_chw(spec, settings.preprocessing, size)],
+        }
+    )
+
+
+def measure(
+    runner: Runner,
+    inputs: list[TensorSpec],
+    sources: list[Path],
+    settings: VideoSettings,
+    *,
+    size: tuple[int, int],
+    baseline: bool = True,
+    on_result: OnResult | None = None,
+) -> VideoReport:
+    """The batched run and, with `baseline`, the same streams at max batch 1."""
+    batched = play(runner, inputs, sources, settings, size=size, on_result=on_result)
+    per_frame = None
+    if baseline:
+        single = settings.batching.model_copy(
+            update={"max_batch_size": 1, "preferred_batch_sizes": [], "eager_threshold": None}
+        )
+        per_frame = play(
+            runner, inputs, sources, settings.model_copy(update={"batching": single}), size=size
+        )
+    speedup = batched.fps / per_frame.fps if per_frame and per_frame.fps else None
+    return VideoReport(
+        model="", backend="", input_shape=[], batched=batched, per_frame=per_frame, speedup=speedup
+    )
+
+
+def capacity(
+    runner: Runner,
+    inputs: list[TensorSpec],
+    sources: list[Path],
+    settings: VideoSettings,
+    size: tuple[int, int],
+    max_streams: int,
+    probe_seconds: float,
+    *,
+    on_probe: Callable[[int, VideoRun], None] | None = None,
+) -> Capacity:
+    """The most real-time streams that hold (module docstring), up to `max_streams`."""
+    tried: dict[int, bool] = {}
+
+    def holds(count: int) -> bool:
+        if count not in tried:
+            probe = settings.model_copy(
+                update={"streams": count, "seconds": probe_seconds, "realtime": True}
+            )
+            run = play(runner, inputs, sources, probe, size=size)
+            tried[count] = run.holds_realtime()
+            if on_probe is not None:
+                on_probe(count, run)
+        return tried[count]
+
+    good, bad = 0, None
+    count = 1
+    while count <= max_streams and holds(count):
+        good, count = count, count * 2
+    bad = count if count <= max_streams else None
+    if bad is None and good < max_streams and holds(max_streams):
+        good = max_streams
+    elif bad is None and good < max_streams:
+        bad = max_streams
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if holds(middle) else (good, middle)
+    rate = clip_facts(sources[0])[0]
+    return Capacity(streams=good, frame_rate=rate, tried=dict(sorted(tried.items())))
+
+
+def frame_size(
+    spec: TensorSpec, pre: ImagePreprocessing, shape: list[int] | None = None
+) -> tuple[int, int]:
+    """(height, width) of a frame: the preprocessing's size, else --shape's, else the model's
+    fixed dims; InvalidSpec when none gives it or the channels disagree."""
+    dims = list(shape) if shape else list(spec.shape)
+    if len(dims) != 4:
+        raise InvalidSpec(f"The shape of {spec.name!r} must have 4 dims, not {dims}.")
+    channels, height, width = (
+        (dims[1], dims[2], dims[3]) if pre.layout == "NCHW" else (dims[3], dims[1], dims[2])
+    )
+    if isinstance(channels, int) and channels > 0 and channels != pre.channels:
+        raise DataMismatch(
+            f"Input {spec.name!r} takes {channels} channel(s) in {pre.layout}; color "
+            f"{pre.color} gives {pre.channels}.",
+            hint="Pick the layout and color the model was trained with.",
+        )
+    if spec.dtype != pre.dtype:
+        raise DataMismatch(
+            f"Input {spec.name!r} takes {spec.dtype}; the preprocessing makes {pre.dtype}.",
+            hint=f"Set the preprocessing dtype to {spec.dtype}.",
+        )
+    if pre.size is not None:
+        return pre.size
+    if not all(isinstance(d, int) and d > 0 for d in (height, width)):
+        raise InvalidSpec(
+            f"Input {spec.name!r} has a dynamic frame size {spec.shape}.",
+            hint=f"Give it, e.g. --shape {spec.name}=1,3,224,224.",
+        )
+    return int(height), int(width)
+
+
+def _chw(spec: TensorSpec, pre: ImagePreprocessing, size: tuple[int, int]) -> list[int]:
+    return [pre.channels, *size] if pre.layout == "NCHW" else [*size, pre.channels]
+
+
+def _load(path: Path, backend: str, options: SessionOptions | None) -> LoadedModel:
+    options = with_serving_threads(options or serving_options())
+    return get_backend(backend).load(path, options)
