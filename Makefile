@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test test-faults install lint bench clean compose-check
+.PHONY: up test test-faults test-zoo install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,12 +22,17 @@ install: $(STAMP)
 up: install
 	$(VENV)/bin/optistudio up
 
-# Everything but the fault-injection suites, which take minutes: `make test-faults` (CI runs both).
+# Everything but the fault-injection suites and the model zoo, which take minutes:
+# `make test-faults` and `make test-zoo` (CI runs all three).
 test: install
-	$(PY) -m pytest -q -rs -m "not faults"
+	$(PY) -m pytest -q -rs -m "not faults and not zoo"
 
 test-faults: install
 	$(PY) -m pytest -q -rs -m faults
+
+# Real and exporter-shaped models (bench/zoo_models.py) through every job: tests/zoo.
+test-zoo: install
+	$(PY) -m pytest -q -rs -m zoo
 
 lint: install
 	$(VENV)/bin/ruff check .

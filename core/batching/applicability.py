@@ -29,7 +29,17 @@ def require_batch_dim(info: ModelInfo) -> None:
         )
 
 
+NON_TENSOR_DTYPES = ("sequence", "map", "optional", "opaque", "undefined")
+"""What intake calls a value that is not a tensor (optistudio.core.model.intake)."""
+
+
 def _tensor_problem(kind: str, spec: TensorSpec) -> str | None:
+    if spec.dtype in NON_TENSOR_DTYPES:
+        return (
+            f"{kind} {spec.name!r} is a {spec.dtype}, not a tensor, so it cannot be split "
+            "into one answer per request (skl2onnx writes a tensor with "
+            "options={'zipmap': False})."
+        )
     if not spec.shape:
         return f"{kind} {spec.name!r} is a scalar, so it has no batch dimension to stack along."
     first = spec.shape[0]

@@ -82,8 +82,9 @@ class _Recorder:
             self.lock.notify_all()
             if error is not None:
                 self.failed += 1
-                if len(self.errors) < 10:
-                    self.errors.append(str(error))
+                if len(self.errors) < 10:  # the message: the pipeline's hint is for callers
+                    text = error.message if isinstance(error, OptistudioError) else str(error)
+                    self.errors.append(text)
                 return
             response = future.result()
             self.finished[index] = now
@@ -198,6 +199,8 @@ def _on_run_clock(record: BatchRecord, origin: float) -> BatchRecord:
 def _finish(recorder: _Recorder, rate: float | None, warmup_share: float) -> LoadRun:
     with recorder.lock:
         recorder.lock.wait_for(lambda: recorder.outstanding == 0)  # callbacks trail the futures
+        if recorder.errors and np.isnan(np.asarray(recorder.finished, dtype=np.float64)).all():
+            raise InvalidSpec(f"No request was served: {recorder.errors[0]}")  # the cause
         result = summarize(
             recorder.sent,
             recorder.started,

@@ -78,7 +78,7 @@ def compare_profiles(
 
 
 def _check_comparable(a: Profile, b: Profile) -> None:
-    if a.inputs != b.inputs or a.outputs != b.outputs:
+    if not (_alike(a.inputs, b.inputs) and _alike(a.outputs, b.outputs)):
         raise InvalidSpec(
             f"{a.model} and {b.model} are different models (inputs {a.inputs} -> {a.outputs} "
             f"vs {b.inputs} -> {b.outputs}), so their profiles cannot be compared op by op.",
@@ -90,6 +90,24 @@ def _check_comparable(a: Profile, b: Profile) -> None:
             f"{b.batch_size}); per-op times only compare at the same batch size.",
             hint="Profile both at one batch size.",
         )
+
+
+def _alike(a: list[str], b: list[str]) -> bool:
+    """Signatures ('name:dtype:[?,3,224,224]') that agree but where one side left a dim dynamic
+    ('?') that the other fixed: a variant's shape inference fixes what an export left open (a
+    detector's boxes [?,?,?] become [?,?,4])."""
+    return len(a) == len(b) and all(_alike_one(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _alike_one(a: str, b: str) -> bool:
+    head_a, _, dims_a = a.rpartition(":")
+    head_b, _, dims_b = b.rpartition(":")
+    sizes_a, sizes_b = dims_a.strip("[]").split(","), dims_b.strip("[]").split(",")
+    return (
+        head_a == head_b
+        and len(sizes_a) == len(sizes_b)
+        and all(x == y or "?" in (x, y) for x, y in zip(sizes_a, sizes_b, strict=True))
+    )
 
 
 def _families(a: Profile, b: Profile, margin: float) -> list[FamilyChange]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import PassFailed, first_line
+from optistudio.core.model.intake import IR_WEIGHTS_NEED_NOT_BE_INPUTS
 from optistudio.core.model.undefined_ops import undefined_ops
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 
@@ -50,7 +51,8 @@ def run_ort_optimize(
     try:
         reference_session(model, optimization=config.level, quiet=True, optimized_model=out)
     except Exception as exc:  # the runtime raises its own untyped errors
-        raise PassFailed(f"ONNX Runtime could not optimize this model: {exc}") from exc
+        reason = first_line(exc).replace(str(model.parent) + "/", "")  # no server path
+        raise PassFailed(f"ONNX Runtime could not optimize this model: {reason}") from exc
     context.progress(0.8, "loading the optimized graph back in ONNX Runtime")
     _check_loads(out, config.level)
     own_ops = runtime_ops(out)
@@ -100,8 +102,47 @@ def run_simplify(
             slimmed = onnxslim.slim(str(model), **options)
     except Exception as exc:  # onnxslim raises untyped errors
         raise PassFailed(f"onnxslim could not simplify this model: {exc}") from exc
+    original = onnx.load(model, load_external_data=False)
+    if _io_types(slimmed) != _io_types(original):
+        warning = (
+            "onnxslim changed the types of the model's inputs or outputs (it does not keep "
+            "sequences and maps, e.g. scikit-learn's ZipMap), so the graph was kept as it was."
+        )
+        return PassReport(output=model, details=_node_delta(model, model), warnings=[warning])
+    _keep_ir_rule(slimmed)
     onnx.save(slimmed, out)
     return PassReport(output=out, details=_node_delta(model, out))
+
+
+def _io_types(model: onnx.ModelProto) -> list[tuple[str, str]]:
+    """Each graph input (weights listed as inputs left out) and output's name and type
+    (tensor element types, sequences, maps)."""
+    weights = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in weights]
+    return [(v.name, _type_text(v.type)) for v in (*inputs, *model.graph.output)]
+
+
+def _type_text(value: onnx.TypeProto) -> str:
+    kind = value.WhichOneof("value")
+    if kind == "tensor_type":
+        return f"tensor({value.tensor_type.elem_type})"
+    if kind == "sequence_type":
+        return f"sequence({_type_text(value.sequence_type.elem_type)})"
+    if kind == "map_type":
+        return f"map({value.map_type.key_type}, {_type_text(value.map_type.value_type)})"
+    if kind == "optional_type":
+        return f"optional({_type_text(value.optional_type.elem_type)})"
+    return str(kind)
+
+
+def _keep_ir_rule(model: onnx.ModelProto) -> None:
+    """onnxslim drops initializers from the graph inputs, which IR 3 requires of them (an old
+    exporter's file); raise such a model to IR 4, where weights need not be inputs, so the
+    checker and onnx's version converter (used by the INT8 passes) accept it."""
+    listed = {value.name for value in model.graph.input}
+    unlisted = any(t.name not in listed for t in model.graph.initializer)
+    if model.ir_version < IR_WEIGHTS_NEED_NOT_BE_INPUTS and unlisted:
+        model.ir_version = IR_WEIGHTS_NEED_NOT_BE_INPUTS
 
 
 def _node_delta(before: Path, after: Path) -> dict[str, int]:

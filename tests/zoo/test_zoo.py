@@ -1,0 +1,82 @@
+"""The model zoo's CI sweep: every model of bench/zoo_models.py that needs no torch, built here
+and put through every job with the engine as a library (bench/zoo.py --quick).
+
+What it holds the engine to (issue 17): every model ONNX Runtime runs passes every stage, or the
+stage says in one line what the model lacks (an OptistudioError with its message); no stage
+raises anything else (a traceback is a bug); no upload is stored that ONNX Runtime then cannot
+load, and a model it cannot load is refused at upload. Two models run at once (2 cores): the
+figures are contended, the outcomes are not. About 2-2.5 minutes on 2 cores: `make test-zoo`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import zoo  # noqa: E402
+from zoo_models import ZooModel  # noqa: E402
+from zoo_models import zoo as zoo_models  # noqa: E402
+
+pytestmark = [pytest.mark.zoo, pytest.mark.slow, pytest.mark.timeout(900)]
+
+MODELS = {model.name: model for model in zoo_models()}
+MIN_MODELS = 15
+WORKERS = 2
+ANSWERED = ("ok", "said")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, zoo.ModelRun], Path]:
+    """The whole sweep, once; its wall time goes to stderr (-s shows it)."""
+    folder = tmp_path_factory.mktemp("zoo")
+    start = time.perf_counter()
+    runs = zoo.sweep(list(MODELS), folder, zoo.QUICK, workers=WORKERS)
+    print(
+        f"\nzoo sweep: {len(runs)} models in {time.perf_counter() - start:.0f} s", file=sys.stderr
+    )
+    return {run.name: run for run in runs}, folder
+
+
+def test_the_zoo_holds_enough_models_ort_runs() -> None:
+    runnable = [m for m in MODELS.values() if m.runs_in_ort and not m.torch]
+    assert len(runnable) >= MIN_MODELS
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_model_through_every_stage(name: str, sweep: tuple[dict[str, zoo.ModelRun], Path]) -> None:
+    runs, folder = sweep
+    run, model = runs[name], MODELS[name]
+    build = run.outcome("build")
+    assert build is None, f"the zoo could not build {name}: {build.traceback if build else ''}"
+    _check_intake(run, model)
+    for outcome in run.outcomes:
+        assert outcome.status != "bug", f"{name}, {outcome.stage}:\n{outcome.traceback}"
+        if model.runs_in_ort:
+            assert outcome.status in ANSWERED, f"{name}, {outcome.stage}: {outcome.status}"
+        if outcome.status == "said":
+            _check_sentence(outcome, folder)
+
+
+def _check_intake(run: zoo.ModelRun, model: ZooModel) -> None:
+    """Stored means ONNX Runtime loads it, and what it runs is stored."""
+    intake = run.outcome("intake")
+    assert intake is not None
+    assert run.ort_runs is model.runs_in_ort, f"{run.name}: {run.ort_reason}"
+    assert not run.accepted_unloadable, f"{run.name} was stored, yet: {run.ort_reason}"
+    assert intake.status == ("ok" if model.runs_in_ort else "said"), intake.reason
+    stages = [o.stage for o in run.outcomes]
+    assert {"optimize", "profile", "soak", "batching", "export"} <= set(stages)
+    assert any(stage.startswith("bench:") for stage in stages)
+
+
+def _check_sentence(outcome: zoo.Outcome, folder: Path) -> None:
+    """What a stage says: a line written for the user, no server path, no traceback."""
+    reason = outcome.reason
+    assert reason and "\n" not in reason and len(reason) <= 600, reason
+    assert str(folder) not in reason and "Traceback" not in reason, reason
