@@ -64,6 +64,7 @@ class JobKind(str, Enum):
     batching_profile = "batching_profile"
     batching_verify = "batching_verify"
     export = "export"
+    video = "video"
 
 
 class UtcDateTime(TypeDecorator[datetime]):

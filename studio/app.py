@@ -16,6 +16,7 @@ from optistudio.studio.views import (
     models,
     optimize,
     results,
+    video,
 )
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
@@ -36,6 +37,7 @@ RENDERS = {  # url path -> page; titles, icons and order are in studio/pages.py
     "compare": compare.render,
     "diagnostics": diagnostics.render,
     "batching": batching.render,
+    "video": video.render,
     "hardware": hardware.render,
 }
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 PERCENTILE_COLUMNS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"))
 MARGIN = {"l": 60, "r": 20, "t": 40, "b": 50}
@@ -259,3 +260,43 @@ def targets_bar(table: pd.DataFrame, latency_column: str) -> go.Figure:
     )
     readable(figure).update_layout(margin={"t": 60})  # the title sits in the top margin
     return figure
+
+
+def stream_bars(streams: pd.DataFrame, frame_rate: float | None = None) -> go.Figure:
+    """Per video stream: fps beside its frame rate (the real-time line), and latency p50/p99.
+
+    `streams` has the columns stream, fps, p50_ms, p99_ms, dropped (one row per stream)."""
+    labels = [f"stream {int(index)}" for index in streams["stream"]]
+    figure = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("frames per second", "latency from frame due to result"),
+        horizontal_spacing=0.12,
+    )
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=streams["fps"],
+            name="fps",
+            text=[f"{fps:.1f}" for fps in streams["fps"]],
+            customdata=streams["dropped"],
+            hovertemplate="%{x}: %{y:.1f} fps, %{customdata} dropped<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    if frame_rate:
+        figure.add_hline(
+            y=frame_rate,
+            line_dash="dash",
+            annotation_text=f"real time: {frame_rate:g} fps",
+            row=1,
+            col=1,
+        )
+    for column, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+        figure.add_trace(go.Bar(x=labels, y=streams[column], name=f"latency {label}"), row=1, col=2)
+    figure.update_yaxes(title_text="fps", row=1, col=1, rangemode="tozero")
+    figure.update_yaxes(title_text="latency (ms)", row=1, col=2, rangemode="tozero")
+    figure.update_xaxes(title_text="stream", type="category")
+    figure.update_layout(barmode="group", height=380, legend_title="figure")
+    return readable(figure)

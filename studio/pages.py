@@ -37,6 +37,7 @@ PAGES = (
     PageEntry("compare", "Compare", "compare_arrows"),
     PageEntry("diagnostics", "Diagnostics", "troubleshoot"),
     PageEntry("batching", "Batching", "stacks"),
+    PageEntry("video", "Video", "videocam"),
     PageEntry("hardware", "Hardware", "memory"),
 )
 BY_PATH = {entry.path: entry for entry in PAGES}
@@ -54,10 +55,11 @@ RESULT_PAGE = {
     JobKind.batching_profile: "batching",
     JobKind.batching_verify: "batching",
     JobKind.export: "compare",
+    JobKind.video: "video",
 }
 """Where each job kind's result is shown."""
 _KIND_BY_LABEL = {info.label: kind for kind, info in JOB_KINDS.items()}
-_MODEL_PAGES = {"results", "optimize", "diagnostics", "batching"}
+_MODEL_PAGES = {"results", "optimize", "diagnostics", "batching", "video"}
 """Pages that open on the model named by ?model=ID."""
 
 

@@ -18,6 +18,7 @@ from optistudio.services.jobkinds import (
     OPTIMIZE,
     PROFILE,
     SOAK,
+    VIDEO,
 )
 from optistudio.workers import batching_jobs, diagnostics_jobs
 from optistudio.workers.export_job import export_job
@@ -25,6 +26,7 @@ from optistudio.workers.jobs import Work
 from optistudio.workers.measure_jobs import benchmark_job, compare_job
 from optistudio.workers.optimize_job import optimize_job
 from optistudio.workers.outcome import JobWork
+from optistudio.workers.video_job import video_job
 
 REGISTERED: tuple[JobWork[Any, Any], ...] = (
     JobWork(BENCHMARK, benchmark_job),
@@ -35,6 +37,7 @@ REGISTERED: tuple[JobWork[Any, Any], ...] = (
     JobWork(BATCHING_PROFILE, batching_jobs.profile_job),
     JobWork(BATCHING_VERIFY, batching_jobs.verify_job),
     JobWork(EXPORT, export_job),
+    JobWork(VIDEO, video_job),
 )
 
 WORK_OF_KIND: dict[JobKind, Work] = {work.info.kind: work for work in REGISTERED}

@@ -20,6 +20,7 @@ from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 from optistudio.core.video.decode import clip_facts
 from optistudio.core.video.engine import OnResult, frame_input, play
 from optistudio.core.video.report import Capacity, VideoReport, VideoRun
@@ -37,11 +38,13 @@ def run_video(
     baseline: bool = True,
     capacity_streams: int | None = None,
     probe_seconds: float = 3.0,
+    progress: ProgressCallback = ignore_progress,
 ) -> VideoReport:
     """Play the streams on the model; `capacity_streams` (the most to try) turns on the search.
 
     `shapes` may give the image input's full shape (its batch entry is ignored): it sets the
-    frame size when the model's is dynamic.
+    frame size when the model's is dynamic. `progress` hears of each phase as it starts (the
+    batched run, the per-frame baseline, each capacity probe) and may raise Cancelled.
     """
     info = inspect_model(Path(model_path))
     require_batch_dim(info)
@@ -49,10 +52,28 @@ def run_video(
     size = frame_size(spec, settings.preprocessing, (shapes or {}).get(spec.name))
     loaded = _load(Path(model_path), backend, options)
     try:
-        report = measure(loaded.run, info.inputs, sources, settings, size=size, baseline=baseline)
+        measured = scaled(progress, 0.0, 0.5 if capacity_streams else 1.0)
+        report = measure(
+            loaded.run,
+            info.inputs,
+            sources,
+            settings,
+            size=size,
+            baseline=baseline,
+            progress=measured,
+        )
         if capacity_streams:
+            searching = scaled(progress, 0.5, 1.0)
+            searching(0.0, f"capacity search: up to {capacity_streams} real-time streams")
             report.capacity = capacity(
-                loaded.run, info.inputs, sources, settings, size, capacity_streams, probe_seconds
+                loaded.run,
+                info.inputs,
+                sources,
+                settings,
+                size,
+                capacity_streams,
+                probe_seconds,
+                on_probe=_probe_progress(searching, capacity_streams),
             )
     finally:
         loaded.close()
@@ -74,14 +95,17 @@ def measure(
     size: tuple[int, int],
     baseline: bool = True,
     on_result: OnResult | None = None,
+    progress: ProgressCallback = ignore_progress,
 ) -> VideoReport:
     """The batched run and, with `baseline`, the same streams at max batch 1."""
+    progress(0.0, f"batched run: {settings.streams} stream(s) for {settings.seconds:g} s")
     batched = play(runner, inputs, sources, settings, size=size, on_result=on_result)
     per_frame = None
     if baseline:
         single = settings.batching.model_copy(
             update={"max_batch_size": 1, "preferred_batch_sizes": [], "eager_threshold": None}
         )
+        progress(0.5, f"per-frame baseline (max batch 1) for {settings.seconds:g} s")
         per_frame = play(
             runner, inputs, sources, settings.model_copy(update={"batching": single}), size=size
         )
@@ -130,6 +154,21 @@ def capacity(
         good, bad = (middle, bad) if holds(middle) else (good, middle)
     rate = clip_facts(sources[0])[0]
     return Capacity(streams=good, frame_rate=rate, tried=dict(sorted(tried.items())))
+
+
+def _probe_progress(
+    progress: ProgressCallback, max_streams: int
+) -> Callable[[int, VideoRun], None]:
+    """Reports each finished probe; the search tries about twice log2(max_streams) counts."""
+    expected = 2 * max(1, max_streams.bit_length())
+    done: list[int] = []
+
+    def report(count: int, run: VideoRun) -> None:
+        done.append(count)
+        held = "held" if run.holds_realtime() else "did not hold"
+        progress(min(len(done) / expected, 0.99), f"capacity probe: {count} stream(s) {held}")
+
+    return report
 
 
 def frame_size(

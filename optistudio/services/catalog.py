@@ -119,7 +119,8 @@ def _copy_bounded(stream: BinaryIO, target: Path, max_bytes: int) -> None:
 
 
 def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Path:
-    """Keep an uploaded calibration/accuracy file (.npz, .npy, .csv) content-addressed."""
+    """Keep an uploaded calibration/accuracy file (.npz, .npy, .csv) or video clip
+    content-addressed."""
     suffix = Path(filename).suffix.lower()
     if suffix not in DATASET_SUFFIXES:
         raise ModelRejected(
@@ -139,4 +140,6 @@ def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Pat
     return final
 
 
-DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv", ".txt", ".json"}
+VIDEO_SUFFIXES = {".mp4", ".mkv", ".avi", ".webm", ".mov"}
+"""Clips the video job plays, stored like datasets."""
+DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv", ".txt", ".json", *VIDEO_SUFFIXES}

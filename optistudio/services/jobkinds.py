@@ -21,9 +21,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from optistudio.core.backends.target import BackendName, Threads
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.data.datasets import open_dataset
 from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.data.inputs import InputsFile, InputShapes, InputValues, NamedDims
 from optistudio.core.diagnose.diagnostics import DiagnosticsSpec
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
@@ -32,6 +34,7 @@ from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND
 from optistudio.core.optimize.run import OptimizeSpec
+from optistudio.core.video.settings import VideoSettings
 from optistudio.db.models import JobKind
 from optistudio.services.artifact_store import local_data_file
 from optistudio.services.jobresults import (
@@ -42,6 +45,7 @@ from optistudio.services.jobresults import (
     ExportJobResult,
     OptimizeJobResult,
     ProfileJobResult,
+    VideoJobResult,
 )
 
 log = logging.getLogger(__name__)
@@ -123,6 +127,46 @@ class ExportJobSpec(BaseModel):
     """A deployable bundle of the job's model; it takes no settings (the bundle is complete)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class VideoJobSpec(VideoSettings):
+    """Streams of a clip played on the job's model, batched across streams, measured per
+    stream; optionally the search for how many real-time streams the machine holds."""
+
+    backend: BackendName = "onnxruntime"
+    threads: Threads = None
+    clip_path: str | None = Field(
+        default=None,
+        description="Stored clip (.mp4, .mkv, .avi, .webm, .mov) the streams play; none: a "
+        "generated clip of moving shapes at 640x360, 25 fps.",
+    )
+    clip_name: str = Field(default="", description="The uploaded clip's file name, for people.")
+    baseline: bool = Field(
+        default=True, description="Also play the same streams at max batch 1 (the speedup)."
+    )
+    capacity: bool = Field(
+        default=False, description="Search how many real-time streams this machine holds."
+    )
+    max_streams: int = Field(
+        default=16, ge=1, le=256, description="The most streams the capacity search tries."
+    )
+    probe_seconds: float = Field(
+        default=3.0, gt=0, le=60, description="How long each capacity probe plays."
+    )
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="The image input's full shape, e.g. {'x': [1, 3, 224, 224]}: sets the frame "
+        "size of a model whose size is dynamic.",
+    )
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = Field(
+        default=None, description="Not used by video (frames are the input); kept for profiles."
+    )
+
+    def settings(self) -> VideoSettings:
+        """The engine's settings: this spec without the job's own fields."""
+        return VideoSettings(**self.model_dump(include=set(VideoSettings.model_fields)))
 
 
 # -- the table ----------------------------------------------------------------------------
@@ -213,6 +257,11 @@ def optimized_for(spec: OptimizeJobSpec) -> Target:
     return backend, "cpu"
 
 
+def its_backend_on_cpu(spec: VideoJobSpec) -> Target:
+    """The spec's backend on the CPU (frames are decoded and batched there)."""
+    return spec.backend, "cpu"
+
+
 def on_the_reference(spec: ExportJobSpec) -> Target:
     """A job that needs no particular backend: any worker with the reference one."""
     return REFERENCE_TARGET
@@ -246,6 +295,7 @@ BATCHING_VERIFY = JobKindInfo(
 EXPORT = JobKindInfo(
     JobKind.export, "Export bundle", ExportJobSpec, ExportJobResult, on_the_reference
 )
+VIDEO = JobKindInfo(JobKind.video, "Video", VideoJobSpec, VideoJobResult, its_backend_on_cpu)
 
 JOB_KINDS: dict[JobKind, JobKindInfo[Any, Any]] = {
     info.kind: info
@@ -258,6 +308,7 @@ JOB_KINDS: dict[JobKind, JobKindInfo[Any, Any]] = {
         BATCHING_PROFILE,
         BATCHING_VERIFY,
         EXPORT,
+        VIDEO,
     )
 }
 """Every job kind by its stored value (tests check that it covers JobKind exactly)."""

@@ -20,6 +20,7 @@ from optistudio.core.diagnose.diagnostics import DiagnosticsReport
 from optistudio.core.measure.compare import Comparison
 from optistudio.core.numerics.crosscheck import OutputCheck
 from optistudio.core.optimize.run import OptimizeReport, VariantResult
+from optistudio.core.video.report import VideoReport
 
 
 class BenchmarkTarget(BaseModel):
@@ -132,4 +133,12 @@ class ExportJobResult(BaseModel):
     files: int = Field(description="Members of the bundle.")
     skipped: dict[str, str] = Field(
         default_factory=dict, description="Parts left out, with the reason."
+    )
+
+
+class VideoJobResult(VideoReport):
+    """The video run's report, with the clip the streams played."""
+
+    clip: str = Field(
+        default="", description="The uploaded clip's file name, or 'generated' for a made one."
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from optistudio.core.errors import ErrorCode, ErrorInfo
+from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind
@@ -21,9 +21,11 @@ from optistudio.services.jobkinds import (
     OPTIMIZE,
     PROFILE,
     REFERENCE_TARGET,
+    VIDEO,
     CompareJobSpec,
     OptimizeJobSpec,
     ProfileJobSpec,
+    VideoJobSpec,
 )
 from optistudio.services.jobresults import StoredVariant
 
@@ -83,6 +85,41 @@ def _variant(name: str, **fields: Any) -> dict[str, Any]:
         "original_p50_ms": None,
         "variant_p50_ms": None,
         "error": None,
+    } | fields
+
+
+def _video_run(**fields: Any) -> dict[str, Any]:
+    stream = {
+        "source": "generated.mp4",
+        "frame_rate": 25.0,
+        "frames": 50,
+        "dropped": 0,
+        "fps": 24.8,
+        "p50_ms": 3.1,
+        "p99_ms": 9.5,
+    }
+    return {
+        "streams": [
+            stream | {"stream": 0, "offset_s": 0.0},
+            stream | {"stream": 1, "offset_s": 2.0},
+        ],
+        "pacing": "realtime",
+        "drop_policy": "drop_oldest",
+        "decoder": "h264",
+        "max_batch_size": 8,
+        "timeout_ms": 2.0,
+        "seconds": 2.02,
+        "frames": 100,
+        "dropped": 0,
+        "fps": 49.6,
+        "mean_batch_size": 1.6,
+        "cpu": {
+            "decode_s": 0.4,
+            "inference_and_serving_s": 0.6,
+            "decode_share": 0.4,
+            "inference_share": 0.6,
+            "method": "decode: per-thread CPU clock; inference: process CPU minus decode",
+        },
     } | fields
 
 
@@ -206,6 +243,22 @@ STORED = {
         "files": 11,
         "skipped": {"tensorrt": "No worker offers TensorRT."},
     },
+    JobKind.video: {
+        "model": "cnn.onnx",
+        "backend": "onnxruntime",
+        "input_shape": [1, 3, 16, 16],
+        "batched": _video_run(max_batch_size=8, fps=49.6),
+        "per_frame": _video_run(max_batch_size=1, fps=41.2),
+        "speedup": 1.2,
+        "capacity": {
+            "streams": 3,
+            "frame_rate": 25.0,
+            "tried": {"1": True, "2": True, "4": False, "3": True},
+            "rule": "every stream delivers >= 95% of its frame rate and its p99 latency is "
+            "within one frame interval",
+        },
+        "clip": "generated",
+    },
 }
 
 
@@ -228,6 +281,7 @@ def test_task_names_are_the_ones_brokers_hold() -> None:
         "optistudio.batching_profile",
         "optistudio.batching_verify",
         "optistudio.export",
+        "optistudio.video",
     } <= names
 
 
@@ -245,6 +299,8 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     """The changes on the way back: an untimed variant's verdict was "" and is now None; a
     variant has a status (failed when it had an error), and its error text is the message of
     an error with the code "failed"."""
+    if kind is JobKind.batching_verify:  # the realised arrival rate came later
+        return {"measured": STORED[kind]["measured"] | {"realised_rate": None}}
     if kind is not JobKind.optimize:
         return {}
     spec = STORED[kind]["spec"]
@@ -332,6 +388,7 @@ def test_a_spec_of_another_kind_is_refused_when_stored() -> None:
         (PROFILE, ProfileJobSpec(backend="openvino"), ("openvino", "cpu")),
         (BATCHING_PROFILE, BATCHING_PROFILE.spec(backend="openvino"), ("openvino", "cpu")),
         (EXPORT, EXPORT.spec(), REFERENCE_TARGET),
+        (VIDEO, VideoJobSpec(backend="openvino"), ("openvino", "cpu")),
     ],
     ids=[
         "benchmark",
@@ -341,7 +398,18 @@ def test_a_spec_of_another_kind_is_refused_when_stored() -> None:
         "profile",
         "batching",
         "export",
+        "video",
     ],
 )
 def test_each_kind_names_the_target_it_is_routed_to(info, spec, target) -> None:  # type: ignore[no-untyped-def]
     assert info.target(spec) == target
+
+
+def test_a_video_spec_gives_the_engine_its_settings_and_nothing_of_the_job() -> None:
+    spec = VIDEO.parse_spec({"streams": 3, "clip_path": "/d/x.mp4", "capacity": True})
+
+    settings = spec.settings()
+
+    assert settings.streams == 3 and not hasattr(settings, "clip_path")
+    with pytest.raises(InvalidSpec, match="streams"):
+        VIDEO.parse_spec({"streams": 0})

@@ -41,7 +41,7 @@ def test_every_visible_page_answers_at_its_own_path() -> None:
     # which is how /models came to say "Page not found" while Models was the default.
     assert [t.value for t in at.text] == [
         "visible: ['models', 'optimize', 'jobs', 'results', 'compare', 'diagnostics', "
-        "'batching', 'hardware']",
+        "'batching', 'video', 'hardware']",
         "hidden: ['']",  # the root, which switches to Models
     ]
 

@@ -1,0 +1,139 @@
+"""The video job through run_job on a real SQLite database (no broker): a tiny CNN playing a
+generated or an uploaded clip, its report stored as the kind's result, progress per phase, and
+the model's input profile setting the frame size of a model whose size is dynamic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+from diagnostic_models import build_cnn
+from onnx import TensorProto, helper
+
+from optistudio.core.video.clips import make_clip
+from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file, store_dataset
+from optistudio.services.jobkinds import VIDEO, VideoJobSpec
+from optistudio.workers.jobs import JobContext, run_job
+from optistudio.workers.work import work_of
+
+video_job = work_of(JobKind.video)
+
+
+def _run(factory, model_id: int, spec: VideoJobSpec, work=video_job) -> Job:  # type: ignore[no-untyped-def]
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=JobKind.video, spec=spec.model_dump(), model_id=model_id).id
+    run_job(factory, job_id, worker="test", task_id="t1", work=work)
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        s.expunge(job)
+        return job
+
+
+def _store(factory, settings, path: Path) -> int:  # type: ignore[no-untyped-def]
+    return add_model_file(factory, settings, path, name=path.stem).model_id
+
+
+def _dynamic_image_model(path: Path) -> Path:
+    """[n, 3, h, w] -> [n, 3]: a global average pool, so any frame size runs."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gap",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_a_generated_clip_on_two_streams_is_stored_per_stream(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path
+) -> None:
+    model_id = _store(db_factory, app_settings, build_cnn(tmp_path / "cnn.onnx"))
+    spec = VideoJobSpec(streams=2, seconds=0.6, realtime=True)
+
+    job = _run(db_factory, model_id, spec)
+
+    assert job.status == JobStatus.succeeded, job.message
+    result = VIDEO.parse_result(job.result)
+    assert [s.stream for s in result.batched.streams] == [0, 1]
+    assert all(s.frames > 0 and s.p50_ms <= s.p99_ms for s in result.batched.streams)
+    assert result.clip == "generated" and result.batched.streams[0].source == "generated.mp4"
+    assert result.batched.decoder == "h264" and result.input_shape == [1, 3, 16, 16]
+    assert result.per_frame is not None and result.per_frame.max_batch_size == 1
+    assert result.speedup == pytest.approx(result.batched.fps / result.per_frame.fps)
+    assert result.capacity is None
+    assert "2 stream(s)" in job.message and "decoder h264" in job.message
+
+
+def test_an_uploaded_clip_and_the_capacity_search(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model_id = _store(db_factory, app_settings, build_cnn(tmp_path / "cnn.onnx"))
+    clip = make_clip(tmp_path / "street.mp4", seconds=1, size=(72, 96), seed=3)
+    with clip.open("rb") as stream:
+        stored = store_dataset(app_settings, stream, filename="street.mp4")
+    spec = VideoJobSpec(
+        clip_path=str(stored),
+        clip_name="street.mp4",
+        seconds=0.3,
+        baseline=False,
+        capacity=True,
+        max_streams=2,
+        probe_seconds=0.3,
+    )
+    phases: list[str] = []
+
+    def watched(job: Job, context: JobContext) -> tuple[str, int | None]:
+        write = context.progress
+
+        def progress(fraction: float, message: str) -> None:
+            phases.append(message)
+            write(fraction, message)
+
+        context.progress = progress  # type: ignore[method-assign]
+        return video_job(job, context)
+
+    job = _run(db_factory, model_id, spec, work=watched)
+
+    assert job.status == JobStatus.succeeded, job.message
+    result = VIDEO.parse_result(job.result)
+    assert result.clip == "street.mp4" and result.per_frame is None and result.speedup is None
+    assert result.capacity is not None and result.capacity.frame_rate == 25
+    assert set(result.capacity.tried) <= {1, 2} and 0 <= result.capacity.streams <= 2
+    assert phases[0].startswith("batched run") and phases[1].startswith("capacity search")
+    assert any(p.startswith("capacity probe: 1 stream(s)") for p in phases)
+
+
+def test_the_model_profile_sets_the_frame_size_of_a_dynamic_model(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path
+) -> None:
+    model_id = _store(db_factory, app_settings, _dynamic_image_model(tmp_path / "gap.onnx"))
+
+    job = _run(db_factory, model_id, VideoJobSpec(seconds=0.3, baseline=False))
+
+    assert job.status == JobStatus.succeeded, job.message
+    profiled = VIDEO.parse_spec(job.spec)  # the spec as fed: the profile's sizes under it
+    height, width = (
+        profiled.dims.get("h", profiled.dims.get("x.2")),
+        profiled.dims.get("w", profiled.dims.get("x.3")),
+    )
+    assert VIDEO.parse_result(job.result).input_shape == [1, 3, height, width]
+
+
+def test_a_model_that_is_no_video_model_fails_with_why(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, make_model
+) -> None:
+    model_id = _store(db_factory, app_settings, make_model())
+
+    job = _run(db_factory, model_id, VideoJobSpec(seconds=0.3))
+
+    assert job.status == JobStatus.failed and job.error_detail is None
+    assert "one image input of rank 4" in job.message
