@@ -2,6 +2,9 @@
 
 The page never runs a model: profile and verify are jobs (by task name); predictions come from
 `optistudio.core.batching.simulate` over the stored profile, fast enough to follow a slider.
+Each carries its band (`simulate_band`: 20 runs as long as a Verify, on the profile resampled;
+0.15-0.3 s on a 2-core machine with a 160-run profile), and a Verify is judged by whether its
+measured p99 falls inside the band.
 """
 
 from __future__ import annotations
@@ -18,9 +21,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.batching.applicability import batch_dim_problem
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.results import LoadResult
+from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import Process, simulate, simulate_speed_moves
+from optistudio.core.batching.simulate import (
+    VERIFY_SECONDS,
+    Process,
+    simulate,
+    simulate_band,
+    simulate_speed_moves,
+)
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.triton import triton_config
@@ -37,6 +46,11 @@ from optistudio.studio.services import recent_jobs as batching_jobs  # noqa: F40
 SLIDER_REQUESTS = 5000
 """Requests per simulation behind a slider: p99 within a few percent, well under a second."""
 SWEEP_POINTS = 9
+SWEEP_DRAWS = 8
+"""Draws per point of the rate sweep's bands: lighter than a headline band (9 points share the
+time one slider move may take), so their 5 %-95 % points sit nearer the ends of the draws."""
+SWEEP_REQUESTS = 4000
+"""Most requests per sweep point's band, all its draws together."""
 RUNNER_DRIFT = 0.10
 """How far the verify run's model speed may stray from the profile's before the page says so."""
 SPEED_STEP = 0.05
@@ -118,6 +132,73 @@ def predict(
     )
 
 
+def predict_band(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    *,
+    rate: float | None,
+    seconds: float = VERIFY_SECONDS,
+    process: Process = "poisson",
+    clients: int = 0,
+) -> Band:
+    """The prediction's band for a Verify of `seconds` at `rate` (the module docstring)."""
+    return simulate_band(
+        profile, settings, rate=rate, process=process, clients=clients, seconds=seconds
+    )
+
+
+def band_line(predicted: LoadResult, band: Band) -> str:
+    """The headline figures with their bands, and what the band stands for."""
+    length = f"{band.seconds:g}-s " if band.seconds else ""
+    return (
+        f"p99 {_num(predicted.p99_ms)} ms (band {_num(band.p99_low_ms)}-{_num(band.p99_high_ms)}), "
+        f"p50 {_num(predicted.p50_ms)} ms (band {_num(band.p50_low_ms)}-{_num(band.p50_high_ms)}), "
+        f"throughput {_num(predicted.throughput)} req/s (band {_num(band.throughput_low)}-"
+        f"{_num(band.throughput_high)}). The band holds {band.level:.0%} of {band.draws} "
+        f"simulated {length}Verify runs, each on the profile's runs resampled: what this "
+        "profile knows, so a measured figure outside it says the profile did not describe the "
+        "run."
+    )
+
+
+def band_verdict(predicted: LoadResult, band: Band, measured: LoadResult) -> tuple[str, bool]:
+    """Whether the measured p99 falls inside the predicted band, and how wide the band is
+    (its half-width as a share of the predicted p99); True when inside."""
+    inside = band.holds_p99(measured.p99_ms)
+    where = "inside" if inside else ("above" if measured.p99_ms > band.p99_high_ms else "below")
+    return (
+        f"Measured p99 {_num(measured.p99_ms)} ms lies {where} the predicted band "
+        f"{_num(band.p99_low_ms)}-{_num(band.p99_high_ms)} ms (±{band.p99_width(predicted.p99_ms):.0%}"
+        f" of the predicted {_num(predicted.p99_ms)} ms).",
+        inside,
+    )
+
+
+def rate_line(measured: LoadResult) -> tuple[str, bool] | None:
+    """The arrival rate the load generator realised beside the one offered, and whether it fell
+    more than 10 % short (then measured and predicted describe different loads). None for a
+    closed loop or a result stored before the realised rate was kept."""
+    offered, realised = measured.offered_rate, measured.realised_rate
+    if not offered or realised is None:
+        return None
+    short = realised < 0.9 * offered
+    line = (
+        f"Arrivals realised: {_num(realised)} req/s of the {offered:g} offered "
+        f"({realised / offered - 1:+.0%})."
+    )
+    if short:
+        line += (
+            " The load generator fell behind its schedule (one Python thread cannot go faster "
+            "here), so compare with the prediction at the realised rate, or verify at a lower one."
+        )
+    return line, short
+
+
+def _num(value: float) -> str:
+    """A figure to three significant digits, never in e-notation (2453 ms, 741 ms, 8.25 ms)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def speed_note(
     profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
 ) -> tuple[str, bool]:
@@ -177,13 +258,21 @@ def handoff_line(profile: LatencyProfile) -> str:
     return f"Per-batch hand-back under load: {profile.handoff_ms:.2f} ms, included in predictions."
 
 
-def rate_sweep(profile: LatencyProfile, settings: BatchingSettings) -> pd.DataFrame:
-    """Predicted figures from 10 % to 110 % of capacity (Poisson), one row per rate."""
+def rate_sweep(
+    profile: LatencyProfile, settings: BatchingSettings, *, seconds: float = VERIFY_SECONDS
+) -> pd.DataFrame:
+    """Predicted figures from 10 % to 110 % of capacity (Poisson), one row per rate, with the
+    p50/p99 band of a Verify of `seconds` (SWEEP_DRAWS draws)."""
     top = capacity(profile, settings)
     rows = []
     for share in np.linspace(0.1, 1.1, SWEEP_POINTS):
         result = simulate(profile, settings, rate=top * share, requests=2000)
-        rows.append({"rate": top * share, **result.model_dump(include=set(FIGURES))})
+        band = simulate_band(
+            profile, settings, rate=top * share, seconds=seconds, draws=SWEEP_DRAWS,
+            max_requests=SWEEP_REQUESTS,
+        )  # fmt: skip
+        bounds = band.model_dump(include={"p50_low_ms", "p50_high_ms", "p99_low_ms", "p99_high_ms"})
+        rows.append({"rate": top * share, **result.model_dump(include=set(FIGURES)), **bounds})
     return pd.DataFrame(rows)
 
 
@@ -212,16 +301,33 @@ def sweep_figure(frame: pd.DataFrame, rate: float | None) -> go.Figure:
             y=frame[column],
             name=column.replace("_ms", " (ms)"),
             line={"dash": dash},
+            error_y=_error_bars(frame, column),
             secondary_y=True,
         )
     if rate:
         figure.add_vline(x=rate, line_dash="dash", line_color="#888", annotation_text="rate")
     figure.update_xaxes(title="arrival rate (req/s)")
     figure.update_yaxes(title="requests / s", secondary_y=False)
-    latency = log_axis([*frame["p50_ms"], *frame["p99_ms"]])
+    bands = [frame[c] for c in ("p50_low_ms", "p99_high_ms") if c in frame]
+    latency = log_axis([*frame["p50_ms"], *frame["p99_ms"], *(v for c in bands for v in c)])
     figure.update_yaxes(title="latency (ms)", secondary_y=True, **latency)
     figure.update_layout(title="Predicted, by arrival rate", height=340)
     return _titled(figure)
+
+
+def _error_bars(frame: pd.DataFrame, column: str) -> dict[str, Any] | None:
+    """Plotly error bars from a figure's band columns (`p99_low_ms`, ...), None without them.
+    A band need not hold its point (the point is a longer run), so a bar is never negative."""
+    stem = column.removesuffix("_ms")
+    low, high = f"{stem}_low_ms", f"{stem}_high_ms"
+    if low not in frame or frame[low].isna().all():
+        return None
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": (frame[high] - frame[column]).clip(lower=0).fillna(0).tolist(),
+        "arrayminus": (frame[column] - frame[low]).clip(lower=0).fillna(0).tolist(),
+    }
 
 
 def _titled(figure: go.Figure) -> go.Figure:
@@ -229,15 +335,32 @@ def _titled(figure: go.Figure) -> go.Figure:
     return readable(figure).update_layout(margin={"t": 60})
 
 
-def comparison_frame(predicted: LoadResult, measured: LoadResult) -> pd.DataFrame:
-    """Predicted beside measured for the headline figures, with the relative error."""
+def comparison_frame(
+    predicted: LoadResult,
+    measured: LoadResult,
+    band: Band | None = None,
+    at_realised: LoadResult | None = None,
+) -> pd.DataFrame:
+    """Predicted beside measured for the headline figures, with the relative error; with a
+    band, its low and high for p50, p99 and throughput (and whether the measured figure lies
+    inside); with `at_realised`, the prediction at the realised arrival rate too."""
     rows = []
     for key in FIGURES:
         p, m = float(getattr(predicted, key)), float(getattr(measured, key))
-        rows.append(
-            {"figure": key, "predicted": p, "measured": m, "error": abs(p - m) / m if m else None}
-        )
+        row = {"figure": key, "predicted": p, "measured": m, "error": abs(p - m) / m if m else None}
+        low, high = _band_bounds(band, key)
+        row |= {"low": low, "high": high, "inside": None if low is None else low <= m <= high}
+        if at_realised is not None:
+            row["predicted at realised rate"] = float(getattr(at_realised, key))
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _band_bounds(band: Band | None, key: str) -> tuple[float | None, float | None]:
+    stem, unit = key.removesuffix("_ms"), "_ms" if key.endswith("_ms") else ""
+    if band is None or not hasattr(band, f"{stem}_low{unit}"):
+        return None, None
+    return getattr(band, f"{stem}_low{unit}"), getattr(band, f"{stem}_high{unit}")
 
 
 def profile_mismatch(profile: LatencyProfile, batches: VerifyBatches | None) -> str | None:
@@ -281,9 +404,18 @@ def tail_note(measured: LoadResult, halves: tuple[float, float] | None) -> tuple
 
 
 def comparison_figure(frame: pd.DataFrame) -> go.Figure:
+    """Predicted (with its band as error bars, where the frame has one) and measured latency."""
     latency = frame[frame["figure"].str.endswith("_ms")]
     figure = go.Figure()
-    figure.add_bar(x=latency["figure"], y=latency["predicted"], name="predicted")
+    bars = None
+    if "low" in latency and latency["low"].notna().any():
+        bars = {
+            "type": "data",
+            "symmetric": False,
+            "array": (latency["high"] - latency["predicted"]).clip(lower=0).fillna(0).tolist(),
+            "arrayminus": (latency["predicted"] - latency["low"]).clip(lower=0).fillna(0).tolist(),
+        }
+    figure.add_bar(x=latency["figure"], y=latency["predicted"], name="predicted", error_y=bars)
     figure.add_bar(x=latency["figure"], y=latency["measured"], name="measured")
     figure.update_layout(
         title="Predicted vs measured latency", yaxis_title="ms", barmode="group", height=320

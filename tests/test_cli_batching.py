@@ -34,6 +34,14 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert predicted["kind"] == "predicted" and predicted["settings"]["max_batch_size"] == 4
     assert predicted["throughput"] == pytest.approx(500, rel=0.05)
     assert predicted["p50_ms"] <= predicted["p99_ms"]
+    for figure in ("p50_ms", "p99_ms", "throughput"):  # the band beside each point
+        stem, unit = figure.removesuffix("_ms"), "_ms" if figure.endswith("_ms") else ""
+        low, high = predicted[f"{stem}_low{unit}"], predicted[f"{stem}_high{unit}"]
+        assert 0 < low <= high, figure
+    assert predicted["p99_low_ms"] <= predicted["p99_ms"] * 1.2
+    assert predicted["p99_high_ms"] >= predicted["p99_ms"] * 0.8
+    assert predicted["band"]["draws"] >= 2 and predicted["band"]["seconds"] == 5.0
+    assert predicted["offered_rate"] == 500 and predicted["realised_rate"] > 0
 
     run = optistudio(
         "batching", "recommend", str(tiny_model), *SETTINGS, "--rate", "500",
@@ -54,13 +62,25 @@ def test_cli_margin_default_is_the_tuners() -> None:
 
 
 def test_verify_measures_the_real_pipeline(tiny_model: Path, tmp_path: Path) -> None:
+    profile_file = tmp_path / "profile.json"
+    optistudio(
+        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "300",
+        "--out", str(profile_file), "--json", data_dir=tmp_path,
+    )  # fmt: skip
     run = optistudio(
         "batching", "verify", str(tiny_model), *SETTINGS, "--rate", "300", "--seconds", "1",
-        "--json", data_dir=tmp_path,
+        "--profile", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     measured = json.loads(run.stdout)
     assert measured["kind"] == "measured" and measured["completed"] > 250
+    assert measured["offered_rate"] == 300 and measured["realised_rate"] > 0  # what was sent
+    for key, rate in (("predicted", 300), ("predicted_at_realised", measured["realised_rate"])):
+        judged = measured[key]  # each prediction judged by its band
+        assert judged["offered_rate"] == pytest.approx(rate)
+        assert judged["p99_low_ms"] <= judged["p99_high_ms"]
+        inside = judged["p99_low_ms"] <= measured["p99_ms"] <= judged["p99_high_ms"]
+        assert judged["p99_in_band"] is inside and judged["p99_band_width"] >= 0
     assert measured["failed"] == 0 and measured["mean_batch_size"] >= 1
     first, second = measured["p99_halves_ms"]  # how settled the measured tail is
     assert 0 < min(first, second) <= measured["p99_ms"] <= max(first, second) * 1.5

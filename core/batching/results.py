@@ -3,7 +3,10 @@
 Both are summarised by one function, so prediction and measurement are computed alike:
 latency = finish - send, queue wait = batch start - send, throughput = completed requests in the
 window / (last finish - first send in the window), where the window skips the first
-`warmup_share` of requests. An open-loop run is saturated when requests were refused or the last
+`warmup_share` of requests. The realised arrival rate is (sent - 1) / (last send - first send)
+over every request sent (refused ones too): what the arrivals really were, beside the rate asked
+for (a Poisson schedule of n requests strays from it by about 1 / sqrt(n); a load generator
+that falls behind its schedule sends fewer). An open-loop run is saturated when requests were refused or the last
 answer trails the last send by more than 3 % of the sending span (the queue kept growing).
 """
 
@@ -50,6 +53,11 @@ class LoadResult(BaseModel):
     rejected: int = Field(default=0, description="Refused because the queue was full.")
     failed: int = 0
     offered_rate: float | None = Field(default=None, description="Arrival rate asked for.")
+    realised_rate: float | None = Field(
+        default=None,
+        description="Requests actually sent per second over the run (None: fewer than two, or "
+        "a result stored before it was kept).",
+    )
     saturated: bool = Field(
         default=False, description="Arrivals outpaced service: the queue kept growing."
     )
@@ -91,11 +99,49 @@ def summarize(
         rejected=rejected,
         failed=failed,
         offered_rate=rate,
+        realised_rate=realised_rate(send),
         saturated=bool(
             rate is not None and (_backlog_share(send[window], finish[window]) > 0.03 or rejected)
         ),
         batch_histogram=_batch_histogram(batch[served]),
     )
+
+
+def realised_rate(sent: Sequence[float] | np.ndarray) -> float | None:
+    """Requests sent per second between the first and the last send (seconds); None for fewer
+    than two sends or no time between them."""
+    times = np.asarray(sent, dtype=np.float64)
+    span = float(times.max() - times.min()) if len(times) > 1 else 0.0
+    return (len(times) - 1) / span if span > 0 else None
+
+
+class Band(BaseModel):
+    """The range a prediction's figures take over resampled draws (see
+    optistudio.core.batching.simulate.simulate_band): the `level` central share of the p50, p99
+    and throughput of `draws` simulated runs of `requests` requests each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    p50_low_ms: float
+    p50_high_ms: float
+    p99_low_ms: float
+    p99_high_ms: float
+    throughput_low: float
+    throughput_high: float
+    level: float = Field(description="Central share of the draws the band spans, e.g. 0.9.")
+    draws: int = Field(description="Simulated runs the band rests on.")
+    requests: int = Field(description="Requests per simulated run.")
+    seconds: float | None = Field(
+        default=None, description="The run length (s) the draws stand for (open loop)."
+    )
+
+    def holds_p99(self, p99_ms: float) -> bool:
+        """Whether a measured p99 falls inside the band."""
+        return self.p99_low_ms <= p99_ms <= self.p99_high_ms
+
+    def p99_width(self, p99_ms: float) -> float:
+        """Half the band's width as a share of a p99 (the predicted one): 0.2 is +-20 %."""
+        return (self.p99_high_ms - self.p99_low_ms) / 2 / p99_ms if p99_ms > 0 else float("inf")
 
 
 def p99_halves(

@@ -23,6 +23,17 @@ again as soon as they get an answer. With max_batch_size = 1 and timeout 0 a sin
 an M/D/1 queue: mean wait rho * D / (2 (1 - rho)), idle share 1 - rho, which the tests check.
 
 Statistics skip the first `warmup_share` of requests (the empty start is not typical).
+
+The band (`simulate_band`): a prediction is as good as what the profile knows, and a Verify it
+is checked against is one finite run. Each of R draws (R = BAND_DRAWS) simulates a run as long
+as the Verify (rate x seconds requests, at most BAND_REQUESTS / R) with its own arrival seed and
+speed-trace offset, on the profile block-bootstrapped: its run sequence cut into blocks of
+BLOCK_RUNS consecutive runs (so slow spells stay whole), as many blocks drawn with replacement
+as fill the sequence again, and the mean per batch size recomputed from the draw. The band is
+the central `level` share (default 5 %-95 %) of the draws' p50, p99 and throughput: the model's
+own spread at each size and the finite run, not yet the hand-back's spread (a profile keeps
+only its mean). A draw capped below the Verify's length has a looser p99, so the band is then
+wider than the Verify's own spread, never narrower.
 """
 
 from __future__ import annotations
@@ -36,11 +47,21 @@ from typing import Any, Literal
 import numpy as np
 
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
+from optistudio.core.batching.results import Band, BatchRecord, LoadResult, summarize
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.errors import InvalidSpec
 
 Process = Literal["poisson", "constant", "closed"]
+BAND_DRAWS = 20
+"""Simulated runs behind a band: its 5 % and 95 % points then lie one draw in from each end."""
+BAND_REQUESTS = 30_000
+"""Most requests simulated for one band, all draws together (about 0.3 s on this machine)."""
+BAND_MIN_REQUESTS = 200
+"""Fewest requests per draw: a p99 of fewer is little more than the maximum."""
+BLOCK_RUNS = 16
+"""Consecutive profile runs kept together when the profile is resampled."""
+VERIFY_SECONDS = 10.0
+"""The run length a band stands for when none is given: a Verify job's default."""
 _ARRIVE, _DONE, _TIMEOUT = 0, 1, 2
 
 
@@ -94,6 +115,104 @@ def simulate_speed_moves(
     slower = simulate(profile.scaled(1 + step), settings, **kwargs)
     faster = simulate(profile.scaled(1 - step), settings, **kwargs)
     return slower, faster
+
+
+def simulate_band(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    *,
+    rate: float | None = None,
+    process: Process = "poisson",
+    clients: int = 0,
+    seconds: float | None = VERIFY_SECONDS,
+    draws: int = BAND_DRAWS,
+    max_requests: int = BAND_REQUESTS,
+    level: float = 0.9,
+    seed: int = 0,
+    overhead_ms: float | None = None,
+) -> Band:
+    """The range of p50, p99 and throughput over `draws` simulated runs as long as a Verify of
+    `seconds` (closed loop: the request cap), each on a resampled profile (module docstring)."""
+    if draws < 2 or not 0 < level < 1:
+        raise InvalidSpec(f"A band needs at least two draws and a level in (0, 1), got {level}.")
+    per_draw = max(BAND_MIN_REQUESTS, max_requests // draws)
+    if rate and seconds and process != "closed":
+        per_draw = max(BAND_MIN_REQUESTS, min(per_draw, int(rate * seconds)))
+    figures = np.array(
+        [
+            _band_draw(profile, settings, rate, process, clients, per_draw, seed, i, overhead_ms)
+            for i in range(draws)
+        ]
+    )
+    low, high = np.percentile(figures, [50 * (1 - level), 50 * (1 + level)], axis=0)
+    return Band(
+        p50_low_ms=float(low[0]),
+        p50_high_ms=float(high[0]),
+        p99_low_ms=float(low[1]),
+        p99_high_ms=float(high[1]),
+        throughput_low=float(low[2]),
+        throughput_high=float(high[2]),
+        level=level,
+        draws=draws,
+        requests=per_draw,
+        seconds=seconds if process != "closed" else None,
+    )
+
+
+def _band_draw(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    rate: float | None,
+    process: Process,
+    clients: int,
+    requests: int,
+    seed: int,
+    draw: int,
+    overhead_ms: float | None,
+) -> tuple[float, float, float]:
+    """p50, p99 and throughput of one draw: its own resampled profile and seeds."""
+    rng = np.random.default_rng([seed, draw])
+    drawn = resampled(profile, rng)
+    result = simulate(
+        drawn, settings, rate=rate, process=process, clients=clients, requests=requests,
+        seed=int(rng.integers(2**31)), overhead_ms=overhead_ms,
+    )  # fmt: skip
+    return result.p50_ms, result.p99_ms, result.throughput
+
+
+def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfile:
+    """The profile with its run sequence block-bootstrapped (blocks of BLOCK_RUNS consecutive
+    runs drawn with replacement) and its means, p50/p99 and quantiles recomputed from the draw;
+    a batch size the draw missed keeps its figures. A profile without runs is returned as is."""
+    runs = profile.runs
+    if not runs:
+        return profile
+    block = min(BLOCK_RUNS, len(runs))
+    starts = rng.integers(0, len(runs) - block + 1, size=-(-len(runs) // block))
+    drawn = [runs[start + k] for start in starts for k in range(block)][: len(runs)]
+    by_size: dict[int, list[float]] = {}
+    for size, ms in drawn:
+        by_size.setdefault(size, []).append(ms)
+    rows = [(by_size.get(size), i) for i, size in enumerate(profile.batch_sizes)]
+    quantile_points = (
+        np.linspace(0, 100, len(profile.quantiles_ms[0])) if profile.quantiles_ms else None
+    )
+    update: dict[str, Any] = {
+        "runs": drawn,
+        "mean_ms": [float(np.mean(r)) if r else profile.mean_ms[i] for r, i in rows],
+    }
+    for name, percent in (("p50_ms", 50), ("p99_ms", 99)):
+        if getattr(profile, name):
+            update[name] = [
+                float(np.percentile(r, percent)) if r else getattr(profile, name)[i]
+                for r, i in rows
+            ]
+    if quantile_points is not None:
+        update["quantiles_ms"] = [
+            np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
+            for r, i in rows
+        ]
+    return profile.model_copy(update=update)
 
 
 def replay_batches(

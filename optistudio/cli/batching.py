@@ -6,7 +6,11 @@ simulate  predicts throughput and latency of a setting (from --profile FILE, or 
 verify    serves the model with the real Pipeline under the load generator and measures;
 recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate),
           keeping the budget with the model --margin percent slower than profiled (default 10).
-Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings.
+Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings; a
+prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
+throughput_low/throughput_high: 5 %-95 % over runs as long as a --seconds Verify on the profile
+resampled), a measurement its realised arrival rate (realised_rate) beside the offered one, and
+verify with --profile whether the measured p99 falls inside the predicted band.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec, first_line
 
 ACTIONS = ("profile", "simulate", "verify", "recommend")
-DEFAULT_MARGIN_PERCENT = 10.0  # optistudio.core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
+DEFAULT_MARGIN_PERCENT = (
+    10.0  # optistudio.core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
+)
 
 
 def add_batching_parser(commands: Any) -> None:
@@ -129,30 +135,60 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return input_options(args).fields()
 
 
-def _predict(args: argparse.Namespace, settings: Any, profile: Any) -> Any:
+def _predict(
+    args: argparse.Namespace, settings: Any, profile: Any, rate: float | None = None
+) -> Any:
+    """The simulator's prediction at `rate` (default --rate)."""
     from optistudio.core.batching.simulate import simulate
 
     return simulate(
         profile,
         settings,
-        rate=args.rate,
+        rate=rate if rate is not None else args.rate,
         process=args.process,
         clients=args.clients,
         seed=args.seed,
     )
 
 
-def _payload(kind: str, settings: Any, result: Any, **extra: Any) -> dict[str, Any]:
+def _band(args: argparse.Namespace, settings: Any, profile: Any, rate: float | None) -> Any:
+    """The prediction's band for a Verify of --seconds at `rate`."""
+    from optistudio.core.batching.simulate import simulate_band
+
+    return simulate_band(
+        profile,
+        settings,
+        rate=rate,
+        process=args.process,
+        clients=args.clients,
+        seconds=args.seconds,
+        seed=args.seed,
+    )
+
+
+def _payload(
+    kind: str, settings: Any, result: Any, band: Any = None, **extra: Any
+) -> dict[str, Any]:
     figures = result.model_dump()
-    return {
-        "kind": kind,
-        "throughput": figures.pop("throughput"),
-        "p50_ms": figures.pop("p50_ms"),
-        "p99_ms": figures.pop("p99_ms"),
-        "settings": settings.model_dump(),
-        **figures,
-        **extra,
-    }
+    head = {"kind": kind}
+    for name in ("throughput", "p50_ms", "p99_ms"):
+        head[name] = figures.pop(name)
+        if band is not None:
+            stem = name.removesuffix("_ms")
+            unit = "_ms" if name.endswith("_ms") else ""
+            head[f"{stem}_low{unit}"] = getattr(band, f"{stem}_low{unit}")
+            head[f"{stem}_high{unit}"] = getattr(band, f"{stem}_high{unit}")
+    if band is not None:
+        extra["band"] = band.model_dump()
+    return {**head, "settings": settings.model_dump(), **figures, **extra}
+
+
+def _predicted(
+    args: argparse.Namespace, settings: Any, profile: Any, rate: float | None
+) -> dict[str, Any]:
+    """A prediction at `rate` with its band, as the flat figures of `_payload`."""
+    result = _predict(args, settings, profile, rate)
+    return _payload("predicted", settings, result, _band(args, settings, profile, rate))
 
 
 def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -164,6 +200,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         "predicted",
         settings,
         _predict(args, settings, profile),
+        _band(args, settings, profile, args.rate),
         profile=profile.model_dump(),
         ceiling_throughput=ceiling * settings.instances,
         ceiling_batch_size=best,
@@ -173,7 +210,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
 def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     profile = _profile(args, settings)
-    return _payload("predicted", settings, _predict(args, settings, profile))
+    return _predicted(args, settings, profile, args.rate)
 
 
 def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -195,8 +232,26 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
     if args.profile is not None:
-        extra["predicted"] = _predict(args, settings, _profile(args, settings)).model_dump()
+        extra |= _judged(args, settings, _profile(args, settings), run.result)
     return _payload("measured", settings, run.result, **extra)
+
+
+def _judged(args: argparse.Namespace, settings: Any, profile: Any, measured: Any) -> dict[str, Any]:
+    """The prediction at the offered rate and at the realised one, and whether the measured p99
+    falls inside each band (with the band's half-width as a share of the predicted p99)."""
+    judged: dict[str, Any] = {}
+    rates = {"predicted": args.rate, "predicted_at_realised": measured.realised_rate}
+    for key, rate in rates.items():
+        if rate is None and args.process != "closed":
+            continue
+        predicted = _predicted(args, settings, profile, rate)
+        low, high = predicted["p99_low_ms"], predicted["p99_high_ms"]
+        predicted["p99_in_band"] = low <= measured.p99_ms <= high
+        predicted["p99_band_width"] = (high - low) / 2 / predicted["p99_ms"]
+        judged[key] = predicted
+        if args.process == "closed":
+            break
+    return judged
 
 
 def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -254,6 +309,26 @@ def _print_summary(payload: dict[str, Any]) -> None:
         f"p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "
         f"queue {payload['mean_queue_ms']:.2f} ms + compute {payload['mean_compute_ms']:.2f} ms"
     )
+    if "p99_low_ms" in payload:
+        print(
+            f"band ({payload['band']['level']:.0%} of {payload['band']['draws']} simulated "
+            f"runs): p50 {payload['p50_low_ms']:.2f}-{payload['p50_high_ms']:.2f} ms, p99 "
+            f"{payload['p99_low_ms']:.2f}-{payload['p99_high_ms']:.2f} ms, throughput "
+            f"{payload['throughput_low']:.1f}-{payload['throughput_high']:.1f} req/s"
+        )
+    if payload.get("realised_rate") and payload.get("offered_rate"):
+        print(
+            f"arrivals: {payload['realised_rate']:.1f} req/s realised of "
+            f"{payload['offered_rate']:g} offered"
+        )
+    for key, which in (("predicted", "offered"), ("predicted_at_realised", "realised")):
+        if isinstance(payload.get(key), dict) and "p99_in_band" in payload[key]:
+            where = "inside" if payload[key]["p99_in_band"] else "outside"
+            print(
+                f"measured p99 {payload['p99_ms']:.2f} ms is {where} the band "
+                f"{payload[key]['p99_low_ms']:.2f}-{payload[key]['p99_high_ms']:.2f} ms "
+                f"(predicted at the {which} rate, +-{payload[key]['p99_band_width']:.0%})"
+            )
     print(
         f"settings: max batch {settings['max_batch_size']}, timeout {settings['timeout_ms']:g} ms, "
         f"instances {settings['instances']}"

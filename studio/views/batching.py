@@ -13,8 +13,9 @@ import streamlit as st
 from pydantic import ValidationError
 
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.results import LoadResult
+from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import VERIFY_SECONDS
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
@@ -268,6 +269,13 @@ def _predict(profile_json: str, settings_json: str, rate: float) -> dict[str, An
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
+def _band(profile_json: str, settings_json: str, rate: float, seconds: float) -> dict[str, Any]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return batching.predict_band(profile, settings, rate=rate, seconds=seconds).model_dump()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
 def _speed_note(profile_json: str, settings_json: str, rate: float, p99: float) -> tuple[str, bool]:
     profile = LatencyProfile.model_validate_json(profile_json)
     settings = BatchingSettings.model_validate_json(settings_json)
@@ -290,6 +298,8 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
     cols[2].metric("p99 latency (ms)", f"{predicted['p99_ms']:.2f}")
     cols[3].metric("Mean batch size", f"{predicted['mean_batch_size']:.2f}")
     cols[4].metric("Mean queue wait (ms)", f"{predicted['mean_queue_ms']:.2f}")
+    band = _band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
+    st.caption(batching.band_line(LoadResult.model_validate(predicted), Band.model_validate(band)))
     if predicted["saturated"]:
         most = batching.capacity(profile, settings)
         st.warning(
@@ -351,14 +361,27 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
         return
     spec = BATCHING_VERIFY.parse_spec(batching.job_spec(state.session_factory(), job_id=job["job"]))
     result: BatchingVerifyJobResult = job["result"]
-    predicted = _predict(profile.model_dump_json(), spec.settings.model_dump_json(), spec.rate or 1)
-    frame = batching.comparison_frame(LoadResult.model_validate(predicted), result.measured)
+    profile_json, settings_json = profile.model_dump_json(), spec.settings.model_dump_json()
+    predicted = LoadResult.model_validate(_predict(profile_json, settings_json, spec.rate or 1))
+    band = Band.model_validate(_band(profile_json, settings_json, spec.rate or 1, spec.seconds))
+    realised = result.measured.realised_rate
+    at_realised = (
+        LoadResult.model_validate(_predict(profile_json, settings_json, realised))
+        if realised
+        else None
+    )
+    frame = batching.comparison_frame(predicted, result.measured, band, at_realised)
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
+    verdict, inside = batching.band_verdict(predicted, band, result.measured)
+    (st.success if inside else st.warning)(verdict)
+    arrivals = batching.rate_line(result.measured)
     sent = result.measured.throughput
-    if spec.rate and not result.measured.saturated and sent < 0.9 * spec.rate:
+    if arrivals is not None:
+        (st.warning if arrivals[1] else st.caption)(arrivals[0])
+    elif spec.rate and not result.measured.saturated and sent < 0.9 * spec.rate:
         st.warning(
             f"The load generator sent only about {sent:.0f} of the {spec.rate:g} req/s asked "
             "(one Python thread cannot go faster here), so measured and predicted describe "

@@ -31,6 +31,8 @@ def test_profile_then_a_slider_changes_the_prediction(
     expect(page.locator(".js-plotly-plot").last).to_be_visible(timeout=UI_TIMEOUT_MS)
     handback = re.compile(r"Per-batch hand-back under load: \d+\.\d\d ms, included in predictions")
     expect(page.get_by_text(handback)).to_be_visible()
+    band = re.compile(r"p99 [\d.]+ ms \(band [\d.]+-[\d.]+\)")  # the prediction as a band
+    expect(page.get_by_text(band)).to_be_visible()
     before = {label: metric(page, label) for label in ("Mean batch size", "p99 latency (ms)")}
     shot(page, "batching-before")
 
@@ -58,6 +60,9 @@ def test_profile_then_a_slider_changes_the_prediction(
     expect(page.get_by_text("Predicted vs measured").first).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     expect(page.get_by_text(re.compile(r"Verify job #\d+ · max batch 1"))).to_be_visible()
     expect(page.get_by_text("Measured p99 in the run's first half")).to_be_visible()
+    verdict = re.compile(r"Measured p99 [\d.]+ ms lies (inside|above|below) the predicted band")
+    expect(page.get_by_text(verdict)).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Arrivals realised: [\d.]+ req/s of the"))).to_be_visible()
     shot(page, "batching-verify")
 
     page.get_by_role("tab", name="Find best settings").click()

@@ -281,3 +281,85 @@ def test_verify_sends_the_requests_the_profile_timed() -> None:
         "the arrays of the profile's .npz"
     )
     assert batching.request_line(BatchingProfileSpec()) == "the model's default inputs"
+
+
+def noisy_runs_profile() -> LatencyProfile:
+    """PROFILE with 40 interleaved runs per size that spread +-30 % around its means."""
+    rng = np.random.default_rng(5)
+    sizes, means = PROFILE.batch_sizes, PROFILE.mean_ms
+    runs = [
+        (sizes[i], float(means[i] * rng.uniform(0.7, 1.3)))
+        for _ in range(40)
+        for i in rng.permutation(len(sizes))
+    ]
+    rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
+    return PROFILE.model_copy(update={"runs": runs, "mean_ms": [float(np.mean(r)) for r in rows]})
+
+
+def test_the_prediction_carries_its_band_in_words() -> None:
+    profile, settings = noisy_runs_profile(), BatchingSettings(max_batch_size=8, timeout_ms=2)
+    predicted = batching.predict(profile, settings, rate=600)
+
+    band = batching.predict_band(profile, settings, rate=600, seconds=5)
+    line = batching.band_line(predicted, band)
+
+    assert band.p99_low_ms < band.p99_high_ms and band.seconds == 5
+    assert f"p99 {predicted.p99_ms:.3g} ms (band {band.p99_low_ms:.3g}-" in line
+    assert "20 simulated 5-s Verify runs" in line and "throughput" in line
+
+
+@pytest.mark.parametrize(
+    ("measured_p99", "where", "inside"),
+    [(11.0, "inside", True), (20.0, "above", False), (5.0, "below", False)],
+    ids=["inside", "above", "below"],
+)
+def test_a_verify_is_judged_by_whether_its_p99_falls_in_the_band(
+    measured_p99: float, where: str, inside: bool
+) -> None:
+    predicted = batching.predict(PROFILE, BatchingSettings(), rate=200)
+    predicted = predicted.model_copy(update={"p99_ms": 10.0})
+    band = batching.predict_band(PROFILE, BatchingSettings(), rate=200).model_copy(
+        update={"p99_low_ms": 8.0, "p99_high_ms": 12.0}
+    )
+    measured = predicted.model_copy(update={"p99_ms": measured_p99})
+
+    line, verdict = batching.band_verdict(predicted, band, measured)
+
+    assert verdict is inside
+    assert f"lies {where} the predicted band 8-12 ms (±20% of the predicted 10 ms)" in line
+
+
+def test_the_realised_arrival_rate_is_shown_beside_the_offered_one() -> None:
+    measured = batching.predict(PROFILE, BatchingSettings(), rate=200)
+    short = measured.model_copy(update={"realised_rate": 170.0})
+
+    line, warned = batching.rate_line(measured)  # type: ignore[misc]
+    assert not warned and "of the 200 offered" in line
+    line, warned = batching.rate_line(short)  # type: ignore[misc]
+    assert warned and "170 req/s of the 200 offered (-15%)" in line
+    assert batching.rate_line(measured.model_copy(update={"realised_rate": None})) is None
+
+
+def test_the_comparison_holds_the_band_and_the_prediction_at_the_realised_rate() -> None:
+    settings = BatchingSettings()
+    predicted = batching.predict(PROFILE, settings, rate=200)
+    band = batching.predict_band(PROFILE, settings, rate=200)
+    at_realised = batching.predict(PROFILE, settings, rate=180)
+    measured = predicted.model_copy(update={"p99_ms": band.p99_high_ms * 2})
+
+    frame = batching.comparison_frame(predicted, measured, band, at_realised).set_index("figure")
+
+    assert frame.loc["p99_ms", "high"] == band.p99_high_ms and not frame.loc["p99_ms", "inside"]
+    assert frame.loc["throughput", "low"] == band.throughput_low
+    assert frame.loc["throughput", "predicted at realised rate"] == at_realised.throughput
+    bars = batching.comparison_figure(frame.reset_index()).data[0].error_y
+    assert bars.array is not None and max(bars.array) > 0  # the band on the predicted bars
+
+
+def test_the_rate_sweep_shows_error_bars() -> None:
+    frame = batching.rate_sweep(noisy_runs_profile(), BatchingSettings(max_batch_size=8))
+
+    assert (frame["p99_low_ms"] <= frame["p99_high_ms"]).all()
+    p99 = next(t for t in batching.sweep_figure(frame, 300).data if t.name == "p99 (ms)")
+    assert p99.error_y.array is not None and len(p99.error_y.array) == batching.SWEEP_POINTS
+    assert max(p99.error_y.array) > 0

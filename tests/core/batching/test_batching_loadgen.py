@@ -47,6 +47,7 @@ def test_duration_bounds_an_open_loop(pipe: Pipeline) -> None:
     run = run_load(pipe, [row(1.0)], process="constant", rate=200, seconds=0.25)
 
     assert 45 <= run.result.completed <= 52
+    assert run.result.offered_rate == 200 and run.result.realised_rate > 0  # reported beside it
 
 
 def test_a_run_needs_a_length() -> None:

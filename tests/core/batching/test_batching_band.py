@@ -1,0 +1,164 @@
+"""The prediction as a band: it covers a synthetic runner's known p99, and the realised rate.
+
+The synthetic runner serves a batch of b rows in BASE_MS[b] x m milliseconds, m drawn afresh
+for each batch: 95 % of the time uniform on [0.9, 1.1], 5 % on [1.5, 3] (a tail). Its quantile
+function is piecewise linear with the break at the 95th percentile, so a profile holding it at
+percentiles 0, 1, ..., 100 draws exactly from it: that profile is the runner itself, and its
+p99 over a long simulated run is the runner's known p99. Each trial profiles the runner as
+`measure_profile` would (rounds of one run per size, in random order) and bands the prediction
+from that finite sample.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.results import realised_rate, summarize
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import resampled, simulate, simulate_band
+
+BASE_MS = {1: 10.0, 2: 14.0, 4: 22.0, 8: 38.0}
+PERCENTS = np.linspace(0, 100, 101)
+SETTINGS = BatchingSettings(max_batch_size=8, timeout_ms=20)
+TRIALS = 20
+
+
+def multiplier(percent: np.ndarray) -> np.ndarray:
+    """The runner's slowdown at a percentile: its quantile function."""
+    share = np.asarray(percent) / 100
+    return np.where(share <= 0.95, 0.9 + 0.2 * share / 0.95, 1.5 + 1.5 * (share - 0.95) / 0.05)
+
+
+def runner() -> LatencyProfile:
+    """The synthetic runner as a profile that draws exactly from it (module docstring)."""
+    mean = float(multiplier(np.linspace(0, 100, 100_001)).mean())
+    return LatencyProfile(
+        batch_sizes=list(BASE_MS),
+        mean_ms=[ms * mean for ms in BASE_MS.values()],
+        quantiles_ms=[(ms * multiplier(PERCENTS)).tolist() for ms in BASE_MS.values()],
+    )
+
+
+def profiled(rng: np.random.Generator, rounds: int = 40) -> LatencyProfile:
+    """What profiling the runner measures: `rounds` of one run per size, interleaved."""
+    sizes = list(BASE_MS)
+    runs = [
+        (sizes[i], float(BASE_MS[sizes[i]] * multiplier(rng.uniform(0, 100))))
+        for _ in range(rounds)
+        for i in rng.permutation(len(sizes))
+    ]
+    rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
+    return LatencyProfile(
+        batch_sizes=sizes,
+        mean_ms=[float(np.mean(row)) for row in rows],
+        quantiles_ms=[np.percentile(row, PERCENTS).tolist() for row in rows],
+        runs=runs,
+    )
+
+
+@cache
+def known_p99(rate: float) -> float:
+    """The runner's p99 at `rate` over a long run (its own, not a profile's)."""
+    return simulate(runner(), SETTINGS, rate=rate, requests=100_000, seed=7).p99_ms
+
+
+@pytest.mark.parametrize("rate", [30.0, 100.0], ids=["light-load", "near-the-knee"])
+def test_the_band_covers_the_runners_known_p99_over_seeded_trials(rate: float) -> None:
+    known = known_p99(rate)
+
+    bands = [
+        simulate_band(profiled(np.random.default_rng(100 + trial)), SETTINGS, rate=rate, seed=trial)
+        for trial in range(TRIALS)
+    ]
+
+    covered = sum(band.holds_p99(known) for band in bands)
+    assert covered >= 0.75 * TRIALS  # a 90 % band, from 20 draws per trial
+    widths = [band.p99_width(known) for band in bands]
+    assert 0.02 < float(np.median(widths)) < 0.35  # a band, not a point, and not everything
+
+
+def test_a_point_prediction_from_the_same_profiles_misses_more_often() -> None:
+    rate = 100.0
+    known = known_p99(rate)
+
+    points = [
+        simulate(
+            profiled(np.random.default_rng(100 + trial)),
+            SETTINGS,
+            rate=rate,
+            requests=5000,
+            seed=trial,
+        )  # fmt: skip
+        for trial in range(TRIALS)
+    ]
+
+    near = sum(abs(point.p99_ms / known - 1) <= 0.02 for point in points)
+    assert near < 0.75 * TRIALS  # why a band: a point is seldom this close
+
+
+def test_the_band_lies_around_the_point_and_is_ordered() -> None:
+    profile = profiled(np.random.default_rng(1))
+
+    band = simulate_band(profile, SETTINGS, rate=50, seconds=10)
+    point = simulate(profile, SETTINGS, rate=50, requests=5000)
+
+    assert band.p50_low_ms <= band.p50_high_ms and band.p99_low_ms <= band.p99_high_ms
+    assert band.p99_low_ms <= point.p99_ms * 1.1 and point.p99_ms <= band.p99_high_ms * 1.1
+    assert band.throughput_low <= 50 <= band.throughput_high
+    assert band.requests == 500 and band.draws == 20 and band.seconds == 10
+
+
+def test_a_longer_verify_gets_a_narrower_band() -> None:
+    profile = profiled(np.random.default_rng(2))
+
+    short = simulate_band(profile, SETTINGS, rate=50, seconds=4)
+    long = simulate_band(profile, SETTINGS, rate=50, seconds=20)
+
+    assert short.p99_high_ms - short.p99_low_ms > long.p99_high_ms - long.p99_low_ms
+
+
+def test_resampling_keeps_runs_in_blocks_and_refits_the_means() -> None:
+    runs = [(1, float(ms)) for ms in range(1, 65)]  # every run distinct, in order
+    profile = LatencyProfile(batch_sizes=[1], mean_ms=[32.5], runs=runs)
+
+    drawn = resampled(profile, np.random.default_rng(3))
+
+    assert len(drawn.runs) == len(runs)
+    steps = [b - a for (_, a), (_, b) in zip(drawn.runs, drawn.runs[1:], strict=False)]
+    assert sum(step == 1 for step in steps) >= 60 - 4  # only block edges break the order
+    assert drawn.mean_ms[0] == pytest.approx(np.mean([ms for _, ms in drawn.runs]))
+    assert drawn.mean_ms[0] != profile.mean_ms[0]
+
+
+def test_a_profile_without_runs_is_banded_by_the_run_length_alone() -> None:
+    profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 3.0])
+
+    assert resampled(profile, np.random.default_rng(0)) is profile
+    band = simulate_band(profile, SETTINGS, rate=500, seconds=2)
+    assert band.p99_low_ms < band.p99_high_ms  # Poisson bursts differ from run to run
+
+
+def test_the_realised_rate_of_a_long_poisson_sequence_is_the_offered_one() -> None:
+    rate = 200.0
+    gaps = np.random.default_rng(4).exponential(1 / rate, 40_000)
+    sent = np.cumsum(gaps)
+
+    assert realised_rate(sent) == pytest.approx(rate, rel=0.02)
+    result = summarize(sent, sent, sent + 0.001, [1] * len(sent), rate=rate)
+    assert result.offered_rate == rate and result.realised_rate == pytest.approx(rate, rel=0.02)
+    assert simulate(runner(), SETTINGS, rate=20, requests=20_000).realised_rate == pytest.approx(
+        20, rel=0.03
+    )
+
+
+def test_a_sparser_sequence_reports_its_own_rate_not_the_offer() -> None:
+    sent = np.arange(1000) / 80.0  # the generator kept up with only 80 of 100 req/s
+
+    result = summarize(sent, sent, sent + 0.001, [1] * len(sent), rate=100.0)
+
+    assert result.realised_rate == pytest.approx(80.0) and result.offered_rate == 100.0
+    assert realised_rate([1.0]) is None and realised_rate([2.0, 2.0]) is None
