@@ -354,6 +354,24 @@ def test_backends_json_lists_availability_with_reasons(tmp_path: Path) -> None:
     listed = {entry["name"]: entry for entry in json.loads(done.stdout)}
     assert listed["onnxruntime"]["available"] is True
     assert listed["tensorrt"]["available"] is False and listed["tensorrt"]["reason"]
+    cann = listed["onnxruntime"]["providers"]["cann"]
+    assert cann == {
+        "device": "npu",
+        "available": False,
+        "reason": "needs Huawei's Ascend CANN toolkit and an Ascend NPU driver; "
+        "onnxruntime-cann is not installed",
+    }
+    assert listed["onnxruntime"]["providers"]["cpu"]["available"] is True
+
+
+def test_bench_refuses_the_cann_provider_in_one_sentence(tiny_model: Path, tmp_path: Path) -> None:
+    done = optistudio("bench", str(tiny_model), "--provider", "cann", data_dir=tmp_path / "d")
+
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    first = done.stderr.strip().splitlines()[0]
+    assert "has no cann execution provider" in first
+    assert "Ascend CANN toolkit and an Ascend NPU driver" in first
 
 
 def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path: Path) -> None:

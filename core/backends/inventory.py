@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from optistudio.core.backends import backends
+from optistudio.core.backends.onnxruntime_backend import execution_providers
 from optistudio.core.machine.environment import (
     Int8Choice,
     cpu_model,
@@ -19,7 +20,8 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
     """Backends this machine offers (all registered, or only `offered`) and its CPU.
 
     A backend that is registered but cannot run here is listed with available=False and the
-    reason, so the studio can say why a target is missing. The CPU's `int8` entry holds the
+    reason, so the studio can say why a target is missing; ONNX Runtime's entry also lists its
+    execution providers, each with why it cannot run here when it cannot. The CPU's `int8` entry holds the
     flags that decide INT8 weights (VNNI, AMX) and the choice the INT8 passes make here.
     """
     import psutil
@@ -41,6 +43,8 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
             },
             "versions": availability.versions,
         }
+        if spec.name == "onnxruntime":
+            entries[spec.name]["providers"] = execution_providers()
     return {
         "backends": entries,
         "cpu": {

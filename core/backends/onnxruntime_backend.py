@@ -1,5 +1,6 @@
-"""ONNX Runtime backend: the CPU execution provider always, CUDA / TensorRT / OpenVINO / oneDNN
-execution providers when the installed build has them (onnxruntime-gpu, onnxruntime-openvino).
+"""ONNX Runtime backend: the CPU execution provider always, CUDA / TensorRT / OpenVINO / oneDNN /
+CANN execution providers when the installed build has them (onnxruntime-gpu,
+onnxruntime-openvino, onnxruntime-cann on Huawei Ascend NPUs, device npu:N).
 
 Surprises worth knowing:
 - ONNX Runtime silently falls back to the CPU provider when a requested provider cannot start
@@ -55,6 +56,7 @@ PROVIDER_NAMES = {
     "tensorrt": "TensorrtExecutionProvider",
     "openvino": "OpenVINOExecutionProvider",
     "dnnl": "DnnlExecutionProvider",
+    "cann": "CANNExecutionProvider",
 }
 DEVICE_OF_PROVIDER = {
     "cpu": "cpu",
@@ -62,15 +64,21 @@ DEVICE_OF_PROVIDER = {
     "openvino": "cpu",
     "cuda": "cuda",
     "tensorrt": "cuda",
+    "cann": "npu",
 }
-DEFAULT_PROVIDER = {"cpu": "cpu", "cuda": "cuda"}
+DEFAULT_PROVIDER = {"cpu": "cpu", "cuda": "cuda", "npu": "cann"}
 PACKAGE_OF_PROVIDER = {
     "cuda": "onnxruntime-gpu",
     "tensorrt": "onnxruntime-gpu (and TensorRT's libraries)",
     "openvino": "onnxruntime-openvino",
     "dnnl": "an ONNX Runtime build with oneDNN",
+    "cann": "onnxruntime-cann with Huawei's Ascend CANN toolkit and an Ascend NPU driver",
 }
-PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino")
+CANN_MISSING = (
+    "needs Huawei's Ascend CANN toolkit and an Ascend NPU driver; onnxruntime-cann is not installed"
+)
+"""Why the CANN provider cannot run where the installed ONNX Runtime build lacks it."""
+PACKAGES = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-cann")
 SAME_AS_REQUESTED = 1
 """ONNX Runtime's ArenaExtendStrategy kSameAsRequested: the arena grows by what is asked for."""
 
@@ -160,9 +168,13 @@ class OnnxRuntimeBackend(InferenceBackend):
             notes.append(
                 "this build has no CUDA provider for the GPU here: pip install onnxruntime-gpu"
             )
+        if "cann" in ours:
+            devices.append("npu")
         precisions = {"cpu": ["fp32", "int8"]}
         if "cuda" in devices:
             precisions["cuda"] = ["fp32", "int8"] + (["fp16"] if "tensorrt" in ours else [])
+        if "npu" in devices:
+            precisions["npu"] = ["fp32", "int8"]
         return Availability(
             ok=True,
             devices=devices,
@@ -208,6 +220,35 @@ class OnnxRuntimeBackend(InferenceBackend):
         return OnnxRuntimeSession(session, details, bind_to=bind_to)
 
 
+def execution_providers() -> dict[str, dict[str, Any]]:
+    """Every provider we can ask ONNX Runtime for: its device and whether this build has it.
+
+    `backends --json` lists them under the onnxruntime entry, so a provider that cannot run here
+    (TensorRT, CANN) is named with why, as a refused `--provider` would say it.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        built: list[str] = []
+    else:
+        built = ort.get_available_providers()
+    return {
+        key: {
+            "device": DEVICE_OF_PROVIDER.get(key, "cpu"),
+            "available": name in built,
+            "reason": "" if name in built else missing_reason(key),
+        }
+        for key, name in PROVIDER_NAMES.items()
+    }
+
+
+def missing_reason(provider: str) -> str:
+    """Why `provider` is absent from this ONNX Runtime build, in one clause."""
+    if provider == "cann":
+        return CANN_MISSING
+    return f"this ONNX Runtime build has none; it comes with {PACKAGE_OF_PROVIDER[provider]}"
+
+
 def load_failure(message: str, path: Path, provider: str, ort_version: str) -> ModelLoadError:
     """ONNX Runtime's load error as what the user can act on, with no server path.
 
@@ -242,7 +283,8 @@ def _parse_device(device: str) -> tuple[str, int]:
     kind, _, index = device.partition(":")
     if kind not in DEFAULT_PROVIDER or (index and not index.isdigit()):
         raise InvalidSpec(
-            f"ONNX Runtime has no device {device!r}. Valid devices: cpu, cuda:N (N = GPU index)."
+            f"ONNX Runtime has no device {device!r}. Valid devices: cpu, cuda:N (N = GPU index), "
+            "npu:N (an Ascend NPU, through the CANN provider)."
         )
     return kind, int(index or 0)
 
@@ -254,16 +296,18 @@ def _provider_for(ort: Any, kind: str, index: int, requested: str | None) -> str
             f"ONNX Runtime has no execution provider {provider!r}. "
             f"Valid providers: {', '.join(PROVIDER_NAMES)}."
         )
+    # What the install lacks is said first: no --device would make a missing provider run.
+    if PROVIDER_NAMES[provider] not in ort.get_available_providers():
+        raise BackendUnavailable(
+            f"This ONNX Runtime build ({ort.__version__}) has no {provider} execution provider"
+            + (f": it {CANN_MISSING}." if provider == "cann" else "."),
+            hint=f"Install {PACKAGE_OF_PROVIDER[provider]} on the worker that should run it.",
+        )
     if DEVICE_OF_PROVIDER[provider] != kind:
         raise InvalidSpec(
             f"The {provider} execution provider runs on {DEVICE_OF_PROVIDER[provider]}, not on "
             f"{kind}.",
             hint=f"Use device {DEVICE_OF_PROVIDER[provider]!r} with it, or another provider.",
-        )
-    if PROVIDER_NAMES[provider] not in ort.get_available_providers():
-        raise BackendUnavailable(
-            f"This ONNX Runtime build ({ort.__version__}) has no {provider} execution provider.",
-            hint=f"Install {PACKAGE_OF_PROVIDER[provider]} on the worker that should run it.",
         )
     if kind == "cuda":
         gpus = [gpu.index for gpu in nvidia_gpus()]
@@ -307,6 +351,8 @@ def _providers(provider: str, index: int, options: SessionOptions) -> list[Any]:
         }
         if pool:
             settings["gpu_mem_limit"] = pool
+    elif provider == "cann":
+        settings = {"device_id": index, "arena_extend_strategy": "kSameAsRequested"}
     elif provider == "tensorrt":
         settings = {
             "device_id": index,
@@ -386,6 +432,8 @@ def _memory_pool_note(
         )
     if provider in ("cuda", "tensorrt"):
         return f"memory_pool_ratio={ratio} not applied: the driver did not report the GPU's memory"
+    if provider == "cann":
+        return f"memory_pool_ratio={ratio} not applied: the NPU's memory size is not read here"
     return (
         f"arena on; memory_pool_ratio={ratio} not applied: the {provider} execution provider "
         "manages its own memory"

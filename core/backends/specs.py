@@ -8,8 +8,9 @@ ONNXRUNTIME = BackendSpec(
     name="onnxruntime",
     label="ONNX Runtime",
     description=(
-        "Microsoft's cross-platform runtime. Runs every ONNX model on CPU; CUDA, TensorRT and "
-        "OpenVINO execution providers are used when the installed build has them."
+        "Microsoft's cross-platform runtime. Runs every ONNX model on CPU; CUDA, TensorRT, "
+        "OpenVINO, oneDNN and CANN (Huawei Ascend NPU) execution providers are used when the "
+        "installed build has them."
     ),
     devices=["cpu", "cuda"],
     precisions=["fp32", "fp16", "int8"],

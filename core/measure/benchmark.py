@@ -58,7 +58,7 @@ class BenchmarkSpec(BaseModel):
     )
     execution_provider: str | None = Field(
         default=None,
-        description="ONNX Runtime only: cpu, cuda, tensorrt, openvino or dnnl; empty = the "
+        description="ONNX Runtime only: cpu, cuda, tensorrt, openvino, dnnl or cann; empty = the "
         "device's own.",
     )
     io_binding: bool = Field(

@@ -4,8 +4,9 @@ Contents: the model file(s), the recipe spec that reproduces it, accuracy and be
 `pipeline.json`, a Triton model repository (`triton/<name>/config.pbtxt`, `triton/<name>/1/`),
 OpenVINO IR (`openvino/<name>.xml` + `.bin`), `manifest.json` and `SHA256SUMS` (every other
 member's SHA-256, checkable with `sha256sum -c`). A part that cannot be built (a model without a
-dynamic batch dim has no Triton batching config, a TensorRT engine needs a TensorRT worker) is
-listed in the manifest's `skipped` with the reason, never faked.
+dynamic batch dim has no Triton batching config, a TensorRT engine needs a TensorRT worker, a
+run on ONNX Runtime's CANN provider needs an Ascend machine) is listed in the manifest's
+`skipped` with the reason, never faked.
 
 Files are copied into the zip in chunks while their hash is taken, so a big model is never held
 in memory; the zip is written under a temporary name and renamed when complete.
@@ -28,6 +29,7 @@ from typing import IO, Any
 import onnx
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
+from optistudio.core.backends.onnxruntime_backend import CANN_MISSING
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
@@ -39,6 +41,10 @@ DEFAULT_QUEUE_DELAY_US = 100
 TENSORRT_SKIPPED = (
     "No TensorRT engine: engines are built for one GPU by a TensorRT worker, and none is "
     "available here. Build it on the serving GPU from the .onnx in model/ with `trtexec --onnx=...`."
+)
+CANN_SKIPPED = (
+    f"Not checked on CANN: ONNX Runtime's CANN provider {CANN_MISSING} here. On an Ascend "
+    "machine the .onnx in model/ runs as it is (`optistudio bench MODEL --device npu:0`)."
 )
 
 
@@ -57,6 +63,8 @@ class BundleSource:
     preprocessing: dict[str, Any] | None = None
     batch_sizes: list[int] = field(default_factory=list)
     tensorrt_note: str = TENSORRT_SKIPPED
+    cann_note: str | None = CANN_SKIPPED
+    """Why the bundle was not checked on ONNX Runtime's CANN provider; None leaves it out."""
     input_profile: dict[str, Any] | None = None
     """The shapes and values the model was measured at (its input profile), for the server."""
 
@@ -170,6 +178,8 @@ def _steps(
     yield 0.5, "Converting to OpenVINO IR"
     _openvino(source, name, writer, skipped)
     skipped["tensorrt"] = source.tensorrt_note
+    if source.cann_note:
+        skipped["cann"] = source.cann_note
     yield 1.0, "Bundle written"
 
 

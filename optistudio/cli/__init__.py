@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="onnxruntime",
         help="backend name (default onnxruntime), or 'all' for every available backend",
     )
-    bench.add_argument("--device", default="cpu", help="cpu (default) or cuda:N")
+    bench.add_argument(
+        "--device", default="cpu", help="cpu (default), cuda:N, or npu:N (Ascend, CANN provider)"
+    )
     bench.add_argument(
         "--precision",
         choices=["fp32", "fp16", "bf16", "int8", "all"],
@@ -55,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--provider",
-        choices=["cpu", "cuda", "tensorrt", "openvino", "dnnl"],
-        help="ONNX Runtime execution provider (default: the device's own)",
+        choices=["cpu", "cuda", "tensorrt", "openvino", "dnnl", "cann"],
+        help="ONNX Runtime execution provider (default: the device's own; `backends --json` "
+        "lists which this machine has)",
     )
     bench.add_argument(
         "--io-binding", action="store_true", help="ONNX Runtime: keep inputs bound on the device"

@@ -7,6 +7,7 @@ from typing import Any
 
 from optistudio.cli.output import print_json
 from optistudio.core.backends import backends
+from optistudio.core.backends.onnxruntime_backend import execution_providers
 
 COLUMNS = ("name", "available", "devices", "precisions", "versions / reason")
 
@@ -15,23 +16,25 @@ def backends_payload() -> list[dict[str, Any]]:
     """One entry per registered backend, with its availability on this machine.
 
     `devices` are the ones usable here (empty when unavailable); `precisions` are the backend's
-    own (a device may support fewer: the load says which).
+    own (a device may support fewer: the load says which). ONNX Runtime's entry has its
+    execution providers (`--provider`), each with why it cannot run here when it cannot.
     """
     payload = []
     for spec in backends:
         availability = spec.create().availability()
-        payload.append(
-            {
-                "name": spec.name,
-                "label": spec.label,
-                "description": spec.description,
-                "available": availability.ok,
-                "reason": availability.reason,
-                "devices": availability.devices if availability.ok else [],
-                "precisions": spec.precisions,
-                "versions": availability.versions,
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": spec.name,
+            "label": spec.label,
+            "description": spec.description,
+            "available": availability.ok,
+            "reason": availability.reason,
+            "devices": availability.devices if availability.ok else [],
+            "precisions": spec.precisions,
+            "versions": availability.versions,
+        }
+        if spec.name == "onnxruntime":
+            entry["providers"] = execution_providers()
+        payload.append(entry)
     return payload
 
 

@@ -9,10 +9,12 @@ import onnxruntime as ort
 import pytest
 
 from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends.onnxruntime_backend import execution_providers
 from optistudio.core.errors import BackendUnavailable, InvalidSpec
 from optistudio.core.machine.gpus import parse_nvidia_smi
 
 HAS_CUDA_EP = "CUDAExecutionProvider" in ort.get_available_providers()
+HAS_CANN_EP = "CANNExecutionProvider" in ort.get_available_providers()
 
 
 def feeds(batch: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
@@ -37,12 +39,40 @@ def test_cuda_without_a_cuda_build_says_which_package_is_missing(tiny_model: Pat
     assert "onnxruntime-gpu" in (error.value.hint or "")
 
 
+@pytest.mark.skipif(HAS_CANN_EP, reason="this ONNX Runtime build has a CANN provider")
+@pytest.mark.parametrize(("device", "provider"), [("cpu", "cann"), ("npu:0", None)])
+def test_cann_without_onnxruntime_cann_says_what_ascend_needs(
+    tiny_model: Path, device: str, provider: str | None
+) -> None:
+    options = SessionOptions(device=device, execution_provider=provider)
+    with pytest.raises(BackendUnavailable, match="no cann execution provider") as error:
+        get_backend("onnxruntime").load(tiny_model, options)
+    assert "Ascend CANN toolkit and an Ascend NPU driver" in error.value.message
+    assert "onnxruntime-cann" in (error.value.hint or "")
+
+
+def test_every_provider_is_listed_with_why_it_cannot_run_here() -> None:
+    listed = execution_providers()
+    assert set(listed) == {"cpu", "cuda", "tensorrt", "openvino", "dnnl", "cann"}
+    assert listed["cpu"] == {"device": "cpu", "available": True, "reason": ""}
+    assert listed["cann"]["device"] == "npu"
+    assert listed["cann"]["available"] is HAS_CANN_EP
+    for entry in listed.values():
+        assert entry["available"] or entry["reason"]
+    if not HAS_CANN_EP:
+        assert listed["cann"]["reason"] == (
+            "needs Huawei's Ascend CANN toolkit and an Ascend NPU driver; "
+            "onnxruntime-cann is not installed"
+        )
+
+
 @pytest.mark.parametrize(
     ("device", "provider", "message"),
     [
-        ("cpu", "tensorrt", "runs on cuda, not on cpu"),
-        ("cpu", "rocm", "Valid providers: cpu, cuda, tensorrt, openvino, dnnl"),
-        ("npu", None, "Valid devices: cpu, cuda:N"),
+        ("cuda:0", "cpu", "runs on cpu, not on cuda"),
+        ("npu:0", "cpu", "runs on cpu, not on npu"),
+        ("cpu", "rocm", "Valid providers: cpu, cuda, tensorrt, openvino, dnnl, cann"),
+        ("tpu", None, "Valid devices: cpu, cuda:N"),
         ("cuda:x", None, "Valid devices: cpu, cuda:N"),
     ],
 )
