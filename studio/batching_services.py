@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.batching.applicability import batch_dim_problem
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.recalibrate import calibration_line, recalibrate
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import (
@@ -116,6 +117,44 @@ def request_line(served: BatchingProfileSpec) -> str:
     if served.inputs_file:
         parts.append("the arrays of the profile's .npz")
     return "; ".join(parts) if parts else "the model's default inputs"
+
+
+def profile_in_use(
+    profile_job: int,
+    profile: LatencyProfile,
+    verify_jobs: list[dict[str, Any]],
+    *,
+    before: int | None = None,
+) -> tuple[LatencyProfile, str]:
+    """The profile the predictions rest on, and a line naming it: the profile of job
+    `profile_job` recalibrated by every succeeded Verify job since (oldest first, each from its
+    stored batches; see optistudio.core.batching.recalibrate), or as measured when none has
+    batches. `before` leaves out Verify jobs from that id on (what a Verify was judged by)."""
+    chain = sorted(
+        (job for job in verify_jobs if _recalibrates(job, profile_job, before)),
+        key=lambda job: job["job"],
+    )
+    for job in chain:
+        profile = recalibrate(profile, job["result"].batches, verify=f"Verify #{job['job']}")
+    if not chain:
+        return profile, f"Predictions rest on the profile from job #{profile_job}, as measured."
+    return profile, (
+        f"Predictions rest on the profile from job #{profile_job}, {calibration_line(profile)}."
+    )
+
+
+def _recalibrates(job: dict[str, Any], profile_job: int, before: int | None) -> bool:
+    """Whether a Verify job (a `recent_jobs` row) ran after the profile job, succeeded and kept
+    its batches, so the profile can be refitted from it."""
+    result = job.get("result")
+    return (
+        job["status"] == "succeeded"
+        and job["job"] > profile_job
+        and (before is None or job["job"] < before)
+        and result is not None
+        and result.batches is not None
+        and bool(result.batches.runner)
+    )
 
 
 def predict(

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from test_cli import optistudio
 
+from optistudio.core.batching.latency import LatencyProfile
+
 SETTINGS = ["--max-batch-size", "4", "--timeout-ms", "1"]
 
 
@@ -84,6 +86,42 @@ def test_verify_measures_the_real_pipeline(tiny_model: Path, tmp_path: Path) -> 
     assert measured["failed"] == 0 and measured["mean_batch_size"] >= 1
     first, second = measured["p99_halves_ms"]  # how settled the measured tail is
     assert 0 < min(first, second) <= measured["p99_ms"] <= max(first, second) * 1.5
+
+
+def test_verify_recalibrates_the_profile_from_its_own_batches(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    profile_file, calibrated_file = tmp_path / "profile.json", tmp_path / "calibrated.json"
+    optistudio(
+        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "200",
+        "--out", str(profile_file), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    run = optistudio(
+        "batching", "verify", str(tiny_model), *SETTINGS, "--rate", "200", "--seconds", "1",
+        "--profile", str(profile_file), "--recalibrate", str(calibrated_file), "--json",
+        data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    moved = json.loads(run.stdout)["recalibrated"]
+    calibrated = LatencyProfile.model_validate_json(calibrated_file.read_text())
+    assert calibrated.calibration is not None and calibrated.calibration.batches > 0
+    assert moved["path"] == str(calibrated_file)
+    assert moved["calibration"]["verify"] == "the verify run at 200 req/s"
+    assert set(moved["calibration"]["p50_moved"]) == {str(b) for b in calibrated.batch_sizes}
+    assert moved["measured_p99_ms"] == json.loads(run.stdout)["p99_ms"]
+    for when in ("before", "after"):
+        error = (moved[f"p99_{when}_ms"] - moved["measured_p99_ms"]) / moved["measured_p99_ms"]
+        assert moved[f"p99_error_{when}"] == pytest.approx(error)
+
+
+def test_recalibrate_needs_a_saved_profile(tiny_model: Path, tmp_path: Path) -> None:
+    run = optistudio(
+        "batching", "verify", str(tiny_model), *SETTINGS, "--rate", "50", "--seconds", "0.2",
+        "--recalibrate", str(tmp_path / "out.json"), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert "--profile" in run.stderr + run.stdout
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_model_without_batch_dim_is_refused_with_why(make_model, tmp_path: Path) -> None:

@@ -16,6 +16,29 @@ QUANTILE_COUNT = 101
 """Percentiles kept per batch size: 0, 1, ..., 100."""
 
 
+class Calibration(BaseModel):
+    """How a profile was refitted from a Verify run's own batches
+    (optistudio.core.batching.recalibrate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verify: str = Field(description="The Verify run it was refitted from, e.g. 'Verify #12'.")
+    batches: int = Field(ge=0, description="Batches of that run the refit rests on.")
+    p50_moved: dict[int, float] = Field(
+        description="Per measured batch size, how much the p50 service time moved (%)."
+    )
+    handoff_before_ms: float | None = None
+    handoff_after_ms: float | None = None
+    weights: dict[int, int] = Field(
+        default_factory=dict,
+        description="Per measured batch size, the runs and batches the latency now rests on "
+        "(the next refit weighs its own batches against these).",
+    )
+    previous: list[str] = Field(
+        default_factory=list, description="Earlier Verify runs the profile was refitted from."
+    )
+
+
 class LatencyProfile(BaseModel):
     """Measured latency (ms) per batch size, sorted by batch size."""
 
@@ -44,6 +67,9 @@ class LatencyProfile(BaseModel):
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
+    calibration: Calibration | None = Field(
+        default=None, description="Set when refitted from a Verify run; None as measured."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LatencyProfile:

@@ -10,7 +10,10 @@ Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the sett
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 5 %-95 % over runs as long as a --seconds Verify on the profile
 resampled), a measurement its realised arrival rate (realised_rate) beside the offered one, and
-verify with --profile whether the measured p99 falls inside the predicted band.
+verify with --profile whether the measured p99 falls inside the predicted band; with
+--recalibrate OUT it also writes the profile refitted from the run's own batches
+(optistudio.core.batching.recalibrate) and reports the predicted p99 at the verified rate
+before and after the refit beside the measured one (`recalibrated`).
 """
 
 from __future__ import annotations
@@ -70,6 +73,12 @@ def add_batching_parser(commands: Any) -> None:
     )
     add("--profile", type=Path, help="simulate/recommend/verify: a saved profile JSON")
     add("--out", type=Path, help="profile: also write the profile JSON here")
+    add(
+        "--recalibrate",
+        type=Path,
+        metavar="OUT",
+        help="verify with --profile: write the profile refitted from this run's batches here",
+    )
     add("--seed", type=int, default=0)
     add("--json", action="store_true", help="print one JSON object")
 
@@ -218,6 +227,11 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     from optistudio.core.batching.results import p99_halves
     from optistudio.core.batching.verify import measure_load
 
+    if args.recalibrate is not None and args.profile is None:
+        raise InvalidSpec(
+            "--recalibrate refits a saved profile: give it with --profile.",
+            hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
+        )
     run = measure_load(
         args.model,
         settings,
@@ -232,8 +246,36 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
     if args.profile is not None:
-        extra |= _judged(args, settings, _profile(args, settings), run.result)
+        profile = _profile(args, settings)
+        extra |= _judged(args, settings, profile, run.result)
+        if args.recalibrate is not None:
+            extra["recalibrated"] = _recalibrated(args, settings, profile, run)
     return _payload("measured", settings, run.result, **extra)
+
+
+def _recalibrated(
+    args: argparse.Namespace, settings: Any, profile: Any, run: Any
+) -> dict[str, Any]:
+    """Refit the profile from the run's batches, write it to --recalibrate, and say how the
+    prediction at the verified rate moved against what was measured."""
+    from optistudio.core.batching.recalibrate import recalibrate
+
+    rate = args.rate if args.process != "closed" else None
+    offered = f"{args.rate:g} req/s" if rate else f"{args.clients} clients"
+    calibrated = recalibrate(profile, run, verify=f"the verify run at {offered}")
+    args.recalibrate.write_text(calibrated.model_dump_json(indent=2))
+    measured = run.result.p99_ms
+    before = _predict(args, settings, profile, rate).p99_ms
+    after = _predict(args, settings, calibrated, rate).p99_ms
+    return {
+        "path": str(args.recalibrate),
+        "calibration": calibrated.calibration.model_dump(mode="json"),
+        "measured_p99_ms": measured,
+        "p99_before_ms": before,
+        "p99_after_ms": after,
+        "p99_error_before": (before - measured) / measured,
+        "p99_error_after": (after - measured) / measured,
+    }
 
 
 def _judged(args: argparse.Namespace, settings: Any, profile: Any, measured: Any) -> dict[str, Any]:
@@ -333,6 +375,13 @@ def _print_summary(payload: dict[str, Any]) -> None:
         f"settings: max batch {settings['max_batch_size']}, timeout {settings['timeout_ms']:g} ms, "
         f"instances {settings['instances']}"
     )
+    if isinstance(payload.get("recalibrated"), dict):
+        moved = payload["recalibrated"]
+        print(
+            f"recalibrated profile written to {moved['path']}: predicted p99 "
+            f"{moved['p99_before_ms']:.2f} -> {moved['p99_after_ms']:.2f} ms against the "
+            f"measured {moved['measured_p99_ms']:.2f} ms"
+        )
     if payload.get("saturated"):
         print("warning: arrivals outpace service at this rate (the queue keeps growing)")
     if "reason" in payload:

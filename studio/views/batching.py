@@ -59,7 +59,12 @@ def render() -> None:
     found = show_profile_job(model_id)
     if found is None:
         return
-    profile, served = found
+    measured, served, profile_job = found
+    verify_jobs = batching.batching_jobs(
+        state.session_factory(), kind=JobKind.batching_verify, model_id=model_id
+    )
+    profile, rests_on = batching.profile_in_use(profile_job, measured, verify_jobs)
+    st.caption(rests_on)
     settings, rate = sliders(profile)
     if settings is None:
         return
@@ -67,7 +72,7 @@ def render() -> None:
     tabs = st.tabs(["Verify", "Find best settings", "Export"])
     with tabs[0]:
         verify_form(model_id, settings, rate, served)
-        show_verification(model_id, profile)
+        show_verification(verify_jobs, profile_job, measured)
     with tabs[1]:
         best_settings(profile, rate)
     with tabs[2]:
@@ -143,9 +148,10 @@ def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int |
     )
 
 
-def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec] | None:
-    """The latest profile and the spec it was made with (the backend, device and threads that
-    Verify must serve with to check it), or None after saying why there is none."""
+def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec, int] | None:
+    """The latest profile, the spec it was made with (the backend, device and threads that
+    Verify must serve with to check it) and its job id, or None after saying why there is
+    none."""
     jobs = batching.batching_jobs(
         state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
     )
@@ -169,7 +175,7 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
     spec = BATCHING_PROFILE.parse_spec(
         batching.job_spec(state.session_factory(), job_id=job["job"])
     )
-    return profile, spec
+    return profile, spec, job["job"]
 
 
 @st.fragment(run_every="2s")
@@ -345,10 +351,11 @@ def verify_form(
         st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
 
 
-def show_verification(model_id: int, profile: LatencyProfile) -> None:
-    jobs = batching.batching_jobs(
-        state.session_factory(), kind=JobKind.batching_verify, model_id=model_id
-    )
+def show_verification(
+    jobs: list[dict[str, Any]], profile_job: int, measured: LatencyProfile
+) -> None:
+    """The newest Verify job beside the prediction it was made to check: the profile as
+    recalibrated by the Verify runs before it, not by itself."""
     if not jobs:
         st.info("No verification yet: press **Verify** to measure these settings for real.")
         return
@@ -361,6 +368,7 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
         return
     spec = BATCHING_VERIFY.parse_spec(batching.job_spec(state.session_factory(), job_id=job["job"]))
     result: BatchingVerifyJobResult = job["result"]
+    profile, rests_on = batching.profile_in_use(profile_job, measured, jobs, before=job["job"])
     profile_json, settings_json = profile.model_dump_json(), spec.settings.model_dump_json()
     predicted = LoadResult.model_validate(_predict(profile_json, settings_json, spec.rate or 1))
     band = Band.model_validate(_band(profile_json, settings_json, spec.rate or 1, spec.seconds))
@@ -375,6 +383,7 @@ def show_verification(model_id: int, profile: LatencyProfile) -> None:
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
+    st.caption(f"Judged against the prediction made before this run: {rests_on}")
     verdict, inside = batching.band_verdict(predicted, band, result.measured)
     (st.success if inside else st.warning)(verdict)
     arrivals = batching.rate_line(result.measured)

@@ -301,6 +301,8 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     an error with the code "failed"."""
     if kind is JobKind.batching_verify:  # the realised arrival rate came later
         return {"measured": STORED[kind]["measured"] | {"realised_rate": None}}
+    if kind is JobKind.batching_profile:  # a profile recalibrated by Verify runs came later
+        return {"profile": STORED[kind]["profile"] | {"calibration": None}}
     if kind is not JobKind.optimize:
         return {}
     spec = STORED[kind]["spec"]

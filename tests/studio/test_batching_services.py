@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -363,3 +364,34 @@ def test_the_rate_sweep_shows_error_bars() -> None:
     p99 = next(t for t in batching.sweep_figure(frame, 300).data if t.name == "p99 (ms)")
     assert p99.error_y.array is not None and len(p99.error_y.array) == batching.SWEEP_POINTS
     assert max(p99.error_y.array) > 0
+
+
+def verify_row(job: int, runner: dict | None, status: str = "succeeded") -> dict:
+    """A Verify job as `recent_jobs` gives it: its stored batches (None: stored before)."""
+    batches = None if runner is None else VerifyBatches(runner=runner, handoff_ms=None)
+    return {"job": job, "status": status, "result": SimpleNamespace(batches=batches)}
+
+
+def test_the_page_predicts_from_the_profile_recalibrated_by_later_verify_runs() -> None:
+    slower = {1: (400, 2.0 * 1.2), 2: (300, 2.5 * 1.2)}  # the model ran 20 % slower
+    jobs = [
+        verify_row(9, slower),
+        verify_row(8, None),  # stored before batches were kept
+        verify_row(7, {1: (400, 2.0 * 2)}, status="failed"),
+        verify_row(3, {1: (400, 2.0 * 3)}),  # verified an older profile
+    ]
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
+
+    profile, line = batching.profile_in_use(5, PROFILE, jobs)
+    before = batching.predict(PROFILE, settings, rate=20).p50_ms
+    after = batching.predict(profile, settings, rate=20).p50_ms
+
+    assert profile.calibration is not None and profile.calibration.verify == "Verify #9"
+    assert profile.latency_ms(4) / PROFILE.latency_ms(4) == pytest.approx(1.2, abs=0.01)
+    assert after / before == pytest.approx(1.2, abs=0.03)
+    assert line.startswith("Predictions rest on the profile from job #5, recalibrated by Verify #9")
+    assert "p50 service time at batch 1 +20 %" in line
+    assert batching.profile_in_use(5, PROFILE, jobs, before=9) == (
+        PROFILE,
+        "Predictions rest on the profile from job #5, as measured.",
+    )
