@@ -237,14 +237,23 @@ def test_label_files_of_the_wrong_length_are_refused(tmp_path: Path) -> None:
 # embeddings ----------------------------------------------------------------------------------
 
 
-def brute_recall(ref: np.ndarray, cand: np.ndarray, k: int) -> float:
-    def near(vectors: np.ndarray, i: int) -> set[int]:
+def brute_recall(ref: np.ndarray, cand: np.ndarray, k: int, margin: float = 0.05) -> float:
+    """Recall@k by sorting, a neighbour of the original lost only when the variant misses it
+    and it stood at least `margin` above the original's (k+1)-th neighbour."""
+
+    def ranked(vectors: np.ndarray, i: int) -> tuple[list[int], np.ndarray]:
         unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         similarity = unit @ unit[i]
-        others = [j for j in np.argsort(-similarity) if j != i]
-        return set(others[:k])
+        return [j for j in np.argsort(-similarity) if j != i], similarity
 
-    return float(np.mean([len(near(ref, i) & near(cand, i)) / k for i in range(len(ref))]))
+    shares = []
+    for i in range(len(ref)):
+        order, similarity = ranked(ref, i)
+        found = set(ranked(cand, i)[0][:k])
+        boundary = similarity[order[k]] if len(order) > k else -np.inf
+        lost = [j for j in order[:k] if j not in found and similarity[j] - boundary >= margin]
+        shares.append(1 - len(lost) / k)
+    return float(np.mean(shares))
 
 
 def test_embeddings_with_one_swapped_pair_lose_neighbours() -> None:
@@ -261,6 +270,31 @@ def test_embeddings_with_one_swapped_pair_lose_neighbours() -> None:
     assert score.metrics["recall_at_10"] < 1.0
     assert {entry.sample for entry in score.worst[:2]} == {3, 17}
     assert score.worst[0].reference.startswith("nearest ")
+
+
+def test_a_near_tie_at_the_boundary_is_not_a_lost_neighbour() -> None:
+    """Sample 0's 10th and 11th neighbours differ by 0.001 in cosine: a variant that swaps
+    them retrieves what a search would show; one that drops its nearest has lost it."""
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((30, 16))
+    ref[0] = 0.0
+    ref[0, 0] = 1.0
+    order = np.argsort(-(ref / np.linalg.norm(ref, axis=1, keepdims=True))[:, 0])
+    tenth, eleventh = [j for j in order if j != 0][9:11]
+    swapped = ref.copy()
+    swapped[[tenth, eleventh]] = swapped[[eleventh, tenth]]
+    nearest_one = [j for j in order if j != 0][0]
+    dropped = ref.copy()
+    dropped[nearest_one] *= -1.0
+
+    ties = judge("embedding", ["e"], {"e": ref}, {"e": swapped})
+    lost = judge("embedding", ["e"], {"e": ref}, {"e": dropped})
+
+    assert ties.metrics["recall_at_10"] == pytest.approx(brute_recall(ref, swapped, 10))
+    assert ties.metrics["recall_at_10"] > brute_recall(ref, swapped, 10, margin=0.0)
+    assert lost.metrics["recall_at_10"] == pytest.approx(brute_recall(ref, dropped, 10))
+    assert lost.metrics["recall_at_10"] < 1.0
+    assert any("lost " in entry.candidate for entry in lost.worst)  # the drill-down names them
 
 
 def test_identical_embeddings_retrieve_every_neighbour() -> None:
