@@ -53,3 +53,22 @@ def test_task_none_judges_by_cosine(tiny_model: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["task"] is None and "mean cosine" in report["variants"][0]["budget_note"]
+
+
+def test_a_variant_that_passes_cosine_but_fails_the_task_is_not_chosen(tmp_path: Path) -> None:
+    """INT8 makes the near-tie classifier's two leading columns equal: its scores keep a
+    cosine above 0.99 while a fifth of the top-1 answers flip."""
+    from optimize_models import near_tie_classifier
+
+    model = near_tie_classifier(tmp_path / "near_tie.onnx")
+    done = optistudio("optimize", str(model), "--recipe", "int8_dynamic", "--seconds", "0.1",
+                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    variant = report["variants"][0]
+    assert report["task"] == "classification"  # recognized: [N, 6] after Softmax
+    assert variant["accuracy"]["mean_cosine"] > 0.99  # what the cosine budget would accept
+    assert variant["accuracy"]["task_metrics"]["top1_disagreement"] > 0.01
+    assert not variant["within_budget"] and report["chosen"] is None
+    assert variant["accuracy"]["worst"], "the drill-down lists the flipped samples"
