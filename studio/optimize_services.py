@@ -83,12 +83,14 @@ def task_table() -> list[dict[str, str]]:
     for info in evaluators:
         for metric in info.metrics:
             default = info.default_budget.get(metric.name)
+            labelled = info.labels_budget.get(metric.name)
             rows.append(
                 {
                     "task": info.label,
                     "metric": metric.name,
                     "better": "higher" if metric.higher_is_better else "lower",
                     "default limit": "" if default is None else f"{default:g}",
+                    "default with labels": "" if labelled is None else f"{labelled:g}",
                     "needs labels": "yes" if metric.needs_labels else "",
                     "what it is": metric.description,
                 }

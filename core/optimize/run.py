@@ -389,7 +389,8 @@ def task_judge(
         if data is None:
             raise DataMismatch("Labels were given without the data they label.")
         task_labels = evaluator.read_labels(labels_file, samples=_sample_total(data))
-    limits = dict(spec.budgets) or dict(info.default_budget)
+    defaults = info.labels_budget if task_labels is not None and info.labels_budget else None
+    limits = dict(spec.budgets) or dict(defaults or info.default_budget)
     budget = TaskBudget(info, limits, defaulted=not spec.budgets).check()
     needing = [name for name in spec.budgets if budget.metric(name).needs_labels]
     if needing and task_labels is None:

@@ -204,6 +204,11 @@ class EvaluatorInfo(BaseModel):
     default_budget: dict[str, float] = Field(
         description="The budget Auto uses for this task unless the user sets one."
     )
+    labels_budget: dict[str, float] = Field(
+        default_factory=dict,
+        description="The budget when labels are given (accuracy against them, e.g. top1_drop); "
+        "empty = default_budget.",
+    )
     implementation: str = Field(description="'module:Class' of the Evaluator.")
     priority: int = Field(
         default=100, description="Recognition order: lower is tried first (specific tasks first)."

@@ -295,6 +295,7 @@ CLASSIFICATION = EvaluatorInfo(
     "drill-down lists the samples whose top-1 flipped, with both classes and confidences.",
     metrics=METRICS,
     default_budget={"top1_disagreement": 0.01},
+    labels_budget={"top1_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.classification:ClassificationEvaluator",
     priority=50,
 )

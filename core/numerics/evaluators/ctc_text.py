@@ -381,6 +381,7 @@ CTC_TEXT = EvaluatorInfo(
     "differently, with both readings.",
     metrics=METRICS,
     default_budget={"string_agreement": 0.99},
+    labels_budget={"accuracy_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.ctc_text:CtcTextEvaluator",
     priority=30,
 )

@@ -402,6 +402,7 @@ DETECTION_BOXES = EvaluatorInfo(
     "with boxes lost or added.",
     metrics=METRICS,
     default_budget={"f1": 0.95},
+    labels_budget={"map50_drop": 0.005},
     implementation="optistudio.core.numerics.evaluators.detection_boxes:DetectionBoxesEvaluator",
     priority=20,
 )

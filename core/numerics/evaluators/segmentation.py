@@ -260,6 +260,7 @@ SEGMENTATION = EvaluatorInfo(
     "lowest mIoU.",
     metrics=METRICS,
     default_budget={"miou": 0.95},
+    labels_budget={"miou_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.segmentation:SegmentationEvaluator",
     priority=40,
 )

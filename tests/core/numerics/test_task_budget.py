@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import numpy as np
+import pytest
+from optimize_models import near_tie_classifier
+
+from optistudio.core.data.datasets import open_dataset
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
     AccuracyBudget,
     AccuracyReport,
@@ -12,6 +18,7 @@ from optistudio.core.numerics.accuracy import (
     within_budget,
 )
 from optistudio.core.numerics.evaluators.base import EvaluatorInfo, MetricInfo
+from optistudio.core.optimize.run import OptimizeSpec, task_judge
 
 TEXT = EvaluatorInfo(
     name="text_test",
@@ -82,3 +89,16 @@ def test_nan_fails_whatever_the_task_says() -> None:
 def test_a_budget_naming_no_metric_of_the_task_lists_the_valid_ones() -> None:
     with pytest.raises(InvalidSpec, match="no metric 'top1_drop'. Its metrics: string_agreement"):
         TaskBudget(TEXT, {"top1_drop": 0.01}).check()
+
+
+def test_labels_switch_the_default_budget_to_accuracy_against_them(tmp_path: Path) -> None:
+    model = near_tie_classifier(tmp_path / "c.onnx")
+    np.savez(tmp_path / "x.npz", x=np.random.default_rng(0).standard_normal((8, 32), np.float32))
+    np.save(tmp_path / "y.npy", np.zeros(8, np.int64))
+    data = open_dataset(tmp_path / "x.npz", inspect_model(model).inputs)
+
+    plain = task_judge(model, OptimizeSpec(), data, None)[1]
+    labelled = task_judge(model, OptimizeSpec(), data, tmp_path / "y.npy")[1]
+
+    assert plain.limits == {"top1_disagreement": 0.01}
+    assert labelled.limits == {"top1_drop": 0.01}
