@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test test-faults test-zoo install lint bench clean compose-check
+.PHONY: up test test-browser test-faults test-zoo install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,14 @@ install: $(STAMP)
 up: install
 	$(VENV)/bin/optistudio up
 
-# Everything but the fault-injection suites and the model zoo, which take minutes:
-# `make test-faults` and `make test-zoo` (CI runs all three).
+# Everything but the suites that take minutes: the studio in headless Chromium (`make
+# test-browser`), the fault-injection suites (`make test-faults`) and the model zoo (`make
+# test-zoo`). CI runs all four.
 test: install
-	$(PY) -m pytest -q -rs -m "not faults and not zoo"
+	$(PY) -m pytest -q -rs -m "not faults and not zoo and not e2e"
+
+test-browser: install
+	$(PY) -m pytest -q -rs -m e2e
 
 test-faults: install
 	$(PY) -m pytest -q -rs -m faults
