@@ -398,8 +398,7 @@ def task_judge(
         raise InvalidSpec(
             f"The budget's {', '.join(needing)} can only be measured against labels, and none "
             "were given.",
-            hint="Give labels with the data, or budget what needs none: "
-            f"{', '.join(agreement)}.",
+            hint=f"Give labels with the data, or budget what needs none: {', '.join(agreement)}.",
         )
     return TaskJudge(evaluator, recognition, task_labels), budget
 

@@ -87,7 +87,9 @@ def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any]:
 
     info = inspect_model(args.model)
     arrays = read_input_arrays(args.inputs, info.inputs)
-    return args.model.name, propose_profile(info.inputs, arrays=arrays, metadata_keys=info.metadata_keys)
+    return args.model.name, propose_profile(
+        info.inputs, arrays=arrays, metadata_keys=info.metadata_keys
+    )
 
 
 def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
