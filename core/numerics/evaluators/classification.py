@@ -33,7 +33,6 @@ import numpy as np
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -43,7 +42,7 @@ from optistudio.core.numerics.evaluators.base import (
     TaskTally,
 )
 from optistudio.core.numerics.evaluators.outputs import (
-    checked,
+    OneOutputEvaluator,
     made_by,
     named_like,
     on_last_axis,
@@ -118,8 +117,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return "it has a single class" if classes == 1 else None
 
 
-class ClassificationEvaluator(Evaluator):
+class ClassificationEvaluator(OneOutputEvaluator):
     """Top-1 / top-5 agreement with the original, accuracy and its drop with labels."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         for output in facts.outputs:
@@ -127,11 +128,6 @@ class ClassificationEvaluator(Evaluator):
             if reason:
                 return Recognition(task=self.info.name, reason=reason, outputs=[output.name])
         return None
-
-    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
-        chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return ClassificationTally(recognition.outputs[0], labels)

@@ -34,7 +34,6 @@ import numpy as np
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -44,7 +43,7 @@ from optistudio.core.numerics.evaluators.base import (
     TaskTally,
 )
 from optistudio.core.numerics.evaluators.outputs import (
-    checked,
+    OneOutputEvaluator,
     made_by,
     on_last_axis,
     shape_text,
@@ -123,8 +122,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return None
 
 
-class CtcTextEvaluator(Evaluator):
+class CtcTextEvaluator(OneOutputEvaluator):
     """Greedy CTC decoding of both models: string agreement and character error rate."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         charset = _charset(facts)
@@ -138,10 +139,7 @@ class CtcTextEvaluator(Evaluator):
 
     def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
         chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(
-            update={"outputs": chosen.outputs[:1], "vocabulary": _charset(facts)}
-        )
+        return chosen.model_copy(update={"vocabulary": _charset(facts)})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return CtcTally(recognition.outputs[0], recognition.vocabulary, labels)

@@ -31,7 +31,6 @@ import numpy as np
 
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -43,7 +42,7 @@ from optistudio.core.numerics.evaluators.base import (
 from optistudio.core.numerics.evaluators.boxes import MatchCounts, match, read_box_labels
 from optistudio.core.numerics.evaluators.components import label_components
 from optistudio.core.numerics.evaluators.outputs import (
-    checked,
+    OneOutputEvaluator,
     same_spatial,
     shape_text,
     size,
@@ -114,8 +113,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return None
 
 
-class DetectionMapEvaluator(Evaluator):
+class DetectionMapEvaluator(OneOutputEvaluator):
     """Binarised probability maps compared as pixels (IoU) and as boxes (F1)."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         for output in facts.outputs:
@@ -130,11 +131,6 @@ class DetectionMapEvaluator(Evaluator):
                     outputs=[output.name],
                 )
         return None
-
-    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
-        chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return MapTally(recognition.outputs[0], labels)

@@ -37,7 +37,6 @@ import numpy as np
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -47,7 +46,7 @@ from optistudio.core.numerics.evaluators.base import (
     TaskTally,
 )
 from optistudio.core.numerics.evaluators.outputs import (
-    checked,
+    OneOutputEvaluator,
     made_by,
     named_like,
     output_role,
@@ -93,8 +92,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return None if len(output.shape) == 2 else "embeddings are [N, D]"
 
 
-class EmbeddingEvaluator(Evaluator):
+class EmbeddingEvaluator(OneOutputEvaluator):
     """Cosine of each vector and recall of the original's nearest neighbours."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         for output in facts.outputs:
@@ -112,11 +113,6 @@ class EmbeddingEvaluator(Evaluator):
                 outputs=[output.name],
             )
         return None
-
-    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
-        chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         if labels is not None:

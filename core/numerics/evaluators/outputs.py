@@ -14,7 +14,7 @@ from typing import Literal
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import Dim
-from optistudio.core.numerics.evaluators.base import ModelFacts, OutputFacts
+from optistudio.core.numerics.evaluators.base import Evaluator, ModelFacts, OutputFacts, Recognition
 
 CLASSIFIER_HEADS = frozenset({"Softmax", "LogSoftmax", "Sigmoid", "Gemm", "MatMul"})
 LINEAR_OPS = frozenset({"MatMul", "Gemm"})
@@ -123,3 +123,17 @@ def checked(
         why = why_not(output) if output.shape else None
         if why:
             raise cannot_judge(task, output, why)
+
+
+class OneOutputEvaluator(Evaluator):
+    """An evaluator that judges one output: set by the user, it checks that output's declared
+    shape with `why_not` (None: it can be judged) and keeps only it."""
+
+    @staticmethod
+    def why_not(output: OutputFacts) -> str | None:
+        return None
+
+    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
+        chosen = super().for_outputs(facts, outputs)
+        checked(self.info.name, facts, chosen.outputs[:1], self.why_not)
+        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})

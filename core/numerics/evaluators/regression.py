@@ -31,7 +31,6 @@ import numpy as np
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -40,7 +39,12 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
-from optistudio.core.numerics.evaluators.outputs import checked, is_float, shape_text, size
+from optistudio.core.numerics.evaluators.outputs import (
+    OneOutputEvaluator,
+    is_float,
+    shape_text,
+    size,
+)
 from optistudio.core.numerics.evaluators.tallying import BaseTally, pair
 
 EPS = 1e-6
@@ -98,8 +102,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return None if _is_one_value(output) else "a regressor's predictions are [N] or [N, 1]"
 
 
-class RegressionEvaluator(Evaluator):
+class RegressionEvaluator(OneOutputEvaluator):
     """Relative error of each predicted value; mean absolute error against labels."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         for output in facts.outputs:
@@ -111,11 +117,6 @@ class RegressionEvaluator(Evaluator):
                     outputs=[output.name],
                 )
         return None
-
-    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
-        chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return RegressionTally(recognition.outputs[0], labels)

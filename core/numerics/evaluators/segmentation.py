@@ -25,7 +25,6 @@ import numpy as np
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
-    Evaluator,
     EvaluatorInfo,
     MetricInfo,
     ModelFacts,
@@ -35,7 +34,7 @@ from optistudio.core.numerics.evaluators.base import (
     TaskTally,
 )
 from optistudio.core.numerics.evaluators.outputs import (
-    checked,
+    OneOutputEvaluator,
     made_by,
     same_spatial,
     shape_text,
@@ -88,8 +87,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return "it has a single class" if size(output.shape[1]) == 1 else None
 
 
-class SegmentationEvaluator(Evaluator):
+class SegmentationEvaluator(OneOutputEvaluator):
     """mIoU and pixel agreement of the argmax maps, mIoU against label maps."""
+
+    why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         for output in facts.outputs:
@@ -104,11 +105,6 @@ class SegmentationEvaluator(Evaluator):
                 outputs=[output.name],
             )
         return None
-
-    def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
-        chosen = super().for_outputs(facts, outputs)
-        checked(self.info.name, facts, chosen.outputs[:1], _why_not)
-        return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return SegmentationTally(recognition.outputs[0], labels)
