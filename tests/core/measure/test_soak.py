@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 from pathlib import Path
@@ -39,10 +40,8 @@ class LeakingModel(LoadedModel):
 
 
 def _trim_heap() -> None:
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _variants(model: Path) -> list[dict[str, np.ndarray]]:
