@@ -1,18 +1,34 @@
-"""The model card's input profile as an editable table, and the table back as a profile."""
+"""The model card's input profile as an editable table, and the table back as a profile.
+
+A value is a number, or a small array: the table shows an array as 'array float32 [2, 1, 16]'
+(kept as it is when saved again), and a row's `upload` (the bytes of an .npz from the card's
+uploader) sets one.
+"""
 
 from __future__ import annotations
 
+import io
+import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from optistudio.core.data.profile import InputProfile, edited_profile
+from optistudio.core.data.inputs import ArrayValue, InputValue
+from optistudio.core.data.profile import BATCH_KEY, InputProfile, edited_profile
 from optistudio.core.errors import InvalidSpec
-from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.info import ModelInfo, TensorSpec
 
 NO_BATCH = "none"
+ARRAY = "array"
+"""How the table's value cell starts for an array value."""
 COLUMNS = ["input", "dtype", "declared", "shape", "batch axis", "value", "how it was set"]
+
+
+def batch_axis_choices(spec: TensorSpec) -> list[str]:
+    """What the card's batch-axis box offers an input: 'none' and each of its axes."""
+    return [NO_BATCH, *(str(axis) for axis in range(len(spec.shape)))]
 
 
 def profile_rows(profile: InputProfile, info: ModelInfo) -> pd.DataFrame:
@@ -23,7 +39,7 @@ def profile_rows(profile: InputProfile, info: ModelInfo) -> pd.DataFrame:
     for spec in info.inputs:
         axis = profile.batch_axes.get(spec.name)
         notes = [
-            f"dim {key.rpartition('.')[2]}: {why}"
+            _guess_note(key.rpartition(".")[2], why)
             for key, why in profile.guessed.items()
             if key.rpartition(".")[0] == spec.name
         ]
@@ -37,7 +53,7 @@ def profile_rows(profile: InputProfile, info: ModelInfo) -> pd.DataFrame:
                 "declared": "[" + ", ".join("?" if d is None else str(d) for d in spec.shape) + "]",
                 "shape": ", ".join(str(size) for size in profile.shapes.get(spec.name, [])),
                 "batch axis": NO_BATCH if axis is None else str(axis),
-                "value": "" if value is None else f"{value:g}",
+                "value": _value_text(value),
                 "how it was set": "; ".join(notes) or "chosen",
             }
         )
@@ -50,7 +66,7 @@ def profile_from_rows(
     """The profile a user typed into the table, checked against the model's inputs."""
     shapes: dict[str, list[int]] = {}
     axes: dict[str, int | None] = {}
-    values: dict[str, float] = {}
+    values: dict[str, InputValue] = {}
     for row in rows:
         name = str(row["input"])
         shapes[name] = _sizes(name, str(row.get("shape") or ""))
@@ -61,7 +77,12 @@ def profile_from_rows(
             )
         axes[name] = None if axis == NO_BATCH else int(axis)
         text = str(row.get("value") or "").strip()
-        if text:
+        kept = before.values.get(name)
+        if row.get("upload"):
+            values[name] = array_from_npz(name, row["upload"])
+        elif text.startswith(ARRAY) and isinstance(kept, ArrayValue):
+            values[name] = kept
+        elif text:
             try:
                 values[name] = float(text)
             except ValueError:
@@ -70,6 +91,36 @@ def profile_from_rows(
                     hint="Leave it empty to feed generated data.",
                 ) from None
     return edited_profile(info.inputs, shapes=shapes, batch_axes=axes, values=values, before=before)
+
+
+def array_from_npz(name: str, data: bytes) -> ArrayValue:
+    """The array named `name` (or the only array) of an uploaded .npz, as a fixed value."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as exc:
+        raise InvalidSpec(
+            f"The file for {name!r} is not a readable .npz: {exc}.",
+            hint=f"Save one with np.savez('value.npz', {name}=array).",
+        ) from None
+    if name not in arrays and len(arrays) != 1:
+        raise InvalidSpec(
+            f"The .npz for {name!r} holds {sorted(arrays)}, none named {name!r}.",
+            hint=f"Save the array under the input's name: np.savez('value.npz', {name}=array).",
+        )
+    return ArrayValue.of(name, arrays.get(name, next(iter(arrays.values()))))
+
+
+def _value_text(value: InputValue | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, ArrayValue):
+        return f"{ARRAY} {value.dtype} {value.shape}"
+    return f"{value:g}"
+
+
+def _guess_note(part: str, why: str) -> str:
+    return f"batch {why}" if part == BATCH_KEY else f"dim {part}: {why}"
 
 
 def _sizes(name: str, text: str) -> list[int]:

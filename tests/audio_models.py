@@ -56,3 +56,13 @@ def build_audio_model(path: Path, *, batch: int | str = "batch") -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
+
+
+def build_anonymous_state_model(path: Path) -> Path:
+    """The model above with the batch dim of `state` and `state_out` anonymous, as many
+    exports leave it: state [2, ?, 16]. No dim name says that axis 1 is its batch."""
+    model = onnx.load(build_audio_model(path))
+    for value in (model.graph.input[1], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[1].Clear()
+    onnx.save(model, path)
+    return path

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from audio_models import SAMPLE_RATE, build_audio_model
+from audio_models import SAMPLE_RATE, build_anonymous_state_model, build_audio_model
 from test_cli import optistudio
 
 from optistudio.cli import build_parser
@@ -29,7 +29,8 @@ AUDIO_FLAGS = ["--shape", "input=3,512", "--shape", "state=2,3,16", "--value", "
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_takes_the_four_input_flags(command: list[str], tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", mask=np.ones((1, 7), np.int64))
-    argv = [*command, *FLAGS, "--value", "sr=16000", "--inputs", str(tmp_path / "in.npz")]
+    argv = [*command, *FLAGS, "--value", "sr=16000", "--inputs", str(tmp_path / "in.npz"),
+            "--batch-axis", "state=1"]  # fmt: skip
 
     options = input_options(build_parser().parse_args(argv))
 
@@ -38,6 +39,7 @@ def test_every_command_takes_the_four_input_flags(command: list[str], tmp_path: 
         dims={"time": 512},
         values={"sr": 16000.0},
         inputs_file=str((tmp_path / "in.npz").resolve()),
+        batch_axes={"state": 1},
     )
 
 
@@ -52,6 +54,7 @@ def test_every_command_takes_the_four_input_flags(command: list[str], tmp_path: 
         pytest.param(["--value", "sr=fast"], "Bad --value 'sr=fast': expected NAME=NUMBER", id="value"),
         pytest.param(["--value", "sr=nan"], "Bad --value 'sr=nan'", id="value-nan"),
         pytest.param(["--inputs", "missing.npz"], "Bad --inputs 'missing.npz'", id="inputs-missing"),
+        pytest.param(["--batch-axis", "state=one"], "Bad --batch-axis 'state=one'", id="batch-axis"),
     ],
 )  # fmt: skip
 def test_a_bad_input_flag_is_named_with_its_form(flags: list[str], message: str) -> None:
@@ -132,7 +135,12 @@ def test_inputs_proposes_a_files_profile_naming_its_guesses(audio: Path, tmp_pat
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert shown["lines"] == ["input: [batch, 16]", "state: [2, batch, 16]", "sr: [] = 16000"]
-    assert set(shown["profile"]["guessed"]) == {"input.1", "sr"} and not shown["saved"]
+    assert set(shown["profile"]["guessed"]) == {"input.1", "sr", "state.batch"}
+    assert (
+        "axis 1: dim 'batch' is the other inputs' batch"
+        in shown["profile"]["guessed"]["state.batch"]
+    )
+    assert not shown["saved"]
 
 
 def test_inputs_sets_a_stored_models_profile_and_the_next_job_runs_at_it(
@@ -152,3 +160,42 @@ def test_inputs_sets_a_stored_models_profile_and_the_next_job_runs_at_it(
     assert json.loads(again.stdout)["lines"][0] == "input: [batch, 400]"
     assert "input.1" not in json.loads(again.stdout)["profile"]["guessed"]
     assert refused.returncode == 2 and "does not fit input 'input'" in refused.stderr
+
+
+def test_inputs_moves_a_batch_axis_and_stores_an_array_value(tmp_path: Path) -> None:
+    """A state whose batch dim is anonymous: bench takes --batch-axis state=1, and the stored
+    profile takes the axis and the state's initial value from an .npz."""
+    model = build_anonymous_state_model(tmp_path / "audio.onnx")
+    initial = np.full((2, 1, 16), 0.5, np.float32)
+    np.savez(tmp_path / "state.npz", state=initial)
+    stored = optistudio("bench", str(model), "--batch-axis", "state=1", "--value", "sr=16000",
+                        "--batch", "1,2", "--save", "--json", "--min-seconds", "0",
+                        "--max-seconds", "0.5", data_dir=tmp_path)  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    model_id = str(json.loads(stored.stdout)["model_id"])
+
+    edit = ["inputs", "--model-id", model_id, "--batch-axis", "state=1", "--json"]
+    saved = optistudio(*edit, "--value", f"state=@{tmp_path / 'state.npz'}", "--save",
+                       data_dir=tmp_path)  # fmt: skip
+    shown = json.loads(
+        optistudio("inputs", "--model-id", model_id, "--json", data_dir=tmp_path).stdout
+    )
+    bad = optistudio(*edit[:3], "--batch-axis", "state=3", "--save", "--json", data_dir=tmp_path)
+
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads(saved.stdout)["saved"]
+    assert shown["profile"]["batch_axes"]["state"] == 1
+    value = shown["profile"]["values"]["state"]
+    assert value["shape"] == [2, 1, 16] and value["data"] == initial.ravel().tolist()
+    assert "state: [2, batch, 16] = float32 [2, 1, 16] array" in shown["lines"]
+    assert bad.returncode == 2 and "has 3 axes" in json.loads(bad.stdout)["error"]["message"]
+
+
+def test_a_value_from_an_npz_too_big_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    np.savez(tmp_path / "big.npz", state=np.zeros((2, 64, 64), np.float32))
+    parser = build_parser()
+    args = parser.parse_args(["bench", "m.onnx", "--value", f"state=@{tmp_path / 'big.npz'}"])
+
+    with pytest.raises(InvalidSpec, match="at most 4096") as refused:
+        input_options(args)
+    assert "--inputs" in (refused.value.hint or "")

@@ -1,7 +1,22 @@
-"""Whether dynamic batching applies to a model: every input and output needs a dynamic dim 0."""
+"""Whether dynamic batching applies to a model, and on which axes requests stack.
+
+`batch_dim_problem` is the plain rule (a Triton config's): every input and output needs a
+dynamic dim 0. `stack_axes` is the Pipeline's: requests stack on each input's batch axis
+(inferred, or set by the user: a state [layers, batch, hidden] on axis 1); an input without
+one is shared (requests batch together only when they carry the same value); an output is
+split on its batch axis, or, when it has none (a scalar), given whole to every request.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from optistudio.core.data.batch import (
+    BatchAxes,
+    batch_axes_of,
+    batch_dim_names,
+    check_batch_axes,
+)
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo, TensorSpec
 
@@ -49,3 +64,74 @@ def _tensor_problem(kind: str, spec: TensorSpec) -> str | None:
             "be stacked into one larger batch."
         )
     return None
+
+
+@dataclass(frozen=True)
+class StackAxes:
+    """Where requests stack: each input's batch axis (None: shared, the requests of a batch
+    carry the same value, e.g. a sample rate) and each output's, in model order (None: the
+    output is the batch's as a whole, e.g. a scalar, and every request gets it)."""
+
+    inputs: dict[str, int | None]
+    outputs: tuple[int | None, ...]
+
+
+def stack_axes(info: ModelInfo, batch_axes: BatchAxes | None = None) -> StackAxes:
+    """The axes requests stack on: each input's batch axis (`batch_axes` wins over the
+    inferred one), and each output's: the dim named like an input's batch, else a dynamic
+    dim 0, else the one dynamic dim of an output whose dim 0 is fixed (a state [layers,
+    batch, hidden]), else none. Raises InvalidSpec saying why requests cannot stack."""
+    problem = stacking_problem(info, batch_axes)
+    if problem:
+        raise InvalidSpec(
+            f"Dynamic batching does not apply to this model: {problem}",
+            hint="Set the batch axis of each input that has one (the model card, or "
+            "--batch-axis NAME=K), or export the model with a dynamic batch dimension.",
+        )
+    inputs = batch_axes_of(info.inputs, batch_axes)
+    names = batch_dim_names(info.inputs, batch_axes)
+    return StackAxes(inputs, tuple(_output_axis(spec, names) for spec in info.outputs))
+
+
+def stacking_problem(info: ModelInfo, batch_axes: BatchAxes | None = None) -> str | None:
+    """Why requests cannot be stacked on the inputs' batch axes, or None when they can."""
+    check_batch_axes(info.inputs, batch_axes)
+    axes = batch_axes_of(info.inputs, batch_axes)
+    for kind, specs in (("input", info.inputs), ("output", info.outputs)):
+        for spec in specs:
+            if spec.dtype in NON_TENSOR_DTYPES:
+                return _tensor_problem(kind, spec)
+    for spec in info.inputs:
+        axis = axes[spec.name]
+        size = spec.shape[axis] if axis is not None else None
+        if isinstance(size, int) and size > 0:
+            where = "first dimension" if axis == 0 else f"batch dimension (axis {axis})"
+            return (
+                f"input {spec.name!r} has a fixed {where} of {size}, so requests cannot be "
+                "stacked into one larger batch."
+            )
+    if all(axis is None for axis in axes.values()):
+        return "no input has a batch axis to stack requests along."
+    names = batch_dim_names(info.inputs, batch_axes)
+    for spec in info.outputs:
+        if _output_axis(spec, names) == _UNCLEAR:
+            return (
+                f"output {spec.name!r} {spec.shape} has several dynamic dims and none is named "
+                "like the inputs' batch, so it cannot be split back to the requests."
+            )
+    return None
+
+
+_UNCLEAR = -1
+
+
+def _output_axis(spec: TensorSpec, batch_names: frozenset[str]) -> int | None:
+    named = [i for i, dim in enumerate(spec.shape) if isinstance(dim, str) and dim in batch_names]
+    if named:
+        return named[0]
+    dynamic = [i for i, dim in enumerate(spec.shape) if not (isinstance(dim, int) and dim > 0)]
+    if not dynamic:
+        return None
+    if dynamic[0] == 0 or len(dynamic) == 1:
+        return dynamic[0]
+    return _UNCLEAR

@@ -6,8 +6,9 @@ a batch leaves as soon as the instance is free and either
     threshold or the smallest preferred size, whichever is least), or
   - its oldest request has waited `timeout_ms`.
 It takes `settings.cut_size(rows)` rows: the largest preferred size that fits, else everything
-up to max_batch_size. Requests are concatenated along dim 0, run once, and the outputs are split
-back by row offsets. A failed run fails only the requests of that batch. Shape and dtype are
+up to max_batch_size. Requests are concatenated along dim 0 (or each input's batch axis, see
+`optistudio.core.batching.applicability.stack_axes`), run once, and the outputs are split back
+by row offsets. A failed run fails only the requests of that batch. Shape and dtype are
 checked at `submit`, so a malformed request is refused alone and never joins a batch.
 Instances are chosen by `optistudio.core.batching.balancer.Balancer`.
 """
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.batching.applicability import StackAxes, stack_axes
 from optistudio.core.batching.balancer import Balancer
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import (
@@ -53,7 +54,8 @@ log = logging.getLogger(__name__)
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 """Runs one batch: feeds by input name to outputs in model order (LoadedModel.run)."""
 
-Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+Signature = tuple[tuple[Any, ...], ...]
+"""Per input: name, dtype, the dims past the batch axis (and a shared input's bytes)."""
 
 
 @dataclass(frozen=True)
@@ -116,11 +118,14 @@ class Pipeline:
         *,
         balancer: Balancer | None = None,
         on_close: Callable[[], None] | None = None,
+        axes: StackAxes | None = None,
     ) -> None:
+        """`axes`: where requests stack (default: dim 0 of every input and output)."""
         self.settings = settings or BatchingSettings()
         if len(runners) != self.settings.instances:
             raise ValueError(f"{len(runners)} runners for {self.settings.instances} instances")
         self.inputs = inputs
+        self.axes = axes or StackAxes({spec.name: 0 for spec in inputs}, ())
         self.balancer = balancer or Balancer(len(runners))
         self.stats = PipelineStats()
         self._instances = [_Instance(i, runner) for i, runner in enumerate(runners)]
@@ -145,16 +150,18 @@ class Pipeline:
         *,
         backend: str = "onnxruntime",
         options: SessionOptions | None = None,
+        batch_axes: dict[str, int | None] | None = None,
     ) -> Pipeline:
-        """Load `settings.instances` sessions of a model on a backend behind one pipeline.
+        """Load `settings.instances` sessions of a model on a backend behind one pipeline,
+        stacking requests on each input's batch axis (`batch_axes` wins over the inferred).
 
-        Raises InvalidSpec when the model has no dynamic batch dim. Without options, the
+        Raises InvalidSpec when requests cannot stack (`stack_axes`). Without options, the
         runtime's idle threads do not spin (`serving_options`); without explicit threads, the
         CPU cores but one are shared out between instances (`serving_threads`).
         """
         settings = settings or BatchingSettings()
         info = inspect_model(model_path)
-        require_batch_dim(info)
+        axes = stack_axes(info, batch_axes)
         options = _instance_options(options or serving_options(), settings)
         runtime = get_backend(backend)
         loaded: list[LoadedModel] = []
@@ -169,6 +176,7 @@ class Pipeline:
             info.inputs,
             settings,
             on_close=lambda: _close_all(loaded),
+            axes=axes,
         )
 
     def __enter__(self) -> Pipeline:
@@ -246,9 +254,11 @@ class Pipeline:
                 f"Request inputs {sorted(feeds)} do not match the model's {sorted(names)}.",
                 hint="Send one array per model input, by name.",
             )
-        rows = {_check_tensor(spec, feeds[spec.name]) for spec in self.inputs}
+        axes = self.axes.inputs
+        checked = [_check_tensor(s, feeds[s.name], axes.get(s.name, 0)) for s in self.inputs]
+        rows = {count for count in checked if count is not None}
         if len(rows) != 1:
-            raise InvalidSpec(f"Request inputs disagree on the batch dim (dim 0): {sorted(rows)}.")
+            raise InvalidSpec(f"Request inputs disagree on the batch dim: {sorted(rows)}.")
         count = rows.pop()
         if not 1 <= count <= self.settings.max_batch_size:
             raise InvalidSpec(
@@ -256,8 +266,7 @@ class Pipeline:
                 "(max_batch_size).",
             )
         signature = tuple(
-            (spec.name, str(feeds[spec.name].dtype), feeds[spec.name].shape[1:])
-            for spec in self.inputs
+            _signature(spec.name, feeds[spec.name], axes.get(spec.name, 0)) for spec in self.inputs
         )
         return count, signature
 
@@ -310,11 +319,11 @@ class Pipeline:
     def _run(self, instance: _Instance, batch: list[_Request], started: float) -> None:
         rows = sum(request.rows for request in batch)
         try:
-            feeds = _concat([request.feeds for request in batch])
+            feeds = _concat([request.feeds for request in batch], self.axes.inputs)
             run_start = time.perf_counter()
             outputs = instance.runner(feeds)
             run_end = time.perf_counter()
-            _check_outputs(outputs, rows)
+            _check_outputs(outputs, rows, self.axes.outputs)
         except Exception as exc:  # noqa: BLE001 - the batch's callers get the error
             self._fail(batch, exc)
         else:
@@ -343,7 +352,10 @@ class Pipeline:
         self.stats.batch_sizes[rows] = self.stats.batch_sizes.get(rows, 0) + 1
         offset, compute_ms = 0, (finished - started) * 1000
         for request in batch:
-            part = [output[offset : offset + request.rows] for output in outputs]
+            part = [
+                _rows(output, offset, request.rows, _output_axis(self.axes.outputs, index))
+                for index, output in enumerate(outputs)
+            ]
             offset += request.rows
             queue_ms = (started - request.arrived) * 1000
             request.future.set_result(Response(part, queue_ms, compute_ms, rows, instance.index))
@@ -373,7 +385,8 @@ class Pipeline:
                 instance.queued_rows = 0
 
 
-def _check_tensor(spec: TensorSpec, array: Any) -> int:
+def _check_tensor(spec: TensorSpec, array: Any, axis: int | None = 0) -> int | None:
+    """The rows `array` carries on its batch `axis` (None for a shared input), checked."""
     if not isinstance(array, np.ndarray):
         raise InvalidSpec(f"Input {spec.name!r} must be a numpy array, got {type(array).__name__}.")
     if str(array.dtype) != spec.dtype:
@@ -381,31 +394,61 @@ def _check_tensor(spec: TensorSpec, array: Any) -> int:
             f"Input {spec.name!r} has dtype {array.dtype}; the model takes {spec.dtype}.",
             hint=f"Convert it, e.g. array.astype('{spec.dtype}').",
         )
-    if array.ndim != len(spec.shape) or array.ndim == 0:
+    if array.ndim != len(spec.shape) or (axis is not None and array.ndim == 0):
+        where = "no batch axis" if axis is None else f"dim {axis} is the batch"
         raise InvalidSpec(
             f"Input {spec.name!r} has shape {list(array.shape)}; the model takes "
-            f"{len(spec.shape)} dims {spec.shape} (dim 0 is the batch)."
+            f"{len(spec.shape)} dims {spec.shape} ({where})."
         )
-    for index, dim in enumerate(spec.shape[1:], start=1):
-        if isinstance(dim, int) and dim > 0 and array.shape[index] != dim:
+    for index, dim in enumerate(spec.shape):
+        if index != axis and isinstance(dim, int) and dim > 0 and array.shape[index] != dim:
             raise InvalidSpec(
                 f"Input {spec.name!r} has size {array.shape[index]} at dim {index}; "
                 f"the model needs {dim} (shape {spec.shape})."
             )
-    return int(array.shape[0])
+    return None if axis is None else int(array.shape[axis])
 
 
-def _concat(feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def _signature(name: str, array: np.ndarray, axis: int | None) -> tuple[Any, ...]:
+    """What requests batched together share: the dims past the batch axis, and the whole
+    value of an input without one (a sample rate), so requests that differ never mix."""
+    if axis is None:
+        return (name, str(array.dtype), array.shape, array.tobytes())
+    return (name, str(array.dtype), array.shape[:axis] + array.shape[axis + 1 :])
+
+
+def _concat(
+    feeds: list[dict[str, np.ndarray]], axes: dict[str, int | None]
+) -> dict[str, np.ndarray]:
     if len(feeds) == 1:
         return feeds[0]
-    return {name: np.concatenate([feed[name] for feed in feeds]) for name in feeds[0]}
+    return {
+        name: feeds[0][name]
+        if axes.get(name, 0) is None
+        else np.concatenate([feed[name] for feed in feeds], axis=axes.get(name, 0))
+        for name in feeds[0]
+    }
 
 
-def _check_outputs(outputs: list[np.ndarray], rows: int) -> None:
+def _output_axis(axes: tuple[int | None, ...], index: int) -> int | None:
+    return axes[index] if index < len(axes) else 0
+
+
+def _rows(output: np.ndarray, offset: int, count: int, axis: int | None) -> np.ndarray:
+    """One request's rows of a batch's output (the whole output when it has no batch axis)."""
+    if axis is None:
+        return output
+    return output[(slice(None),) * axis + (slice(offset, offset + count),)]
+
+
+def _check_outputs(outputs: list[np.ndarray], rows: int, axes: tuple[int | None, ...] = ()) -> None:
     for index, output in enumerate(outputs):
-        if output.ndim == 0 or output.shape[0] != rows:
+        axis = _output_axis(axes, index)
+        if axis is None:
+            continue
+        if output.ndim <= axis or output.shape[axis] != rows:
             raise InferenceFailed(
-                f"Output {index} has shape {list(output.shape)}, not {rows} rows on dim 0, "
+                f"Output {index} has shape {list(output.shape)}, not {rows} rows on dim {axis}, "
                 "so it cannot be split back to the requests.",
             )
 

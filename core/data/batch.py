@@ -6,28 +6,50 @@ ONNX gives one symbolic name one size). A full shape given for an input is used 
 also sizes every input batched on a dim of the same name (`pinned_batches`). The remaining
 inputs (`swept_inputs`) take the batch sizes; when none remain, the batch is the one the shapes
 imply (`implied_batch_size`).
+
+A user may set an input's batch axis (`axes`, the input profile's batch_axes, the CLI's
+--batch-axis NAME=K): a state [2, '?', 64] beside an audio ['batch', 'time'] shares no dim
+name, so nothing tells that axis 1 is its batch until someone says so. A set axis wins over
+the inferred one; None takes the input off the batch (run at its full shape). Every function
+here takes `axes` and passes it on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TypeGuard
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
-
-def batch_dim_names(specs: list[TensorSpec]) -> frozenset[str]:
-    """Symbolic names of the inputs' dynamic dim 0: the model's name(s) for its batch."""
-    return frozenset(s.shape[0] for s in specs if s.shape and isinstance(s.shape[0], str))
+BatchAxes = Mapping[str, int | None]
+"""Batch axes a user set, by input name (None: no batch axis)."""
 
 
-def batch_axis(spec: TensorSpec, batch_names: Collection[str]) -> int | None:
+def batch_dim_names(specs: list[TensorSpec], axes: BatchAxes | None = None) -> frozenset[str]:
+    """Symbolic names of the inputs' batch dims: each input's dynamic dim 0, or the dim at
+    the axis set in `axes`: the model's name(s) for its batch."""
+    axes = axes or {}
+    names = set()
+    for spec in specs:
+        axis = axes.get(spec.name, 0)
+        dim = spec.shape[axis] if axis is not None and axis < len(spec.shape) else None
+        if isinstance(dim, str):
+            names.add(dim)
+    return frozenset(names)
+
+
+def batch_axis(
+    spec: TensorSpec, batch_names: Collection[str], axes: BatchAxes | None = None
+) -> int | None:
     """The axis of `spec` that takes the batch size; None for a scalar.
 
-    Dim 0, unless dim 0 is fixed and a later dim carries a batch name: a state
-    [2, 'batch', 64] is batched on axis 1, not a fixed batch of 2.
+    The axis set in `axes` when there is one. Else dim 0, unless dim 0 is fixed and a later
+    dim carries a batch name: a state [2, 'batch', 64] is batched on axis 1, not a fixed
+    batch of 2.
     """
+    if axes and spec.name in axes:
+        return axes[spec.name]
     if not spec.shape:
         return None
     if _is_fixed(spec.shape[0]):
@@ -38,28 +60,57 @@ def batch_axis(spec: TensorSpec, batch_names: Collection[str]) -> int | None:
     return 0
 
 
-def pinned_batches(specs: list[TensorSpec], shapes: dict[str, list[int]]) -> dict[str, int]:
+def check_batch_axes(specs: list[TensorSpec], axes: BatchAxes | None) -> None:
+    """Raise InvalidSpec for a set batch axis that names no input or no axis of it."""
+    by_name = {spec.name: spec for spec in specs}
+    for name, axis in (axes or {}).items():
+        if name not in by_name:
+            raise InvalidSpec(
+                f"A batch axis is set for {name!r}, which is no input of this model. "
+                f"Inputs: {sorted(by_name)}.",
+                hint="Check the input names on the model card.",
+            )
+        rank = len(by_name[name].shape)
+        if axis is not None and not 0 <= axis < rank:
+            raise InvalidSpec(
+                f"Input {name!r} has {rank} axes (0..{rank - 1}); it cannot be batched on "
+                f"axis {axis}.",
+                hint=f"Give an axis below {rank}, or none to run it at its full shape.",
+            )
+
+
+def batch_axes_of(specs: list[TensorSpec], axes: BatchAxes | None = None) -> dict[str, int | None]:
+    """Every input's batch axis: the one set in `axes`, else the inferred one."""
+    names = batch_dim_names(specs, axes)
+    return {spec.name: batch_axis(spec, names, axes) for spec in specs}
+
+
+def pinned_batches(
+    specs: list[TensorSpec], shapes: dict[str, list[int]], axes: BatchAxes | None = None
+) -> dict[str, int]:
     """Batch dim names a full shape sizes, e.g. {'batch': 1} from input_ids [1, 128]: every
     input batched on a dim of that name has that batch (ONNX: one name, one size)."""
-    names = batch_dim_names(specs)
+    names = batch_dim_names(specs, axes)
     pinned: dict[str, int] = {}
     for spec in specs:
-        name, axis = batch_dim_name(spec, names), batch_axis(spec, names)
+        name, axis = batch_dim_name(spec, names, axes), batch_axis(spec, names, axes)
         if name is not None and axis is not None and spec.name in shapes:
             pinned.setdefault(name, shapes[spec.name][axis])
     return pinned
 
 
-def swept_inputs(specs: list[TensorSpec], shapes: dict[str, list[int]]) -> list[TensorSpec]:
+def swept_inputs(
+    specs: list[TensorSpec], shapes: dict[str, list[int]], axes: BatchAxes | None = None
+) -> list[TensorSpec]:
     """The inputs that take the batch size: with a batch axis, without a full shape, and not
     batched on a dim a full shape sizes (`pinned_batches`)."""
-    names, pinned = batch_dim_names(specs), pinned_batches(specs, shapes)
+    names, pinned = batch_dim_names(specs, axes), pinned_batches(specs, shapes, axes)
     return [
         s
         for s in specs
         if s.name not in shapes
-        and batch_axis(s, names) is not None
-        and batch_dim_name(s, names) not in pinned
+        and batch_axis(s, names, axes) is not None
+        and batch_dim_name(s, names, axes) not in pinned
     ]
 
 
@@ -69,6 +120,7 @@ def batch_sizes_to_run(
     shapes: dict[str, list[int]],
     requested: list[int] | None,
     default: Sequence[int],
+    axes: BatchAxes | None = None,
 ) -> list[int]:
     """The batch sizes the inputs without a full shape in `shapes` can run at.
 
@@ -76,11 +128,12 @@ def batch_sizes_to_run(
     input is left to sweep (`swept_inputs`), the one batch the shapes imply. Raises InvalidSpec
     for a requested size a fixed batch, or the given shapes, refuse.
     """
-    names = batch_dim_names(specs)
-    swept = swept_inputs(specs, shapes)
+    check_batch_axes(specs, axes)
+    names = batch_dim_names(specs, axes)
+    swept = swept_inputs(specs, shapes, axes)
     if not swept and shapes:
-        return [_implied_batch(specs, shapes, requested)]
-    sizes = {s.name: s.shape[batch_axis(s, names) or 0] for s in swept}
+        return [_implied_batch(specs, shapes, requested, axes)]
+    sizes = {s.name: s.shape[batch_axis(s, names, axes) or 0] for s in swept}
     fixed = {name: size for name, size in sizes.items() if _is_fixed(size)}
     dynamic = len(fixed) < len(sizes)
     if requested is None:
@@ -91,17 +144,20 @@ def batch_sizes_to_run(
         raise InvalidSpec(
             f"This model has a fixed batch size of {size} (input {name!r}); batch sizes "
             f"{requested} cannot be run.",
-            hint="Leave batch sizes empty, give the input's full shape (--shape) when its dim 0 "
-            "is not the batch, or export the model with a dynamic batch dimension.",
+            hint="Leave batch sizes empty, set the input's batch axis (--batch-axis NAME=K) or "
+            "give its full shape (--shape) when its dim 0 is not the batch, or export the model "
+            "with a dynamic batch dimension.",
         )
     return requested
 
 
-def implied_batch_size(specs: list[TensorSpec], shapes: dict[str, list[int]]) -> int:
+def implied_batch_size(
+    specs: list[TensorSpec], shapes: dict[str, list[int]], axes: BatchAxes | None = None
+) -> int:
     """The batch that full shapes imply: the batch axis of the first input given a shape whose
     batch axis is dynamic (else of any input given a shape); 1 when none says."""
-    names = batch_dim_names(specs)
-    given = [(s, batch_axis(s, names)) for s in specs if s.name in shapes]
+    names = batch_dim_names(specs, axes)
+    given = [(s, batch_axis(s, names, axes)) for s in specs if s.name in shapes]
     batched = [(s, axis) for s, axis in given if axis is not None]
     dynamic = [(s, axis) for s, axis in batched if not _is_fixed(s.shape[axis])]
     for spec, axis in dynamic or batched:
@@ -110,25 +166,35 @@ def implied_batch_size(specs: list[TensorSpec], shapes: dict[str, list[int]]) ->
     return 1
 
 
-def batch_of(specs: list[TensorSpec], shapes: dict[str, list[int]], batch_size: int) -> int:
+def batch_of(
+    specs: list[TensorSpec],
+    shapes: dict[str, list[int]],
+    batch_size: int,
+    axes: BatchAxes | None = None,
+) -> int:
     """The batch a run at `batch_size` really has: the one the full shapes imply when they
     leave no input to sweep, else `batch_size`."""
-    if shapes and not swept_inputs(specs, shapes):
-        return implied_batch_size(specs, shapes)
+    if shapes and not swept_inputs(specs, shapes, axes):
+        return implied_batch_size(specs, shapes, axes)
     return batch_size
 
 
-def batch_dim_name(spec: TensorSpec, batch_names: Collection[str]) -> str | None:
+def batch_dim_name(
+    spec: TensorSpec, batch_names: Collection[str], axes: BatchAxes | None = None
+) -> str | None:
     """The symbolic name of the input's batch axis; None when it has none or it is unnamed."""
-    axis = batch_axis(spec, batch_names)
+    axis = batch_axis(spec, batch_names, axes)
     dim = spec.shape[axis] if axis is not None else None
     return dim if isinstance(dim, str) else None
 
 
 def _implied_batch(
-    specs: list[TensorSpec], shapes: dict[str, list[int]], requested: list[int] | None
+    specs: list[TensorSpec],
+    shapes: dict[str, list[int]],
+    requested: list[int] | None,
+    axes: BatchAxes | None,
 ) -> int:
-    implied = implied_batch_size(specs, shapes)
+    implied = implied_batch_size(specs, shapes, axes)
     if requested is not None and requested != [implied]:
         raise InvalidSpec(
             f"The full shapes given make the batch {implied}; batch sizes {requested} cannot "

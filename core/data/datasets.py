@@ -21,9 +21,10 @@ from typing import IO
 
 import numpy as np
 
-from optistudio.core.data.batch import batch_axis, batch_dim_names
+from optistudio.core.data.batch import BatchAxes, batch_axis, batch_dim_names
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import (
+    InputValue,
     shapes_of,
     synthesize_inputs,
 )
@@ -106,8 +107,9 @@ class SyntheticDataset:
         dims: dict[str, int] | None = None,
         seed: int = 0,
         shapes: dict[str, list[int]] | None = None,
-        values: dict[str, float] | None = None,
+        values: dict[str, InputValue] | None = None,
         arrays: dict[str, np.ndarray] | None = None,
+        batch_axes: BatchAxes | None = None,
     ) -> None:
         if samples < 1:
             raise DataMismatch(f"A synthetic dataset needs at least 1 sample, not {samples}.")
@@ -117,8 +119,13 @@ class SyntheticDataset:
         self.arrays = dict(arrays or {})
         self.shapes = {**(shapes or {}), **shapes_of(self.arrays)}
         self.values = dict(values or {})
-        names = batch_dim_names(inputs)
-        batched = [s for s in inputs if s.name not in self.shapes and batch_axis(s, names) == 0]
+        self.batch_axes = dict(batch_axes or {})
+        names = batch_dim_names(inputs, self.batch_axes)
+        batched = [
+            s
+            for s in inputs
+            if s.name not in self.shapes and batch_axis(s, names, self.batch_axes) == 0
+        ]
         self.batch_size = _check_batch_size(batch_size, batched)
         fixed = any(_fixed_batch(spec) for spec in batched)
         self._samples = math.ceil(samples / batch_size) * batch_size if fixed else samples
@@ -149,6 +156,7 @@ class SyntheticDataset:
             seed=seed,
             values=self.values,
             arrays=self.arrays,
+            batch_axes=self.batch_axes,
         )
 
 

@@ -10,8 +10,11 @@ dynamic dims take the size the user named (by symbolic name like "sequence", or 
 like "input_ids.1"), else DEFAULT_DYNAMIC_DIM with a warning. A full shape also sizes the dims
 its input shares by name with others, the batch too: given input_ids [1, 128], an
 attention_mask ['batch', 'sequence'] is [1, 128] and no longer swept. When no input is left to
-sweep, the batch is the one the shapes imply (see optistudio.core.data.batch). A fixed value (`values`,
-the CLI's --value, e.g. a sample rate) fills its input, in the input's dtype.
+sweep, the batch is the one the shapes imply (see optistudio.core.data.batch). A batch axis
+the user set (`batch_axes`, e.g. {'state': 1}) wins over the inferred one. A fixed value
+(`values`, the CLI's --value, e.g. a sample rate) fills its input, in the input's dtype; a
+fixed array (`ArrayValue`, from an .npz: --value NAME=@FILE.npz) is one request's value of the
+input, repeated along its batch axis to the batch size.
 """
 
 from __future__ import annotations
@@ -19,16 +22,19 @@ from __future__ import annotations
 import zlib
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Annotated, TypeGuard
+from typing import Annotated, Any, TypeGuard
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.data.batch import (
+    BatchAxes,
+    batch_axes_of,
     batch_axis,
     batch_dim_name,
     batch_dim_names,
     batch_of,
+    check_batch_axes,
     pinned_batches,
 )
 from optistudio.core.errors import DataMismatch, InvalidSpec
@@ -46,11 +52,70 @@ NamedDims = Annotated[
     dict[str, int], Field(description="Sizes of named dynamic dims, e.g. {'sequence': 128}.")
 ]
 """The dims field of every spec that feeds a model (declare it with default_factory=dict)."""
+MAX_VALUE_ELEMENTS = 4096
+"""Most elements a fixed array value holds: it is stored as JSON with the profile and with
+every job's spec, so larger arrays belong in an inputs file (--inputs FILE.npz)."""
+_FLOATS = ("float16", "float32", "float64")
+_INTS = ("int32", "int64")
+SUPPORTED_DTYPES = (*_FLOATS, *_INTS, "bool", "uint8")
+
+
+class ArrayValue(BaseModel):
+    """A fixed value that is a small array (e.g. a streaming model's initial state), stored
+    as JSON: dtype, shape and the elements in C order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: str = Field(description="numpy dtype name, e.g. 'float32'")
+    shape: list[int] = Field(description="the array's shape, e.g. [2, 1, 64]")
+    data: list[Any] = Field(description="the elements, flattened in C order")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ArrayValue:
+        if self.dtype not in SUPPORTED_DTYPES:
+            raise ValueError(f"dtype {self.dtype!r} is not one of {', '.join(SUPPORTED_DTYPES)}")
+        if min(self.shape, default=1) < 0 or len(self.data) != int(np.prod(self.shape)):
+            raise ValueError(f"{len(self.data)} elements do not fill shape {self.shape}")
+        if len(self.data) > MAX_VALUE_ELEMENTS:
+            raise ValueError(f"{len(self.data)} elements, more than {MAX_VALUE_ELEMENTS}")
+        try:
+            np.asarray(self.data, dtype=self.dtype)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"the elements are not all {self.dtype} values") from None
+        return self
+
+    @classmethod
+    def of(cls, name: str, array: np.ndarray) -> ArrayValue:
+        """The stored form of `array`; InvalidSpec when it is over MAX_VALUE_ELEMENTS."""
+        if array.size > MAX_VALUE_ELEMENTS:
+            raise InvalidSpec(
+                f"The array for input {name!r} has {array.size} elements {list(array.shape)}; "
+                f"a fixed value holds at most {MAX_VALUE_ELEMENTS}.",
+                hint="Give larger arrays to each job as an inputs file (--inputs FILE.npz).",
+            )
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise InvalidSpec(
+                f"The array for input {name!r} holds NaN or infinity, which JSON cannot store.",
+                hint="Give finite values, or pass the array to each job with --inputs FILE.npz.",
+            )
+        return cls(dtype=str(array.dtype), shape=list(array.shape), data=array.ravel().tolist())
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self.data, dtype=self.dtype).reshape(self.shape)
+
+    def __format__(self, spec: str) -> str:
+        """'float32 [2, 1, 64] array' (a number's format spec is ignored)."""
+        return f"{self.dtype} {self.shape} array"
+
+
+InputValue = float | ArrayValue
+"""A fixed value: a number filling the input, or one request's array of it."""
 InputValues = Annotated[
-    dict[str, float],
+    dict[str, InputValue],
     Field(
         description="Fixed values by input name, e.g. {'sr': 16000}: the input is filled with "
-        "the value, in its dtype and shape."
+        "the value, in its dtype and shape; or an array (dtype, shape, data) of one request's "
+        "value, repeated along the input's batch axis."
     ),
 ]
 """The values field of every spec that feeds a model (declare it with default_factory=dict)."""
@@ -63,12 +128,17 @@ InputsFile = Annotated[
 ]
 """The inputs_file field of every spec that feeds a model (declare it with default None)."""
 
+BatchAxesField = Annotated[
+    dict[str, int | None],
+    Field(
+        description="Batch axes by input name where the inferred one is wrong, e.g. "
+        "{'state': 1} for a state [layers, batch, hidden]; null: no batch axis."
+    ),
+]
+"""The batch_axes field of every spec that feeds a model (declare it with default_factory=dict)."""
+
 TOKEN_ID_LIMIT = 100
 """Integer inputs are drawn from [0, TOKEN_ID_LIMIT): valid ids for any real vocabulary."""
-
-_FLOATS = ("float16", "float32", "float64")
-_INTS = ("int32", "int64")
-SUPPORTED_DTYPES = (*_FLOATS, *_INTS, "bool", "uint8")
 
 
 def resolve_shape(
@@ -78,6 +148,7 @@ def resolve_shape(
     dims: dict[str, int],
     override: list[int] | None = None,
     batch_names: Collection[str] = (),
+    axes: BatchAxes | None = None,
 ) -> tuple[tuple[int, ...], list[str]]:
     """The concrete shape of one input and warnings about dims that fell back to defaults.
 
@@ -87,7 +158,7 @@ def resolve_shape(
     """
     if override is not None:
         return _apply_override(spec, override), []
-    axis = batch_axis(spec, batch_names)
+    axis = batch_axis(spec, batch_names, axes)
     _check_batch(spec, batch_size, axis)
     shape, warnings = [], []
     for index, dim in enumerate(spec.shape):
@@ -145,22 +216,27 @@ def synthesize_inputs(
     dims: dict[str, int] | None = None,
     overrides: dict[str, list[int]] | None = None,
     seed: int = 0,
-    values: dict[str, float] | None = None,
+    values: dict[str, InputValue] | None = None,
     arrays: dict[str, np.ndarray] | None = None,
+    batch_axes: BatchAxes | None = None,
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Feeds for every input, and deduplicated warnings about defaulted dims.
 
-    `arrays` are used as given (checked against the inputs), `values` fill their inputs, and
+    `arrays` are used as given (checked against the inputs), `values` fill their inputs (an
+    ArrayValue is repeated along the input's batch axis to `batch_size`), and
     the rest is random: floats standard normal; int32/int64 ids in [0, TOKEN_ID_LIMIT), except
     inputs named like "mask" (ones) and "token_type" (zeros); uint8 covers 0..255. Each input's
     data depends only on `seed` and its name, not on the other inputs.
     """
-    arrays = check_arrays(specs, arrays or {})
+    check_batch_axes(specs, batch_axes)
     values = _check_values(specs, values or {})
+    fixed = _fixed_arrays(specs, values, batch_size, batch_axes, overrides or {})
+    values = {name: value for name, value in values.items() if name not in fixed}
+    arrays = {**fixed, **check_arrays(specs, arrays or {})}
     overrides = {**(overrides or {}), **shapes_of(arrays)}
     known = {**dims_from_overrides(specs, overrides), **(dims or {})}
-    names = batch_dim_names(specs)
-    pinned = pinned_batches(specs, overrides)
+    names = batch_dim_names(specs, batch_axes)
+    pinned = pinned_batches(specs, overrides, batch_axes)
     feeds, warnings = {}, []
     for spec in specs:
         if spec.name in arrays:
@@ -168,13 +244,18 @@ def synthesize_inputs(
             continue
         shape, notes = resolve_shape(
             spec,
-            batch_size=pinned.get(batch_dim_name(spec, names), batch_size),
+            batch_size=pinned.get(batch_dim_name(spec, names, batch_axes), batch_size),
             dims=known,
             override=overrides.get(spec.name),
             batch_names=names,
+            axes=batch_axes,
         )
-        value = values.get(spec.name)
-        feeds[spec.name] = _fill(spec, shape, seed) if value is None else _full(spec, shape, value)
+        value = values.get(spec.name)  # array values are among the arrays by now
+        feeds[spec.name] = (
+            _full(spec, shape, value)
+            if isinstance(value, float | int)
+            else _fill(spec, shape, seed)
+        )
         warnings.extend(notes)
     return feeds, list(dict.fromkeys(warnings))
 
@@ -204,22 +285,29 @@ def requests_batch(
     *,
     shapes: dict[str, list[int]] | None = None,
     dims: dict[str, int] | None = None,
-    values: dict[str, float] | None = None,
+    values: dict[str, InputValue] | None = None,
     arrays: dict[str, np.ndarray] | None = None,
     seed: int = 0,
+    batch_axes: BatchAxes | None = None,
 ) -> dict[str, np.ndarray]:
-    """Feeds of `batch_size` requests for a server that batches them on dim 0 (the batching
-    tuner's): `shapes` and `arrays` describe one request, and an input whose dim 0 is dynamic
-    gets `batch_size` rows (the request's rows repeated); the rest as `synthesize_inputs`."""
-    dynamic = {s.name for s in specs if s.shape and not _is_fixed(s.shape[0])}
+    """Feeds of `batch_size` requests for a server that stacks them on each input's batch axis
+    (the batching tuner's): `shapes` and `arrays` describe one request, and an input whose
+    batch axis is dynamic gets `batch_size` rows on it (the request's rows repeated); the rest
+    as `synthesize_inputs`."""
+    check_batch_axes(specs, batch_axes)
+    dynamic = {
+        name: axis
+        for name, axis in batch_axes_of(specs, batch_axes).items()
+        if axis is not None and not _is_fixed(_dim(specs, name, axis))
+    }
     rows = {
-        name: np.take(array, np.arange(batch_size) % len(array), axis=0)
-        if name in dynamic and array.ndim and len(array)
+        name: _repeat(array, batch_size, dynamic[name])
+        if name in dynamic and array.ndim > dynamic[name]
         else array
         for name, array in check_arrays(specs, arrays or {}).items()
     }
     grown = {
-        name: [batch_size, *shape[1:]] if name in dynamic and shape else list(shape)
+        name: _at(shape, dynamic[name], batch_size) if name in dynamic else list(shape)
         for name, shape in (shapes or {}).items()
     }
     feeds, _ = synthesize_inputs(
@@ -230,8 +318,29 @@ def requests_batch(
         seed=seed,
         values=values,
         arrays=rows,
+        batch_axes=batch_axes,
     )
     return feeds
+
+
+def _dtype_of(specs: list[TensorSpec], name: str) -> str:
+    return next(spec.dtype for spec in specs if spec.name == name)
+
+
+def _dim(specs: list[TensorSpec], name: str, axis: int) -> Dim:
+    shape = next(spec.shape for spec in specs if spec.name == name)
+    return shape[axis] if axis < len(shape) else None
+
+
+def _repeat(array: np.ndarray, count: int, axis: int) -> np.ndarray:
+    """`count` rows along `axis`, the array's own rows repeated in turn."""
+    if array.shape[axis] == 0:
+        return array
+    return np.take(array, np.arange(count) % array.shape[axis], axis=axis)
+
+
+def _at(shape: list[int], axis: int, size: int) -> list[int]:
+    return [size if index == axis else dim for index, dim in enumerate(shape)]
 
 
 def read_input_arrays(path: str | Path | None, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
@@ -275,7 +384,29 @@ def check_arrays(specs: list[TensorSpec], arrays: dict[str, np.ndarray]) -> dict
     return arrays
 
 
-def _check_values(specs: list[TensorSpec], values: dict[str, float]) -> dict[str, float]:
+def _fixed_arrays(
+    specs: list[TensorSpec],
+    values: dict[str, InputValue],
+    batch_size: int,
+    axes: BatchAxes | None,
+    overrides: dict[str, list[int]],
+) -> dict[str, np.ndarray]:
+    """The inputs given an ArrayValue, as arrays: repeated along the batch axis to
+    `batch_size` when the array holds one row there (and no full shape says otherwise)."""
+    batch = batch_axes_of(specs, axes)
+    arrays = {}
+    for name, value in values.items():
+        if not isinstance(value, ArrayValue):
+            continue
+        array, axis = value.array().astype(_dtype_of(specs, name)), batch[name]
+        one_row = axis is not None and array.ndim > axis and array.shape[axis] == 1
+        if one_row and name not in overrides and batch_size != 1:
+            array = _repeat(array, batch_size, axis)
+        arrays[name] = array
+    return arrays
+
+
+def _check_values(specs: list[TensorSpec], values: dict[str, InputValue]) -> dict[str, InputValue]:
     by_name = {spec.name: spec for spec in specs}
     for name, value in values.items():
         spec = by_name.get(name)
@@ -289,7 +420,9 @@ def _check_values(specs: list[TensorSpec], values: dict[str, float]) -> dict[str
                 f"Cannot fill input {name!r} of dtype {spec.dtype!r} with a value. "
                 f"Supported: {', '.join(SUPPORTED_DTYPES)}."
             )
-        if spec.dtype not in _FLOATS and value != int(value):
+        if isinstance(value, ArrayValue):
+            check_arrays(specs, {name: value.array().astype(spec.dtype)})
+        elif spec.dtype not in _FLOATS and value != int(value):
             raise InvalidSpec(f"Input {name!r} is {spec.dtype}; {value:g} is not a whole number.")
     return values
 
@@ -297,12 +430,13 @@ def _check_values(specs: list[TensorSpec], values: dict[str, float]) -> dict[str
 def _check_batch(spec: TensorSpec, batch_size: int, axis: int | None) -> None:
     if batch_size < 1:
         raise InvalidSpec(f"Batch size must be at least 1, not {batch_size}.")
-    first = spec.shape[0] if spec.shape else None
-    if axis == 0 and _is_fixed(first) and first != batch_size:
+    fixed = spec.shape[axis] if axis is not None and axis < len(spec.shape) else None
+    if _is_fixed(fixed) and fixed != batch_size:
         raise InvalidSpec(
-            f"Input {spec.name!r} has a fixed batch of {first}; batch size {batch_size} "
-            "cannot be used.",
-            hint=f"Use batch size {first}, or re-export the model with a dynamic batch dim.",
+            f"Input {spec.name!r} has a fixed batch of {fixed} (axis {axis}); batch size "
+            f"{batch_size} cannot be used.",
+            hint=f"Use batch size {fixed}, set its batch axis (--batch-axis NAME=K), or "
+            "re-export the model with a dynamic batch dim.",
         )
 
 
@@ -381,9 +515,10 @@ def user_inputs(
     batch_size: int,
     dims: dict[str, int],
     shapes: dict[str, list[int]],
-    values: dict[str, float],
+    values: dict[str, InputValue],
     inputs_file: str | Path | None,
     seed: int = 0,
+    batch_axes: BatchAxes | None = None,
 ) -> tuple[dict[str, np.ndarray], int, list[str]]:
     """The inputs one run feeds: the user's arrays, shapes and values, the rest synthesised;
     their batch size (the one asked, or the one full shapes imply); warnings about dims."""
@@ -396,6 +531,7 @@ def user_inputs(
         seed=seed,
         values=values,
         arrays=arrays,
+        batch_axes=batch_axes,
     )
-    batch = batch_of(specs, {**shapes, **shapes_of(arrays)}, batch_size)
+    batch = batch_of(specs, {**shapes, **shapes_of(arrays)}, batch_size, batch_axes)
     return feeds, batch, warnings

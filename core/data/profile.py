@@ -2,7 +2,9 @@
 
 A user's model arrives with dynamic dims ('?', -1, 'batch', 'sequence') and inputs that must
 hold a valid value (a sample rate). The profile says, once per model, what a job runs it at: a
-full shape per input at batch 1 (the batch axis marked), and fixed values. `propose_profile`
+full shape per input at batch 1 (the batch axis marked), and fixed values: a number, or a
+small array (`ArrayValue`, from an .npz; at most MAX_VALUE_ELEMENTS elements, stored as JSON
+in the profile like the rest of it: larger arrays go to each job as an inputs file). `propose_profile`
 fills it from what is known (real sample arrays, shapes a sample model is known to need, common
 conventions) and names every dim it guessed, so the card can say which sizes nobody chose.
 
@@ -11,9 +13,12 @@ job names itself wins (its shapes, dims, values, arrays file); the profile fills
 batch axis keeps taking each job's batch sizes, so a profile of [1, 3, 48, 320] still sweeps
 batches 1..8 of 48x320 text lines.
 
-The batch axis of an input is the one `optistudio.core.data.batch.batch_axis` infers (dim 0,
-or the dim named like the other inputs' batch); the profile may only turn it off (None: the
-input is run at its full shape whatever the batch), not move it to another axis.
+Each input's batch axis is proposed from its dims: dim 0, or the dim named like the other
+inputs' batch, or axis 1 of a state [layers, batch, hidden] (dim 0 fixed, dim 1 dynamic and
+named like a batch, or an anonymous dim of an input named like a state); a proposed axis other
+than 0 is named in `guessed` with its reason. The user may move it to any axis, or turn it off
+(None: the input is run at its full shape whatever the batch). Jobs get the axes that differ
+from the inferred ones as their `batch_axes` (see optistudio.core.data.batch).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.data.batch import batch_axis, batch_dim_names
+from optistudio.core.data.batch import batch_axis, batch_dim_names, check_batch_axes
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
+    ArrayValue,
     InputShapes,
+    InputValue,
     InputValues,
     check_arrays,
 )
@@ -50,6 +57,9 @@ TEXT_RECOGNIZER_KEY = "character"
 """The metadata key PaddleOCR's recognizers carry (their alphabet)."""
 _RATE_NAMES = ("sr", "sample_rate", "sampling_rate", "samplerate")
 _AUDIO_NAMES = ("audio", "wav", "pcm", "waveform", "input_values", "speech")
+_STATE_NAMES = ("state", "hidden", "cache", "h0", "c0", "past")
+BATCH_KEY = "batch"
+"""`guessed` key suffix of a proposed batch axis: 'state.batch'."""
 
 
 class InputProfile(BaseModel):
@@ -82,10 +92,23 @@ class InputProfile(BaseModel):
             return {}
         guesses = bool(getattr(job, "data_path", None))
         dims, shapes = self.job_dims(specs, skip_guessed=guesses), self.fixed_shapes(specs)
-        return {
+        update = {
             "shapes": {**_without(shapes, job.shapes), **job.shapes},
             "dims": {**_without(dims, _dims_of(specs, job.shapes)), **job.dims},
             "values": {**self.values, **job.values},
+        }
+        if hasattr(job, "batch_axes"):
+            update["batch_axes"] = {**self.moved_axes(specs), **job.batch_axes}
+        return update
+
+    def moved_axes(self, specs: list[TensorSpec]) -> dict[str, int | None]:
+        """The batch axes that differ from the inferred ones (what a job must be told)."""
+        names = batch_dim_names(specs)
+        return {
+            spec.name: self.batch_axes[spec.name]
+            for spec in specs
+            if spec.name in self.batch_axes
+            and self.batch_axes[spec.name] != batch_axis(spec, names)
         }
 
     def job_dims(self, specs: list[TensorSpec], *, skip_guessed: bool = False) -> dict[str, int]:
@@ -156,8 +179,10 @@ def propose_profile(
                 named.setdefault(dim, (int(source[index]), None))
     profile = InputProfile()
     for spec in specs:
-        axis = batch_axis(spec, names)
+        axis, why_axis = _proposed_axis(spec, specs, names)
         profile.batch_axes[spec.name] = axis
+        if why_axis:
+            profile.guessed[f"{spec.name}.{BATCH_KEY}"] = why_axis
         source = list(arrays[spec.name].shape) if spec.name in arrays else known.get(spec.name)
         shape = []
         for index, dim in enumerate(spec.shape):
@@ -191,15 +216,15 @@ def edited_profile(
     *,
     shapes: Mapping[str, list[int]],
     batch_axes: Mapping[str, int | None],
-    values: Mapping[str, float],
+    values: Mapping[str, InputValue],
     before: InputProfile | None = None,
 ) -> InputProfile:
     """The profile a user set (on the card, or with the CLI's flags), checked against the
     inputs: each shape fits its input (rank, fixed dims), each value names an input of a
-    numeric dtype, a batch axis is the inferred one or None. Dims the user left as `before`
-    guessed them stay marked as guessed."""
+    numeric dtype (an array: its dtype, rank and fixed dims), a batch axis is an axis of its
+    input or None. A shape is at batch 1: its size on a dynamic batch axis becomes 1. Dims,
+    values and batch axes the user left as `before` guessed them stay marked as guessed."""
     by_name = {spec.name: spec for spec in specs}
-    names = batch_dim_names(specs)
     for name in (*shapes, *batch_axes, *values):
         if name not in by_name:
             raise InvalidSpec(
@@ -209,26 +234,19 @@ def edited_profile(
             )
     for name, shape in shapes.items():
         _check_shape(by_name[name], shape)
-    for name, axis in batch_axes.items():
-        inferred = batch_axis(by_name[name], names)
-        if axis is not None and axis != inferred:
-            raise InvalidSpec(
-                f"Input {name!r} can be batched on axis {inferred} only (or not at all).",
-                hint="Choose 'none' to run it at its full shape whatever the batch.",
-            )
+    check_batch_axes(specs, batch_axes)
     for name, value in values.items():
-        dtype = by_name[name].dtype
-        if dtype not in ("float16", "float32", "float64", "int32", "int64", "uint8", "bool"):
-            raise InvalidSpec(f"Input {name!r} of dtype {dtype} cannot be given a fixed value.")
-        if not dtype.startswith("float") and value != int(value):
-            raise InvalidSpec(f"Input {name!r} is {dtype}; {value:g} is not a whole number.")
+        _check_value(by_name[name], value)
     guessed = {
         key: why
         for key, why in (before.guessed if before else {}).items()
-        if _still_guessed(key, why, before, shapes, values)
+        if _still_guessed(key, before, shapes, values, batch_axes)
     }
     return InputProfile(
-        shapes={name: list(shape) for name, shape in shapes.items()},
+        shapes={
+            name: _at_batch_one(by_name[name], list(shape), batch_axes.get(name))
+            for name, shape in shapes.items()
+        },
         batch_axes=dict(batch_axes),
         values=dict(values),
         guessed=guessed,
@@ -236,15 +254,16 @@ def edited_profile(
 
 
 def parse_batch_axes(texts: Iterable[str]) -> dict[str, int | None]:
-    """'NAME=AXIS' or 'NAME=none' strings (the CLI's --batch-axis) by input name."""
+    """'NAME=AXIS' or 'NAME=none' strings (the CLI's --batch-axis) by input name, e.g.
+    state=1 for a state [layers, batch, hidden]."""
     axes: dict[str, int | None] = {}
     for text in texts:
         name, sep, axis = text.partition("=")
         word = axis.strip().lower()
         if not sep or not name.strip() or not (word == "none" or word.isdigit()):
             raise InvalidSpec(
-                f"Bad batch axis {text!r}: expected NAME=AXIS or NAME=none.",
-                hint="For example --batch-axis state=none",
+                f"Bad --batch-axis {text!r}: expected NAME=AXIS or NAME=none.",
+                hint="For example --batch-axis state=1, or --batch-axis state=none",
             )
         axes[name.strip()] = None if word == "none" else int(word)
     return axes
@@ -263,17 +282,69 @@ def _check_shape(spec: TensorSpec, shape: list[int]) -> None:
         )
 
 
+def _check_value(spec: TensorSpec, value: InputValue) -> None:
+    dtype = spec.dtype
+    if dtype not in ("float16", "float32", "float64", "int32", "int64", "uint8", "bool"):
+        raise InvalidSpec(f"Input {spec.name!r} of dtype {dtype} cannot be given a fixed value.")
+    if isinstance(value, ArrayValue):
+        check_arrays([spec], {spec.name: value.array()})
+    elif not dtype.startswith("float") and value != int(value):
+        raise InvalidSpec(f"Input {spec.name!r} is {dtype}; {value:g} is not a whole number.")
+
+
+def _at_batch_one(spec: TensorSpec, shape: list[int], axis: int | None) -> list[int]:
+    """`shape` with 1 on the input's batch axis when that axis is dynamic."""
+    if axis is None or axis >= len(shape) or _fixed(spec.shape[axis]):
+        return shape
+    return [1 if index == axis else size for index, size in enumerate(shape)]
+
+
+def _proposed_axis(
+    spec: TensorSpec, specs: list[TensorSpec], names: frozenset[str]
+) -> tuple[int | None, str | None]:
+    """The batch axis proposed for `spec`, and why when it is not dim 0."""
+    inferred = batch_axis(spec, names)
+    if inferred not in (0, None):
+        dim = spec.shape[inferred]
+        return inferred, (
+            f"axis {inferred}: dim {dim!r} is the other inputs' batch "
+            "(a state [layers, batch, hidden])"
+        )
+    if _state_shaped(spec, specs, names):
+        return 1, (
+            "axis 1: a state [layers, batch, hidden], by convention (dim 0 is fixed, dim 1 "
+            "dynamic); set it on the card if it is not"
+        )
+    return inferred, None
+
+
+def _state_shaped(spec: TensorSpec, specs: list[TensorSpec], names: frozenset[str]) -> bool:
+    """Dim 0 fixed and dim 1 dynamic, named like a batch, or anonymous in an input named like
+    a state beside another input with a dynamic batch."""
+    shape = spec.shape
+    if len(shape) < 2 or not _fixed(shape[0]) or _fixed(shape[1]):
+        return False
+    dim = shape[1]
+    if isinstance(dim, str):
+        return "batch" in dim.lower()
+    others = [s for s in specs if s is not spec and s.shape and not _fixed(s.shape[0])]
+    lowered = spec.name.lower()
+    return bool(others) and any(word in lowered for word in _STATE_NAMES)
+
+
 def _still_guessed(
     key: str,
-    why: str,
     before: InputProfile | None,
     shapes: Mapping[str, list[int]],
-    values: Mapping[str, float],
+    values: Mapping[str, InputValue],
+    batch_axes: Mapping[str, int | None],
 ) -> bool:
-    """A guessed size the user left as it was."""
+    """A guessed size, value or batch axis the user left as it was."""
     if before is None:
         return False
     name, _, index = key.rpartition(".")
+    if name and index == BATCH_KEY:
+        return name in batch_axes and before.batch_axes.get(name) == batch_axes[name]
     if name and index.isdigit():
         old, new = before.shapes.get(name), shapes.get(name)
         return old is not None and new is not None and old[int(index)] == new[int(index)]

@@ -56,6 +56,7 @@ class DiagnosticsSpec(ProfileSpec):
             dims=self.dims,
             values=self.values,
             inputs_file=self.inputs_file,
+            batch_axes=self.batch_axes,
         )
 
 
@@ -151,6 +152,7 @@ def _layer_errors(
         shapes=spec.shapes,
         values=spec.values,
         arrays=read_input_arrays(spec.inputs_file, inputs),
+        batch_axes=spec.batch_axes,
     )
     try:
         report.layer_errors = layer_error_rows(

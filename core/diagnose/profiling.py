@@ -39,6 +39,7 @@ from optistudio.core.backends.openvino_backend import (
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.backends.target import Threads
 from optistudio.core.data.inputs import (
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -186,6 +187,7 @@ class ProfileSpec(BaseModel):
     )
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 def profile_model(
@@ -246,6 +248,7 @@ def profile_inputs(
         values=spec.values,
         inputs_file=spec.inputs_file,
         seed=spec.seed,
+        batch_axes=spec.batch_axes,
     )
 
 

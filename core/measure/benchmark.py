@@ -21,6 +21,7 @@ from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_sizes_to_run
 from optistudio.core.data.inputs import (
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -84,6 +85,7 @@ class BenchmarkSpec(BaseModel):
     dims: NamedDims = Field(default_factory=dict)
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
     threads: Threads = None
     cpu_affinity: list[int] | None = Field(
         default=None,
@@ -187,6 +189,7 @@ def resolve_batch_sizes(
         shapes={**spec.shapes, **shapes_of(arrays or {})},
         requested=spec.batch_sizes,
         default=DEFAULT_BATCH_SIZES,
+        axes=spec.batch_axes,
     )
 
 
@@ -260,6 +263,7 @@ def _feeds(
         seed=spec.seed,
         values=spec.values,
         arrays=arrays,
+        batch_axes=spec.batch_axes,
     )
 
 

@@ -38,6 +38,7 @@ from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_of
 from optistudio.core.data.inputs import (
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -240,6 +241,7 @@ class ComparisonSpec(BaseModel):
     )
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> ComparisonSpec:
@@ -308,7 +310,8 @@ def compare_models(
     info_a = info_a or inspect_model(path_a)
     arrays = read_input_arrays(spec.inputs_file, info_a.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
-    spec = spec.model_copy(update={"batch_size": batch_of(info_a.inputs, shapes, spec.batch_size)})
+    batch = batch_of(info_a.inputs, shapes, spec.batch_size, spec.batch_axes)
+    spec = spec.model_copy(update={"batch_size": batch})
     feeds_a = _feeds(info_a, spec, arrays)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec, arrays)
     backend_b = spec.candidate_backend or spec.backend
@@ -370,6 +373,7 @@ def _feeds(info: ModelInfo, spec: ComparisonSpec, arrays: Feeds) -> Feeds:
         seed=spec.seed,
         values=spec.values,
         arrays=own,
+        batch_axes=spec.batch_axes,
     )
     return feeds
 

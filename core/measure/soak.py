@@ -37,6 +37,7 @@ from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_dim_names, batch_sizes_to_run
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -102,6 +103,7 @@ class SoakSpec(BaseModel):
     )
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 class SoakReport(BaseModel):
@@ -157,9 +159,13 @@ def input_variants(
     arrays = read_input_arrays(spec.inputs_file, info.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
     batches = batch_sizes_to_run(
-        info.inputs, shapes=shapes, requested=None, default=spec.batch_sizes
+        info.inputs,
+        shapes=shapes,
+        requested=None,
+        default=spec.batch_sizes,
+        axes=spec.batch_axes,
     )
-    kept = batch_dim_names(info.inputs) | set(spec.dims)
+    kept = batch_dim_names(info.inputs, spec.batch_axes) | set(spec.dims)
     names = sorted(
         {
             dim
@@ -180,6 +186,7 @@ def input_variants(
             overrides=spec.shapes,
             values=spec.values,
             arrays=arrays,
+            batch_axes=spec.batch_axes,
         )
         variants.append(feeds)
         warnings.extend(notes)

@@ -24,6 +24,7 @@ from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.target import Threads
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import (
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -64,6 +65,7 @@ class PipelineSpec(BaseModel):
     dims: NamedDims = Field(default_factory=dict)
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 class Stage(BaseModel):
@@ -127,6 +129,7 @@ def _model_inputs(spec: PipelineSpec, info: ModelInfo) -> tuple[dict[str, np.nda
         shapes=spec.shapes,
         values=spec.values,
         inputs_file=spec.inputs_file,
+        batch_axes=spec.batch_axes,
     )
     return feeds, batch
 

@@ -2,7 +2,9 @@
 
 The input flags are one parser for every command that runs a model (`add_input_flags`):
 `--shape NAME=D1,D2,...` (a full shape, used exactly), `--dim NAME=N` (a named dynamic dim),
-`--value NAME=NUMBER` (fills an input, e.g. a sample rate) and `--inputs FILE.npz` (arrays by
+`--value NAME=NUMBER` (fills an input, e.g. a sample rate; `NAME=@FILE.npz`: a small array,
+one request's value), `--batch-axis NAME=K|none` (an input's batch axis where the inferred one
+is wrong: a state [layers, batch, hidden] is state=1) and `--inputs FILE.npz` (arrays by
 input name, used as given; their shapes become the shapes). They are read as text and checked
 by `input_options`, so a bad one is an expected failure that names the flag and the form, also
 under --json.
@@ -60,16 +62,18 @@ class InputOptions:
 
     shapes: dict[str, list[int]] = field(default_factory=dict)
     dims: dict[str, int] = field(default_factory=dict)
-    values: dict[str, float] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
     inputs_file: str | None = None
+    batch_axes: dict[str, int | None] = field(default_factory=dict)
 
     def fields(self) -> dict[str, Any]:
-        """The spec fields: shapes, dims, values and inputs_file."""
+        """The spec fields: shapes, dims, values, inputs_file and batch_axes."""
         return {
             "shapes": self.shapes,
             "dims": self.dims,
             "values": self.values,
             "inputs_file": self.inputs_file,
+            "batch_axes": self.batch_axes,
         }
 
 
@@ -98,7 +102,16 @@ def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -
         action="append",
         default=[],
         metavar="NAME=NUMBER",
-        help="fill an input with a value (repeatable), e.g. sr=16000",
+        help="fill an input with a value (repeatable), e.g. sr=16000; NAME=@FILE.npz for a "
+        "small array (one request's value, the array named NAME or the file's only one)",
+    )
+    add(
+        "--batch-axis",
+        action="append",
+        default=[],
+        metavar="NAME=K|none",
+        help="an input's batch axis where the inferred one is wrong (repeatable), e.g. "
+        "state=1 for a state [layers, batch, hidden]; none: no batch axis",
     )
     add(
         "--inputs",
@@ -111,9 +124,12 @@ def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -
 
 def input_options(args: argparse.Namespace) -> InputOptions:
     """The input flags of `args`, checked; InvalidSpec names a bad flag and its form."""
+    from optistudio.core.data.profile import parse_batch_axes
+
     shapes = _assignments("--shape", args.shape, _sizes, "NAME=D1,D2,...", "input=1,3,224,224")
     dims = _assignments("--dim", args.dim, _size, "NAME=N", "sequence=128")
-    values = _assignments("--value", args.value, _number, "NAME=NUMBER", "sr=16000")
+    values = fixed_values(args.value)
+    batch_axes = parse_batch_axes(getattr(args, "batch_axis", []))
     inputs_file = None
     if args.inputs is not None:
         arrays = _array_shapes(args.inputs)
@@ -125,7 +141,58 @@ def input_options(args: argparse.Namespace) -> InputOptions:
             )
         shapes |= arrays
         inputs_file = str(args.inputs.resolve())
-    return InputOptions(shapes=shapes, dims=dims, values=values, inputs_file=inputs_file)
+    return InputOptions(
+        shapes=shapes, dims=dims, values=values, inputs_file=inputs_file, batch_axes=batch_axes
+    )
+
+
+def fixed_values(texts: list[str]) -> dict[str, Any]:
+    """--value NAME=NUMBER or NAME=@FILE.npz (an ArrayValue), checked, by input name."""
+    numbers = [text for text in texts if not text.partition("=")[2].startswith("@")]
+    values: dict[str, Any] = _assignments("--value", numbers, _number, "NAME=NUMBER", "sr=16000")
+    for text in texts:
+        name, _, value = text.partition("=")
+        if value.startswith("@") and name.strip():
+            values[name.strip()] = array_value(name.strip(), Path(value[1:]), "--value")
+    return values
+
+
+def array_values(path: Path) -> dict[str, Any]:
+    """Every array of an .npz as a fixed value (the inputs command's --values), by name."""
+    from optistudio.core.data.inputs import ArrayValue
+
+    return {
+        name: ArrayValue.of(name, array) for name, array in _npz_arrays(path, "--values").items()
+    }
+
+
+def array_value(name: str, path: Path, flag: str) -> Any:
+    """The array of `path` named `name` (or its only array) as an ArrayValue."""
+    from optistudio.core.data.inputs import ArrayValue
+
+    arrays = _npz_arrays(path, flag)
+    if name not in arrays and len(arrays) != 1:
+        raise InvalidSpec(
+            f"Bad {flag} {name}=@{path}: the file holds {sorted(arrays)}, none named {name!r}.",
+            hint=f"Save the array under the input's name: np.savez(path, {name}=array).",
+        )
+    return ArrayValue.of(name, arrays.get(name, next(iter(arrays.values()))))
+
+
+def _npz_arrays(path: Path, flag: str) -> dict[str, Any]:
+    import numpy as np
+
+    try:
+        npz = np.load(path, allow_pickle=False)
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ValueError("one array, not named arrays")
+        with npz:
+            return {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InvalidSpec(
+            f"Bad {flag} {str(path)!r}: {exc}. Expected FILE.npz of arrays by input name.",
+            hint="Save one with np.savez('values.npz', **{input_name: array}).",
+        ) from None
 
 
 def _assignments(

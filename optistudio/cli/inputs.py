@@ -2,8 +2,10 @@
 
 `optistudio inputs model.onnx [--inputs samples.npz]` shows the profile the studio would
 propose for a file (sizes it had to guess are named). `optistudio inputs --model-id N` shows a
-stored model's profile; with --shape, --value and --batch-axis and --save it sets them, and
-every later job on the model (and its variants) runs at them.
+stored model's profile; with --shape, --value (a number, or NAME=@FILE.npz: a small array),
+--values FILE.npz (every array in it), --batch-axis (NAME=K moves an input's batch axis, e.g.
+state=1 for a state [layers, batch, hidden]; NAME=none takes it off the batch) and --save it
+sets them, and every later job on the model (and its variants) runs at them.
 """
 
 from __future__ import annotations
@@ -35,14 +37,22 @@ def add_inputs_parser(commands: Any) -> None:
         action="append",
         default=[],
         metavar="NAME=NUMBER",
-        help="a fixed value for an input (repeatable), e.g. sr=16000",
+        help="a fixed value for an input (repeatable), e.g. sr=16000; NAME=@FILE.npz for a "
+        "small array (the array named NAME, or the file's only one)",
+    )
+    inputs.add_argument(
+        "--values",
+        type=Path,
+        metavar="FILE.npz",
+        help="small arrays by input name, each a fixed value of its input",
     )
     inputs.add_argument(
         "--batch-axis",
         action="append",
         default=[],
         metavar="NAME=AXIS|none",
-        help="an input's batch axis, or none to run it at its full shape (repeatable)",
+        help="an input's batch axis (repeatable), e.g. state=1 for a state [layers, batch, "
+        "hidden]; none runs it at its full shape",
     )
     inputs.add_argument(
         "--inputs",
@@ -58,7 +68,7 @@ def command_inputs(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.model_id is None):
         raise InvalidSpec("Give an .onnx file or --model-id N (one of them).")
     if args.model is not None:
-        if args.save or args.batch_axis or args.shape or args.value:
+        if args.save or args.batch_axis or args.shape or args.value or args.values:
             raise InvalidSpec(
                 "A file's profile is only proposed; edit and --save a stored model's.",
                 hint="Store it first (the studio, or `optistudio bench --save`), then "
@@ -93,6 +103,7 @@ def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
+    from optistudio.cli.args import array_values
     from optistudio.core.data.profile import edited_profile, parse_batch_axes
     from optistudio.core.model.info import ModelInfo
     from optistudio.db.queries import get_model
@@ -117,15 +128,16 @@ def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
         argparse.Namespace(shape=args.shape, dim=[], value=args.value, inputs=None)
     )
     axes = parse_batch_axes(args.batch_axis)
-    if not (given.shapes or given.values or axes):
+    values = {**(array_values(args.values) if args.values else {}), **given.values}
+    if not (given.shapes or values or axes):
         if args.save:
-            raise InvalidSpec("Nothing to save: give --shape, --value or --batch-axis.")
+            raise InvalidSpec("Nothing to save: give --shape, --value, --values or --batch-axis.")
         return name, profile, False
     edited = edited_profile(
         info.inputs,
         shapes={**profile.shapes, **given.shapes},
         batch_axes={**profile.batch_axes, **axes},
-        values={**profile.values, **given.values},
+        values={**profile.values, **values},
         before=profile,
     )
     if args.save:

@@ -18,7 +18,11 @@ from optistudio.services.jobkinds import BENCHMARK
 from optistudio.studio import charts, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count
-from optistudio.studio.profile_services import NO_BATCH, profile_from_rows, profile_rows
+from optistudio.studio.profile_services import (
+    batch_axis_choices,
+    profile_from_rows,
+    profile_rows,
+)
 from optistudio.studio.services import model_choices, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
@@ -161,8 +165,9 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.caption(
         "Every job on this model (benchmark, optimize's timing and accuracy, profile, soak, "
         "batching, export) runs at these shapes and values unless the job says otherwise. The "
-        "batch axis takes each job's batch sizes; 'none' runs the input at its full shape. An "
-        "empty value feeds generated data."
+        "batch axis takes each job's batch sizes (a state [layers, batch, hidden] is batched on "
+        "axis 1); 'none' runs the input at its full shape. An empty value feeds generated data; "
+        "an .npz sets a small array as the value."
     )
     if profile.guessed:
         st.warning(
@@ -170,6 +175,7 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
             "model really gets, and save."
         )
     rows = profile_rows(profile, info).to_dict("records")
+    specs = {spec.name: spec for spec in info.inputs}
     with st.form(f"input_profile_{chosen['id']}"):
         for row in rows:
             name = row["input"]
@@ -182,21 +188,30 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
                 help="The full shape at batch 1, sizes separated by commas (empty: a scalar).",
                 key=f"{key}_shape",
             )
-            axes = sorted({row["batch axis"], NO_BATCH})
+            axes = batch_axis_choices(specs[name])
             row["batch axis"] = cols[2].selectbox(
                 f"Batch axis of {name}",
                 axes,
-                index=axes.index(row["batch axis"]),
-                help="The axis that takes each job's batch size; 'none' runs the input at this "
-                "full shape whatever the batch.",
+                index=axes.index(row["batch axis"]) if row["batch axis"] in axes else 0,
+                help="The axis that takes each job's batch size (1 for a state [layers, batch, "
+                "hidden]); 'none' runs the input at this full shape whatever the batch.",
                 key=f"{key}_axis",
             )
             row["value"] = cols[3].text_input(
                 f"Value of {name}",
                 row["value"],
-                help="A fixed value; empty feeds generated data.",
+                help="A fixed number; empty feeds generated data; 'array ...' keeps the array "
+                "set before.",
                 key=f"{key}_value",
             )
+            upload = cols[3].file_uploader(
+                f"Array for {name} (.npz)",
+                type=["npz"],
+                help="A small array (one request's value) as the fixed value, named after "
+                "the input or alone in the file.",
+                key=f"{key}_array",
+            )
+            row["upload"] = upload.getvalue() if upload is not None else None
             if row["how it was set"] != "chosen":
                 cols[0].caption(f"Guessed: {row['how it was set']}")
         saved = st.form_submit_button("Save input profile")

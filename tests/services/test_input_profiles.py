@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audio_models import SAMPLE_RATE, build_audio_model
+from audio_models import SAMPLE_RATE, build_anonymous_state_model, build_audio_model
 
 from optistudio.core.data.profile import InputProfile
 from optistudio.core.measure.benchmark import BenchmarkSpec
@@ -102,3 +102,36 @@ def test_a_variant_is_fed_like_its_original(db_factory, app_settings, audio, tmp
 
     assert stored_on == audio
     assert load_profile(db_factory, variant) == load_profile(db_factory, audio) == edited
+
+
+def test_a_job_fed_through_jobwork_gets_the_moved_batch_axis(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    """A state [2, ?, 16]: intake proposes its batch on axis 1 (the state convention); the
+    worker lays that under the job, which then runs batches of 1 and 3 and records the axis."""
+    path = build_anonymous_state_model(tmp_path / "moved.onnx")
+    model_id = add_model_file(db_factory, app_settings, path, name="moved").model_id
+    assert load_profile(db_factory, model_id).batch_axes["state"] == 1
+
+    status, message, spec = run_benchmark_job(
+        db_factory, model_id, BenchmarkSpec(batch_sizes=[1, 3], **QUICK)
+    )
+
+    assert status == JobStatus.succeeded, message
+    assert spec["batch_axes"] == {"state": 1} and spec["values"] == {"sr": SAMPLE_RATE}
+
+
+def test_a_job_without_the_moved_axis_is_refused_in_one_sentence(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    path = build_anonymous_state_model(tmp_path / "moved.onnx")
+    model_id = add_model_file(db_factory, app_settings, path, name="moved").model_id
+    profile = load_profile(db_factory, model_id)
+    save_profile(db_factory, model_id, profile.model_copy(update={"batch_axes": {"state": 0}}))
+
+    status, message, spec = run_benchmark_job(
+        db_factory, model_id, BenchmarkSpec(batch_sizes=[1, 3], **QUICK)
+    )
+
+    assert status == JobStatus.failed
+    assert "fixed batch size of 2 (input 'state')" in message

@@ -70,3 +70,77 @@ def test_a_bad_cell_names_the_input_and_what_to_type(column, text, words):
 
     with pytest.raises(InvalidSpec, match=words):
         profile_from_rows(rows, REC, before=profile)
+
+
+STATEFUL = card(
+    TensorSpec(name="input", dtype="float32", shape=["batch", "time"]),
+    TensorSpec(name="state", dtype="float32", shape=[2, None, 16]),
+    TensorSpec(name="sr", dtype="int64", shape=[]),
+)
+
+
+def test_the_card_moves_a_batch_axis_and_takes_an_uploaded_array() -> None:
+    import io
+
+    import numpy as np
+
+    from optistudio.core.data.inputs import ArrayValue
+    from optistudio.studio.profile_services import batch_axis_choices
+
+    profile = propose_profile(STATEFUL.inputs)
+    rows = profile_rows(profile, STATEFUL).to_dict("records")
+    assert rows[1]["batch axis"] == "1" and "batch axis 1: a state" in rows[1]["how it was set"]
+    assert batch_axis_choices(STATEFUL.inputs[1]) == ["none", "0", "1", "2"]
+
+    buffer = io.BytesIO()
+    np.savez(buffer, state=np.ones((2, 1, 16), np.float32))
+    rows[1]["upload"] = buffer.getvalue()
+    saved = profile_from_rows(rows, STATEFUL, before=profile)
+    shown = profile_rows(saved, STATEFUL).to_dict("records")
+    kept = profile_from_rows(shown, STATEFUL, before=saved)  # 'array ...' keeps the array
+
+    assert isinstance(saved.values["state"], ArrayValue)
+    assert shown[1]["value"] == "array float32 [2, 1, 16]"
+    assert kept.values["state"] == saved.values["state"] and kept.batch_axes["state"] == 1
+    rows[1]["upload"] = b"not an npz"
+    with pytest.raises(InvalidSpec, match="not a readable .npz"):
+        profile_from_rows(rows, STATEFUL, before=profile)
+
+
+def card_section(model_id: int) -> None:
+    from optistudio.core.model.info import ModelInfo
+    from optistudio.db.queries import get_model
+    from optistudio.db.session import transaction
+    from optistudio.studio import state
+    from optistudio.studio.views.models import input_profile_section
+
+    with transaction(state.session_factory()) as s:
+        model = get_model(s, model_id=model_id)
+        chosen, info = {"id": model.id}, ModelInfo.model_validate(model.info)
+    input_profile_section(chosen, info)
+
+
+def test_the_card_saves_a_moved_batch_axis(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from audio_models import build_anonymous_state_model
+    from streamlit.testing.v1 import AppTest
+
+    from optistudio.services.catalog import add_model_file
+    from optistudio.services.input_profiles import load_profile
+    from optistudio.studio import state
+
+    state.settings.clear()
+    state.session_factory.clear()
+    path = build_anonymous_state_model(tmp_path / "moved.onnx")
+    model_id = add_model_file(db_factory, app_settings, path, name="moved").model_id
+
+    at = AppTest.from_function(card_section, kwargs={"model_id": model_id}, default_timeout=60)
+    at.run()
+    axis = next(box for box in at.selectbox if box.label == "Batch axis of state")
+    assert not at.exception and axis.value == "1" and axis.options == ["none", "0", "1", "2"]
+    axis.set_value("none")
+    next(t for t in at.text_input if t.label == "Shape of state").set_value("2, 4, 16")
+    next(b for b in at.button if b.label == "Save input profile").click().run()
+
+    assert not at.exception
+    saved = load_profile(db_factory, model_id)
+    assert saved.batch_axes["state"] is None and saved.shapes["state"] == [2, 4, 16]

@@ -112,7 +112,12 @@ def test_a_jobs_own_settings_win_over_the_profile():
     by_dim = profile.under(bert, BenchmarkSpec(dims={"sequence": 64}, values={"rate": 16000}))
     by_shape = profile.under(bert, BenchmarkSpec(shapes={"input_ids": [2, 32]}))
 
-    assert plain == {"shapes": {}, "dims": {"sequence": 128}, "values": {"rate": 8000}}
+    assert plain == {
+        "shapes": {},
+        "dims": {"sequence": 128},
+        "values": {"rate": 8000},
+        "batch_axes": {},  # every axis is the inferred one: nothing to tell the job
+    }
     assert by_dim["dims"] == {"sequence": 64} and by_dim["values"] == {"rate": 16000}
     # The job's full shape sizes 'sequence': the profile's 128 must not size the mask apart.
     assert by_shape["dims"] == {} and by_shape["shapes"] == {"input_ids": [2, 32]}
@@ -148,7 +153,8 @@ def test_an_input_taken_off_the_batch_runs_at_its_full_shape():
         ({"shapes": {"y": [1, 8]}}, "'y', which is no input"),
         ({"shapes": {"x": [1, 9]}}, "does not fit input 'x'"),
         ({"shapes": {"x": [1, 8, 1]}}, "rank 2"),
-        ({"batch_axes": {"x": 1}}, "batched on axis 0 only"),
+        ({"batch_axes": {"x": 2}}, "has 2 axes"),
+        ({"batch_axes": {"y": 0}}, "'y', which is no input"),
         ({"values": {"n": 2.5}}, "not a whole number"),
     ],
 )
