@@ -4,7 +4,9 @@ The page never runs a model: profile and verify are jobs (by task name); predict
 `optistudio.core.batching.simulate` over the stored profile, fast enough to follow a slider.
 Each carries its band (`simulate_band`: 20 runs as long as a Verify, on the profile resampled;
 0.15-0.3 s on a 2-core machine with a 160-run profile), and a Verify is judged by whether its
-measured p99 falls inside the band.
+measured p99 falls inside the band. The Verify job itself predicts its run before serving and
+stores the profile refitted from its batches (workers/batching_jobs.py); the page only reads
+the newest refit, names it, and charts how the refits converge.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from plotly.subplots import make_subplots
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.batching.applicability import batch_dim_problem
+from optistudio.core.batching.applicability import stacking_problem
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.recalibrate import calibration_line, recalibrate
+from optistudio.core.batching.recalibrate import calibration_line
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import (
@@ -39,7 +41,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind
 from optistudio.db.queries import get_job, get_model
 from optistudio.db.session import transaction
-from optistudio.services.jobresults import RequestSamples, VerifyBatches
+from optistudio.services.jobresults import RequestSamples, VerifyBatches, VerifyPrediction
 from optistudio.studio.charts import batch_axis, log_axis, readable
 from optistudio.studio.services import SendTask, submit_job
 from optistudio.studio.services import recent_jobs as batching_jobs  # noqa: F401 - the page's name for it
@@ -88,9 +90,12 @@ def job_spec(factory: sessionmaker[Session], *, job_id: int) -> dict[str, Any]:
         return dict(job.spec) if job is not None else {}
 
 
-def batching_problem(info: ModelInfo) -> str | None:
-    """Why batching does not apply to this model, or None."""
-    return batch_dim_problem(info)
+def batching_problem(
+    info: ModelInfo, batch_axes: dict[str, int | None] | None = None
+) -> str | None:
+    """Why batching does not apply to this model (requests stack on each input's batch axis,
+    `batch_axes` as the input profile moved them), or None."""
+    return stacking_problem(info, batch_axes)
 
 
 def submit(
@@ -101,12 +106,20 @@ def submit(
 
 
 def verify_spec(
-    served: BatchingProfileSpec, settings: BatchingSettings, *, rate: float, seconds: float
+    served: BatchingProfileSpec,
+    settings: BatchingSettings,
+    *,
+    rate: float,
+    seconds: float,
+    profile_job: int | None = None,
 ) -> BatchingVerifySpec:
-    """The verify run of `settings` for the profile made with `served`: the same requests on the
-    same backend, device and threads, so it measures what was profiled and predicted."""
+    """The verify run of `settings` for the profile made with `served` (by job `profile_job`,
+    which the run checks and refits): the same requests on the same backend, device and
+    threads, so it measures what was profiled and predicted."""
     carried = {name: getattr(served, name) for name in AS_PROFILED}
-    return BatchingVerifySpec(**carried, settings=settings, rate=rate, seconds=seconds)
+    return BatchingVerifySpec(
+        **carried, settings=settings, rate=rate, seconds=seconds, profile_job=profile_job
+    )
 
 
 def request_line(served: BatchingProfileSpec) -> str:
@@ -120,41 +133,111 @@ def request_line(served: BatchingProfileSpec) -> str:
 
 
 def profile_in_use(
-    profile_job: int,
-    profile: LatencyProfile,
-    verify_jobs: list[dict[str, Any]],
-    *,
-    before: int | None = None,
+    profile_job: int, profile: LatencyProfile, verify_jobs: list[dict[str, Any]]
 ) -> tuple[LatencyProfile, str]:
-    """The profile the predictions rest on, and a line naming it: the profile of job
-    `profile_job` recalibrated by every succeeded Verify job since (oldest first, each from its
-    stored batches; see optistudio.core.batching.recalibrate), or as measured when none has
-    batches. `before` leaves out Verify jobs from that id on (what a Verify was judged by)."""
-    chain = sorted(
-        (job for job in verify_jobs if _recalibrates(job, profile_job, before)),
-        key=lambda job: job["job"],
-    )
-    for job in chain:
-        profile = recalibrate(profile, job["result"].batches, verify=f"Verify #{job['job']}")
-    if not chain:
+    """The profile the predictions rest on, and a line naming it: the calibrated profile the
+    newest succeeded Verify job of profile job `profile_job` stored (each Verify refits the one
+    before it, see workers/batching_jobs.py), or the profile as measured when none did."""
+    newest = next(iter(verify_chain(profile_job, verify_jobs)[::-1]), None)
+    if newest is None:
         return profile, f"Predictions rest on the profile from job #{profile_job}, as measured."
-    return profile, (
-        f"Predictions rest on the profile from job #{profile_job}, {calibration_line(profile)}."
+    prediction: VerifyPrediction = newest["result"].prediction
+    calibrated = prediction.calibrated
+    moves = ", ".join(
+        f"at batch {b} {(calibrated.latency_ms(b) / profile.latency_ms(b) - 1) * 100:+.0f} %"
+        for b in profile.batch_sizes
     )
+    line = (
+        f"Predictions rest on the profile from job #{profile_job}, "
+        f"{calibration_line(calibrated)}. Against the profile as measured, the service time "
+        f"moved {moves}."
+    )
+    if prediction.recalibrated is not None:
+        before = prediction.at_realised or prediction.predicted
+        line += (
+            f" For that Verify's own run the refit moved the predicted p99 from "
+            f"{_num(before.p99_ms)} to {_num(prediction.recalibrated.p99_ms)} ms "
+            f"(measured {_num(newest['result'].measured.p99_ms)} ms)."
+        )
+    return calibrated, line
 
 
-def _recalibrates(job: dict[str, Any], profile_job: int, before: int | None) -> bool:
-    """Whether a Verify job (a `recent_jobs` row) ran after the profile job, succeeded and kept
-    its batches, so the profile can be refitted from it."""
-    result = job.get("result")
+def verify_chain(profile_job: int, verify_jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The succeeded Verify jobs (`recent_jobs` rows) that checked and refitted profile job
+    `profile_job`, oldest first."""
+    chain = [
+        job
+        for job in verify_jobs
+        if job["status"] == "succeeded"
+        and job.get("result") is not None
+        and getattr(job["result"], "prediction", None) is not None
+        and job["result"].prediction.profile_job == profile_job
+    ]
+    return sorted(chain, key=lambda job: job["job"])
+
+
+def before_run_line(predicted: LoadResult, band: Band) -> str:
+    """What the Verify job predicted before it ran, at the offered rate on fresh arrivals."""
     return (
-        job["status"] == "succeeded"
-        and job["job"] > profile_job
-        and (before is None or job["job"] < before)
-        and result is not None
-        and result.batches is not None
-        and bool(result.batches.runner)
+        f" Before it ran, at the offered rate: p99 {_num(predicted.p99_ms)} ms "
+        f"(band {_num(band.p99_low_ms)}-{_num(band.p99_high_ms)})."
     )
+
+
+def convergence_frame(profile_job: int, verify_jobs: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per Verify of the profile, in order: its rate, the p99 (and band) predicted
+    from the profile as refitted before it ran (on the run's own send times where stored), the
+    p99 measured, and the p99 its own refit predicts for it. Converging refits bring the
+    predicted p99 toward the measured one."""
+    rows = []
+    for job in verify_chain(profile_job, verify_jobs):
+        result = job["result"]
+        prediction: VerifyPrediction = result.prediction
+        point = prediction.on_arrivals or prediction.predicted
+        band = prediction.arrivals_band or prediction.band
+        rows.append(
+            {
+                "verify": f"#{job['job']}",
+                "rate": result.measured.offered_rate,
+                "predicted_p99_ms": point.p99_ms,
+                "p99_low_ms": band.p99_low_ms,
+                "p99_high_ms": band.p99_high_ms,
+                "measured_p99_ms": result.measured.p99_ms,
+                "refitted_p99_ms": (
+                    prediction.recalibrated.p99_ms if prediction.recalibrated else None
+                ),
+                "inside": band.holds_p99(result.measured.p99_ms),
+                "error": point.p99_ms / result.measured.p99_ms - 1,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def convergence_figure(frame: pd.DataFrame) -> go.Figure:
+    """Predicted (with its band) and measured p99 per Verify, in order, each Verify's rate in
+    its label."""
+    labels = [
+        f"{verify} · {rate:g}/s" if rate else verify
+        for verify, rate in zip(frame["verify"], frame["rate"], strict=True)
+    ]
+    figure = go.Figure()
+    figure.add_scatter(
+        x=labels,
+        y=frame["predicted_p99_ms"],
+        mode="markers+lines",
+        name="predicted p99 (profile before the run)",
+        error_y=_error_bars(frame.rename(columns={"predicted_p99_ms": "p99_ms"}), "p99_ms"),
+    )
+    figure.add_scatter(
+        x=labels, y=frame["measured_p99_ms"], mode="markers+lines", name="measured p99"
+    )
+    figure.update_xaxes(type="category", title="Verify run (rate)")
+    figure.update_yaxes(
+        title="p99 (ms)",
+        **log_axis([*frame["predicted_p99_ms"], *frame["measured_p99_ms"], *frame["p99_high_ms"]]),
+    )
+    figure.update_layout(title="Convergence: predicted vs measured p99 per Verify", height=320)
+    return _titled(figure)
 
 
 def predict(
@@ -402,13 +485,16 @@ def _band_bounds(band: Band | None, key: str) -> tuple[float | None, float | Non
     return getattr(band, f"{stem}_low{unit}"), getattr(band, f"{stem}_high{unit}")
 
 
-def profile_mismatch(profile: LatencyProfile, batches: VerifyBatches | None) -> str | None:
+def profile_mismatch(
+    profile: LatencyProfile, batches: VerifyBatches | None, *, slowdown: float | None = None
+) -> str | None:
     """Why measured and predicted may differ: the model ran more than RUNNER_DRIFT faster or
-    slower during the verify run than when it was profiled (None when it did not, or for a
-    verify job stored before batches were recorded)."""
-    if batches is None or not batches.runner:
+    slower during the verify run than the profile says (`slowdown`: as the Verify job measured
+    it against the profile it rested on; else from its batches against `profile`). None when
+    it did not, or for a verify job stored before batches were recorded."""
+    if slowdown is None and (batches is None or not batches.runner):
         return None
-    ratio = slowdown_of(batches.runner, profile)
+    ratio = slowdown if slowdown is not None else slowdown_of(batches.runner, profile)  # type: ignore[union-attr]
     if abs(ratio - 1) <= RUNNER_DRIFT:
         return None
     pace = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from optistudio.core.backends import LoadedModel
+from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
@@ -39,13 +40,31 @@ def measure_handoff(
     *,
     max_batch_size: int,
     batch_ms: float,
+    axes: StackAxes | None = None,
 ) -> float | None:
     """Mean hand-back time (ms) of `model` served at `max_batch_size` under a saturating
     closed loop of one-row `requests` (cycled); `batch_ms` is the profiled latency of a full
     batch, which stretches the run for slow models. None when no two batches ran back to back."""
+    gaps = measure_handoff_gaps(
+        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes
+    )
+    return float(np.mean(gaps)) if gaps else None
+
+
+def measure_handoff_gaps(
+    model: LoadedModel,
+    inputs: list[TensorSpec],
+    requests: list[dict[str, np.ndarray]],
+    *,
+    max_batch_size: int,
+    batch_ms: float,
+    axes: StackAxes | None = None,
+) -> list[float]:
+    """Every hand-back time (ms) of the closed loop `measure_handoff` averages, in order: their
+    spread is what one batch's hand-back may take. Empty when no two batches ran back to back."""
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)  # no timeout waits
     seconds = max(HANDOFF_SECONDS, MIN_HANDOFF_BATCHES * 1.5 * batch_ms / 1000)
-    with Pipeline([model.run], inputs, settings) as pipeline:
+    with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
         run = run_load(
             pipeline,
             requests,
@@ -54,5 +73,4 @@ def measure_handoff(
             requests=HANDOFF_BATCHES * max_batch_size,
             seconds=seconds,
         )
-    gaps = handoff_gaps_ms(run.batches)
-    return float(np.mean(gaps)) if gaps else None
+    return handoff_gaps_ms(run.batches)

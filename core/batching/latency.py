@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 QUANTILE_COUNT = 101
 """Percentiles kept per batch size: 0, 1, ..., 100."""
+HANDOFF_GAPS = 400
+"""Most hand-back times a profile keeps."""
+IDLE_FLOOR_MS = 0.05
+"""An idle gap this short (ms) changes nothing: the model ran back to back."""
 
 
 class Calibration(BaseModel):
@@ -65,6 +69,21 @@ class LatencyProfile(BaseModel):
         "handed back, callers woken, the next batch cut. The simulator adds it per batch. None "
         "in profiles made before it was measured.",
     )
+    handoff_gaps_ms: list[float] = Field(
+        default_factory=list,
+        description="The hand-back times (ms) `handoff_ms` is the mean of, one per batch, in the "
+        "order measured (at most HANDOFF_GAPS kept). The simulator draws each batch's hand-back "
+        "from them and its band resamples them. Empty in profiles made before they were kept.",
+    )
+    idle_extra_ms: list[tuple[float, float]] = Field(
+        default_factory=list,
+        description="(idle gap ms, extra ms): how much longer a batch-1 run took when the model "
+        "had been idle that long before it than right after another run (median of paired "
+        "runs), ascending by gap. Positive on a quiet machine (caches, clocks and threads gone "
+        "cold), negative where neighbours load the cores (a sleeper is scheduled first). The "
+        "simulator adds `idle_extra(gap)` to a batch that starts after a gap. Empty in profiles "
+        "made before it was measured.",
+    )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
     calibration: Calibration | None = Field(
@@ -89,6 +108,12 @@ class LatencyProfile(BaseModel):
             raise ValueError("runs may only hold measured batch sizes")
         if any(ms <= 0 for _, ms in self.runs):
             raise ValueError("run latencies must be positive")
+        if any(ms < 0 for ms in self.handoff_gaps_ms):
+            raise ValueError("hand-back times cannot be negative")
+        if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
+            raise ValueError("idle gaps must be distinct and ascending")
+        if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
+            raise ValueError(f"idle gaps must be longer than {IDLE_FLOOR_MS} ms")
         return self
 
     def latency_ms(self, batch_size: int) -> float:
@@ -100,6 +125,16 @@ class LatencyProfile(BaseModel):
             return float(np.interp(batch_size, sizes, means))
         slope = (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
         return means[-1] + max(slope, 0.0) * (batch_size - sizes[-1])
+
+    def idle_extra(self, gap_ms: float) -> float:
+        """Extra ms a batch takes after the model was idle `gap_ms`: 0 without a gap (or
+        without measurements), the measured extras interpolated on a log scale of the gap from
+        0 at IDLE_FLOOR_MS, the longest gap's beyond it."""
+        if not self.idle_extra_ms or gap_ms <= IDLE_FLOOR_MS:
+            return 0.0
+        gaps = np.log([IDLE_FLOOR_MS, *(gap for gap, _ in self.idle_extra_ms)])
+        extras = [0.0, *(extra for _, extra in self.idle_extra_ms)]
+        return float(np.interp(np.log(gap_ms), gaps, extras))
 
     def scaled(self, factor: float) -> LatencyProfile:
         """The same profile with the model `factor` times as slow (every latency scaled; the

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import require_batch_dim
-from optistudio.core.batching.handoff import measure_handoff
-from optistudio.core.batching.latency import QUANTILE_COUNT, LatencyProfile
+from optistudio.core.batching.applicability import StackAxes, stack_axes
+from optistudio.core.batching.handoff import measure_handoff_gaps
+from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
-from optistudio.core.data.inputs import read_input_arrays, requests_batch
+from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
@@ -39,6 +39,10 @@ MAX_RUNS = 5000
 PROGRESS_EVERY_S = 0.5
 HANDOFF_REQUESTS = 8
 """Distinct one-row requests cycled by the hand-back closed loop."""
+IDLE_GAPS_MS = (1.0, 20.0, 200.0)
+"""Idle gaps a run of the smallest size is timed after (`idle_extras`)."""
+IDLE_TRIALS = 6
+"""Paired runs per idle gap."""
 
 
 def default_batch_sizes(max_batch_size: int) -> list[int]:
@@ -62,19 +66,21 @@ def measure_profile(
     min_seconds: float = 0.3,
     progress: ProgressCallback | None = None,
     dims: dict[str, int] | None = None,
-    values: dict[str, float] | None = None,
+    values: dict[str, InputValue] | None = None,
     inputs_file: str | None = None,
+    batch_axes: dict[str, int | None] | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
     threads get `serving_threads`, as the Pipeline gives them). `shapes` and `inputs_file`
-    describe one request (see `optistudio.core.data.inputs.requests_batch`).
+    describe one request (see `optistudio.core.data.inputs.requests_batch`); `batch_axes`
+    moves an input's batch axis (a state [layers, batch, hidden]: 1).
 
-    Raises InvalidSpec when the model has no dynamic batch dim; `progress` may raise
+    Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
     info = inspect_model(model_path)
-    require_batch_dim(info)
+    axes = stack_axes(info, batch_axes)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     options = with_serving_threads(options or serving_options())
     request = {
@@ -82,6 +88,7 @@ def measure_profile(
         "dims": dims,
         "values": values,
         "arrays": read_input_arrays(inputs_file, info.inputs),
+        "batch_axes": batch_axes,
     }
     model = get_backend(backend).load(model_path, options)
     try:
@@ -92,8 +99,11 @@ def measure_profile(
         )  # fmt: skip
         rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
         if progress:
+            progress(0.9, f"batch 1 after idle gaps of {', '.join(map(str, IDLE_GAPS_MS))} ms")
+        idle = idle_extras(model, feeds[sizes[0]])
+        if progress:
             progress(0.95, f"hand-back time per batch under load at batch {sizes[-1]}")
-        handoff = _handoff(model, info.inputs, request, sizes[-1], float(np.mean(rows[-1])))
+        gaps = _handoff(model, info.inputs, request, sizes[-1], float(np.mean(rows[-1])), axes)
     finally:
         model.close()
     return LatencyProfile(
@@ -103,7 +113,9 @@ def measure_profile(
         p99_ms=[float(np.percentile(r, 99)) for r in rows],
         quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
         runs=runs,
-        handoff_ms=handoff,
+        handoff_ms=float(np.mean(gaps)) if gaps else None,
+        handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
+        idle_extra_ms=idle,
         backend=backend,
         environment=fingerprint(threads=options.threads),
     )
@@ -115,11 +127,41 @@ def _handoff(
     request: dict[str, Any],
     max_batch_size: int,
     batch_ms: float,
-) -> float | None:
+    axes: StackAxes,
+) -> list[float]:
     requests = [requests_batch(inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)]
-    return measure_handoff(
-        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms
+    return measure_handoff_gaps(
+        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes
     )
+
+
+def idle_extras(
+    model: LoadedModel,
+    feed: dict[str, np.ndarray],
+    *,
+    gaps_ms: tuple[float, ...] = IDLE_GAPS_MS,
+    trials: int = IDLE_TRIALS,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
+    """Per idle gap, the median over `trials` pairs of (a run after sleeping the gap) - (the
+    run just before the sleep, itself right after another run): how much an idle spell slows
+    (or, on a loaded machine, speeds) the next run. Pairs cancel the machine's slow drift;
+    the gaps are interleaved in a seeded order so a slow spell hits them alike. Profiles are
+    run back to back, so a served model that idles between requests runs as they never did:
+    on a 2-core shared machine a 0.2 ms CNN took 0.3 ms longer after 20 ms idle."""
+    order = [gap for gap in gaps_ms for _ in range(trials)]
+    np.random.default_rng(seed).shuffle(order)
+    extras: dict[float, list[float]] = {gap: [] for gap in gaps_ms}
+    model.run(feed)
+    for gap in order:
+        begin = time.perf_counter()
+        model.run(feed)
+        back_to_back = time.perf_counter() - begin
+        time.sleep(gap / 1000)
+        begin = time.perf_counter()
+        model.run(feed)
+        extras[gap].append((time.perf_counter() - begin - back_to_back) * 1000)
+    return [(gap, round(float(np.median(extras[gap])), 4)) for gap in gaps_ms]
 
 
 def interleaved_runs(

@@ -14,19 +14,25 @@ successive Verify runs converge instead of the latest one winning. The blend is 
 and every latency at b (mean, p50, p99, quantiles, runs) is multiplied by f_b, keeping the
 measured spread's shape. A measured size no batch came near takes the count-weighted mean of
 the others' f_b: a machine that runs slower at batch 1 and 2 runs slower at 8 too, and
-leaving 8 alone would bend the curve where the model does not. The hand-back mean replaces the
-profile's when the run had one (a batch waited); it was measured under the load being served.
+leaving 8 alone would bend the curve where the model does not. The hand-back mean (and the
+hand-back times the simulator draws from) replace the profile's when the run had them (a batch
+waited); they were measured under the load being served. From a run's batch records, each
+runner time first loses the idle extra the profile expects after its idle gap (the simulator
+adds it back), so a low-rate run, every batch after a gap, does not count it twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
-from optistudio.core.batching.latency import Calibration, LatencyProfile
+import numpy as np
+
+from optistudio.core.batching.latency import HANDOFF_GAPS, Calibration, LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord
-from optistudio.core.batching.trace import handoff_ms, runner_summary
+from optistudio.core.batching.simulate import IDLE_FLOOR
+from optistudio.core.batching.trace import handoff_gaps_ms, runner_summary
 from optistudio.core.errors import InvalidSpec
 
 RunnerSummary = Mapping[int, tuple[int, float]]
@@ -40,15 +46,21 @@ class BatchSummary(Protocol):
     handoff_ms: float | None
 
 
-Trace = LoadRun | Sequence[BatchRecord] | BatchSummary
+Trace: TypeAlias = LoadRun | Sequence[BatchRecord] | BatchSummary
 
 
 def recalibrate(
-    profile: LatencyProfile, trace: Trace, *, verify: str = "a Verify run"
+    profile: LatencyProfile,
+    trace: Trace,
+    *,
+    verify: str = "a Verify run",
+    timeout_ms: float = 0.0,
 ) -> LatencyProfile:
     """The profile refitted from a Verify run's batches (module docstring), marked calibrated
-    by `verify` (a name for the run: 'Verify #12'). Raises InvalidSpec when no batch ran."""
-    runner, handoff = _evidence(trace)
+    by `verify` (a name for the run: 'Verify #12'); `timeout_ms` is the run's batching timeout,
+    so a gap that held a wait for batch mates is not read as hand-back. Raises InvalidSpec when
+    no batch ran."""
+    runner, handoff, gaps = _evidence(profile, trace, timeout_ms / 1000)
     if not runner:
         raise InvalidSpec(
             "This Verify run recorded no batch, so there is nothing to recalibrate from.",
@@ -72,19 +84,50 @@ def recalibrate(
         weights={b: weights[b] + seen.get(b, (0, 1.0))[0] for b in profile.batch_sizes},
         previous=[*previous.previous, previous.verify] if previous else [],
     )
-    update = {"calibration": calibration, "handoff_ms": calibration.handoff_after_ms}
+    update: dict[str, object] = {
+        "calibration": calibration,
+        "handoff_ms": calibration.handoff_after_ms,
+    }
+    if handoff and len(gaps) > 1:
+        update["handoff_gaps_ms"] = [round(ms, 4) for ms in gaps[:HANDOFF_GAPS]]
     return refitted.model_copy(update=update)
 
 
-def _evidence(trace: Trace) -> tuple[RunnerSummary, float | None]:
-    """Runner summary and hand-back mean (None or 0: the run had none) of any kind of trace."""
+def _evidence(
+    profile: LatencyProfile, trace: Trace, timeout_s: float
+) -> tuple[RunnerSummary, float | None, list[float]]:
+    """Runner summary, hand-back mean (None or 0: the run had none) and hand-back times of any
+    kind of trace. A batch record's runner time loses the extra the profile expects after its
+    idle gap (`LatencyProfile.idle_extra`), which the simulator adds back: left in, a run at a
+    low rate, every batch after a gap, would fold the idle extra into the speed and count it
+    twice. A stored summary has no gaps and is taken as it is."""
     if isinstance(trace, LoadRun):
         trace = trace.batches
     if isinstance(trace, Sequence):
-        return runner_summary(trace), handoff_ms(trace) or None
-    return {
-        int(rows): (int(n), float(ms)) for rows, (n, ms) in trace.runner.items()
-    }, trace.handoff_ms
+        gaps = handoff_gaps_ms(trace, timeout_s=timeout_s)
+        mean = float(np.mean(gaps)) if gaps else None
+        return _runner_without_idle(profile, trace), mean, gaps
+    return (
+        {int(rows): (int(n), float(ms)) for rows, (n, ms) in trace.runner.items()},
+        trace.handoff_ms,
+        [],
+    )
+
+
+def _runner_without_idle(profile: LatencyProfile, batches: Sequence[BatchRecord]) -> RunnerSummary:
+    """`runner_summary` of the batches with each one's expected idle extra taken off."""
+    if not profile.idle_extra_ms:
+        return runner_summary(batches)
+    ended: dict[int, float] = {}
+    times: dict[int, list[float]] = {}
+    for batch in batches:
+        spent = (batch.run_end - batch.run_start) * 1000
+        if batch.instance in ended:
+            extra = profile.idle_extra((batch.run_start - ended[batch.instance]) * 1000)
+            spent = max(spent - extra, IDLE_FLOOR * spent)
+        ended[batch.instance] = batch.run_end
+        times.setdefault(batch.rows, []).append(spent)
+    return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}
 
 
 def _weights(profile: LatencyProfile) -> dict[int, int]:

@@ -6,7 +6,12 @@ alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
 `settings.cut_size(queued)` requests. A batch of b rows occupies its instance for
 `profile.latency_ms(b)` of work (+ `overhead_ms` per batch, the runtime's own cost, not scaled;
-by default the profile's measured hand-back time under load, `profile.handoff_ms`):
+by default the profile's measured hand-back time under load, `profile.handoff_ms`, and with
+service="measured" and the profile's hand-back times, `handoff_gaps_ms`, each batch's drawn from
+those, scaled to average `handoff_ms`: a rare slow hand-back reaches the tail as it does when
+served), plus the idle extra `profile.idle_extra(gap)` when the instance sat idle `gap` ms
+before the batch (a profile of back-to-back runs never sees it; a served model at a low rate
+starts nearly every batch after one; never taking a batch below IDLE_FLOOR of its time):
   - service="mean": that time, fixed;
   - service="measured" with the profile's run sequence (`profile.runs`, sizes interleaved): the
     machine's speed over time is replayed from it, starting at a seeded offset and wrapping.
@@ -30,10 +35,14 @@ as the Verify (rate x seconds requests, at most BAND_REQUESTS / R) with its own 
 speed-trace offset, on the profile block-bootstrapped: its run sequence cut into blocks of
 BLOCK_RUNS consecutive runs (so slow spells stay whole), as many blocks drawn with replacement
 as fill the sequence again, and the mean per batch size recomputed from the draw. The band is
-the central `level` share (default 5 %-95 %) of the draws' p50, p99 and throughput: the model's
-own spread at each size and the finite run, not yet the hand-back's spread (a profile keeps
-only its mean). A draw capped below the Verify's length has a looser p99, so the band is then
-wider than the Verify's own spread, never narrower.
+the central `level` share (default 5 %-95 %) of the draws' p50, p99 and throughput. It holds:
+the model's own spread at each size (the resampled runs), the hand-back's spread (each draw's
+hand-back times resampled with replacement, their mean with them, and each batch's hand-back
+drawn from them), and the finite run length (each draw as many Poisson arrivals as the Verify
+sends, with its own seed). A draw capped below the Verify's length has a looser p99, so the
+band is then wider than the Verify's own spread, never narrower. What it does not hold: a
+machine whose speed changes between profile and Verify (recalibration's part), and a load
+generator that falls behind its schedule (predict at the realised rate for that).
 """
 
 from __future__ import annotations
@@ -62,6 +71,9 @@ BLOCK_RUNS = 16
 """Consecutive profile runs kept together when the profile is resampled."""
 VERIFY_SECONDS = 10.0
 """The run length a band stands for when none is given: a Verify job's default."""
+IDLE_FLOOR = 0.2
+"""Least share of its time a batch keeps when an idle spell speeds it up (a measured negative
+extra larger than a fast batch's time)."""
 _ARRIVE, _DONE, _TIMEOUT = 0, 1, 2
 
 
@@ -94,9 +106,12 @@ def simulate(
         times = None
     if process == "closed" and clients < 1:
         raise InvalidSpec("A closed loop needs at least one client.")
+    from_caller = overhead_ms is not None
     if overhead_ms is None:
         overhead_ms = profile.handoff_ms or 0.0
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
+    if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
+        sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
     elif service == "measured" and profile.quantiles_ms:
@@ -130,17 +145,26 @@ def simulate_band(
     level: float = 0.9,
     seed: int = 0,
     overhead_ms: float | None = None,
+    arrivals: Sequence[float] | None = None,
 ) -> Band:
     """The range of p50, p99 and throughput over `draws` simulated runs as long as a Verify of
-    `seconds` (closed loop: the request cap), each on a resampled profile (module docstring)."""
+    `seconds` (closed loop: the request cap), each on a resampled profile (module docstring).
+    With `arrivals` (seconds, ascending: a run's own send times) every draw replays them, so the
+    band holds what the profile does not know about the service, not the arrivals' luck; past
+    `max_requests` / `draws` of them each draw replays a window of that many consecutive ones
+    from a seeded start (a shorter run: a looser band, never a narrower one)."""
     if draws < 2 or not 0 < level < 1:
         raise InvalidSpec(f"A band needs at least two draws and a level in (0, 1), got {level}.")
     per_draw = max(BAND_MIN_REQUESTS, max_requests // draws)
     if rate and seconds and process != "closed":
         per_draw = max(BAND_MIN_REQUESTS, min(per_draw, int(rate * seconds)))
+    if arrivals is not None:
+        per_draw = min(len(arrivals), max(BAND_MIN_REQUESTS, max_requests // draws))
     figures = np.array(
         [
-            _band_draw(profile, settings, rate, process, clients, per_draw, seed, i, overhead_ms)
+            _band_draw(
+                profile, settings, rate, process, clients, per_draw, seed, i, overhead_ms, arrivals
+            )
             for i in range(draws)
         ]
     )
@@ -169,13 +193,18 @@ def _band_draw(
     seed: int,
     draw: int,
     overhead_ms: float | None,
+    arrivals: Sequence[float] | None = None,
 ) -> tuple[float, float, float]:
     """p50, p99 and throughput of one draw: its own resampled profile and seeds."""
     rng = np.random.default_rng([seed, draw])
     drawn = resampled(profile, rng)
+    if arrivals is not None and len(arrivals) > requests:
+        start = int(rng.integers(0, len(arrivals) - requests + 1))
+        window = np.asarray(arrivals[start : start + requests], dtype=np.float64)
+        arrivals = window - window[0]
     result = simulate(
         drawn, settings, rate=rate, process=process, clients=clients, requests=requests,
-        seed=int(rng.integers(2**31)), overhead_ms=overhead_ms,
+        seed=int(rng.integers(2**31)), overhead_ms=overhead_ms, arrivals=arrivals,
     )  # fmt: skip
     return result.p50_ms, result.p99_ms, result.throughput
 
@@ -183,7 +212,9 @@ def _band_draw(
 def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfile:
     """The profile with its run sequence block-bootstrapped (blocks of BLOCK_RUNS consecutive
     runs drawn with replacement) and its means, p50/p99 and quantiles recomputed from the draw;
-    a batch size the draw missed keeps its figures. A profile without runs is returned as is."""
+    a batch size the draw missed keeps its figures. Its hand-back times are drawn with
+    replacement too, and `handoff_ms` moves with their mean. A profile without runs is
+    returned as is."""
     runs = profile.runs
     if not runs:
         return profile
@@ -207,6 +238,11 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
                 float(np.percentile(r, percent)) if r else getattr(profile, name)[i]
                 for r, i in rows
             ]
+    gaps = profile.handoff_gaps_ms
+    if len(gaps) > 1 and profile.handoff_ms:
+        drawn_gaps = rng.choice(np.asarray(gaps), len(gaps))
+        update["handoff_gaps_ms"] = drawn_gaps.tolist()
+        update["handoff_ms"] = profile.handoff_ms * float(drawn_gaps.mean() / np.mean(gaps))
     if quantile_points is not None:
         update["quantiles_ms"] = [
             np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
@@ -279,10 +315,12 @@ class _Simulation:
             b: profile.latency_ms(b) / 1000.0 for b in range(1, settings.max_batch_size + 1)
         }
         self.service = {b: work + overhead for b, work in self.work.items()}
+        self.idle_extra = profile.idle_extra if profile.idle_extra_ms else None
         self.speed: _SpeedTrace | None = None
         count = settings.instances
         self.queues: list[deque[int]] = [deque() for _ in range(count)]
         self.busy = [0] * count
+        self.free_since: list[float | None] = [None] * count
         self.events: list[tuple[float, int, int, int]] = []
         self.sent: list[float] = []
         self.started: list[float] = []
@@ -304,11 +342,31 @@ class _Simulation:
         self._rng, self._draws = rng, iter(())
         self._curves, self._overhead = curves, overhead
 
+    def draw_handoffs(
+        self, gaps_ms: Sequence[float], mean_ms: float, rng: np.random.Generator
+    ) -> None:
+        """Each batch's hand-back drawn from the measured ones, scaled to average `mean_ms`."""
+        gaps = np.asarray(gaps_ms, dtype=np.float64)
+        total = gaps.mean()
+        self._handoffs = gaps * (mean_ms / total / 1000.0) if total > 0 else None
+        self._handoff_rng, self._handoff_draws = rng, iter(())
+
+    def handoff(self) -> float:
+        """One batch's hand-back time (s): drawn when measured ones were given, else the mean."""
+        handoffs = getattr(self, "_handoffs", None)
+        if handoffs is None:
+            return self.overhead
+        drawn: float | None = next(self._handoff_draws, None)
+        if drawn is None:
+            self._handoff_draws = iter(self._handoff_rng.choice(handoffs, 4096).tolist())
+            drawn = next(self._handoff_draws)
+        return drawn
+
     def service_time(self, size: int, now: float) -> float:
         if self.replayed:
             return self.replayed.popleft()
         if self.speed is not None:
-            return self.speed.duration(now, self.work[size]) + self.overhead
+            return self.speed.duration(now, self.work[size]) + self.handoff()
         if not hasattr(self, "_curves"):
             return self.service[size]
         curve = self._curves[size]
@@ -318,7 +376,8 @@ class _Simulation:
             u = next(self._draws)
         low = int(u)
         high = min(low + 1, len(curve) - 1)
-        return float(curve[low] + (curve[high] - curve[low]) * (u - low)) + self._overhead[size]
+        drawn = float(curve[low] + (curve[high] - curve[low]) * (u - low))
+        return drawn + self.handoff()
 
     def push(self, time: float, kind: int, payload: int) -> None:
         self._seq += 1
@@ -367,7 +426,12 @@ class _Simulation:
             self.push(due, _TIMEOUT, instance)
             return
         size = settings.cut_size(len(queue))
-        done = now + self.service_time(size, now)
+        service = self.service_time(size, now)
+        idle_since = self.free_since[instance]
+        if self.idle_extra is not None and idle_since is not None:
+            extra = self.idle_extra((now - idle_since) * 1000) / 1000
+            service = max(service + extra, IDLE_FLOOR * service)
+        done = now + service
         self.batches.append(BatchRecord(instance, size, size, self.sent[queue[0]], now, now, done))
         for _ in range(size):
             request = queue.popleft()
@@ -380,6 +444,7 @@ class _Simulation:
     def complete(self, now: float, instance: int) -> None:
         size = self.busy[instance]
         self.busy[instance] = 0
+        self.free_since[instance] = now
         if not self.arrivals:
             for _ in range(size):
                 if len(self.sent) < self.limit:

@@ -8,7 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.data.inputs import InputsFile, InputShapes, InputValues, NamedDims
+from optistudio.core.data.inputs import (
+    BatchAxesField,
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+)
 
 
 def _spin_wait_field() -> Any:
@@ -42,6 +48,7 @@ class BatchingProfileSpec(BaseModel):
     inputs_file: InputsFile = Field(
         default=None, description="An .npz of one request's arrays by input name, used as given."
     )
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 class BatchingVerifySpec(BaseModel):
@@ -70,6 +77,13 @@ class BatchingVerifySpec(BaseModel):
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = Field(
         default=None, description="An .npz of one request's arrays by input name, used as given."
+    )
+    batch_axes: BatchAxesField = Field(default_factory=dict)
+    profile_job: int | None = Field(
+        default=None,
+        ge=1,
+        description="The profile job whose prediction this run checks and refits (empty: the "
+        "model's newest).",
     )
 
     @model_validator(mode="after")

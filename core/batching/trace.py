@@ -129,11 +129,12 @@ def handoff_ms(batches: Sequence[BatchRecord]) -> float:
     return float(np.mean(gaps)) if gaps else 0.0
 
 
-def handoff_gaps_ms(batches: Sequence[BatchRecord]) -> list[float]:
+def handoff_gaps_ms(batches: Sequence[BatchRecord], *, timeout_s: float = 0.0) -> list[float]:
     """Time from the end of a run to the cut of the instance's next batch, for each batch whose
-    oldest request was already waiting then."""
+    oldest request was already waiting then, and (with the policy's `timeout_s`) already due:
+    otherwise the gap holds the policy's wait for batch mates, not the runtime's cost."""
     return [
         (after.cut - before.run_end) * 1000
         for before, after in zip(batches, batches[1:], strict=False)
-        if after.oldest < before.run_end and after.instance == before.instance
+        if after.oldest + timeout_s < before.run_end and after.instance == before.instance
     ]

@@ -17,7 +17,7 @@ from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import Process
-from optistudio.core.data.inputs import read_input_arrays, requests_batch
+from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
 from optistudio.core.model.intake import inspect_model
 
 DISTINCT_REQUESTS = 8
@@ -29,15 +29,23 @@ def request_feeds(
     count: int = DISTINCT_REQUESTS,
     *,
     dims: dict[str, int] | None = None,
-    values: dict[str, float] | None = None,
+    values: dict[str, InputValue] | None = None,
     inputs_file: str | None = None,
+    batch_axes: dict[str, int | None] | None = None,
 ) -> list[dict[str, np.ndarray]]:
-    """`count` distinct one-row requests for the model (dim 0 of each shape is the row)."""
+    """`count` distinct one-row requests for the model (one row on each input's batch axis)."""
     info = inspect_model(model_path)
     arrays = read_input_arrays(inputs_file, info.inputs)
     return [
         requests_batch(
-            info.inputs, 1, shapes=shapes, dims=dims, values=values, arrays=arrays, seed=seed
+            info.inputs,
+            1,
+            shapes=shapes,
+            dims=dims,
+            values=values,
+            arrays=arrays,
+            seed=seed,
+            batch_axes=batch_axes,
         )
         for seed in range(count)
     ]
@@ -57,12 +65,23 @@ def measure_load(
     shapes: dict[str, list[int]] | None = None,
     seed: int = 0,
     dims: dict[str, int] | None = None,
-    values: dict[str, float] | None = None,
+    values: dict[str, InputValue] | None = None,
     inputs_file: str | None = None,
+    batch_axes: dict[str, int | None] | None = None,
 ) -> LoadRun:
     """Serve the model with `settings` under the given arrivals and measure what happens."""
-    feeds = request_feeds(model_path, shapes, dims=dims, values=values, inputs_file=inputs_file)
-    with Pipeline.load(model_path, settings, backend=backend, options=options) as pipeline:
+    feeds = request_feeds(
+        model_path,
+        shapes,
+        dims=dims,
+        values=values,
+        inputs_file=inputs_file,
+        batch_axes=batch_axes,
+    )
+    loaded = Pipeline.load(
+        model_path, settings, backend=backend, options=options, batch_axes=batch_axes
+    )
+    with loaded as pipeline:
         _warm_up(pipeline, feeds)
         return run_load(
             pipeline,

@@ -262,7 +262,9 @@ def _recalibrated(
 
     rate = args.rate if args.process != "closed" else None
     offered = f"{args.rate:g} req/s" if rate else f"{args.clients} clients"
-    calibrated = recalibrate(profile, run, verify=f"the verify run at {offered}")
+    calibrated = recalibrate(
+        profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms
+    )
     args.recalibrate.write_text(calibrated.model_dump_json(indent=2))
     measured = run.result.p99_ms
     before = _predict(args, settings, profile, rate).p99_ms

@@ -21,6 +21,7 @@ from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
+from optistudio.services.input_profiles import load_profile
 from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY, JOB_KINDS
 from optistudio.services.jobresults import BatchingProfileJobResult, BatchingVerifyJobResult
 from optistudio.studio import batching_services as batching
@@ -50,10 +51,14 @@ def render() -> None:
         return
     model_id = pick_model(choices)
     name, info = batching.model_info(state.session_factory(), model_id=model_id)
-    problem = batching.batching_problem(info)
+    axes = load_profile(state.session_factory(), model_id).moved_axes(info.inputs)
+    problem = batching.batching_problem(info, axes)
     if problem:
         st.warning(f"Dynamic batching does not apply to this model: {problem}")
-        st.caption("Export it with a dynamic first (batch) dimension to batch requests.")
+        st.caption(
+            "Set each input's batch axis in the input profile on the Models page, or export "
+            "the model with a dynamic batch dimension, to batch requests."
+        )
         return
     profile_form(model_id)
     found = show_profile_job(model_id)
@@ -71,8 +76,9 @@ def render() -> None:
     show_prediction(profile, settings, rate)
     tabs = st.tabs(["Verify", "Find best settings", "Export"])
     with tabs[0]:
-        verify_form(model_id, settings, rate, served)
-        show_verification(verify_jobs, profile_job, measured)
+        verify_form(model_id, settings, rate, served, profile_job)
+        show_verification(verify_jobs, measured)
+        show_convergence(verify_jobs, profile_job)
     with tabs[1]:
         best_settings(profile, rate)
     with tabs[2]:
@@ -323,7 +329,11 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
 
 
 def verify_form(
-    model_id: int, settings: BatchingSettings, rate: float, served: BatchingProfileSpec
+    model_id: int,
+    settings: BatchingSettings,
+    rate: float,
+    served: BatchingProfileSpec,
+    profile_job: int,
 ) -> None:
     threads = (
         f"{served.threads} threads"
@@ -332,7 +342,8 @@ def verify_form(
     )
     st.caption(
         "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
-        "and measures every request; the result is plotted beside the prediction. It serves as "
+        "and measures every request; the result is plotted beside the prediction, and the "
+        "profile is refitted from the run's own batches for the next prediction. It serves as "
         f"the profile was made: {served.backend} on {served.device}, {threads} per instance, "
         f"and sends the requests the profile timed: {batching.request_line(served)}."
     )
@@ -344,18 +355,19 @@ def verify_form(
         return
 
     def spec() -> BatchingVerifySpec:
-        return batching.verify_spec(served, settings, rate=rate, seconds=seconds)
+        return batching.verify_spec(
+            served, settings, rate=rate, seconds=seconds, profile_job=profile_job
+        )
 
     job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
     if job_id is not None:
         st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
 
 
-def show_verification(
-    jobs: list[dict[str, Any]], profile_job: int, measured: LatencyProfile
-) -> None:
-    """The newest Verify job beside the prediction it was made to check: the profile as
-    recalibrated by the Verify runs before it, not by itself."""
+def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
+    """The newest Verify job beside the prediction it made before it ran (stored with it: the
+    profile as recalibrated by the Verify runs before it, not by itself). A run stored before
+    Verify predicted is judged against the profile as measured."""
     if not jobs:
         st.info("No verification yet: press **Verify** to measure these settings for real.")
         return
@@ -368,22 +380,32 @@ def show_verification(
         return
     spec = BATCHING_VERIFY.parse_spec(batching.job_spec(state.session_factory(), job_id=job["job"]))
     result: BatchingVerifyJobResult = job["result"]
-    profile, rests_on = batching.profile_in_use(profile_job, measured, jobs, before=job["job"])
-    profile_json, settings_json = profile.model_dump_json(), spec.settings.model_dump_json()
-    predicted = LoadResult.model_validate(_predict(profile_json, settings_json, spec.rate or 1))
-    band = Band.model_validate(_band(profile_json, settings_json, spec.rate or 1, spec.seconds))
-    realised = result.measured.realised_rate
-    at_realised = (
-        LoadResult.model_validate(_predict(profile_json, settings_json, realised))
-        if realised
-        else None
-    )
+    stored = result.prediction
+    before_run = ""
+    if stored is not None:
+        predicted, band, at_realised = stored.predicted, stored.band, stored.at_realised
+        rests_on, slowdown = stored.rests_on, stored.slowdown
+        if stored.on_arrivals is not None and stored.arrivals_band is not None:
+            before_run = batching.before_run_line(stored.predicted, stored.band)
+            predicted, band = stored.on_arrivals, stored.arrivals_band
+            rests_on += " on this run's own send times (the arrivals' luck taken out)"
+    else:
+        profile_json, settings_json = measured.model_dump_json(), spec.settings.model_dump_json()
+        predicted = LoadResult.model_validate(_predict(profile_json, settings_json, spec.rate or 1))
+        band = Band.model_validate(_band(profile_json, settings_json, spec.rate or 1, spec.seconds))
+        realised = result.measured.realised_rate
+        at_realised = (
+            LoadResult.model_validate(_predict(profile_json, settings_json, realised))
+            if realised
+            else None
+        )
+        rests_on, slowdown = "the profile as measured (this run predates refits)", None
     frame = batching.comparison_frame(predicted, result.measured, band, at_realised)
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
-    st.caption(f"Judged against the prediction made before this run: {rests_on}")
+    st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
     verdict, inside = batching.band_verdict(predicted, band, result.measured)
     (st.success if inside else st.warning)(verdict)
     arrivals = batching.rate_line(result.measured)
@@ -396,7 +418,7 @@ def show_verification(
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
-    mismatch = batching.profile_mismatch(profile, result.batches)
+    mismatch = batching.profile_mismatch(measured, result.batches, slowdown=slowdown)
     if mismatch:
         st.warning(mismatch)
     tail = batching.tail_note(result.measured, result.p99_halves_ms)
@@ -412,6 +434,20 @@ def show_verification(
         hide_index=True,
         width="stretch",
         column_config={"error": st.column_config.NumberColumn(format="percent")},
+    )
+
+
+def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
+    """Predicted (before each run) against measured p99 over the Verify runs of this profile."""
+    frame = batching.convergence_frame(profile_job, jobs)
+    if frame.empty:
+        return
+    st.plotly_chart(batching.convergence_figure(frame), width="stretch", key="convergence")
+    inside = int(frame["inside"].sum())
+    st.caption(
+        f"{inside} of {len(frame)} Verify runs measured a p99 inside the band predicted before "
+        "they ran; each run then refits the profile, so at a few rates the predicted p99 should "
+        "close on the measured one."
     )
 
 

@@ -33,6 +33,8 @@ def test_profile_then_a_slider_changes_the_prediction(
     expect(page.get_by_text(handback)).to_be_visible()
     band = re.compile(r"p99 [\d.]+ ms \(band [\d.]+-[\d.]+\)")  # the prediction as a band
     expect(page.get_by_text(band)).to_be_visible()
+    measured = re.compile(r"Predictions rest on the profile from job #\d+, as measured")
+    expect(page.get_by_text(measured)).to_be_visible()
     before = {label: metric(page, label) for label in ("Mean batch size", "p99 latency (ms)")}
     shot(page, "batching-before")
 
@@ -63,6 +65,9 @@ def test_profile_then_a_slider_changes_the_prediction(
     verdict = re.compile(r"Measured p99 [\d.]+ ms lies (inside|above|below) the predicted band")
     expect(page.get_by_text(verdict)).to_be_visible()
     expect(page.get_by_text(re.compile(r"Arrivals realised: [\d.]+ req/s of the"))).to_be_visible()
+    refitted = re.compile(r"Predictions rest on the profile from job #\d+, recalibrated by Verify")
+    expect(page.get_by_text(refitted)).to_be_visible()  # the Verify job stored the refit
+    expect(page.get_by_text("Convergence: predicted vs measured p99")).to_be_visible()
     shot(page, "batching-verify")
 
     page.get_by_role("tab", name="Find best settings").click()

@@ -299,14 +299,20 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     """The changes on the way back: an untimed variant's verdict was "" and is now None; a
     variant has a status (failed when it had an error), and its error text is the message of
     an error with the code "failed"."""
-    if kind is JobKind.batching_verify:  # the realised arrival rate came later
-        return {"measured": STORED[kind]["measured"] | {"realised_rate": None}}
-    if kind is JobKind.batching_profile:  # a profile recalibrated by Verify runs came later
-        return {"profile": STORED[kind]["profile"] | {"calibration": None}}
+    if kind is JobKind.batching_verify:  # the realised rate, then the stored refit came later
+        return {"measured": STORED[kind]["measured"] | {"realised_rate": None}, "prediction": None}
+    if kind is JobKind.batching_profile:  # recalibration, hand-back times, idle extras came later
+        later = {"calibration": None, "handoff_gaps_ms": [], "idle_extra_ms": []}
+        return {"profile": STORED[kind]["profile"] | later}
+    if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
+        return {"threads": None} | {
+            run: _video_run_now(STORED[kind][run]) for run in ("batched", "per_frame")
+        }
     if kind is not JobKind.optimize:
         return {}
     spec = STORED[kind]["spec"]
-    inputs = {"values": {}, "inputs_file": None}  # the input fields came later, empty by default
+    # the input fields (and the batch axes) came later, empty by default
+    inputs = {"values": {}, "inputs_file": None, "batch_axes": {}}
     task = {"task": None, "budgets": {}, "speed_only": False}  # task budgets came later
     return {
         "spec": spec
@@ -318,6 +324,11 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         "task_reason": "",
         "task_budget": {},
     }
+
+
+def _video_run_now(stored: dict[str, Any]) -> dict[str, Any]:
+    later = {"decoding": "software", "detector": None, "p50_ms": None, "p99_ms": None}
+    return stored | later | {"streams": [s | {"boxes_per_frame": None} for s in stored["streams"]]}
 
 
 def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:

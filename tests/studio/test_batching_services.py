@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.recalibrate import recalibrate
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import simulate, simulate_speed_moves
+from optistudio.core.batching.simulate import simulate, simulate_band, simulate_speed_moves
 from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.batching.tuner import recommend
 from optistudio.core.model.intake import inspect_model
-from optistudio.services.jobresults import VerifyBatches
+from optistudio.services.jobresults import VerifyBatches, VerifyPrediction
 from optistudio.studio import batching_services as batching
 
 PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
@@ -366,32 +367,80 @@ def test_the_rate_sweep_shows_error_bars() -> None:
     assert max(p99.error_y.array) > 0
 
 
-def verify_row(job: int, runner: dict | None, status: str = "succeeded") -> dict:
-    """A Verify job as `recent_jobs` gives it: its stored batches (None: stored before)."""
-    batches = None if runner is None else VerifyBatches(runner=runner, handoff_ms=None)
-    return {"job": job, "status": status, "result": SimpleNamespace(batches=batches)}
+def verify_row(
+    job: int, p99_ms: float, prediction: VerifyPrediction | None, status: str = "succeeded"
+) -> dict:
+    """A Verify job as `recent_jobs` gives it: its measured p99 and what it stored of its
+    prediction and refit (None: stored before Verify recalibrated)."""
+    measured = simulate(PROFILE, SETTINGS, rate=20, requests=500).model_copy(
+        update={"p99_ms": p99_ms}
+    )
+    result = SimpleNamespace(measured=measured, prediction=prediction)
+    return {"job": job, "status": status, "result": result}
 
 
-def test_the_page_predicts_from_the_profile_recalibrated_by_later_verify_runs() -> None:
-    slower = {1: (400, 2.0 * 1.2), 2: (300, 2.5 * 1.2)}  # the model ran 20 % slower
+SETTINGS = BatchingSettings(max_batch_size=8, timeout_ms=0)
+
+
+def refit(
+    job: int, profile: LatencyProfile, slower: float, profile_job: int = 5
+) -> VerifyPrediction:
+    """What Verify job `job` stores: its prediction from `profile` and `profile` refitted from
+    batches `slower` times as slow as it says."""
+    runner = {1: (400, profile.latency_ms(1) * slower), 2: (300, profile.latency_ms(2) * slower)}
+    calibrated = recalibrate(profile, VerifyBatches(runner=runner), verify=f"Verify #{job}")
+    predicted = simulate(profile, SETTINGS, rate=20, requests=2000)
+    return VerifyPrediction(
+        profile_job=profile_job,
+        rests_on="the profile from job #5, as measured",
+        predicted=predicted,
+        band=simulate_band(profile, SETTINGS, rate=20, seconds=5, draws=4),
+        slowdown=slower,
+        calibrated=calibrated,
+        recalibrated=simulate(calibrated, SETTINGS, rate=20, requests=2000),
+    )
+
+
+def test_the_page_predicts_from_the_newest_profile_a_verify_job_stored() -> None:
+    first = refit(7, PROFILE, 1.2)
+    second = refit(9, first.calibrated, 1.0)  # ran as the first refit said
     jobs = [
-        verify_row(9, slower),
-        verify_row(8, None),  # stored before batches were kept
-        verify_row(7, {1: (400, 2.0 * 2)}, status="failed"),
-        verify_row(3, {1: (400, 2.0 * 3)}),  # verified an older profile
+        verify_row(10, 9.0, refit(10, PROFILE, 3.0), status="failed"),
+        verify_row(9, 9.0, second),
+        verify_row(8, 9.0, None),  # stored before Verify recalibrated
+        verify_row(7, 8.0, first),
+        verify_row(3, 9.0, refit(3, PROFILE, 3.0, profile_job=2)),  # an older profile's
     ]
-    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
 
     profile, line = batching.profile_in_use(5, PROFILE, jobs)
-    before = batching.predict(PROFILE, settings, rate=20).p50_ms
-    after = batching.predict(profile, settings, rate=20).p50_ms
+    before = batching.predict(PROFILE, SETTINGS, rate=20).p50_ms
+    after = batching.predict(profile, SETTINGS, rate=20).p50_ms
 
-    assert profile.calibration is not None and profile.calibration.verify == "Verify #9"
-    assert profile.latency_ms(4) / PROFILE.latency_ms(4) == pytest.approx(1.2, abs=0.01)
-    assert after / before == pytest.approx(1.2, abs=0.03)
-    assert line.startswith("Predictions rest on the profile from job #5, recalibrated by Verify #9")
-    assert "p50 service time at batch 1 +20 %" in line
-    assert batching.profile_in_use(5, PROFILE, jobs, before=9) == (
+    assert profile == second.calibrated
+    assert profile.calibration is not None and profile.calibration.previous == ["Verify #7"]
+    assert after / before == pytest.approx(1.2, abs=0.04)
+    assert line.startswith(
+        "Predictions rest on the profile from job #5, recalibrated by Verify #9 (after Verify #7)"
+    )
+    assert "the service time moved at batch 1 +20 %" in line  # both refits together
+    assert "moved the predicted p99 from" in line and "(measured 9 ms)" in line
+    assert batching.profile_in_use(5, PROFILE, jobs[2:3]) == (
         PROFILE,
         "Predictions rest on the profile from job #5, as measured.",
     )
+
+
+def test_the_convergence_chart_has_a_point_per_verify_of_the_profile_in_order() -> None:
+    first = refit(7, PROFILE, 1.2)
+    jobs = [verify_row(9, 9.0, refit(9, first.calibrated, 1.0)), verify_row(7, 8.0, first)]
+
+    frame = batching.convergence_frame(5, jobs)
+    figure = batching.convergence_figure(frame)
+
+    assert list(frame["verify"]) == ["#7", "#9"]
+    assert list(frame["measured_p99_ms"]) == [8.0, 9.0]
+    assert (frame["p99_low_ms"] <= frame["p99_high_ms"]).all()
+    predicted, measured = figure.data
+    assert list(predicted.x) == ["#7 · 20/s", "#9 · 20/s"]
+    assert predicted.error_y.array is not None and list(measured.y) == [8.0, 9.0]
+    assert batching.convergence_frame(2, jobs).empty

@@ -78,3 +78,58 @@ def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> N
 
     assert job.status == JobStatus.failed
     assert "does not apply" in job.message and job.error_detail is None
+
+
+def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+    """Each Verify predicts its run from the profile in use, then stores that profile refitted
+    from its own batches; the next Verify rests on the refit, not on the bare profile."""
+    model_id = stored()
+    profiled = _run(
+        db_factory,
+        JobKind.batching_profile,
+        model_id,
+        BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump(),
+        profile_job,
+    )
+    settings = BatchingSettings(max_batch_size=4, timeout_ms=1)
+    first, second = (
+        _run(
+            db_factory,
+            JobKind.batching_verify,
+            model_id,
+            BatchingVerifySpec(settings=settings, rate=rate, seconds=0.5, seed=seed).model_dump(),
+            verify_job,
+        )
+        for rate, seed in ((100, 0), (300, 1))
+    )
+
+    assert first.status == second.status == JobStatus.succeeded, (first.message, second.message)
+    one = BATCHING_VERIFY.parse_result(first.result).prediction
+    two = BATCHING_VERIFY.parse_result(second.result).prediction
+    assert one is not None and two is not None
+    assert one.profile_job == two.profile_job == profiled.id
+    assert one.rests_on == f"the profile from job #{profiled.id}, as measured"
+    assert one.calibrated.calibration is not None
+    assert one.calibrated.calibration.verify == f"Verify #{first.id}"
+    assert f"recalibrated by Verify #{first.id}" in two.rests_on
+    assert two.calibrated.calibration is not None
+    assert two.calibrated.calibration.previous == [f"Verify #{first.id}"]
+    band = one.band
+    assert band.p99_low_ms <= band.p99_high_ms and band.seconds == 0.5
+    assert one.predicted.offered_rate == 100 and one.recalibrated is not None
+    assert one.on_arrivals is not None and one.arrivals_band is not None  # its own send times
+    assert (
+        one.arrivals_band.requests == BATCHING_VERIFY.parse_result(first.result).measured.completed
+    )
+    assert "profile recalibrated" in first.message
+
+
+def test_verify_without_a_profile_measures_and_predicts_nothing(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+    spec = BatchingVerifySpec(
+        settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=100, seconds=0.3
+    )
+
+    job = _run(db_factory, JobKind.batching_verify, stored(), spec.model_dump(), verify_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    assert BATCHING_VERIFY.parse_result(job.result).prediction is None

@@ -162,3 +162,28 @@ def test_a_sparser_sequence_reports_its_own_rate_not_the_offer() -> None:
 
     assert result.realised_rate == pytest.approx(80.0) and result.offered_rate == 100.0
     assert realised_rate([1.0]) is None and realised_rate([2.0, 2.0]) is None
+
+
+def test_a_band_on_given_arrivals_replays_them_in_every_draw() -> None:
+    profile = profiled(np.random.default_rng(3))
+    gaps = np.random.default_rng(5).exponential(1 / 50, 400)
+    sent = (np.cumsum(gaps) - gaps[0]).tolist()
+
+    band = simulate_band(profile, SETTINGS, rate=50, arrivals=sent)
+    again = simulate_band(profile, SETTINGS, rate=50, arrivals=sent)
+    point = simulate(profile, SETTINGS, rate=50, arrivals=sent)
+
+    assert band == again and band.requests == 400
+    assert band.p99_low_ms <= band.p99_high_ms
+    assert band.p99_low_ms * 0.9 <= point.p99_ms <= band.p99_high_ms * 1.1
+    assert band.throughput_low == pytest.approx(band.throughput_high, rel=0.02)  # same sends
+
+
+def test_a_long_runs_arrivals_are_banded_in_windows_of_the_request_cap() -> None:
+    profile = profiled(np.random.default_rng(4))
+    gaps = np.random.default_rng(6).exponential(1 / 50, 5000)
+    sent = (np.cumsum(gaps) - gaps[0]).tolist()
+
+    band = simulate_band(profile, SETTINGS, rate=50, arrivals=sent, max_requests=4000, draws=10)
+
+    assert band.requests == 400 and band.p99_low_ms < band.p99_high_ms
