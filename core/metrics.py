@@ -47,6 +47,14 @@ METRICS: dict[str, Metric] = {
         Metric("max_abs_error", "max abs error vs original", "", False),
         Metric("top1_agreement", "top-1 agreement with original", "", True),
         Metric("top1_drop", "top-1 accuracy drop", "", False),
+        # a video run (optistudio.core.video): frames of N streams batched across streams
+        Metric("streams", "video streams", "", None),
+        Metric("stream_fps", "fps per stream (mean)", "fps", True),
+        Metric("stream_fps_min", "fps of the slowest stream", "fps", True),
+        Metric("dropped", "frames dropped", "frames", False),
+        Metric("realtime_streams", "real-time streams held", "streams", True),
+        Metric("speedup_vs_per_frame", "speedup over per-frame inference", "x", True),
+        Metric("decode_cpu_share", "decode share of CPU", "", None),
     )
 }
 

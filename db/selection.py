@@ -33,6 +33,7 @@ def result_index(s: Session) -> list[dict[str, Any]]:
             Measurement.batch_size,
             Measurement.threads,
             Job.model_id,
+            Job.kind,
             Model.name.label("model_name"),
             Model.precision,
         )

@@ -140,6 +140,7 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
             f"#{r['job_id']} {r['model_name'] or 'deleted model'}{_precision(r['precision'])} · "
             f"{r['backend']} · "
+            f"{'video, max ' if r['kind'] == JobKind.video else ''}"
             f"batch {r['batch_size']} · {r['threads']} threads"
         )
         for r in rows

@@ -21,6 +21,7 @@ from optistudio.core.report.snapshot import (
     pareto_title,
     table_metrics,
     table_records,
+    video_note,
 )
 from optistudio.studio import state
 from optistudio.studio.compare_services import shared_snapshot
@@ -64,6 +65,9 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
         "Error is 1 − mean cosine of each variant against its own original (the original: 0); "
         "an original scores itself as exact on its variants' agreement metrics."
     )
+    note = video_note(snapshot)
+    if note:
+        st.caption(note)
     st.subheader(pareto_title(snapshot))
     st.plotly_chart(pareto_figure(snapshot), width="stretch")
     left, right = st.columns(2)

@@ -23,6 +23,7 @@ from optistudio.services.jobkinds import VideoJobSpec
 from optistudio.services.jobresults import VideoJobResult
 from optistudio.services.settings import Settings
 from optistudio.studio.charts import stream_bars
+from optistudio.studio.compare_services import result_key
 from optistudio.studio.services import SendTask, recent_jobs, submit_job
 
 CLIP_TYPES = sorted(suffix.lstrip(".") for suffix in VIDEO_SUFFIXES)
@@ -90,8 +91,17 @@ def video_jobs(
 
 
 def stream_rows(result: VideoJobResult) -> list[dict[str, Any]]:
-    """One row per stream of the batched run: fps, latency p50/p99 and drops."""
-    return [stream.model_dump(include=set(STREAM_COLUMNS)) for stream in result.batched.streams]
+    """One row per stream of the batched run: fps, latency p50/p99 and drops (and, on a
+    detector, the boxes NMS kept per frame of that stream)."""
+    columns = set(STREAM_COLUMNS)
+    if result.batched.detector is not None:
+        columns.add("boxes_per_frame")
+    return [stream.model_dump(include=columns) for stream in result.batched.streams]
+
+
+def compare_key(job_id: int, result: VideoJobResult) -> str:
+    """The run's key among the Compare page's stored results (`job.backend.batch.threads`)."""
+    return result_key(job_id, result.backend, result.batched.max_batch_size, result.threads or 0)
 
 
 def streams_figure(result: VideoJobResult) -> go.Figure:
@@ -141,7 +151,7 @@ def run_facts(result: VideoJobResult) -> dict[str, str]:
     run = result.batched
     cpu = run.cpu
     return {
-        "decoder": run.decoder,
+        "decoder": f"{run.decoder} ({run.decoding})",
         "pacing": f"{run.pacing}, {run.drop_policy.replace('_', ' ')}",
         "batching": f"max batch {run.max_batch_size}, timeout {run.timeout_ms:g} ms",
         "total": f"{run.frames} frames in {run.seconds:.1f} s, {run.dropped} dropped",

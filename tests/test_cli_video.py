@@ -38,6 +38,9 @@ def test_video_json_has_each_stream_totals_decoder_and_speedup(files, capsys) ->
     assert {"fps", "p50_ms", "p99_ms", "dropped"} <= set(payload["streams"][0])
     assert len({s["offset_s"] for s in payload["streams"]}) == 3  # each from its own offset
     assert payload["decoder"] == "h264" and payload["pacing"] == "realtime"
+    assert payload["decoding"] == "software" and payload["detector"] is None
+    assert "boxes_per_frame" not in payload["streams"][0]  # a classifier: no boxes
+    assert payload["totals"]["p50_ms"] <= payload["totals"]["p99_ms"]
     assert payload["totals"]["frames"] == sum(s["frames"] for s in payload["streams"])
     assert payload["speedup"] == pytest.approx(
         payload["totals"]["fps"] / payload["per_frame"]["fps"]

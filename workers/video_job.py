@@ -3,7 +3,9 @@ frames batched across streams, measured per stream, with the per-frame baseline 
 asked, the real-time capacity search (`optistudio.core.video.run`).
 
 Progress is reported per phase (the batched run, the per-frame baseline, each capacity probe);
-a cancel is seen at the next phase.
+a cancel is seen at the next phase. The run's figures are stored as measurements too (total fps
+as throughput, frame latency, per-stream fps, drops, speedup, capacity), with the environment,
+so the Compare page picks a video run like any benchmark result.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from pathlib import Path
 from optistudio.core.backends import SessionOptions
 from optistudio.core.data.inputs import resolve_shape
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.video.clips import make_clip
 from optistudio.core.video.report import VideoReport
 from optistudio.core.video.run import run_video
 from optistudio.db.models import Job
+from optistudio.db.queries import MeasurementRow
 from optistudio.services.artifact_store import local_data_file
 from optistudio.services.jobkinds import VideoJobSpec
 from optistudio.services.jobresults import VideoJobResult
@@ -47,7 +51,12 @@ def video_job(job: Job, spec: VideoJobSpec, context: JobContext) -> Done[VideoJo
         progress=context.progress,
     )
     result = VideoJobResult(**report.model_dump(), clip=clip_label)
-    return Done(summary(report), result)
+    return Done(
+        summary(report),
+        result,
+        environment=fingerprint(threads=report.threads),
+        measurements=[MeasurementRow(*row) for row in report.measurement_rows()],
+    )
 
 
 def _clip(job: Job, spec: VideoJobSpec) -> tuple[Path, str]:
@@ -83,7 +92,7 @@ def summary(report: VideoReport) -> str:
     parts = [
         f"{len(run.streams)} stream(s) at {run.fps:.1f} fps in total",
         f"{run.dropped} dropped",
-        f"decoder {run.decoder}",
+        f"decoder {run.decoder} ({run.decoding})",
     ]
     if report.speedup is not None:
         parts.append(f"{report.speedup:.2f}x per-frame")

@@ -19,6 +19,7 @@ from optistudio.core.report.snapshot import (
     pareto_title,
     table_metrics,
     table_records,
+    video_note,
 )
 
 STYLE = """
@@ -67,6 +68,8 @@ def report_html(snapshot: CompareSnapshot) -> str:
     titles = [pareto, "Throughput vs p99 latency", "Latency spread"]
     body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
     body.append(_table(snapshot))
+    note = video_note(snapshot)
+    body.append(f"<p>{html.escape(note)}</p>" if note else "")
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
     body.append(_disagreements(snapshot))
     return (

@@ -38,6 +38,17 @@ TABLE_METRICS = (
     "top1_agreement",
 )
 """The columns of the comparison table, in order; each has a direction in the metric table."""
+VIDEO_METRICS = (
+    "streams",
+    "stream_fps",
+    "stream_fps_min",
+    "dropped",
+    "realtime_streams",
+    "speedup_vs_per_frame",
+    "decode_cpu_share",
+)
+"""A video run's own columns (`VideoReport.metric_values`), shown when a row has them; its total
+fps and frame latency fill the throughput and latency columns beside benchmark results."""
 GENERIC_ORDER = tuple(m.name for m in GENERIC_METRICS if m.name not in METRICS)
 """Accuracy figures every judged run has that the metric table lacks (min_cosine, ...)."""
 DEFAULT_LATENCY, DEFAULT_QUALITY = "p50_ms", "cosine_error"
@@ -71,9 +82,11 @@ class ResultRow(BaseModel):
     @property
     def label(self) -> str:
         precision = f" [{self.precision}]" if self.precision not in ("", "fp32") else ""
+        streams = self.metrics.get("streams")
+        video = f"video ×{streams:g} · " if streams else ""
         return (
-            f"#{self.job_id} {self.model}{precision} · {self.backend} · b{self.batch_size} · "
-            f"t{self.threads}"
+            f"#{self.job_id} {self.model}{precision} · {self.backend} · {video}"
+            f"b{self.batch_size} · t{self.threads}"
         )
 
 
@@ -158,13 +171,31 @@ def delta(snapshot: CompareSnapshot, row: ResultRow, metric: str) -> float | Non
 
 
 def table_metrics(snapshot: CompareSnapshot) -> list[str]:
-    """The table's columns: `TABLE_METRICS`, then the plotted axes and every task metric some
-    row has (string_agreement, map_iou, ...), each once."""
+    """The table's columns: `TABLE_METRICS` (with a video run's columns after throughput when
+    a row has them), then the plotted axes and every task metric some row has
+    (string_agreement, map_iou, ...), each once."""
+    held = {name for row in snapshot.rows for name in row.metrics}
+    after = TABLE_METRICS.index("throughput") + 1  # a video run's columns beside its throughput
+    video = [name for name in VIDEO_METRICS if name in held]
+    columns = [*TABLE_METRICS[:after], *video, *TABLE_METRICS[after:]]
     extra = [snapshot.latency_metric, snapshot.quality_metric]
     extra += sorted(
         {name for row in snapshot.rows for name in row.metrics if _is_task_metric(name)}
     )
-    return list(dict.fromkeys([*TABLE_METRICS, *extra]))
+    return list(dict.fromkeys([*columns, *extra]))
+
+
+def video_note(snapshot: CompareSnapshot) -> str | None:
+    """What a video run's figures mean beside benchmark results; None without video rows."""
+    if not any("streams" in row.metrics for row in snapshot.rows):
+        return None
+    return (
+        "Video runs (video ×N): throughput is frames per second over all N streams, and p50 / "
+        "p99 are frame latency from the moment a frame is due to its result (decode, resize, "
+        "batching across streams and inference included), not one inference's; the fps per "
+        "stream, frames dropped, real-time streams held and the speedup over per-frame "
+        "inference are the run's own columns."
+    )
 
 
 def _is_task_metric(name: str) -> bool:

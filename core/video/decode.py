@@ -53,6 +53,7 @@ class FrameSource:
         self.offset = offset % self.duration
         found = _hardware_decoder(self.path, codec) if hardware else None
         self.decoder: str = found or codec
+        self.hardware = found is not None
         self._frames = self._loop()
 
     def next_image(self) -> Image.Image:

@@ -9,6 +9,10 @@ handed back in frame order: a finished frame waits for its stream's earlier ones
 When the buffer is full as a frame arrives, a real-time stream drops (the oldest buffered frame,
 or all of them to skip to the newest) and counts it; a fast stream waits instead, so it never
 drops and its pace is the pipeline's.
+
+On a detector (a `BoxReader` given), each frame's outputs, split off the batch by the Pipeline,
+go through NMS on their own as the frame is handed back (`optistudio.core.video.detections`):
+frames of other streams in the same batch never suppress or add to its boxes.
 """
 
 from __future__ import annotations
@@ -29,11 +33,21 @@ from optistudio.core.data.images import preprocess
 from optistudio.core.errors import InvalidSpec, OptistudioError
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.video.decode import FrameSource
+from optistudio.core.video.detections import BoxReader, FrameBoxes
 from optistudio.core.video.report import CpuShare, StreamReport, VideoRun, latency_quantiles
 from optistudio.core.video.settings import VideoSettings
 
-OnResult = Callable[[int, int, list[np.ndarray]], None]
-"""Called with (stream, frame index, outputs) for every result, in each stream's frame order."""
+
+@dataclass(frozen=True)
+class FrameResult:
+    """One frame's outputs and, on a detector, its boxes after NMS."""
+
+    outputs: list[np.ndarray]
+    boxes: FrameBoxes | None = None
+
+
+OnResult = Callable[[int, int, FrameResult], None]
+"""Called with (stream, frame index, result) for every result, in each stream's frame order."""
 
 
 @dataclass
@@ -58,6 +72,7 @@ class _Stream:
     in_flight: int = 0
     dropped: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    box_counts: list[int] = field(default_factory=list)
     last_result: float = 0.0
     decode_cpu_s: float = 0.0
     error: BaseException | None = None
@@ -73,9 +88,10 @@ class _Player:
         size: tuple[int, int],
         settings: VideoSettings,
         on_result: OnResult | None,
+        boxes: BoxReader | None = None,
     ) -> None:
         self.pipeline, self.spec, self.size = pipeline, spec, size
-        self.settings, self.on_result = settings, on_result
+        self.settings, self.on_result, self.boxes = settings, on_result, boxes
         self.batch_sizes: list[int] = []
         self.stop_at = 0.0
 
@@ -160,8 +176,15 @@ class _Player:
         stream.latencies_ms.append((now - frame.started) * 1000)
         stream.last_result = now
         self.batch_sizes.append(response.batch_size)
+        try:  # a done-callback's exception would be swallowed: keep it for `play` to raise
+            boxes = None if self.boxes is None else self.boxes(response.outputs)
+        except (OptistudioError, ValueError) as exc:
+            stream.error = stream.error or exc
+            return
+        if boxes is not None:
+            stream.box_counts.append(len(boxes))
         if self.on_result is not None:
-            self.on_result(stream.index, frame.index, response.outputs)
+            self.on_result(stream.index, frame.index, FrameResult(response.outputs, boxes))
 
     def _drain(self, stream: _Stream) -> None:
         with stream.lock:
@@ -178,16 +201,18 @@ def play(
     *,
     size: tuple[int, int],
     on_result: OnResult | None = None,
+    boxes: BoxReader | None = None,
 ) -> VideoRun:
     """Play `settings.streams` streams of `sources` (round robin) through a Pipeline on
     `runner`; each stream on a file starts at its own offset (k/m of the file for the k-th of
-    m streams on it). `size` is the frames' (height, width) after preprocessing."""
+    m streams on it). `size` is the frames' (height, width) after preprocessing. With `boxes`
+    (a detector), every frame's boxes are read and suppressed per frame of its stream."""
     spec = frame_input(inputs)
     streams = [_Stream(i, source) for i, source in enumerate(_sources(sources, settings))]
     _warm_up(runner, spec, settings, size)
     process_cpu = time.process_time()
     with Pipeline([runner], inputs, settings.batching) as pipeline:
-        player = _Player(pipeline, spec, size, settings, on_result)
+        player = _Player(pipeline, spec, size, settings, on_result, boxes)
         start = player.play(streams)
     process_cpu = time.process_time() - process_cpu
     error = next((s.error for s in streams if s.error is not None), None)
@@ -241,6 +266,7 @@ def _run_report(
     process_cpu: float,
 ) -> VideoRun:
     reports = [_stream_report(stream, start) for stream in streams]
+    p50, p99 = latency_quantiles([ms for stream in streams for ms in stream.latencies_ms])
     end = max([start, *(stream.last_result for stream in streams)])
     frames = sum(report.frames for report in reports)
     decode = sum(stream.decode_cpu_s for stream in streams)
@@ -251,12 +277,16 @@ def _run_report(
         pacing="realtime" if settings.realtime else "fast",
         drop_policy=settings.drop_policy,
         decoder=streams[0].source.decoder,
+        decoding="hardware" if streams[0].source.hardware else "software",
+        detector=None if player.boxes is None else player.boxes.describe(),
         max_batch_size=settings.batching.max_batch_size,
         timeout_ms=settings.batching.timeout_ms,
         seconds=end - start,
         frames=frames,
         dropped=sum(report.dropped for report in reports),
         fps=frames / (end - start) if end > start else 0.0,
+        p50_ms=p50,
+        p99_ms=p99,
         mean_batch_size=float(np.mean(player.batch_sizes)) if player.batch_sizes else 0.0,
         cpu=CpuShare(
             decode_s=decode,
@@ -281,4 +311,5 @@ def _stream_report(stream: _Stream, start: float) -> StreamReport:
         fps=frames / elapsed if frames and elapsed > 0 else 0.0,
         p50_ms=p50,
         p99_ms=p99,
+        boxes_per_frame=float(np.mean(stream.box_counts)) if stream.box_counts else None,
     )

@@ -6,6 +6,8 @@ Definitions (docs/BENCHMARKS.md "Video" uses them):
 - a stream's fps is the results handed back over the time from its start to its last result;
 - a frame is dropped when a real-time stream's buffer is full as a new one arrives (the policy
   picks which frames go); every dropped frame is counted;
+- on a detector, a stream's boxes per frame count the boxes NMS kept on each of its frames
+  (`optistudio.core.video.detections`), averaged over its frames;
 - CPU share: decode and preprocessing are timed with each decode thread's own CPU clock
   (`time.thread_time`); inference is the rest of the process's CPU time over the run (the
   runtime's threads, batching and hand-back), so it is named `inference_and_serving`.
@@ -17,6 +19,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.metrics import unit_of
 
 REALTIME_FPS_SHARE = 0.95
 """A real-time stream holds when it delivers at least this share of its frame rate..."""
@@ -36,6 +40,9 @@ class StreamReport(BaseModel):
     fps: float
     p50_ms: float
     p99_ms: float
+    boxes_per_frame: float | None = Field(
+        default=None, description="On a detector: mean boxes kept by NMS per frame."
+    )
 
     def holds_realtime(self) -> bool:
         """At least 95 % of its frame rate, with p99 latency within one frame interval."""
@@ -64,12 +71,20 @@ class VideoRun(BaseModel):
     pacing: Literal["realtime", "fast"]
     drop_policy: str
     decoder: str
+    decoding: Literal["hardware", "software"] = Field(
+        default="software", description="Whether `decoder` is a hardware decoder."
+    )
+    detector: str | None = Field(
+        default=None, description="On a detector: which outputs were read as boxes, and the NMS."
+    )
     max_batch_size: int
     timeout_ms: float
     seconds: float = Field(description="Wall time from start to the last result.")
     frames: int
     dropped: int
     fps: float = Field(description="Results per second over all streams.")
+    p50_ms: float | None = Field(default=None, description="Frame latency p50 over all streams.")
+    p99_ms: float | None = Field(default=None, description="Frame latency p99 over all streams.")
     mean_batch_size: float
     cpu: CpuShare
 
@@ -99,12 +114,38 @@ class VideoReport(BaseModel):
     model: str
     backend: str
     input_shape: list[int] = Field(description="One frame's input tensor, batch axis first.")
+    threads: int | None = Field(default=None, description="Intra-op threads of the runtime.")
     batched: VideoRun
     per_frame: VideoRun | None = None
     speedup: float | None = Field(
         default=None, description="Batched fps over per-frame fps, same streams and pacing."
     )
     capacity: Capacity | None = None
+
+    def metric_values(self) -> dict[str, float]:
+        """The run's figures under the metric table's names, as Compare shows them beside
+        benchmark results: total fps as throughput, frame latency over all streams, the mean
+        and slowest stream's fps, drops, and the speedup and capacity when measured."""
+        run = self.batched
+        fps = [stream.fps for stream in run.streams]
+        values = {
+            "throughput": run.fps,
+            "p50_ms": run.p50_ms,
+            "p99_ms": run.p99_ms,
+            "streams": float(len(run.streams)),
+            "stream_fps": float(np.mean(fps)) if fps else 0.0,
+            "stream_fps_min": min(fps, default=0.0),
+            "dropped": float(run.dropped),
+            "decode_cpu_share": run.cpu.decode_share,
+            "speedup_vs_per_frame": self.speedup,
+            "realtime_streams": None if self.capacity is None else float(self.capacity.streams),
+        }
+        return {name: float(value) for name, value in values.items() if value is not None}
+
+    def measurement_rows(self) -> list[tuple[str, int, int, str, float, str]]:
+        """Long rows (backend, max batch size, threads, metric, value, unit) for storage."""
+        key = (self.backend, self.batched.max_batch_size, self.threads or 0)
+        return [(*key, name, value, unit_of(name)) for name, value in self.metric_values().items()]
 
 
 def latency_quantiles(latencies_ms: list[float]) -> tuple[float, float]:

@@ -5,6 +5,9 @@ Capacity search: real-time runs of `probe_seconds` at 1, 2, 4, ... streams until
 hold (`VideoRun.holds_realtime`) or `max_streams` is reached, then bisection between the last
 count that held and the first that failed. The answer is the largest count seen to hold; it
 assumes holding is monotone in the count, which a noisy machine can break by one either way.
+
+On a detector (outputs recognized as boxes) every run, baseline and probes included, reads each
+frame's boxes and runs NMS on them per frame of its stream, so that cost is measured too.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.batching.applicability import require_batch_dim
 from optistudio.core.batching.pipeline import Runner
 from optistudio.core.batching.settings import serving_options, with_serving_threads
@@ -22,6 +25,7 @@ from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 from optistudio.core.video.decode import clip_facts
+from optistudio.core.video.detections import BoxReader, box_reader
 from optistudio.core.video.engine import OnResult, frame_input, play
 from optistudio.core.video.report import Capacity, VideoReport, VideoRun
 from optistudio.core.video.settings import VideoSettings
@@ -50,7 +54,9 @@ def run_video(
     require_batch_dim(info)
     spec = frame_input(info.inputs)
     size = frame_size(spec, settings.preprocessing, (shapes or {}).get(spec.name))
-    loaded = _load(Path(model_path), backend, options)
+    boxes = box_reader(Path(model_path))
+    options = with_serving_threads(options or serving_options())
+    loaded = get_backend(backend).load(Path(model_path), options)
     try:
         measured = scaled(progress, 0.0, 0.5 if capacity_streams else 1.0)
         report = measure(
@@ -60,6 +66,7 @@ def run_video(
             settings,
             size=size,
             baseline=baseline,
+            boxes=boxes,
             progress=measured,
         )
         if capacity_streams:
@@ -74,6 +81,7 @@ def run_video(
                 capacity_streams,
                 probe_seconds,
                 on_probe=_probe_progress(searching, capacity_streams),
+                boxes=boxes,
             )
     finally:
         loaded.close()
@@ -82,6 +90,7 @@ def run_video(
             "model": Path(model_path).name,
             "backend": backend,
             "input_shape": [1, *_chw(spec, settings.preprocessing, size)],
+            "threads": options.threads,
         }
     )
 
@@ -95,11 +104,12 @@ def measure(
     size: tuple[int, int],
     baseline: bool = True,
     on_result: OnResult | None = None,
+    boxes: BoxReader | None = None,
     progress: ProgressCallback = ignore_progress,
 ) -> VideoReport:
     """The batched run and, with `baseline`, the same streams at max batch 1."""
     progress(0.0, f"batched run: {settings.streams} stream(s) for {settings.seconds:g} s")
-    batched = play(runner, inputs, sources, settings, size=size, on_result=on_result)
+    batched = play(runner, inputs, sources, settings, size=size, on_result=on_result, boxes=boxes)
     per_frame = None
     if baseline:
         single = settings.batching.model_copy(
@@ -107,7 +117,12 @@ def measure(
         )
         progress(0.5, f"per-frame baseline (max batch 1) for {settings.seconds:g} s")
         per_frame = play(
-            runner, inputs, sources, settings.model_copy(update={"batching": single}), size=size
+            runner,
+            inputs,
+            sources,
+            settings.model_copy(update={"batching": single}),
+            size=size,
+            boxes=boxes,
         )
     speedup = batched.fps / per_frame.fps if per_frame and per_frame.fps else None
     return VideoReport(
@@ -125,6 +140,7 @@ def capacity(
     probe_seconds: float,
     *,
     on_probe: Callable[[int, VideoRun], None] | None = None,
+    boxes: BoxReader | None = None,
 ) -> Capacity:
     """The most real-time streams that hold (module docstring), up to `max_streams`."""
     tried: dict[int, bool] = {}
@@ -134,7 +150,7 @@ def capacity(
             probe = settings.model_copy(
                 update={"streams": count, "seconds": probe_seconds, "realtime": True}
             )
-            run = play(runner, inputs, sources, probe, size=size)
+            run = play(runner, inputs, sources, probe, size=size, boxes=boxes)
             tried[count] = run.holds_realtime()
             if on_probe is not None:
                 on_probe(count, run)
@@ -205,8 +221,3 @@ def frame_size(
 
 def _chw(spec: TensorSpec, pre: ImagePreprocessing, size: tuple[int, int]) -> list[int]:
     return [pre.channels, *size] if pre.layout == "NCHW" else [*size, pre.channels]
-
-
-def _load(path: Path, backend: str, options: SessionOptions | None) -> LoadedModel:
-    options = with_serving_threads(options or serving_options())
-    return get_backend(backend).load(path, options)

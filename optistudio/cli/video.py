@@ -4,7 +4,9 @@ Plays N streams of the source files (round robin; streams on one file start at t
 offsets), decodes them with PyAV, batches frames across streams with the Pipeline, and prints
 per-stream fps, latency p50/p99 and drops, the totals, the decoder, and the speedup over
 per-frame inference (the same streams at max batch 1). --capacity N also searches how many
-real-time streams (up to N) this machine holds for the model.
+real-time streams (up to N) this machine holds for the model. On a detector (boxes and scores
+outputs) each frame's boxes go through NMS on their own, and each stream reports its boxes per
+frame.
 """
 
 from __future__ import annotations
@@ -104,25 +106,15 @@ def video_payload(report: Any) -> dict[str, Any]:
         "backend": report.backend,
         "input_shape": report.input_shape,
         "decoder": batched.decoder,
+        "decoding": batched.decoding,
         "pacing": batched.pacing,
-        "streams": [
-            stream.model_dump(
-                include={
-                    "stream",
-                    "source",
-                    "offset_s",
-                    "fps",
-                    "p50_ms",
-                    "p99_ms",
-                    "dropped",
-                    "frames",
-                }
-            )
-            for stream in batched.streams
-        ],
+        "detector": batched.detector,
+        "streams": [_stream(stream) for stream in batched.streams],
         "totals": {
             "frames": batched.frames,
             "fps": batched.fps,
+            "p50_ms": batched.p50_ms,
+            "p99_ms": batched.p99_ms,
             "dropped": batched.dropped,
             "seconds": batched.seconds,
             "mean_batch_size": batched.mean_batch_size,
@@ -145,17 +137,30 @@ def video_payload(report: Any) -> dict[str, Any]:
     }
 
 
+def _stream(stream: Any) -> dict[str, Any]:
+    """One stream's figures; its boxes per frame only on a detector."""
+    fields = {"stream", "source", "offset_s", "fps", "p50_ms", "p99_ms", "dropped", "frames"}
+    if stream.boxes_per_frame is not None:
+        fields.add("boxes_per_frame")
+    return dict(stream.model_dump(include=fields))
+
+
 def _print_summary(payload: dict[str, Any]) -> None:
     totals = payload["totals"]
     print(
         f"{payload['model']} on {payload['backend']}, input {payload['input_shape']}, "
-        f"decoder {payload['decoder']}, {payload['pacing']}"
+        f"decoder {payload['decoder']} ({payload['decoding']}), {payload['pacing']}"
     )
     for stream in payload["streams"]:
         print(
             f"  stream {stream['stream']} ({stream['source']} @ {stream['offset_s']:.2f}s): "
             f"{stream['fps']:.1f} fps, p50 {stream['p50_ms']:.1f} ms, "
             f"p99 {stream['p99_ms']:.1f} ms, dropped {stream['dropped']}"
+            + (
+                f", {stream['boxes_per_frame']:.1f} boxes per frame"
+                if "boxes_per_frame" in stream
+                else ""
+            )
         )
     print(
         f"total {totals['fps']:.1f} fps, {totals['dropped']} dropped, mean batch "

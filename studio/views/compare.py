@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
+from optistudio.core.backends.coreml_backend import RUNS_ON as CORE_ML_RUNS_ON
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.report.metric_info import column_title
@@ -144,7 +145,8 @@ def side_by_side() -> None:
     if not options:
         st.info(
             "No stored results yet. Benchmark a model on the Models page (or "
-            "`optistudio bench model.onnx --save`); its results can then be picked here."
+            "`optistudio bench model.onnx --save`), or play video on it on the Video page; "
+            "its results can then be picked here."
         )
         return
     gone = [key for key in wanted.keys if key not in options]
@@ -284,8 +286,10 @@ def export_section() -> None:
     st.subheader("Export a deployable bundle")
     st.caption(
         "A worker writes a zip with the model, the recipe that reproduces it, accuracy and "
-        "benchmark reports, pipeline.json, a Triton model repository, OpenVINO IR and SHA-256 "
-        "checksums. No TensorRT engine: none of the workers has TensorRT. Same as "
+        "benchmark reports, pipeline.json, a Triton model repository, OpenVINO IR, Core ML "
+        "packages (FP32, FP16, INT8 weights, made on a worker with the coreml extra; Core ML "
+        f"{CORE_ML_RUNS_ON}) and SHA-256 checksums. No TensorRT engine: none of the workers "
+        "has TensorRT. Same as "
         "`optistudio export MODEL_ID --out bundle.zip`."
     )
     choices = model_choices(state.session_factory())

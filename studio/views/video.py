@@ -18,6 +18,7 @@ from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.services import cancel_job, model_choices
 
+DEFAULT_BACKEND = "onnxruntime"
 DROP_POLICIES = {
     "drop_oldest": "Drop the oldest buffered frame",
     "skip_to_newest": "Skip to the newest frame",
@@ -65,7 +66,10 @@ def video_form(model_id: int) -> None:
         seconds = cols[1].number_input(
             "Seconds", 0.5, 600.0, 5.0, step=0.5, help=help_of["seconds"]
         )
-        backend = cols[2].selectbox("Backend", [spec.name for spec in backends])
+        names = sorted((spec.name for spec in backends), key=lambda name: name != DEFAULT_BACKEND)
+        backend = cols[2].selectbox(
+            "Backend", names, help="ONNX Runtime first: every worker has it."
+        )
         cols = st.columns(3)
         realtime = cols[0].toggle("Real time", value=True, help=help_of["realtime"])
         policies: list[str] = list(DROP_POLICIES)
@@ -176,12 +180,20 @@ def show_result(job_id: int, message: str, result: VideoJobResult) -> None:
             "fps": st.column_config.NumberColumn(format="%.1f"),
             "p50_ms": st.column_config.NumberColumn("p50 (ms)", format="%.1f"),
             "p99_ms": st.column_config.NumberColumn("p99 (ms)", format="%.1f"),
+            "boxes_per_frame": st.column_config.NumberColumn("boxes per frame", format="%.2f"),
         },
     )
+    if result.batched.detector:
+        st.caption(f"Detector: {result.batched.detector}.")
     st.plotly_chart(video.streams_figure(result), width="stretch", key=f"streams-{job_id}")
     facts = video.run_facts(result)
     cols = st.columns(len(facts))
     for col, (label, value) in zip(cols, facts.items(), strict=True):
         col.caption(label)
         col.markdown(value)
+    pages.link(
+        "compare",
+        "Compare this run with other results",
+        query={"results": video.compare_key(job_id, result)},
+    )
     pages.link("jobs", "All jobs on the Jobs page")

@@ -384,6 +384,12 @@ class BoxesTally(BaseTally):
         return "; ".join(parts)
 
 
+def image_detections(outputs: list[str], arrays: dict[str, np.ndarray]) -> list[_Detections]:
+    """Each image's boxes, scores and classes in a detector's `arrays`, read the way the
+    tally reads them (`outputs`: the recognition's picked output names, in its order)."""
+    return BoxesTally(outputs)._images(arrays)
+
+
 def _listed(what: str, found: _Detections, indices: list[int]) -> str:
     """'; lost class 2 (0.71) at [10, 20, 50, 80], ... and 3 more'."""
     if not indices:
