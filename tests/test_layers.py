@@ -64,7 +64,7 @@ CORE_FLOORS = [
     {"backends"},
     {"numerics"},
     {"measure"},
-    {"fusion"},
+    {"fusion", "torch_bridge"},
     {"passes"},
     {"optimize"},
     {"batching"},

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from optistudio.core.passes.qat_history import read_history
 from optistudio.db.queries import WORKER_LOST
 from optistudio.studio import pages, state
 from optistudio.studio.errors import show_error
@@ -84,6 +85,9 @@ def active_job(row: dict[str, Any]) -> None:
         left.progress(
             min(max(row["progress"], 0.0), 1.0), text=f"{label} — {row['message'] or row['status']}"
         )
+        epochs = read_history(row["message"])  # quantization-aware training's per-epoch line
+        if epochs:
+            left.line_chart(pd.DataFrame(epochs).set_index("epoch"), height=160)
         if right.button("Cancel", key=f"cancel-{row['id']}", disabled=row["cancel_requested"]):
             st.toast(
                 cancel_job(state.session_factory(), job_id=row["id"], revoke=state.revoke_task)
