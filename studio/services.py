@@ -84,8 +84,21 @@ def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_
         f"No live worker offers {backend} on {device}. Workers now: "
         + "; ".join(_offer_summary(host, inventory) for host, _, inventory in workers)
         + ".",
-        hint="Pick one of those targets, or start a worker on a machine that has it.",
+        hint="Pick one of those targets, or start a worker on a machine that has it."
+        + _why_missing(backend, [inventory for _, _, inventory in workers]),
     )
+
+
+def _why_missing(backend: str, inventories: list[dict[str, Any]]) -> str:
+    """What a worker said about `backend` it cannot run (e.g. litert: the extra to install)."""
+    reasons = sorted(
+        {
+            entry["reason"]
+            for inventory in inventories
+            if (entry := inventory.get("backends", {}).get(backend)) and not entry["available"]
+        }
+    )
+    return f" {backend} on the workers now: {reasons[0]}." if reasons else ""
 
 
 def live_targets(

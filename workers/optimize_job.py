@@ -64,6 +64,8 @@ def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVari
 def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
     if variant.status != "made" or variant.path is None or job.model is None:
         return None
+    if Path(variant.path).suffix == ".tflite":  # the catalog holds ONNX models; it stays in the
+        return None  # job's folder (variant.path), and export bundles carry LiteRT files
     entry = add_model_file(
         context.factory,
         get_settings(),

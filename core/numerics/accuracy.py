@@ -236,7 +236,11 @@ def accuracy_report(
         raise DataMismatch(
             f"labels have {len(labels)} entries but the dataset has {expected} samples."
         )
-    models = [_Runner(Path(reference)), _Runner(Path(candidate), backend=candidate_backend)]
+    like = Path(reference) if Path(candidate).suffix == ".tflite" else None  # fed as the original
+    models = [
+        _Runner(Path(reference)),
+        _Runner(Path(candidate), backend=candidate_backend, interface=like),
+    ]
     try:
         index = _output_index(models[0].output_names, output)
         role = output_role(Path(reference), models[0].output_names[index])
@@ -401,8 +405,10 @@ def _check_top1(
 class _Runner:
     """One model loaded on a backend (ONNX Runtime by default), with its declared input dtypes."""
 
-    def __init__(self, path: Path, *, backend: str = "onnxruntime") -> None:
-        info = inspect_model(path, max_bytes=NO_SIZE_LIMIT)
+    def __init__(
+        self, path: Path, *, backend: str = "onnxruntime", interface: Path | None = None
+    ) -> None:
+        info = inspect_model(interface or path, max_bytes=NO_SIZE_LIMIT)
         self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in info.inputs}
         self.output_names = [spec.name for spec in info.outputs]
         self.model: LoadedModel = get_backend(backend).load(path, SessionOptions())

@@ -10,6 +10,7 @@ from optistudio.core.backends.inventory import offers
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.report.bundle import TENSORRT_SKIPPED, BundleSource
+from optistudio.core.report.litert import PRECISIONS as LITERT_PRECISIONS
 from optistudio.db.queries import get_model, list_workers
 from optistudio.db.selection import stored_results, variant_origin
 from optistudio.db.session import transaction
@@ -61,6 +62,7 @@ def bundle_source(
         batch_sizes=sorted({r["batch_size"] for r in benchmarks}),
         tensorrt_note=_tensorrt_note(inventories),
         input_profile=profile,
+        litert_precisions=list(LITERT_PRECISIONS),  # made where the litert extra is installed
     )
 
 

@@ -16,6 +16,8 @@ from optistudio.core.backends.base import Precision
 from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
 
 ALL_PRECISIONS = ["fp32", "fp16", "bf16", "int8"]
+EXTRA_BACKENDS = {"litert"}
+"""Backends of an optional extra: their cases run with `make test-extras` (marker extras)."""
 AVAILABILITY = {spec.name: spec.create().availability() for spec in backends}
 AVAILABLE = [name for name, a in AVAILABILITY.items() if a.ok]
 UNAVAILABLE = [name for name, a in AVAILABILITY.items() if not a.ok]
@@ -31,7 +33,8 @@ def _backend_params() -> list[object]:
         pytest.param(
             name,
             id=name,
-            marks=[] if a.ok else [pytest.mark.skip(reason=_skip_reason(name))],
+            marks=([] if a.ok else [pytest.mark.skip(reason=_skip_reason(name))])
+            + ([pytest.mark.extras] if name in EXTRA_BACKENDS else []),
         )
         for name, a in AVAILABILITY.items()
     ]

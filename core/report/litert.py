@@ -1,0 +1,91 @@
+"""The export bundle's `litert/` part: one .tflite per precision the converter could make.
+
+Made with the same converter as the LiteRT passes (onnx2tf + TensorFlow in a child process,
+`optistudio.core.backends.litert_convert`), from the bundle's ONNX model: FP32, FP16 weights and
+dynamic-range INT8, which need no data. Full-integer INT8 needs calibration data, which a bundle
+does not have: make it with `optistudio optimize MODEL --target litert` (recipe litert_int8) and
+export that variant. Where the converter is not installed, the part is skipped with the extra to
+install; a precision that fails to convert is skipped with the converter's reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from optistudio.core.backends.litert_convert import (
+    INSTALL_HINT,
+    LiteRtPrecision,
+    convert_many,
+    converter_versions,
+    missing_converter,
+)
+from optistudio.core.backends.litert_convert import PRECISIONS as PRECISIONS_ALL
+from optistudio.core.model.info import ModelInfo
+
+PRECISIONS: tuple[LiteRtPrecision, ...] = ("fp32", "fp16", "int8_dynamic")
+RUNS_ON = (
+    "LiteRT (TensorFlow Lite): Android, iOS, Linux and microcontroller builds; the "
+    "ai-edge-litert interpreter (XNNPACK) on a desktop CPU"
+)
+
+
+@dataclass
+class LiteRtExport:
+    """What the litert/ part holds: files made (precision -> path) and precisions skipped."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def export_litert(
+    model: Path,
+    info: ModelInfo,
+    folder: Path,
+    *,
+    name: str,
+    input_profile: dict[str, Any] | None = None,
+    precisions: list[str] | tuple[str, ...] = PRECISIONS,
+) -> LiteRtExport:
+    """Convert `model` to `folder/<name>_<precision>.tflite` for each precision it can."""
+    missing = missing_converter()
+    if missing:
+        reason = f"{missing} on this worker: {INSTALL_HINT}"
+        return LiteRtExport(skipped=dict.fromkeys(precisions, reason))
+    outs = {p: folder / f"{name}_{p}.tflite" for p in _known(precisions)}
+    outcome = convert_many(model, outs, shapes=fixed_shapes(info, input_profile))
+    made = LiteRtExport(versions=converter_versions())
+    for precision, answer in outcome.items():
+        if answer.get("ok"):
+            made.files[precision] = outs[precision]
+        else:
+            made.skipped[precision] = str(answer.get("error"))
+    return made
+
+
+def _known(precisions: list[str] | tuple[str, ...]) -> list[LiteRtPrecision]:
+    return [p for p in PRECISIONS_ALL if p in precisions]
+
+
+def fixed_shapes(info: ModelInfo, profile: dict[str, Any] | None) -> dict[str, list[int]]:
+    """Batch-1 shapes from the input profile for inputs with an open dim past the batch."""
+    shapes = (profile or {}).get("shapes") or {}
+    found = {}
+    for tensor in info.inputs:
+        if (
+            any(not isinstance(d, int) or d <= 0 for d in tensor.shape[1:])
+            and tensor.name in shapes
+        ):
+            found[tensor.name] = [1, *[int(d) for d in shapes[tensor.name][1:]]]
+    return found
+
+
+def skipped_line(skipped: dict[str, str]) -> str:
+    """One line for the precisions left out: the reason once when they share it."""
+    reasons = set(skipped.values())
+    names = ", ".join(p.upper() for p in skipped)
+    if len(reasons) == 1:
+        return f"No LiteRT {names} file: {reasons.pop()}"
+    return " ".join(f"No LiteRT {p.upper()} file: {r}" for p, r in skipped.items())
