@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from optistudio.core.backends.coreml_backend import RUNS_ON as CORE_ML_RUNS_ON
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.report.bundle import safe_name, write_bundle
 from optistudio.db.models import Job
@@ -14,7 +15,7 @@ from optistudio.workers.outcome import Done
 
 
 def export_job(job: Job, spec: ExportJobSpec, context: JobContext) -> Done[ExportJobResult]:
-    """Write the bundle of the job's model (model, recipe, reports, Triton, OpenVINO IR)."""
+    """Write the bundle of the job's model (model, recipe, reports, Triton, OpenVINO IR, Core ML)."""
     if job.model_id is None:
         raise InvalidSpec(f"Job {job.id} has no model to export.")
     settings = get_settings()
@@ -28,5 +29,7 @@ def export_job(job: Job, spec: ExportJobSpec, context: JobContext) -> Done[Expor
         skipped=report.skipped,
     )
     left_out = f" Not included: {', '.join(report.skipped)}." if report.skipped else ""
-    message = f"Bundle written: {result.files} files, {result.size_bytes:,} bytes.{left_out}"
+    made_coreml = any(member.startswith("coreml/") for member in report.files)
+    where = f" Core ML {CORE_ML_RUNS_ON}: its packages are in coreml/." if made_coreml else ""
+    message = f"Bundle written: {result.files} files, {result.size_bytes:,} bytes.{left_out}{where}"
     return Done(message, result)

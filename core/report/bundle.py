@@ -2,7 +2,8 @@
 
 Contents: the model file(s), the recipe spec that reproduces it, accuracy and benchmark reports,
 `pipeline.json`, a Triton model repository (`triton/<name>/config.pbtxt`, `triton/<name>/1/`),
-OpenVINO IR (`openvino/<name>.xml` + `.bin`), `manifest.json` and `SHA256SUMS` (every other
+OpenVINO IR (`openvino/<name>.xml` + `.bin`), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
+made here, run on macOS / iOS only), `manifest.json` and `SHA256SUMS` (every other
 member's SHA-256, checkable with `sha256sum -c`). A part that cannot be built (a model without a
 dynamic batch dim has no Triton batching config, a TensorRT engine needs a TensorRT worker, a
 run on ONNX Runtime's CANN provider needs an Ascend machine) is listed in the manifest's
@@ -35,6 +36,8 @@ from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.progress import ProgressCallback
+from optistudio.core.report import coreml
+from optistudio.core.report import litert as litert_part
 
 CHUNK = 1 << 20
 DEFAULT_QUEUE_DELAY_US = 100
@@ -67,6 +70,10 @@ class BundleSource:
     """Why the bundle was not checked on ONNX Runtime's CANN provider; None leaves it out."""
     input_profile: dict[str, Any] | None = None
     """The shapes and values the model was measured at (its input profile), for the server."""
+    coreml_precisions: list[str] = field(default_factory=lambda: list(coreml.PRECISIONS))
+    """Core ML packages to make (empty: none, listed as skipped)."""
+    litert_precisions: list[str] = field(default_factory=list)
+    """LiteRT files to make (litert_part.PRECISIONS for an export; empty: listed as skipped)."""
 
 
 @dataclass
@@ -172,11 +179,15 @@ def _steps(
     writer.add_json("recipe.json", _recipe(source))
     writer.add_json("reports/accuracy.json", source.accuracy or _reference_accuracy(source))
     writer.add_json("reports/benchmark.json", source.benchmarks)
-    writer.add_json("pipeline.json", pipeline(source, name))
     yield 0.4, "Laying out the Triton model repository"
     _triton(source, name, writer, skipped)
     yield 0.5, "Converting to OpenVINO IR"
     _openvino(source, name, writer, skipped)
+    yield 0.7, "Converting to Core ML"
+    parts = {"coreml": _coreml(source, name, writer, skipped)}
+    yield 0.85, "Converting to LiteRT"
+    parts["litert"] = _litert(source, name, writer, skipped)
+    writer.add_json("pipeline.json", pipeline(source, name, parts))
     skipped["tensorrt"] = source.tensorrt_note
     if source.cann_note:
         skipped["cann"] = source.cann_note
@@ -193,8 +204,21 @@ def _reference_accuracy(source: BundleSource) -> dict[str, Any]:
     return {"note": "No accuracy report is stored for this variant."}
 
 
-def pipeline(source: BundleSource, name: str) -> dict[str, Any]:
-    """How to serve the model: its tensors, precision, preprocessing and where each format is."""
+RUNS_ON = {
+    "model": "ONNX Runtime (CPU, CUDA, ...): the format measured here",
+    "triton": "Triton Inference Server's onnxruntime backend (Linux servers)",
+    "openvino": "OpenVINO Runtime (Intel CPU, GPU, NPU)",
+    "coreml": f"Core ML {coreml.RUNS_ON}",
+    "litert": litert_part.RUNS_ON,
+}
+"""Where each format of the bundle runs, for pipeline.json."""
+
+
+def pipeline(
+    source: BundleSource, name: str, parts: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """How to serve the model: its tensors, precision, preprocessing and where each format is
+    and runs; `parts` adds what the format converters made (e.g. "coreml": its packages)."""
     return {
         "name": name,
         "model": f"model/{source.model_path.name}",
@@ -208,6 +232,8 @@ def pipeline(source: BundleSource, name: str) -> dict[str, Any]:
         "input_profile": source.input_profile,
         "triton": f"triton/{name}",
         "openvino": f"openvino/{name}.xml",
+        "runs_on": RUNS_ON,
+        **(parts or {}),
     }
 
 
@@ -250,6 +276,76 @@ def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[st
         skipped["openvino"] = f"OpenVINO could not convert this model: {first_line(exc)}"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _coreml(
+    source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
+) -> dict[str, Any]:
+    """`coreml/<name>_<precision>.mlpackage/` per precision made; pipeline.json's "coreml"."""
+    if not source.coreml_precisions:
+        skipped["coreml"] = "No Core ML package was asked for."
+        return {"runs_on": coreml.RUNS_ON, "packages": []}
+    folder = Path(tempfile.mkdtemp(prefix="optistudio-coreml-"))
+    try:
+        made = coreml.export_coreml(
+            source.model_path,
+            source.info,
+            folder,
+            name=name,
+            input_profile=source.input_profile,
+            precisions=source.coreml_precisions,
+        )
+        packages = []
+        for package in made.packages:
+            arcname = f"coreml/{package.path.name}"
+            for path in package.files():
+                writer.add_file(f"{arcname}/{path.relative_to(package.path).as_posix()}", path)
+            packages.append(package.entry(arcname))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if made.skipped:
+        skipped["coreml"] = _coreml_skipped(made.skipped)
+    return {
+        "runs_on": coreml.RUNS_ON,
+        "packages": packages,
+        "versions": made.versions,
+        "checked": made.route_check,
+    }
+
+
+def _coreml_skipped(skipped: dict[str, str]) -> str:
+    """One line for the precisions left out: the reason once when they share it."""
+    reasons = set(skipped.values())
+    if len(reasons) == 1:
+        return f"No Core ML {', '.join(skipped).upper()} package: {reasons.pop()}"
+    return " ".join(f"No Core ML {p.upper()} package: {r}" for p, r in skipped.items())
+
+
+def _litert(
+    source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
+) -> dict[str, Any]:
+    """`litert/<name>_<precision>.tflite` per precision made; pipeline.json's "litert"."""
+    if not source.litert_precisions:  # not asked for (a library call): nothing to explain
+        return {"runs_on": litert_part.RUNS_ON, "files": {}}
+    folder = Path(tempfile.mkdtemp(prefix="optistudio-litert-"))
+    try:
+        made = litert_part.export_litert(
+            source.model_path,
+            source.info,
+            folder,
+            name=name,
+            input_profile=source.input_profile,
+            precisions=source.litert_precisions,
+        )
+        files = {}
+        for precision, path in made.files.items():
+            writer.add_file(f"litert/{path.name}", path)
+            files[precision] = f"litert/{path.name}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if made.skipped:
+        skipped["litert"] = litert_part.skipped_line(made.skipped)
+    return {"runs_on": litert_part.RUNS_ON, "files": files, "versions": made.versions}
 
 
 def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, str]) -> None:
