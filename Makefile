@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test test-browser test-faults test-zoo install lint bench clean compose-check
+.PHONY: up test test-browser test-faults test-zoo test-extras install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,9 @@ up: install
 
 # Everything but the suites that take minutes: the studio in headless Chromium (`make
 # test-browser`), the fault-injection suites (`make test-faults`) and the model zoo (`make
-# test-zoo`). CI runs all four.
+# test-zoo`), and the optional extras (`make test-extras`). CI runs all five.
 test: install
-	$(PY) -m pytest -q -rs -m "not faults and not zoo and not e2e"
+	$(PY) -m pytest -q -rs -m "not faults and not zoo and not e2e and not extras"
 
 test-browser: install
 	$(PY) -m pytest -q -rs -m e2e
@@ -37,6 +37,13 @@ test-faults: install
 # Real and exporter-shaped models (bench/zoo_models.py) through every job: tests/zoo.
 test-zoo: install
 	$(PY) -m pytest -q -rs -m zoo
+
+# The optional extras (LiteRT conversion, quantization-aware training, Core ML export) are large
+# (tensorflow, torch): only this target installs them, after the other suites have run.
+EXTRAS ?= litert,qat,coreml
+test-extras: install
+	$(PY) -m pip install --quiet -e '.[dev,samples,postgres,$(EXTRAS)]'
+	$(PY) -m pytest -q -rs -m extras
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -42,3 +42,30 @@ TENSORRT = BackendSpec(
     precisions=["fp32", "fp16", "int8"],
     implementation="optistudio.core.backends.tensorrt_backend:TensorRtBackend",
 )
+
+COREML = BackendSpec(
+    name="coreml",
+    label="Core ML",
+    description=(
+        "Apple's runtime for macOS and iOS (CPU, GPU, Neural Engine). Optistudio exports Core ML "
+        "packages (.mlpackage: FP32, FP16, INT8 weights) in the export bundle but does not run "
+        "them: Core ML runs on macOS / iOS only, so this backend is listed as unavailable here."
+    ),
+    devices=["cpu", "gpu", "ane"],
+    precisions=["fp32", "fp16", "int8"],
+    implementation="optistudio.core.backends.coreml_backend:CoreMLBackend",
+)
+
+LITERT = BackendSpec(
+    name="litert",
+    label="LiteRT (TensorFlow Lite)",
+    description=(
+        "Google's on-device runtime (formerly TensorFlow Lite), run here with the ai-edge-litert "
+        "interpreter and its XNNPACK CPU kernels. Runs .tflite files: FP32, FP16 weights, "
+        "dynamic-range INT8 and full-integer INT8, converted from ONNX with onnx2tf by the "
+        "optional `litert` extra (an .onnx model is converted to FP32 on load)."
+    ),
+    devices=["cpu"],
+    precisions=["fp32", "fp16", "int8"],
+    implementation="optistudio.core.backends.litert_backend:LiteRtBackend",
+)

@@ -81,15 +81,37 @@ BUILTIN_RECIPES: dict[str, Recipe] = {
             ("simplify", {}),
             ("int8_nncf", {"model_type": "transformer"}),
         ),
+        _recipe(
+            "qat",
+            "INT8 quantization-aware training",
+            ("simplify", {}),
+            ("qat", {}),
+        ),
+    )
+}
+# The LiteRT conversions: their variants are .tflite files, timed on litert whatever the target.
+BUILTIN_RECIPES |= {
+    r.name: r.model_copy(update={"backend": "litert"})
+    for r in (
+        _recipe("litert_fp32", "LiteRT FP32", ("simplify", {}), ("litert_fp32", {})),
+        _recipe("litert_fp16", "LiteRT FP16 weights", ("simplify", {}), ("litert_fp16", {})),
+        _recipe(
+            "litert_int8_dynamic",
+            "LiteRT INT8 dynamic range",
+            ("simplify", {}),
+            ("litert_int8_dynamic", {}),
+        ),
+        _recipe("litert_int8", "LiteRT full-integer INT8", ("simplify", {}), ("litert_int8", {})),
     )
 }
 ANY = "any"
 """Target meaning every backend available on the device: Auto then chooses the backend too."""
 REFERENCE_BACKEND = "onnxruntime"
 NNCF_RECIPES = {"int8_nncf", "int8_nncf_transformer"}
+LITERT = "litert"
 
 AUTO = "auto"
-CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed")
+CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "qat")
 """INT8 passes on ONNX Runtime's quantizer whose weight range follows the CPU (reduce_range)."""
 
 
@@ -113,6 +135,8 @@ def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> 
     ops = info.op_histogram
     convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
     matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
+    if target_backend == LITERT:
+        return litert_candidates(info)
     names = ["graph"]
     if convs:
         names += ["fusion", "int8_static", "int8_static_percentile"]
@@ -127,10 +151,25 @@ def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> 
     return [BUILTIN_RECIPES[name] for name in names if not _requantizes(info, name)]
 
 
+def litert_candidates(info: ModelInfo) -> list[Recipe]:
+    """Target litert: the .tflite conversions. FP32 always; full-integer INT8 for CNNs (it
+    needs calibration data); dynamic-range INT8 for MatMul-heavy models; FP16 weights only
+    where they can pay off (a CPU computing FP16; elsewhere XNNPACK widens them to FP32)."""
+    ops = info.op_histogram
+    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
+    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
+    names = ["litert_fp32"]
+    names += ["litert_int8"] if convs else []
+    names += ["litert_int8_dynamic"] if matmuls > convs else []
+    names += ["litert_fp16"] if {"avx512_fp16", "amx_fp16"} & set(isa_flags()) else []
+    return [BUILTIN_RECIPES[name] for name in names if not _requantizes(info, name)]
+
+
 def _requantizes(info: ModelInfo, name: str) -> bool:
     """Whether recipe `name` would quantize a model that is INT8 already (quantize_static
     on a QDQ model writes a graph the checker refuses; NNCF's only slows it down)."""
-    return name.startswith("int8") and bool(QUANTIZED_OPS & info.op_histogram.keys())
+    quantizes = name.startswith("int8") or name.startswith("litert_int8")
+    return quantizes and bool(QUANTIZED_OPS & info.op_histogram.keys())
 
 
 def any_backend_candidates(info: ModelInfo, backends: list[str]) -> list[Recipe]:
@@ -145,7 +184,7 @@ def any_backend_candidates(info: ModelInfo, backends: list[str]) -> list[Recipe]
     matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
     found = [on_backend(r, REFERENCE_BACKEND) for r in auto_candidates(info)]
     for backend in backends:
-        if backend == REFERENCE_BACKEND:
+        if backend in (REFERENCE_BACKEND, LITERT):  # LiteRT converts for minutes: --target litert
             continue
         names = ["fp32"]
         if backend == "openvino":
@@ -203,7 +242,7 @@ def _on_any(name: str, info: ModelInfo, backends: list[str]) -> list[Recipe]:
     if name == AUTO:
         return any_backend_candidates(info, backends)
     recipe = get_recipe(name)
-    backend = "openvino" if name in NNCF_RECIPES else REFERENCE_BACKEND
+    backend = recipe.backend or ("openvino" if name in NNCF_RECIPES else REFERENCE_BACKEND)
     if backend not in backends:
         raise UnknownName(
             f"Recipe {name!r} needs {backend}, which is not available here. "

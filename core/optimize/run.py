@@ -45,6 +45,7 @@ from pydantic import (
 from optistudio.core.backends import backends
 from optistudio.core.data.datasets import SyntheticDataset, load_labels
 from optistudio.core.data.inputs import (
+    BatchAxesField,
     InputsFile,
     InputShapes,
     InputValues,
@@ -82,12 +83,14 @@ from optistudio.core.numerics.accuracy import (
 from optistudio.core.numerics.evaluators.recognize import model_facts, recognize_task
 from optistudio.core.optimize.recipes import (
     ANY,
+    AUTO,
     REFERENCE_BACKEND,
     Recipe,
     int8_notes,
     resolve_recipes,
 )
 from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
 log = logging.getLogger(__name__)
@@ -162,6 +165,7 @@ class OptimizeSpec(BaseModel):
     dims: NamedDims = Field(default_factory=dict)
     values: InputValues = Field(default_factory=dict)
     inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_target(self) -> OptimizeSpec:
@@ -305,6 +309,7 @@ def optimize(
         shapes=spec.shapes,
         values=spec.values,
         arrays=read_input_arrays(spec.inputs_file, info.inputs),
+        batch_axes=spec.batch_axes,
     )
     judge, task_budget = task_judge(model, spec, data, labels_file)
     if labels is None and labels_file is not None:
@@ -317,8 +322,9 @@ def optimize(
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
     usable = available_backends(spec.comparison.device)
     if spec.target_backend != ANY and spec.target_backend not in usable:
+        why = backends.get(spec.target_backend).create().availability().reason
         raise BackendUnavailable(
-            f"{spec.target_backend} cannot run here. Available: {', '.join(usable)}.",
+            f"{spec.target_backend} cannot run here ({why}). Available: {', '.join(usable)}.",
             hint="Pick one of those targets, or 'any'.",
         )
     resolved = resolve_recipes(
@@ -326,12 +332,21 @@ def optimize(
     )
     recipes = [with_settings(r, settings) for r in resolved]
     variants = []
+    slots = len(recipes) + int(_qat_data_given(spec))  # Auto may add QAT at the end
     for index, recipe in enumerate(recipes):
-        share = scaled(
-            report, index / len(recipes), (index + 1) / len(recipes), prefix=f"{recipe.label}: "
-        )
+        share = scaled(report, index / slots, (index + 1) / slots, prefix=f"{recipe.label}: ")
         judged = Judging(source, labels, judge, task_budget)
         variants.append(_variant(model, info, recipe, timed, out_dir, judged, share))
+    add_qat, qat_note = _auto_qat(spec, recipes, variants)
+    if add_qat:
+        (qat,) = resolve_recipes(
+            [QAT_RECIPE], info, target_backend=spec.target_backend, backends=usable
+        )
+        share = scaled(report, len(recipes) / slots, 1.0, prefix=f"{qat.label}: ")
+        judged = Judging(source, labels, judge, task_budget)
+        variants.append(
+            _variant(model, info, with_settings(qat, settings), timed, out_dir, judged, share)
+        )
     chosen = choose(variants, speed_only=spec.speed_only)
     report(1.0, "Done")
     return OptimizeReport(
@@ -339,11 +354,32 @@ def optimize(
         data=source.description,
         variants=variants,
         chosen=chosen.recipe.name if chosen else None,
-        notes=int8_notes(recipes) + _random_calibration_notes(variants, spec),
+        notes=int8_notes(recipes)
+        + _random_calibration_notes(variants, spec)
+        + ([qat_note] if qat_note else []),
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,
         task_reason=judge.recognition.reason if judge else "",
         task_budget=task_budget.limits if task_budget else {},
+    )
+
+
+def _qat_data_given(spec: OptimizeSpec) -> bool:
+    return bool(spec.pass_settings.get(QAT_RECIPE, {}).get("train_path"))
+
+
+def _auto_qat(
+    spec: OptimizeSpec, recipes: list[Recipe], variants: list[VariantResult]
+) -> tuple[bool, str | None]:
+    """Whether Auto adds the qat recipe (every post-training INT8 variant missed the budget),
+    and the note that says so or what it needs (optistudio.core.passes.qat.auto_offer)."""
+    asked = {recipe.name.split("@")[0] for recipe in recipes}
+    return auto_offer(
+        auto=AUTO in spec.recipes and QAT_RECIPE not in asked,
+        ptq_within_budget=[
+            v.within_budget for v in variants if is_ptq([s.step for s in v.recipe.steps])
+        ],
+        training_given=_qat_data_given(spec),
     )
 
 
@@ -434,7 +470,7 @@ def timing_spec(
     spec's shapes, dims, values and arrays, else the data's sample shapes (text lines of 48x320
     are timed at 48x320, not at the default size of a dynamic dim)."""
     own = spec.comparison
-    if own.shapes or own.dims or own.values or own.inputs_file:
+    if own.shapes or own.dims or own.values or own.inputs_file or own.batch_axes:
         return own
     given: dict[str, Any] = {
         "shapes": spec.shapes,
@@ -444,7 +480,7 @@ def timing_spec(
     }
     if not any(given.values()) and data is not None:
         given["dims"] = sample_dims(info.inputs, next(iter(data.batches()), {}))
-    return own.model_copy(update=given)
+    return own.model_copy(update={**given, "batch_axes": spec.batch_axes})
 
 
 def available_backends(device: str = "cpu") -> list[str]:
@@ -500,7 +536,7 @@ def run_recipe(
         result = info.run(current, out, step.config, context)
         steps.append(StepReport(step=step.step, details=result.details, warnings=result.warnings))
         current, precision = result.output, _precision(precision, info.produces_precision)
-    final = folder / "model.onnx"
+    final = folder / f"model{current.suffix}"  # .tflite after a LiteRT conversion
     copy_model(current, final)
     return final, steps, precision
 
@@ -509,7 +545,7 @@ def copy_model(source: Path, target: Path) -> None:
     """Copy an .onnx file and the external data files it names (intake checked that they sit
     inside its folder), so a recipe that leaves the model as it is keeps its weights."""
     shutil.copyfile(source, target)
-    if source.parent.resolve() == target.parent.resolve():
+    if source.parent.resolve() == target.parent.resolve() or source.suffix != ".onnx":
         return
     proto = onnx.load(source, load_external_data=False)
     for location in {
@@ -577,9 +613,11 @@ def _variant(
     return result
 
 
-def check_variant(path: Path, recipe: Recipe) -> ModelInfo:
+def check_variant(path: Path, recipe: Recipe) -> ModelInfo | None:
     """Intake's checks on a file a recipe made; a refusal is the recipe's failure (PassFailed),
-    never advice to re-export the user's model."""
+    never advice to re-export the user's model. A .tflite is checked by loading it on litert."""
+    if path.suffix == ".tflite":
+        return None
     try:
         return inspect_model(path, max_bytes=NO_SIZE_LIMIT)
     except ModelRejected as exc:
@@ -597,7 +635,9 @@ def _timed(
     spec: ComparisonSpec,
     progress: ProgressCallback,
 ) -> None:
-    comparison = compare_models(model, variant, spec, progress=progress)
+    # A .tflite variant is fed what the original is fed (its inputs keep their names).
+    info_b = inspect_model(model) if variant.suffix == ".tflite" else None
+    comparison = compare_models(model, variant, spec, info_b=info_b, progress=progress)
     result.ratio, result.ratio_low, result.ratio_high = (
         comparison.ratio,
         comparison.low,

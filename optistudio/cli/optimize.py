@@ -66,6 +66,16 @@ def add_optimize_parser(commands: Any) -> None:
         action="store_true",
         help="let Auto choose INT8 variants calibrated on random inputs (no --calib)",
     )
+    optimize.add_argument(
+        "--train",
+        type=Path,
+        help="training inputs for the qat recipe (.npz, or a folder or .zip of images), kept "
+        "apart from --calib, which stays the held-out evaluation",
+    )
+    optimize.add_argument(
+        "--train-labels", type=Path, help="class ids of --train (.npy/.csv); none: distillation"
+    )
+    optimize.add_argument("--epochs", type=int, help="qat: at most this many epochs (8)")
     optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
     optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
     optimize.add_argument("--seconds", type=float, help="timing per variant vs the original")
@@ -75,7 +85,8 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument(
         "--target",
         help="backend the variants are for: 'any' (default: every backend here, Auto picks "
-        "the backend too), onnxruntime or openvino",
+        "the backend too), onnxruntime, openvino or litert (.tflite variants; needs the "
+        "litert extra)",
     )
     add_input_flags(optimize)
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
@@ -100,10 +111,25 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "task": args.task,
         "budgets": _budgets(args.budget),
         "speed_only": args.speed_only or None,
+        "pass_settings": _qat_settings(args),
     } | input_options(args).fields()
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return validated(OptimizeJobSpec, fields, "optimize")
+
+
+def _qat_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
+    """--train, --train-labels and --epochs as the qat pass's settings (images read with the
+    --image-* flags, like --calib)."""
+    given = {
+        "train_path": str(args.train.resolve()) if args.train else None,
+        "train_labels_path": str(args.train_labels.resolve()) if args.train_labels else None,
+        "epochs": args.epochs,
+    }
+    settings: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
+    if args.train and _image_preprocessing(args) and args.train.suffix.lower() != ".npz":
+        settings["image_preprocessing"] = _image_preprocessing(args)
+    return {"qat": settings} if settings else None
 
 
 def _budgets(texts: list[str]) -> dict[str, float]:
@@ -205,14 +231,14 @@ def _optimize_and_save(
 
 
 def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
-    """Copy each variant to OUT/<recipe>.onnx; returns recipe -> file."""
+    """Copy each variant to OUT/<recipe>.onnx (.tflite for LiteRT); returns recipe -> file."""
     import shutil
 
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for variant in report.variants:
         if variant.path:
-            target = out / f"{variant.recipe.name}.onnx"
+            target = out / f"{variant.recipe.name}{Path(variant.path).suffix}"  # .tflite too
             shutil.copyfile(variant.path, target)
             files[variant.recipe.name] = str(target)
     return files

@@ -31,6 +31,14 @@ from optistudio.studio.optimize_services import (
 from optistudio.studio.services import model_choices
 
 BUDGET_HELP = budget_help()
+QAT_WHERE = (
+    "Quantization-aware training (recipe qat, or Auto when every post-training INT8 variant "
+    "misses the budget) fine-tunes the model with PyTorch on the CPU of the worker that runs "
+    "the job, on training data kept apart from the evaluation data. Enable it by installing "
+    "the worker with `pip install 'optistudio[qat]'`; training data is given on the command "
+    "line for now: `optistudio optimize MODEL --recipe qat --train X.npz --train-labels y.npy "
+    "--calib E.npz --labels Ey.npy`."
+)
 DEFAULTS = form_defaults()
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
@@ -49,6 +57,7 @@ def render() -> None:
         st.info("Add a model on the Models page first.")
         return
     optimize_form(choices)
+    st.caption(QAT_WHERE)
     with st.expander("Passes and their settings"):
         pass_catalogue()
     show_runs()
@@ -77,7 +86,9 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             help="'Any': Auto also chooses the backend — every variant is checked and timed on "
             "its own backend against the original on ONNX Runtime. A named backend: variants "
             "are timed on it against the original there; Auto picks candidates for it (e.g. "
-            "NNCF INT8 for OpenVINO). The job goes to a worker that offers it.",
+            "NNCF INT8 for OpenVINO). The job goes to a worker that offers it. litert makes "
+            ".tflite variants: the conversion runs on a worker with the litert extra (pip "
+            "install 'optistudio[litert]' there); the Hardware page shows which workers have it.",
         )
         left, right = st.columns(2)
         data = left.file_uploader(
