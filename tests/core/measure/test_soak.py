@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +24,15 @@ RESERVED_BYTES = 64 * 2**20
 class LeakingModel(LoadedModel):
     """A real session whose wrapper makes `leak_bytes` more memory resident on every run.
 
-    It writes the next slice of a buffer that was only reserved (a fresh mapping, untouched
-    pages are not resident), so the growth shows in RSS whatever the heap freed earlier.
+    It writes the next slice of a buffer that was only reserved: an anonymous mapping of its
+    own (not the heap's, which in a long test process can hand back memory already resident,
+    and not NumPy's, which asks for huge pages), so every slice written shows in RSS.
     """
 
     def __init__(self, inner: LoadedModel, leak_bytes: int) -> None:
         self.inner, self.leak_bytes, self.offset = inner, leak_bytes, 0
-        self.buffer = np.empty(RESERVED_BYTES, dtype=np.uint8)
+        self.mapping = mmap.mmap(-1, RESERVED_BYTES)
+        self.buffer = np.frombuffer(self.mapping, dtype=np.uint8)
         self.details = inner.details
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
