@@ -4,6 +4,8 @@ The form's defaults come from the spec's own fields (`OptimizeJobSpec`), never t
 the accuracy budget's, and the timing of each variant (its least seconds; it may time up to
 TIMING_CAP_FACTOR times as long). Submitting stores the data files, checks them against the
 model, builds the spec and sends it (the page routes it by the optimize kind's target rule).
+Training data for quantization-aware training is stored the same way and recorded in the qat
+pass's settings; the worker reads its own copy (workers.optimize_job.local_training).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.numerics.evaluators.base import evaluators
 from optistudio.core.optimize.recipes import ANY
 from optistudio.core.optimize.run import NO_TASK
+from optistudio.core.passes.qat import QAT_RECIPE, QatConfig
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
@@ -49,6 +52,7 @@ class OptimizeForm:
     task: str | None = None
     budgets: str = ""
     speed_only: bool = False
+    epochs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class FormDefaults:
     min_cosine: float | None
     max_top1_drop: float | None
     seconds: float
+    epochs: int
 
 
 def form_defaults() -> FormDefaults:
@@ -65,6 +70,7 @@ def form_defaults() -> FormDefaults:
         min_cosine=spec.budget.min_cosine,
         max_top1_drop=spec.budget.max_top1_drop,
         seconds=spec.comparison.min_seconds,
+        epochs=QatConfig.model_fields["epochs"].default,
     )
 
 
@@ -127,11 +133,15 @@ def build_spec(
     form: OptimizeForm,
     data: BinaryIO | None = None,
     labels: BinaryIO | None = None,
+    *,
+    train: BinaryIO | None = None,
+    train_labels: BinaryIO | None = None,
 ) -> OptimizeJobSpec:
     """Store the data files, check them against the model, and build the job spec.
 
-    Unset form fields keep the spec's defaults; pydantic's ValidationError or DataMismatch say
-    what is wrong."""
+    `train` / `train_labels` are the qat recipe's training inputs and class ids, kept apart
+    from the evaluation data. Unset form fields keep the spec's defaults; pydantic's
+    ValidationError or DataMismatch say what is wrong."""
     _check_output(info, form.accuracy_output)
     preprocessing = form.image_preprocessing if data and _is_zip(data) else None
     data_path = store_dataset(settings, data, filename=data.name) if data else None
@@ -157,9 +167,52 @@ def build_spec(
             "min_seconds": form.seconds,
             "max_seconds": TIMING_CAP_FACTOR * form.seconds,
         }
-    if form.pass_settings is not None:
-        fields["pass_settings"] = form.pass_settings
+    qat = training_settings(settings, info, form, train, train_labels)
+    if form.pass_settings is not None or qat:
+        fields["pass_settings"] = (form.pass_settings or {}) | qat
     return OptimizeJobSpec.model_validate(fields)
+
+
+def training_settings(
+    settings: Settings,
+    info: ModelInfo,
+    form: OptimizeForm,
+    train: BinaryIO | None,
+    train_labels: BinaryIO | None,
+) -> dict[str, dict[str, Any]]:
+    """{'qat': ...} with the stored training files (checked against the model) and the
+    epochs, or {} without training data; DataMismatch when qat is asked for without it."""
+    if not train:
+        if train_labels:
+            raise DataMismatch(
+                "Training labels need the training inputs they label: upload the training "
+                "data for QAT too."
+            )
+        if QAT_RECIPE in form.recipes:
+            raise DataMismatch(
+                "The qat recipe needs training data: upload an .npz or a .zip of images under "
+                "'Training data for QAT'."
+            )
+        return {}
+    preprocessing = form.image_preprocessing if _is_zip(train) else None
+    train_path = store_dataset(settings, train, filename=train.name)
+    labels_path = (
+        store_dataset(settings, train_labels, filename=train_labels.name) if train_labels else None
+    )
+    try:
+        dataset = open_dataset(train_path, info.inputs, preprocessing=preprocessing)
+        if labels_path:
+            load_labels(labels_path, samples=len(dataset))  # class ids, one per sample
+    except DataMismatch as exc:
+        raise DataMismatch(f"Training data for QAT: {exc.message}", hint=exc.hint) from None
+    qat: dict[str, Any] = {"train_path": str(train_path)}
+    if labels_path:
+        qat["train_labels_path"] = str(labels_path)
+    if preprocessing:
+        qat["image_preprocessing"] = preprocessing.model_dump(mode="json")
+    if form.epochs is not None:
+        qat["epochs"] = form.epochs
+    return {QAT_RECIPE: qat}
 
 
 def submit_optimization(

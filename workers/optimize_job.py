@@ -2,7 +2,8 @@
 
 A recipe that failed is a failed variant with its error, and so is a made variant that could not
 be stored (over the upload limit, the artifact store refused it); the job succeeds with the
-others, and its message says how many failed.
+others, and its message says how many failed. Data files (calibration, labels, the qat
+recipe's training data) are read from this worker's copies of the stored files.
 """
 
 from __future__ import annotations
@@ -12,8 +13,16 @@ import shutil
 from pathlib import Path
 
 from optistudio.core.errors import ErrorInfo, OptistudioError
-from optistudio.core.optimize.run import OptimizeReport, VariantResult, choose, optimize
+from optistudio.core.optimize.run import (
+    OptimizeReport,
+    OptimizeSpec,
+    VariantResult,
+    choose,
+    optimize,
+)
+from optistudio.core.passes.qat import QAT_RECIPE
 from optistudio.db.models import Job
+from optistudio.services.artifact_store import local_data_file
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OptimizeJobSpec
 from optistudio.services.jobresults import OptimizeJobResult, StoredVariant
@@ -23,6 +32,8 @@ from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
 
 log = logging.getLogger(__name__)
+
+TRAINING_FILES = ("train_path", "train_labels_path")
 
 
 def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[OptimizeJobResult]:
@@ -34,7 +45,7 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
     shutil.rmtree(out_dir, ignore_errors=True)  # a redelivered job starts clean
     report = optimize(
         model_path,
-        spec.optimize_spec(),
+        local_training(spec.optimize_spec()),
         out_dir=out_dir,
         data=data,
         labels_file=labels,
@@ -46,6 +57,17 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         report.model_dump() | {"variants": variants, "chosen": best.recipe.name if best else None}
     )
     return Done(summary(result), result, environment=report.environment)
+
+
+def local_training(spec: OptimizeSpec) -> OptimizeSpec:
+    """The spec with the qat pass's training files at this worker's copies (the job records
+    where the studio stored them, as it does the calibration data's)."""
+    qat = spec.pass_settings.get(QAT_RECIPE, {})
+    local = {key: str(local_data_file(qat[key])) for key in TRAINING_FILES if qat.get(key)}
+    if not local:
+        return spec
+    settings = spec.pass_settings | {QAT_RECIPE: qat | local}
+    return spec.model_copy(update={"pass_settings": settings})
 
 
 def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVariant:

@@ -110,7 +110,8 @@ def run_qat(model: Path, out: Path, config: QatConfig, context: PassContext) -> 
         raise PassFailed(
             "Quantization-aware training needs training data, and none was given.",
             hint="Give training inputs (--train X.npz, and --train-labels y.npy if you have "
-            "them), separate from the evaluation data.",
+            "them; on the Optimize page, 'Training data for QAT'), separate from the evaluation "
+            "data.",
         )
     started = time.monotonic()
     report: PassReport = load(TRAIN_AND_QUANTIZE)(model, out, config, context)  # imports torch
@@ -138,8 +139,9 @@ def auto_offer(
     missed = "Every post-training INT8 candidate missed the accuracy budget"
     if not training_given:
         return False, (
-            f"{missed}; give training data (--train, with --train-labels if you have them) and "
-            "Auto tries quantization-aware training (the qat recipe) too."
+            f"{missed}; give training data (--train, with --train-labels if you have them; on "
+            "the Optimize page, 'Training data for QAT') and Auto tries quantization-aware "
+            "training (the qat recipe) too."
         )
     if not torch_available():
         return False, f"{missed}; {TORCH_MISSING[0].lower()}{TORCH_MISSING[1:]}"

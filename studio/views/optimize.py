@@ -15,6 +15,7 @@ from optistudio.core.fusion.registry import fusion_patterns
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.optimize.recipes import ANY, AUTO, BUILTIN_RECIPES
 from optistudio.core.passes.base import passes
+from optistudio.core.passes.qat import QatConfig
 from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import charts, pages, state
 from optistudio.studio.errors import show_error
@@ -32,12 +33,12 @@ from optistudio.studio.services import model_choices
 
 BUDGET_HELP = budget_help()
 QAT_WHERE = (
-    "Quantization-aware training (recipe qat, or Auto when every post-training INT8 variant "
-    "misses the budget) fine-tunes the model with PyTorch on the CPU of the worker that runs "
-    "the job, on training data kept apart from the evaluation data. Enable it by installing "
-    "the worker with `pip install 'optistudio[qat]'`; training data is given on the command "
-    "line for now: `optistudio optimize MODEL --recipe qat --train X.npz --train-labels y.npy "
-    "--calib E.npz --labels Ey.npy`."
+    "Quantization-aware training (recipe qat) fine-tunes the model with PyTorch on the CPU of "
+    "the worker that runs the job, on this training data, kept apart from the evaluation data "
+    "above; it needs the qat extra on that worker (`pip install 'optistudio[qat]'`). Auto "
+    "offers it only when every post-training INT8 variant misses the accuracy budget and "
+    "training data is given here. Without training labels the model is distilled from its "
+    "FP32 outputs; a .zip of images is read with the image preprocessing below."
 )
 DEFAULTS = form_defaults()
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
@@ -57,7 +58,6 @@ def render() -> None:
         st.info("Add a model on the Models page first.")
         return
     optimize_form(choices)
-    st.caption(QAT_WHERE)
     with st.expander("Passes and their settings"):
         pass_catalogue()
     show_runs()
@@ -103,6 +103,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
             "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
         )
+        with st.expander("Training data for QAT (optional)"):
+            train, train_labels, epochs = training_inputs()
         left, middle, right = st.columns([2, 3, 1])
         tasks = task_choices()
         task = left.selectbox(
@@ -177,8 +179,28 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             task=task or None,
             budgets=budgets,
             speed_only=speed_only,
+            epochs=epochs,
         )
-        submit(choices[ids.index(model_id)], form, data, labels)
+        submit(choices[ids.index(model_id)], form, data, labels, train, train_labels)
+
+
+def training_inputs() -> tuple[Any, Any, int]:
+    """The qat recipe's training inputs and class ids (uploads) and its most epochs."""
+    st.caption(QAT_WHERE)
+    help_of = {n: f.description for n, f in QatConfig.model_fields.items()}
+    left, middle, right = st.columns([3, 2, 1])
+    train = left.file_uploader(
+        "Training data for QAT (.npz or .zip of images)",
+        type=["npz", "zip"],
+        help=help_of["train_path"],
+    )
+    train_labels = middle.file_uploader(
+        "Training labels (optional)", type=["npy", "csv"], help=help_of["train_labels_path"]
+    )
+    epochs = right.number_input(
+        "QAT epochs", 1, 1000, DEFAULTS.epochs, step=1, help=help_of["epochs"]
+    )
+    return train, train_labels, int(epochs)
 
 
 def image_inputs() -> ImagePreprocessing:
@@ -241,13 +263,22 @@ def pass_settings_inputs() -> dict[str, dict[str, Any]]:
     }
 
 
-def submit(chosen: dict[str, Any], form: OptimizeForm, data: Any, labels: Any) -> None:
+def submit(
+    chosen: dict[str, Any],
+    form: OptimizeForm,
+    data: Any,
+    labels: Any,
+    train: Any = None,
+    train_labels: Any = None,
+) -> None:
     if not form.recipes:
         st.error("Pick at least one recipe, or Auto.")
         return
     try:
         info = ModelInfo.model_validate(chosen["info"])
-        spec = build_spec(state.settings(), info, form, data, labels)
+        spec = build_spec(
+            state.settings(), info, form, data, labels, train=train, train_labels=train_labels
+        )
         queue = state.route_job(OPTIMIZE, spec)
     except ValidationError as exc:
         st.error(f"Check the settings: {describe_validation_error(exc)}")
