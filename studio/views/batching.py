@@ -361,7 +361,9 @@ def verify_form(
 
     job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
     if job_id is not None:
-        st.success(f"Verify job #{job_id} submitted; it serves for {seconds:g} s.")
+        # The Verify jobs below were read before this one was sent: run the page again so it
+        # follows this job's progress (it names the job) instead of the previous result.
+        st.rerun()
 
 
 def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
