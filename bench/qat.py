@@ -86,25 +86,12 @@ def mobilenet_digits(folder: Path) -> Path:
     torch.manual_seed(reference_models.SEED)
     x_train, x_test, y_train, y_test = reference_models._digits_arrays()
     model = _mobilenet_module()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
-    generator = torch.Generator().manual_seed(reference_models.SEED)
-    t0 = time.perf_counter()
-    model.train()
-    for _ in range(MOBILENET_EPOCHS):
-        order = torch.randperm(len(xt), generator=generator)
-        for start in range(0, len(xt), 64):
-            index = order[start : start + 64]
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xt[index]), yt[index])
-            loss.backward()
-            optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        top1 = float((model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
+    seconds, top1 = reference_models.train_classifier(
+        model, (x_train, y_train), (x_test, y_test), MOBILENET_EPOCHS, 3e-3
+    )
     print(
         f"mobilenet digits: trained {MOBILENET_EPOCHS} epochs in "
-        f"{time.perf_counter() - t0:.1f} s, torch FP32 top-1 {top1:.2%}",
+        f"{seconds:.1f} s, torch FP32 top-1 {top1:.2%}",
         file=sys.stderr,
     )
     reference_models._export(model, torch.from_numpy(x_test[:2]), path, "image", "logits")

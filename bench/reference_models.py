@@ -23,6 +23,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -148,24 +149,11 @@ def digits_cnn(folder: Path = DEFAULT_FOLDER) -> tuple[Path, Path, Path]:
     torch.manual_seed(SEED)
     x_train, x_test, y_train, y_test = _digits_arrays()
     model = _digits_module()
-    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
-    xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)
-    generator = torch.Generator().manual_seed(SEED)
-    t0 = time.perf_counter()
-    model.train()
-    for _ in range(DIGITS_EPOCHS):
-        order = torch.randperm(len(xt), generator=generator)
-        for start in range(0, len(xt), 64):
-            index = order[start : start + 64]
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xt[index]), yt[index])
-            loss.backward()
-            optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        top1 = float((model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
+    seconds, top1 = train_classifier(
+        model, (x_train, y_train), (x_test, y_test), DIGITS_EPOCHS, 2e-3
+    )
     print(
-        f"digits CNN: trained {DIGITS_EPOCHS} epochs in {time.perf_counter() - t0:.1f} s, "
+        f"digits CNN: trained {DIGITS_EPOCHS} epochs in {seconds:.1f} s, "
         f"torch FP32 top-1 on {len(y_test)} held-out digits {top1:.2%}"
     )
     _export(model, torch.from_numpy(x_test[:2]), path, "image", "logits")
@@ -173,6 +161,35 @@ def digits_cnn(folder: Path = DEFAULT_FOLDER) -> tuple[Path, Path, Path]:
     np.savez(npz, image=x_test.astype(np.float32))
     np.save(labels, y_test)
     return path, npz, labels
+
+
+def train_classifier(
+    model: Any,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    epochs: int,
+    lr: float,
+) -> tuple[float, float]:
+    """Seeded Adam with cross-entropy in batches of 64; (training seconds, top-1 on `test`)."""
+    torch = _torch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    xt, yt = torch.from_numpy(train[0]), torch.from_numpy(train[1])
+    generator = torch.Generator().manual_seed(SEED)
+    t0 = time.perf_counter()
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(xt), generator=generator)
+        for start in range(0, len(xt), 64):
+            index = order[start : start + 64]
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xt[index]), yt[index])
+            loss.backward()
+            optimizer.step()
+    seconds = time.perf_counter() - t0
+    model.eval()
+    with torch.no_grad():
+        top1 = float((model(torch.from_numpy(test[0])).argmax(1).numpy() == test[1]).mean())
+    return seconds, top1
 
 
 # --------------------------------------------------------------------------- ResNet-50 shape
