@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -285,8 +286,7 @@ def _coreml(
     if not source.coreml_precisions:
         skipped["coreml"] = "No Core ML package was asked for."
         return {"runs_on": coreml.RUNS_ON, "packages": []}
-    folder = Path(tempfile.mkdtemp(prefix="optistudio-coreml-"))
-    try:
+    with _scratch("optistudio-coreml-") as folder:
         made = coreml.export_coreml(
             source.model_path,
             source.info,
@@ -301,10 +301,8 @@ def _coreml(
             for path in package.files():
                 writer.add_file(f"{arcname}/{path.relative_to(package.path).as_posix()}", path)
             packages.append(package.entry(arcname))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if made.skipped:
-        skipped["coreml"] = _coreml_skipped(made.skipped)
+        skipped["coreml"] = _skipped_line("Core ML", "package", made.skipped)
     return {
         "runs_on": coreml.RUNS_ON,
         "packages": packages,
@@ -313,12 +311,22 @@ def _coreml(
     }
 
 
-def _coreml_skipped(skipped: dict[str, str]) -> str:
-    """One line for the precisions left out: the reason once when they share it."""
+@contextmanager
+def _scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder for a converter's files, removed once they are in the bundle."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _skipped_line(runtime: str, noun: str, skipped: dict[str, str]) -> str:
+    """One line for the precisions a part left out: the reason once when they share it."""
     reasons = set(skipped.values())
     if len(reasons) == 1:
-        return f"No Core ML {', '.join(skipped).upper()} package: {reasons.pop()}"
-    return " ".join(f"No Core ML {p.upper()} package: {r}" for p, r in skipped.items())
+        return f"No {runtime} {', '.join(p.upper() for p in skipped)} {noun}: {reasons.pop()}"
+    return " ".join(f"No {runtime} {p.upper()} {noun}: {r}" for p, r in skipped.items())
 
 
 def _litert(
@@ -327,8 +335,7 @@ def _litert(
     """`litert/<name>_<precision>.tflite` per precision made; pipeline.json's "litert"."""
     if not source.litert_precisions:  # not asked for (a library call): nothing to explain
         return {"runs_on": litert_part.RUNS_ON, "files": {}}
-    folder = Path(tempfile.mkdtemp(prefix="optistudio-litert-"))
-    try:
+    with _scratch("optistudio-litert-") as folder:
         made = litert_part.export_litert(
             source.model_path,
             source.info,
@@ -341,10 +348,8 @@ def _litert(
         for precision, path in made.files.items():
             writer.add_file(f"litert/{path.name}", path)
             files[precision] = f"litert/{path.name}"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
     if made.skipped:
-        skipped["litert"] = litert_part.skipped_line(made.skipped)
+        skipped["litert"] = _skipped_line("LiteRT", "file", made.skipped)
     return {"runs_on": litert_part.RUNS_ON, "files": files, "versions": made.versions}
 
 

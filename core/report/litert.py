@@ -80,12 +80,3 @@ def fixed_shapes(info: ModelInfo, profile: dict[str, Any] | None) -> dict[str, l
         ):
             found[tensor.name] = [1, *[int(d) for d in shapes[tensor.name][1:]]]
     return found
-
-
-def skipped_line(skipped: dict[str, str]) -> str:
-    """One line for the precisions left out: the reason once when they share it."""
-    reasons = set(skipped.values())
-    names = ", ".join(p.upper() for p in skipped)
-    if len(reasons) == 1:
-        return f"No LiteRT {names} file: {reasons.pop()}"
-    return " ".join(f"No LiteRT {p.upper()} file: {r}" for p, r in skipped.items())
