@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.inventory import int8_mode, offers, targets
+from optistudio.core.backends.inventory import int8_mode, offers, targets, trains_on
 from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.metrics import METRICS
@@ -37,7 +37,13 @@ from optistudio.db.queries import (
 )
 from optistudio.db.session import transaction
 from optistudio.services.job_errors import error_columns
-from optistudio.services.jobkinds import BENCHMARK, COMPARE, JOB_KINDS, CompareJobSpec
+from optistudio.services.jobkinds import (
+    BENCHMARK,
+    COMPARE,
+    JOB_KINDS,
+    TRAINING_ORDER,
+    CompareJobSpec,
+)
 from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
 
 log = logging.getLogger(__name__)
@@ -66,15 +72,28 @@ def submit_comparison(
     return submit_job(factory, kind=JobKind.compare, model_id=baseline_id, spec=spec, send=send)
 
 
-def route(factory: sessionmaker[Session], *, backend: str, device: str, max_age_s: float) -> str:
-    """The first queue of a live worker offering `backend` on `device`; refuse clearly if none."""
+def route(
+    factory: sessionmaker[Session],
+    *,
+    backend: str,
+    device: str,
+    max_age_s: float,
+    suits: Callable[[dict[str, Any]], int] | None = None,
+) -> str:
+    """The queue of a live worker offering `backend` on `device` (the one `suits` ranks first,
+    else the first); refuse clearly if none."""
     with transaction(factory) as s:
         workers = [
             (w.hostname, w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)
         ]
-    for _hostname, queues, inventory in workers:
-        if queues and offers(inventory, backend=backend, device=device):
-            return str(queues[0])
+    able = [
+        (queues, inventory)
+        for _hostname, queues, inventory in workers
+        if queues and offers(inventory, backend=backend, device=device)
+    ]
+    if able:
+        queues, _ = min(able, key=lambda worker: suits(worker[1]) if suits else 0)
+        return str(queues[0])
     if not workers:
         raise NoWorkerForTarget(
             "No worker is running, so the job cannot be started.",
@@ -99,6 +118,31 @@ def _why_missing(backend: str, inventories: list[dict[str, Any]]) -> str:
         }
     )
     return f" {backend} on the workers now: {reasons[0]}." if reasons else ""
+
+
+def qat_places(factory: sessionmaker[Session], *, max_age_s: float) -> str:
+    """One sentence: where quantization-aware training would run among the live workers."""
+    with transaction(factory) as s:
+        found = [
+            (w.hostname, trains_on(w.inventory), w.inventory)
+            for w in live_workers(s, max_age_s=max_age_s)
+        ]
+    able = sorted(
+        (
+            TRAINING_ORDER.get(device, 9),
+            f"{host} ({device.upper() if device == 'cuda' else 'CPU'}, torch {inv['training']['torch']})",
+        )
+        for host, device, inv in found
+        if device
+    )
+    if not found:
+        return "No worker is running: start one to train."
+    if not able:
+        return (
+            "No live worker can train: install the qat extra on a worker "
+            "(pip install 'optistudio[qat]', the CPU wheel of torch 2.13) and restart it."
+        )
+    return "QAT trains on " + ", ".join(place for _, place in able) + " (the first is preferred)."
 
 
 def live_targets(

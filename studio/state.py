@@ -12,6 +12,7 @@ from optistudio.db.session import make_session_factory
 from optistudio.services.jobkinds import JobKindInfo, SpecT
 from optistudio.services.settings import Settings, get_settings
 from optistudio.studio.services import live_targets as targets
+from optistudio.studio.services import qat_places as services_qat_places
 from optistudio.studio.services import route
 from optistudio.workers.app import app
 
@@ -49,19 +50,31 @@ def sender(queue: str) -> Callable[[str, list[Any]], str]:
     return send
 
 
-def route_to(backend: str, device: str) -> str:
-    """The queue of a live worker that offers backend on device (NoWorkerForTarget if none)."""
+def route_to(
+    backend: str, device: str, suits: Callable[[dict[str, Any]], int] | None = None
+) -> str:
+    """The queue of a live worker that offers backend on device, the one `suits` ranks first
+    (NoWorkerForTarget if none)."""
     return route(
         session_factory(),
         backend=backend,
         device=device,
         max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR,
+        suits=suits,
     )
 
 
 def route_job(kind: JobKindInfo[SpecT, Any], spec: SpecT) -> str:
-    """The queue for a job: a live worker's that offers its target, by its kind's rule."""
-    return route_to(*kind.target(spec))
+    """The queue for a job: a live worker's that offers its target, by its kind's rule, and
+    among those the one that suits it best (a QAT run: a worker training on a GPU)."""
+    return route_to(*kind.target(spec), suits=lambda inventory: kind.suits(spec, inventory))
+
+
+def qat_places() -> str:
+    """Where quantization-aware training would run among the live workers (one sentence)."""
+    return services_qat_places(
+        session_factory(), max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR
+    )
 
 
 def live_targets(info: Any = None) -> list[tuple[str, str, str]]:

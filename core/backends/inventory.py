@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from optistudio.core.backends import backends
@@ -56,7 +57,26 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
         },
         "gpus": [gpu.model_dump() for gpu in nvidia_gpus()],
         "libraries": library_versions(),
+        "training": training_inventory(),
     }
+
+
+def training_inventory() -> dict[str, Any]:
+    """Whether this machine can run quantization-aware training (the qat extra's torch), and
+    on what: 'cuda' when torch sees a GPU, else 'cpu'. Imports torch (the inventory is taken
+    in a throw-away process)."""
+    if importlib.util.find_spec("torch") is None:
+        return {"torch": None, "device": None}
+    import torch
+
+    return {"torch": torch.__version__, "device": "cuda" if torch.cuda.is_available() else "cpu"}
+
+
+def trains_on(inventory: dict[str, Any]) -> str | None:
+    """Where a worker with this inventory fine-tunes: 'cuda', 'cpu', or None (no torch; an
+    inventory from before the entry reads as None)."""
+    device = inventory.get("training", {}).get("device")
+    return str(device) if device else None
 
 
 def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:

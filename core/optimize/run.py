@@ -368,6 +368,12 @@ def _qat_data_given(spec: OptimizeSpec) -> bool:
     return bool(spec.pass_settings.get(QAT_RECIPE, {}).get("train_path"))
 
 
+def may_train(spec: OptimizeSpec) -> bool:
+    """Whether this run may fine-tune (qat named, or Auto with QAT's training data), so that
+    a worker that trains on a GPU suits it best."""
+    return QAT_RECIPE in spec.recipes or (AUTO in spec.recipes and _qat_data_given(spec))
+
+
 def _auto_qat(
     spec: OptimizeSpec, recipes: list[Recipe], variants: list[VariantResult]
 ) -> tuple[bool, str | None]:

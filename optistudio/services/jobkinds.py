@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from optistudio.core.backends.inventory import trains_on
 from optistudio.core.backends.target import BackendName, Threads
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.data.datasets import open_dataset
@@ -33,7 +34,7 @@ from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.optimize.recipes import ANY, REFERENCE_BACKEND
-from optistudio.core.optimize.run import OptimizeSpec
+from optistudio.core.optimize.run import OptimizeSpec, may_train
 from optistudio.core.video.settings import VideoSettings
 from optistudio.db.models import JobKind
 from optistudio.services.artifact_store import local_data_file
@@ -182,6 +183,9 @@ class JobKindInfo(Generic[SpecT, ResultT]):
     result: type[ResultT]
     target: Callable[[SpecT], Target]
     queue: str = DEFAULT_QUEUE
+    suits: Callable[[SpecT, Mapping[str, Any]], int] = lambda spec, inventory: 0
+    """Among the workers that offer the target, how well one (by its inventory) suits the
+    job: lower first (a QAT run goes to a worker that trains on a GPU when one is live)."""
 
     @property
     def task_name(self) -> str:
@@ -257,6 +261,16 @@ def optimized_for(spec: OptimizeJobSpec) -> Target:
     return backend, "cpu"
 
 
+TRAINING_ORDER = {"cuda": 0, "cpu": 1}
+
+
+def trains_best(spec: OptimizeJobSpec, inventory: Mapping[str, Any]) -> int:
+    """A run that may fine-tune prefers a worker whose torch sees a GPU, then one with torch."""
+    if not may_train(spec):
+        return 0
+    return TRAINING_ORDER.get(trains_on(dict(inventory)) or "", len(TRAINING_ORDER))
+
+
 def its_backend_on_cpu(spec: VideoJobSpec) -> Target:
     """The spec's backend on the CPU (frames are decoded and batched there)."""
     return spec.backend, "cpu"
@@ -274,7 +288,12 @@ COMPARE = JobKindInfo(
     JobKind.compare, "A/B comparison", CompareJobSpec, CompareJobResult, its_own_target
 )
 OPTIMIZE = JobKindInfo(
-    JobKind.optimize, "Optimization", OptimizeJobSpec, OptimizeJobResult, optimized_for
+    JobKind.optimize,
+    "Optimization",
+    OptimizeJobSpec,
+    OptimizeJobResult,
+    optimized_for,
+    suits=trains_best,
 )
 PROFILE = JobKindInfo(JobKind.profile, "Profile", ProfileJobSpec, ProfileJobResult, profiled_on_cpu)
 SOAK = JobKindInfo(JobKind.soak, "Memory soak", SoakSpec, SoakReport, its_own_target)

@@ -33,9 +33,10 @@ from optistudio.studio.services import model_choices
 
 BUDGET_HELP = budget_help()
 QAT_WHERE = (
-    "Quantization-aware training (recipe qat) fine-tunes the model with PyTorch on the CPU of "
-    "the worker that runs the job, on this training data, kept apart from the evaluation data "
-    "above; it needs the qat extra on that worker (`pip install 'optistudio[qat]'`). Auto "
+    "Quantization-aware training (recipe qat) fine-tunes the model with PyTorch on the worker "
+    "that runs the job (its GPU when its torch sees one, else its CPU; a run with QAT goes to a "
+    "worker that trains on a GPU first), on this training data, kept apart from the evaluation "
+    "data above; it needs the qat extra on that worker (`pip install 'optistudio[qat]'`). Auto "
     "offers it only when every post-training INT8 variant misses the accuracy budget and "
     "training data is given here. Without training labels the model is distilled from its "
     "FP32 outputs; a .zip of images is read with the image preprocessing below."
@@ -187,6 +188,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
 def training_inputs() -> tuple[Any, Any, int]:
     """The qat recipe's training inputs and class ids (uploads) and its most epochs."""
     st.caption(QAT_WHERE)
+    st.caption(state.qat_places())
     help_of = {n: f.description for n, f in QatConfig.model_fields.items()}
     left, middle, right = st.columns([3, 2, 1])
     train = left.file_uploader(

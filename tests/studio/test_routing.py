@@ -102,3 +102,79 @@ def test_worker_rows_say_each_workers_int8_mode(db_factory) -> None:
     rows = {row["worker"]: row["int8"] for row in worker_rows(db_factory, max_age_s=30)}
 
     assert rows == {"old@a": "7-bit weights (no VNNI/AMX)", "new@b": "8-bit weights (AVX512-VNNI)"}
+
+
+def _trainer(device: str | None) -> dict:
+    return inventory("onnxruntime") | {"training": {"torch": "2.13.0", "device": device}}
+
+
+@pytest.mark.parametrize(
+    ("recipes", "train", "queue"),
+    [
+        (["qat"], None, "gpu"),
+        (["auto"], "x.npz", "gpu"),
+        (["auto"], None, None),
+        (["int8_static"], "x.npz", None),
+    ],
+    ids=["qat-to-gpu", "auto-with-training-data-to-gpu", "auto-without-data", "ptq-only"],
+)
+def test_a_run_that_may_train_goes_to_the_worker_training_on_a_gpu(
+    db_factory, recipes, train, queue
+) -> None:
+    from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="plain@a", queues=["plain"], inventory=inventory("onnxruntime"))
+        record_worker(s, hostname="torch@b", queues=["torchcpu"], inventory=_trainer("cpu"))
+        record_worker(s, hostname="gpu@c", queues=["gpu"], inventory=_trainer("cuda"))
+    settings = {"qat": {"train_path": train}} if train else {}
+    spec = OptimizeJobSpec(recipes=recipes, pass_settings=settings)
+
+    chosen = route(
+        db_factory,
+        backend="onnxruntime",
+        device="cpu",
+        max_age_s=30,
+        suits=lambda found: OPTIMIZE.suits(spec, found),
+    )
+
+    unranked = route(db_factory, backend="onnxruntime", device="cpu", max_age_s=30)
+    assert chosen == (queue or unranked)  # None: no preference, the usual first worker
+
+
+def test_without_a_gpu_a_qat_run_prefers_a_worker_with_torch(db_factory) -> None:
+    from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="plain@a", queues=["plain"], inventory=inventory("onnxruntime"))
+        record_worker(s, hostname="torch@b", queues=["torchcpu"], inventory=_trainer("cpu"))
+    spec = OptimizeJobSpec(recipes=["qat"])
+
+    chosen = route(
+        db_factory,
+        backend="onnxruntime",
+        device="cpu",
+        max_age_s=30,
+        suits=lambda found: OPTIMIZE.suits(spec, found),
+    )
+
+    assert chosen == "torchcpu"
+
+
+def test_the_page_says_where_qat_trains_or_how_to_enable_it(db_factory) -> None:
+    from optistudio.studio.services import qat_places
+
+    assert "No worker is running" in qat_places(db_factory, max_age_s=30)
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="plain@a", queues=["plain"], inventory=inventory("onnxruntime"))
+    assert "pip install 'optistudio[qat]'" in qat_places(db_factory, max_age_s=30)
+    with transaction(db_factory) as s:
+        record_worker(s, hostname="torch@b", queues=["t"], inventory=_trainer("cpu"))
+        record_worker(s, hostname="gpu@c", queues=["g"], inventory=_trainer("cuda"))
+
+    sentence = qat_places(db_factory, max_age_s=30)
+
+    assert sentence == (
+        "QAT trains on gpu@c (CUDA, torch 2.13.0), torch@b (CPU, torch 2.13.0) "
+        "(the first is preferred)."
+    )

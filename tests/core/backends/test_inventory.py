@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
-from optistudio.core.backends.inventory import hardware_inventory, offers, targets
+from optistudio.core.backends.inventory import hardware_inventory, offers, targets, trains_on
 
 
 def gpu_worker() -> dict:
@@ -33,6 +34,11 @@ def test_this_machines_inventory_has_cpu_backends_and_a_gpu_list() -> None:
     assert offers(inventory, backend="onnxruntime", device="cpu")
     assert isinstance(inventory["gpus"], list)
     assert inventory["cpu"]["logical_cores"] >= 1
+    training = inventory["training"]  # where QAT trains: torch's device, or nothing
+    has_torch = importlib.util.find_spec("torch") is not None
+    assert (training["torch"] is not None) == has_torch
+    assert trains_on(inventory) == (training["device"] if has_torch else None)
+    assert trains_on({"backends": {}}) is None  # an inventory from before the entry
 
 
 def test_targets_expand_gpus_and_use_each_devices_precisions() -> None:
