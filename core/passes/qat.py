@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import onnx
@@ -96,6 +97,11 @@ class QatConfig(BaseModel):
     seed: int = Field(0, description="Seed of the split, the shuffling and torch.")
     threads: int | None = Field(
         None, ge=1, description="torch threads while training; empty = torch's default."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Where torch trains: auto = the GPU when the worker's torch sees one "
+        "(CUDA), else the CPU.",
     )
 
 

@@ -95,7 +95,7 @@ class WeightQuant(nn.Module):
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         if self.axis is None:
             scale = torch.clamp(w.detach().abs().max() / self.levels, min=1e-12).reshape(1)
-            zero = torch.zeros(1, dtype=torch.int32)
+            zero = torch.zeros(1, dtype=torch.int32, device=w.device)
             return torch.fake_quantize_per_tensor_affine(w, scale, zero, -self.levels, self.levels)
         dims = [d for d in range(w.dim()) if d != self.axis]
         scale = torch.clamp(w.detach().abs().amax(dim=dims) / self.levels, min=1e-12)

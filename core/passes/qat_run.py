@@ -67,8 +67,11 @@ def train_and_quantize(
     fp32_val, _ = qat_train.evaluate(module, data, settings)
     layout = qat_fakequant.read_layout(reference.ptq, reference.proto)
     weights = qat_fakequant.attach(module, layout, reference.ranges)
+    data.device = qat_train.training_device(config.device)
+    module.to(data.device)
     with _torch_threads(config.threads):
         outcome = qat_train.fine_tune(module, data, settings, scaled(context.progress, 0.15, 0.9))
+    module.to("cpu")
     context.progress(0.9, "quantizing the tuned model")
     qat_fakequant.strip(module)
     write_weights(reference.proto, module.onnx_weights())
@@ -281,6 +284,7 @@ def _details(
             "int8_after_training": round(outcome.val[outcome.best_epoch], 6),
         },
         "fake_quantized": {"activations": len(layout.activations), "weights": weights},
+        "device": data.device,
         "torch_threads": config.threads or "default",
         "reduce_range": describe_range(config.reduce_range),
     }

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from optistudio.core.errors import PassFailed
 from optistudio.core.passes.qat_fakequant import set_observing
 from optistudio.core.passes.qat_history import history_line
 from optistudio.core.progress import ProgressCallback
@@ -39,12 +40,29 @@ class TrainingArrays:
     targets: np.ndarray | None
     train: np.ndarray
     val: np.ndarray
+    device: str = "cpu"
 
     def batch(self, index: np.ndarray) -> tuple[list[torch.Tensor], torch.Tensor]:
-        xs = [torch.from_numpy(np.ascontiguousarray(x[index])) for x in self.inputs]
+        xs = [self._tensor(x[index]) for x in self.inputs]
         wanted = self.labels if self.labels is not None else self.targets
         assert wanted is not None
-        return xs, torch.from_numpy(np.ascontiguousarray(wanted[index]))
+        return xs, self._tensor(wanted[index])
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+
+def training_device(wanted: str) -> str:
+    """'cuda' or 'cpu' for the config's device ('auto': the GPU when torch sees one)."""
+    cuda = torch.cuda.is_available()
+    if wanted == "cuda" and not cuda:
+        raise PassFailed(
+            "Quantization-aware training was asked to train on a GPU (device cuda), and this "
+            "worker's torch sees none.",
+            hint="Leave the device on auto, or run the job on a worker with a CUDA GPU and a "
+            "CUDA build of torch.",
+        )
+    return "cuda" if wanted == "cuda" or (wanted == "auto" and cuda) else "cpu"
 
 
 @dataclass

@@ -71,6 +71,7 @@ def test_training_with_labels_lowers_the_loss_and_exports_qdq(tmp_path: Path, cn
     assert len(losses) == 4 and losses[-1] < losses[0]
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
     assert report.details["fake_quantized"]["weights"] == 4
+    assert report.details["device"] in ("cpu", "cuda")  # auto: the GPU when torch sees one
     assert _run(report.output).shape == (4, 10)
     assert read_history(messages[-3]) is not None  # the last epoch's line, before quantizing
 
@@ -269,3 +270,65 @@ def test_auto_adds_qat_when_every_ptq_variant_misses(tmp_path: Path, cnn_data) -
     (qat_variant,) = [v for v in report.variants if v.recipe.name == "qat"]
     assert qat_variant.status == "made" and qat_variant.accuracy is not None
     assert any("Auto added quantization-aware training" in note for note in report.notes)
+
+
+@needs_torch
+def test_asking_for_a_gpu_torch_cannot_see_is_refused_before_training(
+    tmp_path: Path, cnn_data
+) -> None:  # type: ignore[no-untyped-def]
+    _torch()
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine's torch sees a GPU")
+    model, x, y = cnn_data
+    config = QatConfig(train_path=str(x), train_labels_path=str(y), epochs=1, device="cuda")
+
+    with pytest.raises(PassFailed, match="sees none") as refused:
+        run_qat(model, tmp_path / "qat.onnx", config, _context(tmp_path))
+    assert "auto" in (refused.value.hint or "")
+
+
+@needs_torch
+def test_qat_for_an_openvino_target_runs_there_and_exports_to_ir(tmp_path: Path, cnn_data) -> None:  # type: ignore[no-untyped-def]
+    _torch()
+    pytest.importorskip("openvino")
+    from optistudio.core.data.datasets import NpzDataset
+    from optistudio.core.measure.compare import ComparisonSpec
+    from optistudio.core.model.intake import inspect_model
+    from optistudio.core.optimize.run import OptimizeSpec, optimize
+    from optistudio.core.report.bundle import BundleSource, write_bundle
+
+    model, x, y = cnn_data
+    spec = OptimizeSpec(
+        recipes=["qat"],
+        target_backend="openvino",
+        task="none",
+        pass_settings={"qat": {"train_path": str(x), "train_labels_path": str(y), "epochs": 1}},
+        comparison=ComparisonSpec(min_pairs=5, min_seconds=0.05, max_seconds=0.5),
+    )
+    info = inspect_model(model)
+    data = NpzDataset(x, info.inputs, batch_size=32)
+
+    report = optimize(model, spec, out_dir=tmp_path / "run", data=data, labels_file=y)
+
+    (variant,) = report.variants
+    assert variant.status == "made" and variant.backend == "openvino"
+    assert variant.speedup is not None  # timed on OpenVINO against the original there
+    made = Path(variant.path)
+    bundle = write_bundle(
+        BundleSource(
+            name="cnn_qat",
+            model_path=made,
+            info=inspect_model(made),
+            precision="int8",
+            coreml_precisions=[],
+        ),
+        tmp_path / "bundle.zip",
+    )
+    assert "openvino/cnn_qat.xml" in bundle.files and "openvino" not in bundle.skipped
+    import zipfile
+
+    with zipfile.ZipFile(bundle.path) as z:
+        ir = z.read("openvino/cnn_qat.xml").decode()
+    assert "FakeQuantize" in ir or "FakeConvert" in ir  # OpenVINO read the Q/DQ pairs as INT8
