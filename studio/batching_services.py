@@ -152,7 +152,11 @@ def profile_in_use(
         f"{calibration_line(calibrated)}. Against the profile as measured, the service time "
         f"moved {moves}."
     )
-    if prediction.recalibrated is not None:
+    if prediction.not_adopted:
+        line += (
+            f" The newest Verify (job #{newest['job']}) did not move it: {prediction.not_adopted}"
+        )
+    elif prediction.recalibrated is not None:
         before = prediction.at_realised or prediction.predicted
         line += (
             f" For that Verify's own run the refit moved the predicted p99 from "

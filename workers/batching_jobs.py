@@ -16,7 +16,7 @@ from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.profile import measure_profile
-from optistudio.core.batching.recalibrate import calibration_line, recalibrate
+from optistudio.core.batching.recalibrate import calibration_line, recalibrate, saturated_refit
 from optistudio.core.batching.results import Band, LoadResult, p99_halves
 from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
@@ -122,7 +122,11 @@ def verify_job(
         message += (
             f" Predicted p99 {point.p99_ms:.1f} ms "
             f"(band {band.p99_low_ms:.1f}-{band.p99_high_ms:.1f}): measured {where}; "
-            "profile recalibrated."
+            + (
+                "profile not recalibrated (saturated run)."
+                if prediction.not_adopted
+                else "profile recalibrated."
+            )
         )
     return Done(message, result)
 
@@ -182,6 +186,9 @@ def _refit(
         )
     except InvalidSpec:
         return None
+    not_adopted = saturated_refit(run.result, calibrated, profile)
+    if not_adopted:
+        calibrated = profile
     realised = run.result.realised_rate if spec.process != "closed" else None
     again = {"process": spec.process, "clients": spec.clients, "requests": PREDICT_REQUESTS}
     rate = realised or spec.rate
@@ -201,6 +208,7 @@ def _refit(
         ),
         slowdown=overall_slowdown(run.batches, profile),
         calibrated=calibrated,
+        not_adopted=not_adopted,
         recalibrated=(
             simulate(calibrated, spec.settings, **replayed)
             if sent

@@ -30,7 +30,7 @@ import numpy as np
 
 from optistudio.core.batching.latency import HANDOFF_GAPS, Calibration, LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
-from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.simulate import IDLE_FLOOR
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_summary
 from optistudio.core.errors import InvalidSpec
@@ -183,6 +183,30 @@ def _scaled(profile: LatencyProfile, factors: dict[int, float]) -> LatencyProfil
             ],
             "runs": [(size, ms * factors[size]) for size, ms in profile.runs],
         }
+    )
+
+
+def saturated_refit(run: LoadResult, refit: LatencyProfile, profile: LatencyProfile) -> str | None:
+    """Why a refit from this run is not adopted, or None when it may be.
+
+    A saturated run (arrivals outpaced service, the queue kept growing) measures its runner
+    while the load generator, the queue and the serving threads fight for the same cores: on a
+    0.02 ms model such a run read +5341 % service time, which would make every prediction at a
+    sane rate wrong. Its batches still show what happened at that rate, so the Verify keeps
+    them; the profile in use stays as it was."""
+    if not run.saturated:
+        return None
+    moved = max(
+        (refit.latency_ms(b) / profile.latency_ms(b) - 1) * 100 for b in profile.batch_sizes
+    )
+    served = f"served {run.throughput:.1f} req/s"
+    if run.realised_rate:
+        served += f" of {run.realised_rate:.1f} sent"
+    return (
+        f"Not recalibrated: this run was saturated ({served}; the queue kept growing), and a "
+        f"saturated runner is slowed by the queue's own contention (its refit would have moved "
+        f"the service time up to {moved:+.0f} %). Verify at a rate below the knee to "
+        "recalibrate."
     )
 
 

@@ -12,7 +12,8 @@ throughput_low/throughput_high: 5 %-95 % over runs as long as a --seconds Verify
 resampled), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
-(optistudio.core.batching.recalibrate) and reports the predicted p99 at the verified rate
+(optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
+profile unchanged and `not_adopted` says why) and reports the predicted p99 at the verified rate
 before and after the refit beside the measured one (`recalibrated`).
 """
 
@@ -258,20 +259,26 @@ def _recalibrated(
 ) -> dict[str, Any]:
     """Refit the profile from the run's batches, write it to --recalibrate, and say how the
     prediction at the verified rate moved against what was measured."""
-    from optistudio.core.batching.recalibrate import recalibrate
+    from optistudio.core.batching.recalibrate import recalibrate, saturated_refit
 
     rate = args.rate if args.process != "closed" else None
     offered = f"{args.rate:g} req/s" if rate else f"{args.clients} clients"
     calibrated = recalibrate(
         profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms
     )
+    not_adopted = saturated_refit(run.result, calibrated, profile)
+    if not_adopted:  # the profile is written back unchanged, and the JSON says why
+        calibrated = profile
     args.recalibrate.write_text(calibrated.model_dump_json(indent=2))
     measured = run.result.p99_ms
     before = _predict(args, settings, profile, rate).p99_ms
     after = _predict(args, settings, calibrated, rate).p99_ms
     return {
         "path": str(args.recalibrate),
-        "calibration": calibrated.calibration.model_dump(mode="json"),
+        "calibration": (
+            calibrated.calibration.model_dump(mode="json") if calibrated.calibration else None
+        ),
+        "not_adopted": not_adopted,
         "measured_p99_ms": measured,
         "p99_before_ms": before,
         "p99_after_ms": after,

@@ -131,7 +131,15 @@ class VerifyPrediction(BaseModel):
     slowdown: float = Field(
         description="The run's runner time over what the profile predicted for its batches."
     )
-    calibrated: LatencyProfile = Field(description="The profile refitted by this run.")
+    calibrated: LatencyProfile = Field(
+        description="The profile refitted by this run (the profile in use, unchanged, when the "
+        "refit was not adopted)."
+    )
+    not_adopted: str | None = Field(
+        default=None,
+        description="Why this run's refit was not adopted (a saturated run), with how far it "
+        "would have moved the service time; None when it was.",
+    )
     recalibrated: LoadResult | None = Field(
         default=None,
         description="The refitted profile's prediction for this run (at the realised rate).",

@@ -408,6 +408,8 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
         f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
     )
     st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
+    if stored is not None and stored.not_adopted:
+        st.warning(stored.not_adopted)
     verdict, inside = batching.band_verdict(predicted, band, result.measured)
     (st.success if inside else st.warning)(verdict)
     arrivals = batching.rate_line(result.measured)

@@ -11,7 +11,7 @@ from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.services.jobkinds import BATCHING_VERIFY
+from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
 
@@ -100,7 +100,7 @@ def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored) -> N
             BatchingVerifySpec(settings=settings, rate=rate, seconds=0.5, seed=seed).model_dump(),
             verify_job,
         )
-        for rate, seed in ((100, 0), (300, 1))
+        for rate, seed in ((60, 0), (120, 1))  # far below this model's knee: none saturates
     )
 
     assert first.status == second.status == JobStatus.succeeded, (first.message, second.message)
@@ -116,7 +116,8 @@ def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored) -> N
     assert two.calibrated.calibration.previous == [f"Verify #{first.id}"]
     band = one.band
     assert band.p99_low_ms <= band.p99_high_ms and band.seconds == 0.5
-    assert one.predicted.offered_rate == 100 and one.recalibrated is not None
+    assert one.predicted.offered_rate == 60 and one.recalibrated is not None
+    assert one.not_adopted is None and two.not_adopted is None
     assert one.on_arrivals is not None and one.arrivals_band is not None  # its own send times
     assert (
         one.arrivals_band.requests == BATCHING_VERIFY.parse_result(first.result).measured.completed
@@ -133,3 +134,44 @@ def test_verify_without_a_profile_measures_and_predicts_nothing(db_factory, stor
 
     assert job.status == JobStatus.succeeded, job.message
     assert BATCHING_VERIFY.parse_result(job.result).prediction is None
+
+
+def test_a_saturated_verify_keeps_its_batches_but_not_its_refit(  # type: ignore[no-untyped-def]
+    db_factory, stored, monkeypatch
+) -> None:
+    """The run's summary says the queue kept growing (as measure_load sets it when arrivals
+    outpace service): the profile in use is stored unchanged, and the result says why."""
+    from dataclasses import replace
+
+    from optistudio.workers import batching_jobs
+
+    real = batching_jobs.measure_load
+
+    def saturated(*args, **kwargs):  # type: ignore[no-untyped-def]
+        run = real(*args, **kwargs)
+        return replace(run, result=run.result.model_copy(update={"saturated": True}))
+
+    monkeypatch.setattr(batching_jobs, "measure_load", saturated)
+    model_id = stored()
+    profiled = _run(
+        db_factory,
+        JobKind.batching_profile,
+        model_id,
+        BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump(),
+        profile_job,
+    )
+    spec = BatchingVerifySpec(
+        settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=60, seconds=0.5
+    )
+
+    job = _run(db_factory, JobKind.batching_verify, model_id, spec.model_dump(), verify_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    prediction = BATCHING_VERIFY.parse_result(job.result).prediction
+    assert prediction is not None and prediction.not_adopted is not None
+    assert prediction.not_adopted.startswith("Not recalibrated: this run was saturated")
+    assert prediction.calibrated.calibration is None  # the profile as measured, unchanged
+    assert prediction.calibrated == LatencyProfile.model_validate(
+        BATCHING_PROFILE.parse_result(profiled.result).profile.model_dump()
+    )
+    assert "not recalibrated (saturated run)" in job.message

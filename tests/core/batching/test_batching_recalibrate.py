@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import QUANTILE_COUNT, LatencyProfile
-from optistudio.core.batching.recalibrate import calibration_line, recalibrate
-from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.recalibrate import calibration_line, recalibrate, saturated_refit
+from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate
 from optistudio.core.errors import InvalidSpec
@@ -119,3 +121,22 @@ def test_a_calibrated_profile_round_trips_through_json() -> None:
     again = LatencyProfile.model_validate_json(calibrated.model_dump_json())
 
     assert again == calibrated
+
+
+def _served(*, saturated: bool) -> LoadResult:
+    return LoadResult(
+        throughput=90.0, p50_ms=40.0, p90_ms=80.0, p99_ms=200.0, mean_ms=50.0,
+        mean_queue_ms=30.0, mean_compute_ms=20.0, mean_batch_size=3.0, completed=900,
+        offered_rate=150.0, realised_rate=140.0, saturated=saturated,
+    )  # fmt: skip
+
+
+def test_a_saturated_runs_refit_is_refused_with_how_far_it_would_have_moved() -> None:
+    profile = measured_profile()
+    refit = recalibrate(profile, slower_trace(profile, 3.0, {1: 400, 4: 400}))
+
+    why = saturated_refit(_served(saturated=True), refit, profile)
+
+    assert saturated_refit(_served(saturated=False), refit, profile) is None
+    assert why is not None and "served 90.0 req/s of 140.0 sent" in why
+    assert re.search(r"up to \+19\d %", why)  # 400 batches against 20 runs: ~95 % of +200 %
