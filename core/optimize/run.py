@@ -294,11 +294,14 @@ def optimize(
     labels: np.ndarray | None = None,
     progress: ProgressCallback | None = None,
     labels_file: Path | None = None,
+    calibration: CalibrationSource | None = None,
 ) -> OptimizeReport:
     """Make one variant per recipe, check and time each; see the module docstring.
 
     `labels` are class ids (top-1); `labels_file` is read by the task's evaluator (strings for
-    a text recognizer, boxes for a detector, class ids for a classifier)."""
+    a text recognizer, boxes for a detector, class ids for a classifier). `calibration`: inputs
+    the INT8 passes calibrate on instead of `data` (on which every variant is still judged), so
+    that post-training INT8 is not calibrated on the very samples that judge it."""
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
@@ -335,7 +338,7 @@ def optimize(
     slots = len(recipes) + int(_qat_data_given(spec))  # Auto may add QAT at the end
     for index, recipe in enumerate(recipes):
         share = scaled(report, index / slots, (index + 1) / slots, prefix=f"{recipe.label}: ")
-        judged = Judging(source, labels, judge, task_budget)
+        judged = Judging(source, labels, judge, task_budget, calibration)
         variants.append(_variant(model, info, recipe, timed, out_dir, judged, share))
     add_qat, qat_note = _auto_qat(spec, recipes, variants)
     if add_qat:
@@ -343,7 +346,7 @@ def optimize(
             [QAT_RECIPE], info, target_backend=spec.target_backend, backends=usable
         )
         share = scaled(report, len(recipes) / slots, 1.0, prefix=f"{qat.label}: ")
-        judged = Judging(source, labels, judge, task_budget)
+        judged = Judging(source, labels, judge, task_budget, calibration)
         variants.append(
             _variant(model, info, with_settings(qat, settings), timed, out_dir, judged, share)
         )
@@ -397,6 +400,8 @@ class Judging:
     labels: np.ndarray | None
     judge: TaskJudge | None
     budget: TaskBudget | None
+    calibration: CalibrationSource | None = None
+    """What the INT8 passes calibrate on when it is not `source`."""
 
 
 def task_judge(
@@ -574,14 +579,15 @@ def _variant(
         REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
     )
     source = judged.source
+    calibration = judged.calibration or source
     result = VariantResult(recipe=recipe, precision="fp32", backend=backend)
-    result.calibrated_on_random = bool(getattr(source, "synthetic", False)) and any(
+    result.calibrated_on_random = bool(getattr(calibration, "synthetic", False)) and any(
         passes.get(step.step).needs_calibration for step in recipe.steps
     )
     context = PassContext(
         work_dir=out_dir / recipe.name,
         target_backend=backend,
-        calibration=source,
+        calibration=calibration,
         progress=scaled(share, 0.0, 0.5),
     )
     try:

@@ -337,3 +337,23 @@ def test_static_int8_with_nothing_to_quantize_is_one_failed_variant(tmp_path: Pa
     assert made.status == "made"
     assert failed.status == "failed" and failed.error.code == ErrorCode.pass_failed
     assert failed.error.message.startswith("Static INT8 has nothing to quantize in this model")
+
+
+def test_int8_calibrates_on_its_own_inputs_when_given_and_is_judged_on_the_data(
+    cnn: Path, tmp_path: Path
+) -> None:
+    from optistudio.core.data.datasets import SyntheticDataset
+
+    inputs = inspect_model(cnn).inputs
+    data = SyntheticDataset(inputs, samples=8, seed=1)
+    calibration = SyntheticDataset(inputs, samples=24, seed=2)
+    spec = OptimizeSpec(recipes=["int8_static"], comparison=QUICK)
+
+    [variant] = optimize(
+        cnn, spec, out_dir=tmp_path / "out", data=data, calibration=calibration
+    ).variants
+
+    assert variant.status == "made"
+    assert variant.steps[-1].details["calibration"]["source"] == calibration.description
+    assert calibration.description != data.description
+    assert variant.accuracy is not None and variant.accuracy.samples == 8
