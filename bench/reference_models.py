@@ -4,7 +4,8 @@ Everything is built offline and cached under data/bench-models/ (git-ignored); a
 reuses the files. Used by bench/quantization.py only, never by tests or the app.
 
   digits_cnn(folder)           a small CNN trained (seeded, a few seconds) on scikit-learn's
-                               digits, upsampled 8x8 -> 32x32; real held-out test set + labels.
+                               digits, upsampled 8x8 -> 32x32; real held-out test set + labels
+                               (the trained state_dict beside it: digits_cnn_state(folder)).
   resnet50_shaped(folder, n)   ResNet-50 layout (bottlenecks 3-4-6-3, BN, ReLU) with seeded
                                random weights, BN statistics fitted on photo crops; data: crops
                                of scikit-learn's two bundled photos (n x n).
@@ -142,7 +143,8 @@ def digits_cnn(folder: Path = DEFAULT_FOLDER) -> tuple[Path, Path, Path]:
     """Train (seeded) and export the digits CNN; returns (onnx, test .npz, test labels .npy)."""
     folder = Path(folder)
     path, npz, labels = (folder / f"digits-cnn{s}" for s in (".onnx", "-test.npz", "-labels.npy"))
-    if path.exists() and npz.exists() and labels.exists():
+    state = digits_cnn_state(folder)  # the trained module too, for torch-side anchors (NNCF QAT)
+    if path.exists() and npz.exists() and labels.exists() and state.exists():
         return path, npz, labels
     torch = _torch()
     folder.mkdir(parents=True, exist_ok=True)
@@ -158,9 +160,15 @@ def digits_cnn(folder: Path = DEFAULT_FOLDER) -> tuple[Path, Path, Path]:
     )
     _export(model, torch.from_numpy(x_test[:2]), path, "image", "logits")
     _check_ort(path, model, torch.from_numpy(x_test[:8]))
+    torch.save(model.state_dict(), state)
     np.savez(npz, image=x_test.astype(np.float32))
     np.save(labels, y_test)
     return path, npz, labels
+
+
+def digits_cnn_state(folder: Path = DEFAULT_FOLDER) -> Path:
+    """Where digits_cnn keeps the trained module's state_dict (load into _digits_module())."""
+    return Path(folder) / "digits-cnn.state.pt"
 
 
 def train_classifier(
