@@ -108,6 +108,19 @@ def _trainer(device: str | None) -> dict:
     return inventory("onnxruntime") | {"training": {"torch": "2.13.0", "device": device}}
 
 
+def _route_optimize(factory, spec) -> str:  # type: ignore[no-untyped-def]
+    """Where an optimize job with `spec` goes, ranked by its kind's rule (as the studio does)."""
+    from optistudio.services.jobkinds import OPTIMIZE
+
+    return route(
+        factory,
+        backend="onnxruntime",
+        device="cpu",
+        max_age_s=30,
+        suits=lambda found: OPTIMIZE.suits(spec, found),
+    )
+
+
 @pytest.mark.parametrize(
     ("recipes", "train", "queue"),
     [
@@ -121,7 +134,7 @@ def _trainer(device: str | None) -> dict:
 def test_a_run_that_may_train_goes_to_the_worker_training_on_a_gpu(
     db_factory, recipes, train, queue
 ) -> None:
-    from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+    from optistudio.services.jobkinds import OptimizeJobSpec
 
     with transaction(db_factory) as s:
         record_worker(s, hostname="plain@a", queues=["plain"], inventory=inventory("onnxruntime"))
@@ -130,33 +143,21 @@ def test_a_run_that_may_train_goes_to_the_worker_training_on_a_gpu(
     settings = {"qat": {"train_path": train}} if train else {}
     spec = OptimizeJobSpec(recipes=recipes, pass_settings=settings)
 
-    chosen = route(
-        db_factory,
-        backend="onnxruntime",
-        device="cpu",
-        max_age_s=30,
-        suits=lambda found: OPTIMIZE.suits(spec, found),
-    )
+    chosen = _route_optimize(db_factory, spec)
 
     unranked = route(db_factory, backend="onnxruntime", device="cpu", max_age_s=30)
     assert chosen == (queue or unranked)  # None: no preference, the usual first worker
 
 
 def test_without_a_gpu_a_qat_run_prefers_a_worker_with_torch(db_factory) -> None:
-    from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+    from optistudio.services.jobkinds import OptimizeJobSpec
 
     with transaction(db_factory) as s:
         record_worker(s, hostname="plain@a", queues=["plain"], inventory=inventory("onnxruntime"))
         record_worker(s, hostname="torch@b", queues=["torchcpu"], inventory=_trainer("cpu"))
     spec = OptimizeJobSpec(recipes=["qat"])
 
-    chosen = route(
-        db_factory,
-        backend="onnxruntime",
-        device="cpu",
-        max_age_s=30,
-        suits=lambda found: OPTIMIZE.suits(spec, found),
-    )
+    chosen = _route_optimize(db_factory, spec)
 
     assert chosen == "torchcpu"
 

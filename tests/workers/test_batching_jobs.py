@@ -28,6 +28,12 @@ def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> Job:  # typ
         return job
 
 
+def _profiled(factory, model_id: int) -> Job:  # type: ignore[no-untyped-def]
+    """A finished batching profile job of the model, up to batch 4."""
+    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump()
+    return _run(factory, JobKind.batching_profile, model_id, spec, profile_job)
+
+
 @pytest.fixture
 def stored(db_factory, app_settings, make_model):  # type: ignore[no-untyped-def]
     def store(**kwargs: object) -> int:
@@ -84,13 +90,7 @@ def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored) -> N
     """Each Verify predicts its run from the profile in use, then stores that profile refitted
     from its own batches; the next Verify rests on the refit, not on the bare profile."""
     model_id = stored()
-    profiled = _run(
-        db_factory,
-        JobKind.batching_profile,
-        model_id,
-        BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump(),
-        profile_job,
-    )
+    profiled = _profiled(db_factory, model_id)
     settings = BatchingSettings(max_batch_size=4, timeout_ms=1)
     first, second = (
         _run(
@@ -153,13 +153,7 @@ def test_a_saturated_verify_keeps_its_batches_but_not_its_refit(  # type: ignore
 
     monkeypatch.setattr(batching_jobs, "measure_load", saturated)
     model_id = stored()
-    profiled = _run(
-        db_factory,
-        JobKind.batching_profile,
-        model_id,
-        BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump(),
-        profile_job,
-    )
+    profiled = _profiled(db_factory, model_id)
     spec = BatchingVerifySpec(
         settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=60, seconds=0.5
     )
