@@ -147,11 +147,14 @@ def profile_in_use(
         f"at batch {b} {(calibrated.latency_ms(b) / profile.latency_ms(b) - 1) * 100:+.0f} %"
         for b in profile.batch_sizes
     )
-    line = (
-        f"Predictions rest on the profile from job #{profile_job}, "
-        f"{calibration_line(calibrated)}. Against the profile as measured, the service time "
-        f"moved {moves}."
-    )
+    if calibrated.calibration is None:  # no Verify's refit was adopted yet
+        line = f"Predictions rest on the profile from job #{profile_job}, as measured."
+    else:
+        line = (
+            f"Predictions rest on the profile from job #{profile_job}, "
+            f"{calibration_line(calibrated)}. Against the profile as measured, the service "
+            f"time moved {moves}."
+        )
     if prediction.not_adopted:
         line += (
             f" The newest Verify (job #{newest['job']}) did not move it: {prediction.not_adopted}"

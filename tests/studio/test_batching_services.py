@@ -444,3 +444,17 @@ def test_the_convergence_chart_has_a_point_per_verify_of_the_profile_in_order() 
     assert list(predicted.x) == ["#7 · 20/s", "#9 · 20/s"]
     assert predicted.error_y.array is not None and list(measured.y) == [8.0, 9.0]
     assert batching.convergence_frame(2, jobs).empty
+
+
+def test_a_saturated_verify_leaves_the_line_on_the_profile_and_says_why() -> None:
+    stored = refit(7, PROFILE, 3.0).model_copy(
+        update={"calibrated": PROFILE, "not_adopted": "Not recalibrated: this run was saturated."}
+    )
+
+    profile, line = batching.profile_in_use(5, PROFILE, [verify_row(7, 90.0, stored)])
+
+    assert profile == PROFILE
+    assert line == (
+        "Predictions rest on the profile from job #5, as measured. The newest Verify (job #7) "
+        "did not move it: Not recalibrated: this run was saturated."
+    )
