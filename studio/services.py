@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.inventory import int8_mode, offers, targets, trains_on
+from optistudio.core.backends.inventory import int8_mode, pick_queue, targets, trains_on
 from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.metrics import METRICS
@@ -86,14 +86,10 @@ def route(
         workers = [
             (w.hostname, w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)
         ]
-    able = [
-        (queues, inventory)
-        for _hostname, queues, inventory in workers
-        if queues and offers(inventory, backend=backend, device=device)
-    ]
-    if able:
-        queues, _ = min(able, key=lambda worker: suits(worker[1]) if suits else 0)
-        return str(queues[0])
+    live = [(queues, inventory) for _hostname, queues, inventory in workers]
+    queue = pick_queue(live, backend=backend, device=device, suits=suits)
+    if queue is not None:
+        return queue
     if not workers:
         raise NoWorkerForTarget(
             "No worker is running, so the job cannot be started.",
@@ -129,7 +125,7 @@ def qat_places(factory: sessionmaker[Session], *, max_age_s: float) -> str:
         ]
     able = sorted(
         (
-            TRAINING_ORDER.get(device, 9),
+            TRAINING_ORDER.get(device, len(TRAINING_ORDER)),
             f"{host} ({device.upper() if device == 'cuda' else 'CPU'}, torch {inv['training']['torch']})",
         )
         for host, device, inv in found

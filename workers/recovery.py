@@ -31,7 +31,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.inventory import offers
+from optistudio.core.backends.inventory import pick_queue
 from optistudio.core.errors import ErrorCode, ErrorInfo
 from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import (
@@ -119,8 +119,7 @@ def _recover(
     if ended is not None:
         return ended.value
     lost = job.worker or "unknown"
-    backend, device = target_of(job)
-    queue = queue_for(live, backend=backend, device=device)
+    (backend, device), queue = queue_for(live, job)
     if queue is None:
         message = (
             f"Failed: its worker ({lost}) stopped responding and no live worker offers "
@@ -139,18 +138,12 @@ def _recover(
     return f"requeued to {queue}"
 
 
-def queue_for(
-    live: list[tuple[list[str], dict[str, Any]]], *, backend: str, device: str
-) -> str | None:
-    """The first queue of a live worker that offers this backend on this device."""
-    return next(
-        (
-            queues[0]
-            for queues, inventory in live
-            if queues and offers(inventory, backend=backend, device=device)
-        ),
-        None,
-    )
+def queue_for(live: list[tuple[list[str], dict[str, Any]]], job: Job) -> tuple[Target, str | None]:
+    """The job's target, and the queue of the live worker that offers it and suits the job
+    best, by its kind's rules (as the studio routed it); None when no live worker offers it."""
+    backend, device = target_of(job)
+    suits = JOB_KINDS[job.kind].stored_suits(job.spec)
+    return (backend, device), pick_queue(live, backend=backend, device=device, suits=suits)
 
 
 def resend_missing_jobs(
@@ -188,8 +181,7 @@ def _resend(
         if job is None or job.status is not JobStatus.queued:
             return None  # claimed or ended meanwhile
         live = [(w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)]
-        backend, device = target_of(job)
-        queue = queue_for(live, backend=backend, device=device)
+        _, queue = queue_for(live, job)
         if queue is None:
             return None  # waits, queued, for a worker that offers its target
         message = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from optistudio.core.backends import backends
@@ -72,7 +73,7 @@ def training_inventory() -> dict[str, Any]:
     return {"torch": torch.__version__, "device": "cuda" if torch.cuda.is_available() else "cpu"}
 
 
-def trains_on(inventory: dict[str, Any]) -> str | None:
+def trains_on(inventory: Mapping[str, Any]) -> str | None:
     """Where a worker with this inventory fine-tunes: 'cuda', 'cpu', or None (no torch; an
     inventory from before the entry reads as None)."""
     device = inventory.get("training", {}).get("device")
@@ -91,6 +92,26 @@ def offers(inventory: dict[str, Any], *, backend: str, device: str) -> bool:
     if kind == "cuda" and index:
         return any(str(gpu.get("index")) == index for gpu in inventory.get("gpus", []))
     return True
+
+
+def pick_queue(
+    live: Sequence[tuple[Sequence[str], dict[str, Any]]],
+    *,
+    backend: str,
+    device: str,
+    suits: Callable[[dict[str, Any]], int] | None = None,
+) -> str | None:
+    """The first queue of the live worker (queues, inventory) that offers `backend` on `device`
+    and that `suits` ranks first (lower first; ties keep the workers' order); None if none."""
+    able = [
+        (queues, inventory)
+        for queues, inventory in live
+        if queues and offers(inventory, backend=backend, device=device)
+    ]
+    if not able:
+        return None
+    queues, _ = min(able, key=lambda worker: suits(worker[1]) if suits else 0)
+    return str(queues[0])
 
 
 def targets(inventory: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -228,6 +228,15 @@ class JobKindInfo(Generic[SpecT, ResultT]):
             raise TypeError(f"a {self.kind.value} job gives a {self.result.__name__}")
         return result.model_dump(mode="json")
 
+    def stored_suits(self, raw: Mapping[str, Any] | None) -> Callable[[dict[str, Any]], int]:
+        """`suits` for a stored job, as routing reads it (no preference when its spec is
+        invalid)."""
+        try:
+            spec = self.parse_spec(raw or {})
+        except InvalidSpec:
+            return lambda inventory: 0
+        return lambda inventory: self.suits(spec, inventory)
+
     def stored_target(self, raw: Mapping[str, Any] | None) -> Target:
         """The target of a stored job; the reference target when its spec is invalid (the
         worker then fails the job, saying which field is wrong)."""
@@ -268,7 +277,7 @@ def trains_best(spec: OptimizeJobSpec, inventory: Mapping[str, Any]) -> int:
     """A run that may fine-tune prefers a worker whose torch sees a GPU, then one with torch."""
     if not may_train(spec):
         return 0
-    return TRAINING_ORDER.get(trains_on(dict(inventory)) or "", len(TRAINING_ORDER))
+    return TRAINING_ORDER.get(trains_on(inventory) or "", len(TRAINING_ORDER))
 
 
 def its_backend_on_cpu(spec: VideoJobSpec) -> Target:

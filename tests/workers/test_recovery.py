@@ -161,6 +161,26 @@ def test_a_lost_job_is_sent_again_to_a_live_worker_and_the_old_delivery_is_ignor
     assert job(factory, job_id).attempts == 2
 
 
+@pytest.mark.parametrize(("recipes", "queue"), [(["qat"], "gpu"), (["fp16"], "cpu")])
+def test_a_lost_qat_job_goes_again_to_the_worker_that_trains_on_a_gpu(
+    factory, recipes, queue
+) -> None:
+    """Recovery ranks live workers by the job kind's rule, as the studio routed the job; the
+    CPU worker beats last, so without the rule it would be the one chosen."""
+    spec = {"recipes": recipes, "target_backend": "onnxruntime"}
+    job_id = new_job(factory, spec, JobKind.optimize)
+    claim(factory, job_id, "t1", worker="cpu@dead")
+    age(factory, job_id, 60)
+    trainer = ORT | {"training": {"torch": "2.13", "device": "cuda"}}
+    add_worker(factory, "gpu@c", ("gpu",), trainer)
+    add_worker(factory, "cpu@b", ("cpu",), ORT)
+    sent = Sent()
+
+    recover_stale_jobs(factory, max_age_s=30, send=sent)
+
+    assert sent == [(task_of(JobKind.optimize), job_id, queue)]
+
+
 def test_a_lost_job_at_its_limit_ends_failed_with_the_reason(factory) -> None:
     job_id = new_job(factory)
     for _ in range(3):
