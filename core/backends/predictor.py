@@ -3,8 +3,10 @@
     backend = InferenceBackend.create("cpu").load("model.onnx")
     outputs = backend.predict({"x": array})        # the output arrays, in the model's order
 
-`create` takes the backend named, or else the first registered backend (by name) that lists the
-device's kind and is available on this machine; the runtime is imported only then. The other
+`create` takes the backend named, or else the first available backend on this machine that lists
+the device's kind: ONNX Runtime, then OpenVINO (the runtimes that run the ONNX file as it is),
+then the others by name (LiteRT, which converts the model first, only when neither is there); the
+runtime is imported only then. The other
 keyword arguments are `SessionOptions` fields (threads, precision, memory_pool_ratio, ...),
 checked at once: a misspelt one is an InvalidSpec naming it. The library face exports this
 class as `optistudio.InferenceBackend`; runtimes implement `core.backends.base.InferenceBackend`.
@@ -98,11 +100,17 @@ class Predictor:
         return f"Predictor({self.name!r}, device={self.options.device!r})"
 
 
+PREFERRED = ("onnxruntime", "openvino")
+"""Backends `pick_backend` tries first, in this order: they run the ONNX file as it is."""
+
+
 def pick_backend(device: str) -> str:
-    """The first registered backend, by name, that lists the device's kind and runs it here."""
+    """The first registered backend that lists the device's kind and runs it here: PREFERRED
+    ones first, then the rest by name (installing an extra such as LiteRT must not change which
+    runtime a plain `create("cpu")` gets)."""
     kind = device.partition(":")[0]
     reasons = []
-    for spec in backends:
+    for spec in sorted(backends, key=lambda spec: _rank(spec.name)):
         if kind not in spec.devices:
             continue
         availability = spec.create().availability()
@@ -115,6 +123,10 @@ def pick_backend(device: str) -> str:
         hint=f"Registered backends: {', '.join(backends.names())}. Pass backend=... or "
         "another device.",
     )
+
+
+def _rank(name: str) -> tuple[int, str]:
+    return (PREFERRED.index(name) if name in PREFERRED else len(PREFERRED), name)
 
 
 def session_options_from(values: dict[str, Any]) -> SessionOptions:

@@ -56,3 +56,17 @@ def test_a_run_that_fails_is_an_inference_error_naming_the_shapes(tiny_model) ->
 
     with pytest.raises(InferenceFailed, match=r"inputs x=\[2, 5\]"):
         model.run({"x": np.zeros((2, 5), dtype=np.float32)})
+
+
+def test_a_plain_cpu_pick_stays_on_onnx_runtime_whatever_else_is_installed(monkeypatch) -> None:
+    from optistudio.core.backends.base import BackendSpec
+    from optistudio.core.backends.predictor import pick_backend
+
+    # A backend that sorts first by name and runs on the CPU here (as LiteRT does once its
+    # extra is installed) must not take over `InferenceBackend.create("cpu")`.
+    first_by_name = backends.get("onnxruntime").model_copy(update={"name": "aardvark"})
+    assert isinstance(first_by_name, BackendSpec)
+    monkeypatch.setitem(backends._entries, "aardvark", first_by_name)
+
+    assert next(iter(backends)).name == "aardvark"
+    assert pick_backend("cpu") == "onnxruntime"
