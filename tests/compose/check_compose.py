@@ -470,6 +470,10 @@ class Check:
             try:
                 page = browser.new_page()
                 page.set_default_timeout(60_000)
+                # expect() has its own 5-s default, which a studio still "Running..." its first
+                # script under the image build's load outlasts (CI, 2026-12-01): wait as long
+                # as the page's own default.
+                expect.set_options(timeout=60_000)
                 page.goto(f"http://127.0.0.1:{self.stack.studio_port}/")
                 password = page.get_by_label("Password", exact=True)
                 expect(password).to_be_visible()
