@@ -10,7 +10,9 @@ compose-check`, or tests/compose/test_compose_stack.py with OPTISTUDIO_COMPOSE_C
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +160,138 @@ def test_the_build_context_is_only_what_the_image_copies() -> None:
     ]
     assert patterns[0] == "*"
     assert {p[1:] for p in patterns if p.startswith("!")} == copied
+
+
+ROOTS = {"core": "optistudio.core", "db": "optistudio.db", "workers": "optistudio.workers",
+         "studio": "optistudio.studio", "optistudio": "optistudio", "migrations": "optistudio.migrations"}  # fmt: skip
+
+
+def _module_files() -> dict[str, Path]:
+    """Every module of the installed package by dotted name: optistudio.core.x -> core/x.py."""
+    files = {}
+    for folder, package in ROOTS.items():
+        for path in (REPO / folder).rglob("*.py"):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            files[".".join((package, *parts))] = path
+    return files
+
+
+def _loaded_at_start(files: dict[str, Path], entries: list[str]) -> dict[str, list[str]]:
+    """The modules the entries load, following module-level imports (not those inside functions,
+    `try` blocks or `if TYPE_CHECKING`), each with its module-level third-party imports."""
+    import ast
+
+    seen: dict[str, list[str]] = {}
+    pending = list(entries)
+    while pending:
+        module = pending.pop()
+        if module in seen or module not in files:
+            continue
+        outside: list[str] = []
+        seen[module] = outside
+        parent = module.rpartition(".")[0]
+        pending.append(parent)  # a package's __init__ runs before its modules
+        is_package = files[module].name == "__init__.py"
+        for node in ast.parse(files[module].read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = module if is_package else parent
+                    anchor = ".".join(anchor.split(".")[: len(anchor.split(".")) - node.level + 1])
+                    base = f"{anchor}.{base}".rstrip(".")
+                names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                top = name.partition(".")[0]
+                if top == "optistudio":
+                    pending += [
+                        ".".join(name.split(".")[:k]) for k in range(2, name.count(".") + 2)
+                    ]
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    outside.append(name)
+    return seen
+
+
+def test_every_module_the_services_load_is_installed_in_the_image() -> None:
+    """The image installs the core dependencies and the Dockerfile's EXTRAS only (no samples, no
+    dev, no qat or litert): a module that the migrate, worker or studio process loads at start
+    and that imports anything else at load time would fail in the containers while every host
+    suite, whose venv has more, passes. Optional runtimes stay behind imports inside functions."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    extras = re.search(r"^ARG EXTRAS=([\w,]+)$", (REPO / "Dockerfile").read_text(), re.MULTILINE)
+    assert extras
+    project = PYPROJECT["project"]
+    optional = project["optional-dependencies"]
+    pending = [Requirement(spec) for spec in project["dependencies"]]
+    pending += [
+        Requirement(spec) for extra in extras.group(1).split(",") for spec in optional[extra]
+    ]
+    installed: set[str] = set()
+    while pending:
+        requirement = pending.pop()
+        name = canonicalize_name(requirement.name)
+        if name in installed:
+            continue
+        installed.add(name)
+        try:
+            children = [Requirement(spec) for spec in requires(requirement.name) or []]
+        except PackageNotFoundError:
+            continue
+        pending += [c for c in children if c.marker is None or c.marker.evaluate({"extra": ""})]
+    files = _module_files()
+    entries = [
+        "optistudio.cli.__main__",
+        "optistudio.studio.app",
+        *(name for name in files if name.startswith(("optistudio.workers.", "optistudio.studio.views."))),
+        *(name for name in files if name.startswith("optistudio.migrations.")),
+    ]  # fmt: skip
+    loaded = _loaded_at_start(files, entries)
+    assert "optistudio.core.backends.base" in loaded and len(loaded) > 50
+    providers = packages_distributions()
+    missing = [
+        f"{module}: {name}"
+        for module, names in sorted(loaded.items())
+        for name in names
+        if not {canonicalize_name(d) for d in providers.get(name.partition(".")[0], [name])}
+        & installed
+    ]
+    assert not missing, f"loaded at start but not installed in the image: {missing}"
+
+
+def test_ci_runs_the_compose_check_again_only_when_the_deployment_files_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "check_compose", REPO / "tests/compose/check_compose.py"
+    )
+    assert spec and spec.loader
+    check = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "check_compose", check)  # its dataclasses look it up
+    spec.loader.exec_module(check)
+    (tmp_path / "tests/compose").mkdir(parents=True)
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11-slim\n")
+    (tmp_path / "migrations/0001.py").write_text("revision = '0001'\n")
+    (tmp_path / "core.py").write_text("x = 1\n")  # not a deployment file
+    monkeypatch.setattr(check, "REPO", tmp_path)
+    monkeypatch.setattr(check, "STAMP", tmp_path / "tests/compose/passed.json")
+    monkeypatch.setattr(check, "DEPLOYMENT_FILES", ["Dockerfile", "migrations", "tests/compose"])
+
+    assert check.needed() == 0  # never passed
+    check.STAMP.write_text(json.dumps({"digest": check.deployment_digest(), "date": "d"}))
+    assert check.needed() == 1  # the stamp itself is not part of the digest
+    (tmp_path / "core.py").write_text("x = 2\n")
+    assert check.needed() == 1
+    (tmp_path / "migrations/0002.py").write_text("revision = '0002'\n")
+    assert check.needed() == 0

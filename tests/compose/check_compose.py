@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -64,6 +65,18 @@ PROJECT = "optistudio-check"
 APP_IMAGE = "optistudio:latest"
 LONG_RUNNING = ["redis", "postgres", "worker", "studio", "flower"]
 ALL_CHECKS = ["up", "scale", "job", "kill", "redis", "volumes", "gpu"]
+STAMP = HERE / "passed.json"
+DEPLOYMENT_FILES = [
+    "docker-compose.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "setup.py",
+    "alembic.ini", "migrations", "optistudio/cli", "optistudio/services", "workers/app.py",
+    "studio/app.py", "studio/auth.py", "tests/compose",
+]  # fmt: skip
+"""What the stack's wiring rests on: the compose file, the image, its dependencies, the
+migrations the migrate service runs, the commands and settings the services start with, the
+worker's health check and the studio's login. `--needed` compares their digest with the one the
+last passing run wrote to STAMP (the rest of the code is what every other suite tests, and
+tests/test_compose.py checks that whatever the services load at start is installed in the
+image)."""
 KILLED_JOB_S = 12.0
 """The job killed mid-way measures this long, so the kill lands well inside it."""
 
@@ -652,13 +665,51 @@ class SkipCheck(Exception):
     pass
 
 
+def deployment_digest() -> str:
+    """sha256 over DEPLOYMENT_FILES (folders: every file in them but caches and STAMP)."""
+    digest = hashlib.sha256()
+    for name in DEPLOYMENT_FILES:
+        path = REPO / name
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if file == STAMP or "__pycache__" in file.parts or file.suffix == ".pyc":
+                continue
+            digest.update(str(file.relative_to(REPO)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def needed() -> int:
+    """0 (run it) when the deployment files changed since the last passing run, else 1."""
+    digest = deployment_digest()
+    try:
+        stamp = json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        stamp = {}
+    if stamp.get("digest") == digest:
+        log(
+            f"the deployment files are as they were when the compose check last passed "
+            f"({stamp.get('date')}, {stamp.get('summary')}): not run again"
+        )
+        return 1
+    log("the deployment files changed since the compose check last passed: it runs")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keep", action="store_true", help="leave the stack running at the end")
     parser.add_argument(
         "--only", default=",".join(ALL_CHECKS), help=f"comma-separated subset of {ALL_CHECKS}"
     )
+    parser.add_argument(
+        "--needed",
+        action="store_true",
+        help="only say whether the deployment files changed since the last passing run "
+        "(exit 0: they did, run the check; 1: they did not)",
+    )
     args = parser.parse_args(argv)
+    if args.needed:
+        return needed()
     wanted = set(args.only.split(","))
     if unknown := wanted - set(ALL_CHECKS):
         parser.error(f"unknown checks {sorted(unknown)}; choose from {ALL_CHECKS}")
@@ -739,7 +790,17 @@ def main(argv: list[str] | None = None) -> int:
             + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
             + f"; total {total:.0f} s"
         )
-        log(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+        summary = f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped"
+        log(summary)
+        if not failed and not counts["SKIP"] and wanted == set(ALL_CHECKS):
+            stamp = {
+                "digest": deployment_digest(),
+                "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+                "summary": summary,
+                "seconds": round(total),
+            }
+            STAMP.write_text(json.dumps(stamp, indent=1) + "\n")
+            log(f"wrote {STAMP.relative_to(REPO)}: commit it with the files it stands for")
     return 1 if failed else 0
 
 
