@@ -68,12 +68,13 @@ ALL_CHECKS = ["up", "scale", "job", "kill", "redis", "volumes", "gpu"]
 STAMP = HERE / "passed.json"
 DEPLOYMENT_FILES = [
     "docker-compose.yml", "Dockerfile", ".dockerignore", "pyproject.toml", "setup.py",
-    "alembic.ini", "migrations", "optistudio/cli", "optistudio/services", "workers/app.py",
-    "studio/app.py", "studio/auth.py", "tests/compose",
+    "alembic.ini", "migrations", "optistudio/cli/__init__.py", "optistudio/cli/__main__.py",
+    "optistudio/cli/launcher.py", "optistudio/cli/worker.py", "optistudio/services",
+    "workers/app.py", "studio/app.py", "studio/auth.py", "tests/compose",
 ]  # fmt: skip
 """What the stack's wiring rests on: the compose file, the image, its dependencies, the
-migrations the migrate service runs, the commands and settings the services start with, the
-worker's health check and the studio's login. `--needed` compares their digest with the one the
+migrations the migrate service runs, the commands (`optistudio migrate`, `worker`, `ui`) and
+settings the services start with, the worker's health check and the studio's login. `--needed` compares their digest with the one the
 last passing run wrote to STAMP (the rest of the code is what every other suite tests, and
 tests/test_compose.py checks that whatever the services load at start is installed in the
 image)."""
