@@ -384,7 +384,15 @@ def handoff_line(profile: LatencyProfile) -> str:
             "Per-batch hand-back under load: not measured (this profile predates it), so the "
             "predictions add none; profile again to include it."
         )
-    return f"Per-batch hand-back under load: {profile.handoff_ms:.2f} ms, included in predictions."
+    line = f"Per-batch hand-back under load: {profile.handoff_ms:.2f} ms"
+    if not profile.serving_delays_ms:
+        return line + ", included in predictions."
+    delays = np.asarray(profile.serving_delays_ms).clip(min=0)
+    return (
+        f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
+        f"more than profiled and each answer came {np.median(delays):.2f} ms (median; p99 "
+        f"{np.percentile(delays, 99):.2f} ms) after its batch: all included in predictions."
+    )
 
 
 def rate_sweep(

@@ -27,6 +27,8 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert profiled["ceiling_throughput"] > 0 and profile_file.exists()
     assert profiled["handoff_ms"] > 0  # the per-batch cost, also in the saved profile
     assert profiled["profile"]["handoff_ms"] == profiled["handoff_ms"]
+    assert profiled["served_extra_ms"] >= 0  # what serving at a light rate costs on top
+    assert 0 <= profiled["serving_delay_p50_ms"] <= profiled["serving_delay_p99_ms"]
 
     run = optistudio(
         "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "500",

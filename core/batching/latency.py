@@ -84,6 +84,21 @@ class LatencyProfile(BaseModel):
         "simulator adds `idle_extra(gap)` to a batch that starts after a gap. Empty in profiles "
         "made before it was measured.",
     )
+    served_extra_ms: float = Field(
+        default=0.0,
+        description="Mean extra ms a batch's runner call took when the model was served at a "
+        "light open-loop rate through the Pipeline (another thread submitting, the GIL, wake-ups "
+        "and caches shared with the serving threads), beyond its profiled latency and idle "
+        "extra. The simulator adds it to every batch. 0 in profiles made before it was measured.",
+    )
+    serving_delays_ms: list[float] = Field(
+        default_factory=list,
+        description="Per request of that light-load run, its measured latency minus what the "
+        "simulator gives for the same send times and runner calls: the wake-ups and hand-back "
+        "of one request outside its batch's time (at most HANDOFF_GAPS kept). The simulator "
+        "adds one, drawn, to each request's latency; it does not hold the instance. Empty in "
+        "profiles made before they were measured.",
+    )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
     calibration: Calibration | None = Field(
@@ -154,8 +169,8 @@ class LatencyProfile(BaseModel):
     def ceiling(self, max_batch_size: int, *, with_handoff: bool = False) -> tuple[float, int]:
         """The best throughput one instance can reach (rows/s) and the batch size giving it:
         the model's own (bare runs back to back), or with_handoff the runtime's, each batch
-        also paying `handoff_ms`."""
-        extra = (self.handoff_ms or 0.0) if with_handoff else 0.0
+        also paying `handoff_ms` and `served_extra_ms`."""
+        extra = (self.handoff_ms or 0.0) + self.served_extra_ms if with_handoff else 0.0
         best = max(range(1, max_batch_size + 1), key=lambda b: b / (self.latency_ms(b) + extra))
         return best / (self.latency_ms(best) + extra) * 1000.0, best
 

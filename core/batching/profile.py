@@ -12,7 +12,12 @@ order it ran (`runs`): the simulator replays that sequence as the machine's spee
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope. After the timing, a short closed loop through the real Pipeline
 at the largest size measures the runtime's own cost per batch under load (`handoff_ms`, see
-optistudio.core.batching.handoff), which the simulator adds to every batch.
+optistudio.core.batching.handoff), which the simulator adds to every batch; last, a short
+Poisson run at a light rate through it measures what serving costs beyond the bare runs: an
+extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`). The
+environment record adds the share of CPU time the hypervisor stole and the cores other processes
+used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
+the cores describes a slower machine than the one served later, or a faster one.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import StackAxes, stack_axes
-from optistudio.core.batching.handoff import measure_handoff_gaps
+from optistudio.core.batching.handoff import measure_handoff_gaps, measure_serving
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
+from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
@@ -91,6 +97,8 @@ def measure_profile(
         "batch_axes": batch_axes,
     }
     model = get_backend(backend).load(model_path, options)
+    monitor = ContentionMonitor()
+    monitor.start()
     try:
         feeds = {size: requests_batch(info.inputs, size, **request) for size in sizes}
         runs = interleaved_runs(
@@ -102,23 +110,46 @@ def measure_profile(
             progress(0.9, f"batch 1 after idle gaps of {', '.join(map(str, IDLE_GAPS_MS))} ms")
         idle = idle_extras(model, feeds[sizes[0]])
         if progress:
-            progress(0.95, f"hand-back time per batch under load at batch {sizes[-1]}")
+            progress(0.93, f"hand-back time per batch under load at batch {sizes[-1]}")
         gaps = _handoff(model, info.inputs, request, sizes[-1], float(np.mean(rows[-1])), axes)
+        profile = LatencyProfile(
+            batch_sizes=sizes,
+            mean_ms=[float(np.mean(r)) for r in rows],
+            p50_ms=[float(np.percentile(r, 50)) for r in rows],
+            p99_ms=[float(np.percentile(r, 99)) for r in rows],
+            quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
+            runs=runs,
+            handoff_ms=float(np.mean(gaps)) if gaps else None,
+            handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
+            idle_extra_ms=idle,
+            backend=backend,
+            environment=fingerprint(threads=options.threads),
+        )
+        if progress:
+            progress(0.96, "the runtime's own cost per batch and per request at a light rate")
+        requests = _requests(info.inputs, request)
+        extra, delays = measure_serving(
+            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
+        )
     finally:
         model.close()
-    return LatencyProfile(
-        batch_sizes=sizes,
-        mean_ms=[float(np.mean(r)) for r in rows],
-        p50_ms=[float(np.percentile(r, 50)) for r in rows],
-        p99_ms=[float(np.percentile(r, 99)) for r in rows],
-        quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
-        runs=runs,
-        handoff_ms=float(np.mean(gaps)) if gaps else None,
-        handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
-        idle_extra_ms=idle,
-        backend=backend,
-        environment=fingerprint(threads=options.threads),
+    machine = monitor.stop()
+    environment = {
+        **profile.environment,
+        "steal_share": machine.steal_share,
+        "other_cores": round(machine.other_cores, 3),
+    }
+    return profile.model_copy(
+        update={
+            "served_extra_ms": round(extra, 4),
+            "serving_delays_ms": delays,
+            "environment": environment,
+        }
     )
+
+
+def _requests(inputs: list[TensorSpec], request: dict[str, Any]) -> list[dict[str, np.ndarray]]:
+    return [requests_batch(inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)]
 
 
 def _handoff(
@@ -129,10 +160,10 @@ def _handoff(
     batch_ms: float,
     axes: StackAxes,
 ) -> list[float]:
-    requests = [requests_batch(inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)]
     return measure_handoff_gaps(
-        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes
-    )
+        model, inputs, _requests(inputs, request), max_batch_size=max_batch_size,
+        batch_ms=batch_ms, axes=axes,
+    )  # fmt: skip
 
 
 def idle_extras(

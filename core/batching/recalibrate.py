@@ -18,7 +18,8 @@ leaving 8 alone would bend the curve where the model does not. The hand-back mea
 hand-back times the simulator draws from) replace the profile's when the run had them (a batch
 waited); they were measured under the load being served. From a run's batch records, each
 runner time first loses the idle extra the profile expects after its idle gap (the simulator
-adds it back), so a low-rate run, every batch after a gap, does not count it twice.
+adds it back), so a low-rate run, every batch after a gap, does not count it twice; likewise the
+profile's served extra per runner call (`served_extra_ms`).
 """
 
 from __future__ import annotations
@@ -107,24 +108,30 @@ def _evidence(
         gaps = handoff_gaps_ms(trace, timeout_s=timeout_s)
         mean = float(np.mean(gaps)) if gaps else None
         return _runner_without_idle(profile, trace), mean, gaps
+    served = profile.served_extra_ms
     return (
-        {int(rows): (int(n), float(ms)) for rows, (n, ms) in trace.runner.items()},
+        {
+            int(rows): (int(n), max(float(ms) - served, IDLE_FLOOR * float(ms)))
+            for rows, (n, ms) in trace.runner.items()
+        },
         trace.handoff_ms,
         [],
     )
 
 
 def _runner_without_idle(profile: LatencyProfile, batches: Sequence[BatchRecord]) -> RunnerSummary:
-    """`runner_summary` of the batches with each one's expected idle extra taken off."""
-    if not profile.idle_extra_ms:
+    """`runner_summary` of the batches with each one's expected idle extra and the profile's
+    served extra taken off (the simulator adds both back)."""
+    if not profile.idle_extra_ms and not profile.served_extra_ms:
         return runner_summary(batches)
     ended: dict[int, float] = {}
     times: dict[int, list[float]] = {}
     for batch in batches:
         spent = (batch.run_end - batch.run_start) * 1000
+        extra = profile.served_extra_ms
         if batch.instance in ended:
-            extra = profile.idle_extra((batch.run_start - ended[batch.instance]) * 1000)
-            spent = max(spent - extra, IDLE_FLOOR * spent)
+            extra += profile.idle_extra((batch.run_start - ended[batch.instance]) * 1000)
+        spent = max(spent - extra, IDLE_FLOOR * spent)
         ended[batch.instance] = batch.run_end
         times.setdefault(batch.rows, []).append(spent)
     return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}

@@ -23,6 +23,11 @@ starts nearly every batch after one; never taking a batch below IDLE_FLOOR of it
     predict too short a tail;
   - service="measured" with quantiles only (older profiles): an independent draw per batch
     from the measured latency quantiles at that size (inverse CDF, linear between them).
+Served, a batch also takes `profile.served_extra_ms` (the runner's extra cost when called by the
+serving threads at a light rate, measured when profiled), and each request's answer comes a
+`profile.serving_delays_ms` draw after its batch ends (wake-ups and hand-back of that one
+request; with service="mean" their mean), not holding the instance; never before its batch's
+run ends. A closed-loop client sends again when its batch ends.
 Arrivals are Poisson (exponential gaps), constant-rate, or a closed loop of N clients that send
 again as soon as they get an answer. With max_batch_size = 1 and timeout 0 a single instance is
 an M/D/1 queue: mean wait rho * D / (2 (1 - rho)), idle share 1 - rho, which the tests check.
@@ -112,6 +117,8 @@ def simulate(
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
+    if profile.serving_delays_ms:
+        sim.draw_delays(profile.serving_delays_ms, np.random.default_rng(seed + 3), service)
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
     elif service == "measured" and profile.quantiles_ms:
@@ -243,6 +250,9 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
         drawn_gaps = rng.choice(np.asarray(gaps), len(gaps))
         update["handoff_gaps_ms"] = drawn_gaps.tolist()
         update["handoff_ms"] = profile.handoff_ms * float(drawn_gaps.mean() / np.mean(gaps))
+    delays = profile.serving_delays_ms
+    if len(delays) > 1:
+        update["serving_delays_ms"] = rng.choice(np.asarray(delays), len(delays)).tolist()
     if quantile_points is not None:
         update["quantiles_ms"] = [
             np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
@@ -263,10 +273,33 @@ def replay_batches(
     taking `service_s[k]` + `overhead_s` seconds; the result and the batches sent. Fed a load
     run's own times, only the batching decisions can differ from the run. Batches past the
     given times take 1 ms per row + `overhead_s` (a faithful replay never gets there)."""
-    sim = _Simulation(_UNIT_PROFILE, settings, overhead_s)
-    sim.replayed = deque(seconds + overhead_s for seconds in service_s)
-    sim.run(np.asarray(arrivals, dtype=np.float64), 0, 0)
+    sim = _replay(settings, arrivals, service_s, overhead_s)
     return sim.result(None, warmup_share), sim.batches
+
+
+def replay_latencies(
+    settings: BatchingSettings,
+    arrivals: Sequence[float],
+    service_s: Sequence[float],
+    *,
+    overhead_s: float = 0.0,
+) -> np.ndarray:
+    """Each request's latency (s), in sending order, when the policy replays `arrivals` with
+    the k-th batch taking `service_s[k]` + `overhead_s` (as `replay_batches`)."""
+    sim = _replay(settings, arrivals, service_s, overhead_s)
+    return np.asarray(sim.finished) - np.asarray(sim.sent)
+
+
+def _replay(
+    settings: BatchingSettings,
+    arrivals: Sequence[float],
+    service_s: Sequence[float],
+    overhead_s: float,
+) -> _Simulation:
+    sim = _Simulation(_UNIT_PROFILE, settings, overhead_s)
+    sim.replayed = deque(service_s)
+    sim.run(np.asarray(arrivals, dtype=np.float64), 0, 0)
+    return sim
 
 
 _UNIT_PROFILE = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
@@ -314,8 +347,9 @@ class _Simulation:
         self.work = {
             b: profile.latency_ms(b) / 1000.0 for b in range(1, settings.max_batch_size + 1)
         }
-        self.service = {b: work + overhead for b, work in self.work.items()}
         self.idle_extra = profile.idle_extra if profile.idle_extra_ms else None
+        self.served_extra = profile.served_extra_ms / 1000.0
+        self.delays: np.ndarray | None = None
         self.speed: _SpeedTrace | None = None
         count = settings.instances
         self.queues: list[deque[int]] = [deque() for _ in range(count)]
@@ -338,9 +372,8 @@ class _Simulation:
             b: profile.quantile_curve(b) / 1000.0
             for b in range(1, self.settings.max_batch_size + 1)
         }
-        overhead = {b: self.service[b] - profile.latency_ms(b) / 1000.0 for b in curves}
         self._rng, self._draws = rng, iter(())
-        self._curves, self._overhead = curves, overhead
+        self._curves = curves
 
     def draw_handoffs(
         self, gaps_ms: Sequence[float], mean_ms: float, rng: np.random.Generator
@@ -350,6 +383,25 @@ class _Simulation:
         total = gaps.mean()
         self._handoffs = gaps * (mean_ms / total / 1000.0) if total > 0 else None
         self._handoff_rng, self._handoff_draws = rng, iter(())
+
+    def draw_delays(
+        self, delays_ms: Sequence[float], rng: np.random.Generator, service: str
+    ) -> None:
+        """Each request's answer this long after its batch ends: drawn from the measured
+        serving delays, or (service="mean") their mean."""
+        delays = np.asarray(delays_ms, dtype=np.float64) / 1000.0
+        self.delays = np.full(1, delays.mean()) if service == "mean" else delays
+        self._delay_rng, self._delay_draws = rng, iter(())
+
+    def delay(self) -> float:
+        """One request's serving delay (s), never negative."""
+        if self.delays is None:
+            return 0.0
+        drawn: float | None = next(self._delay_draws, None)
+        if drawn is None:
+            self._delay_draws = iter(self._delay_rng.choice(self.delays, 4096).tolist())
+            drawn = next(self._delay_draws)
+        return max(drawn, 0.0)
 
     def handoff(self) -> float:
         """One batch's hand-back time (s): drawn when measured ones were given, else the mean."""
@@ -363,12 +415,13 @@ class _Simulation:
         return drawn
 
     def service_time(self, size: int, now: float) -> float:
+        """The runner's time (s) for a batch of `size` started at `now`, without hand-back."""
         if self.replayed:
             return self.replayed.popleft()
         if self.speed is not None:
-            return self.speed.duration(now, self.work[size]) + self.handoff()
+            return self.speed.duration(now, self.work[size])
         if not hasattr(self, "_curves"):
-            return self.service[size]
+            return self.work[size]
         curve = self._curves[size]
         u: float | None = next(self._draws, None)
         if u is None:
@@ -376,8 +429,7 @@ class _Simulation:
             u = next(self._draws)
         low = int(u)
         high = min(low + 1, len(curve) - 1)
-        drawn = float(curve[low] + (curve[high] - curve[low]) * (u - low))
-        return drawn + self.handoff()
+        return float(curve[low] + (curve[high] - curve[low]) * (u - low))
 
     def push(self, time: float, kind: int, payload: int) -> None:
         self._seq += 1
@@ -426,16 +478,22 @@ class _Simulation:
             self.push(due, _TIMEOUT, instance)
             return
         size = settings.cut_size(len(queue))
-        service = self.service_time(size, now)
+        handoff = self.handoff()
+        service = self.service_time(size, now) + self.served_extra + handoff
         idle_since = self.free_since[instance]
         if self.idle_extra is not None and idle_since is not None:
             extra = self.idle_extra((now - idle_since) * 1000) / 1000
             service = max(service + extra, IDLE_FLOOR * service)
         done = now + service
         self.batches.append(BatchRecord(instance, size, size, self.sent[queue[0]], now, now, done))
+        ran_until = done - handoff
         for _ in range(size):
             request = queue.popleft()
-            self.started[request], self.finished[request] = now, done
+            self.started[request] = now
+            # measured serving delays stand for the answer's whole way back from the run's end
+            # (the instance stays busy for the hand-back, answered or not); without them the
+            # answer comes when the hand-back ends, as the profile's hand-back was measured
+            self.finished[request] = done if self.delays is None else ran_until + self.delay()
             self.batch_of[request] = size
         self.waiting -= size
         self.busy[instance] = size

@@ -215,7 +215,18 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         ceiling_throughput=ceiling * settings.instances,
         ceiling_batch_size=best,
         handoff_ms=profile.handoff_ms,
+        served_extra_ms=profile.served_extra_ms,
+        serving_delay_p50_ms=_percentile(profile.serving_delays_ms, 50),
+        serving_delay_p99_ms=_percentile(profile.serving_delays_ms, 99),
     )
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile of measured delays (never below 0, as the simulator adds them), or
+    None for a profile without them."""
+    import numpy as np
+
+    return float(np.percentile(np.clip(values, 0, None), q)) if values else None
 
 
 def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -404,4 +415,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
         print(
             f"per-batch hand-back under load: {payload['handoff_ms']:.2f} ms, "
             "included in predictions"
+        )
+    if payload.get("serving_delay_p50_ms") is not None:
+        print(
+            f"served at a light rate: runner calls {payload['served_extra_ms']:.2f} ms slower "
+            f"than profiled, answers {payload['serving_delay_p50_ms']:.2f} ms (p99 "
+            f"{payload['serving_delay_p99_ms']:.2f} ms) after their batch, included in predictions"
         )

@@ -175,6 +175,12 @@ def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
         "Per-batch hand-back under load: 1.50 ms, included in predictions."
     )
     assert "not measured" in batching.handoff_line(PROFILE)
+    served = measured.model_copy(
+        update={"served_extra_ms": 0.25, "serving_delays_ms": [-0.5, 0.25, 0.5, 4.0]}
+    )
+    assert batching.handoff_line(served).startswith("Per-batch hand-back under load: 1.50 ms; ")
+    assert "took 0.25 ms more than profiled" in batching.handoff_line(served)
+    assert "came 0.38 ms (median" in batching.handoff_line(served)  # a negative draw counts 0
     assert batching.capacity(measured, settings) == pytest.approx(8 / 0.0075)  # 8 / (6 + 1.5 ms)
     assert batching.capacity(PROFILE, settings) == pytest.approx(8 / 0.006)
     rate = 0.95 * batching.capacity(PROFILE, settings)  # past what the runtime can serve
