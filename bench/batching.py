@@ -41,9 +41,11 @@ models of bench/zoo_models.py of different speeds and tails (ZOO_MODELS: the PP-
 recognizer, a slow CNN; a BERT-style encoder; a Paddle-style CNN; a pre-norm transformer
 block; a tiny MLP), each profiled once, a 4x3 grid: arrival rates at ZOO_RATE_SHARES of the
 setting's capacity x batching timeouts at ZOO_TIMEOUT_SHARES of the batch-1 latency, max batch
-ZOO_MAX_BATCH. Each cell is one Verify-like load run (Poisson, `--cell-seconds`), judged twice:
-by the profile as measured, and by the profile recalibrated from one Verify run made before the
-grid (at the middle setting, `--cell-seconds` x 2): whether the measured p99 lies in the
+ZOO_MAX_BATCH. Each cell is one Verify-like load run (Poisson, `--cell-seconds`), judged three
+times: by the profile as measured, by the profile recalibrated from one Verify run made before
+the grid (at the middle setting, `--cell-seconds` x 2), and by the profile without what serving
+costs beyond the bare runs ("bare": no `served_extra_ms`, no `serving_delays_ms`, as profiles
+were before the serving probe): whether the measured p99 lies in the
 predicted band (a Verify of the cell's length), the band's half-width as a share of the
 predicted p99, and the point error |predicted - measured| / measured at the offered and at the
 realised arrival rate; and the same on the cell's own send times (`*_on_arrivals`: the
@@ -51,7 +53,9 @@ simulator replays them, so a sparse or dense Poisson draw is not counted as the 
 median half-width <= 20 %; after one recalibration, point error <= 15 % in >= 80 % of cells, on
 every model. `--quick`: smaller inputs where the zoo has them, max batch 4, 3-s cells and a
 short profile (about a minute a model on 2 cores): to see that it works, not to judge.
-On a shared machine every figure moves with the neighbours' load (printed per cell).
+On a shared machine every figure moves with the neighbours' load: each cell prints the share of
+CPU time the hypervisor stole during its run ("steal", /proc/stat; 28-30 % on 2026-12-01 with
+nothing else running here).
 
 Run: .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
      .venv/bin/python bench/batching.py [--seconds 60] [--tokens 32] [--max-batch 8] [--tries 3]
@@ -85,6 +89,7 @@ from optistudio.core.batching.settings import BatchingSettings, serving_threads 
 from optistudio.core.batching.simulate import simulate, simulate_band  # noqa: E402
 from optistudio.core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
 from optistudio.core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.machine.contention import ContentionMonitor  # noqa: E402
 from optistudio.core.machine.environment import fingerprint  # noqa: E402
 
 MODEL = REPO / "data" / "bench-models" / "minilm-fp32.onnx"
@@ -466,7 +471,8 @@ def _zoo_grid(args) -> None:
               f"extras {profile.idle_extra_ms}, hand-back {profile.handoff_ms or 0:.2f} ms; "
               f"recalibrated means {_r(calibrated.mean_ms)} ms")  # fmt: skip
         print(f"  {'timeout':>8}{'rate':>8}{'real':>8}{'meas p99':>10}{'pred p99 [band]':>24}"
-              f"{'err':>7}{'recal p99 [band]':>24}{'err':>7}{'load':>6}")  # fmt: skip
+              f"{'err':>7}{'recal p99 [band]':>24}{'err':>7}{'bare p99 [band]':>24}{'err':>7}"
+              f"{'steal':>6}")  # fmt: skip
         cells = []
         for t_share in ZOO_TIMEOUT_SHARES:
             settings = BatchingSettings(max_batch_size=max_batch, timeout_ms=lat1 * t_share)
@@ -479,7 +485,7 @@ def _zoo_grid(args) -> None:
             "recalibrated_mean_ms": calibrated.mean_ms,
             "cells": cells,
             "summary": {
-                which: _zoo_summary(cells, which) for which in ("profiled", "recalibrated")
+                which: _zoo_summary(cells, which) for which in ("profiled", "recalibrated", "bare")
             },
         }
         for which, summary in report["models"][name]["summary"].items():
@@ -494,18 +500,22 @@ def _zoo_grid(args) -> None:
 
 def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, args) -> dict:
     """One grid cell: a load run, judged by the measured and by the recalibrated profile."""
-    load_before = os.getloadavg()[0]
-    run = measure_load(
-        path, settings, rate=rate, seconds=seconds, options=args.options, seed=seed, **inputs
-    )
+    with ContentionMonitor() as machine:
+        run = measure_load(
+            path, settings, rate=rate, seconds=seconds, options=args.options, seed=seed, **inputs
+        )
+    steal = machine.report.steal_share or 0.0
     measured, sent = run.result, [ms / 1000 for ms in run.sent_ms]
     row = {
         "timeout_ms": settings.timeout_ms, "rate": rate, "realised_rate": measured.realised_rate,
-        "measured": measured.model_dump(exclude={"batch_histogram"}), "load": load_before,
+        "measured": measured.model_dump(exclude={"batch_histogram"}), "steal": steal,
+        "other_cores": machine.report.other_cores,
     }  # fmt: skip
     line = f"  {settings.timeout_ms:>8.2f}{rate:>8.1f}{measured.realised_rate or 0:>8.1f}"
     line += f"{measured.p99_ms:>10.1f}"
-    for which, used in (("profiled", profile), ("recalibrated", calibrated)):
+    bare = profile.model_copy(update={"served_extra_ms": 0.0, "serving_delays_ms": []})
+    judges = (("profiled", profile), ("recalibrated", calibrated), ("bare", bare))
+    for which, used in judges:
         point = simulate(used, settings, rate=rate, requests=5000)
         band = simulate_band(used, settings, rate=rate, seconds=seconds)
         realised = measured.realised_rate or rate
@@ -526,7 +536,7 @@ def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, 
         cell = f"{point.p99_ms:.1f} [{band.p99_low_ms:.1f}-{band.p99_high_ms:.1f}]{mark}"
         line += cell.rjust(24)
         line += f"{row[which]['error']:>7.0%}"
-    print(line + f"{load_before:>6.1f}", flush=True)
+    print(line + f"{steal:>6.0%}", flush=True)
     return row
 
 
