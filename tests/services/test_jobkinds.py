@@ -301,8 +301,10 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     an error with the code "failed"."""
     if kind is JobKind.batching_verify:  # the realised rate, then the stored refit came later
         return {"measured": STORED[kind]["measured"] | {"realised_rate": None}, "prediction": None}
-    if kind is JobKind.batching_profile:  # recalibration, hand-back times, idle extras came later
+    if kind is JobKind.batching_profile:  # recalibration, hand-back times, idle extras and
+        # the serving costs came later
         later = {"calibration": None, "handoff_gaps_ms": [], "idle_extra_ms": []}
+        later |= {"served_extra_ms": 0.0, "serving_delays_ms": []}
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         return {"threads": None} | {
