@@ -161,7 +161,8 @@ def test_bad_option_names_the_field(tiny_model: Path, tmp_path: Path) -> None:
     )
 
     assert done.returncode == 2
-    assert "max_seconds must be at least min_seconds" in done.stderr
+    assert "max_seconds must be at least min_seconds (0.1 s < 5 s)" in done.stderr
+    assert "lower min_seconds with it, or raise max_seconds" in done.stderr
 
 
 def test_bench_vs_prints_the_paired_ratio_and_verdict(tiny_model: Path, tmp_path: Path) -> None:

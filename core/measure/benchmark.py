@@ -109,7 +109,10 @@ class BenchmarkSpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> BenchmarkSpec:
         if self.max_seconds < self.min_seconds:
-            raise ValueError("max_seconds must be at least min_seconds")
+            raise ValueError(
+                f"max_seconds must be at least min_seconds ({self.max_seconds:g} s < "
+                f"{self.min_seconds:g} s): lower min_seconds with it, or raise max_seconds"
+            )
         if self.batch_sizes is not None:
             if not self.batch_sizes or min(self.batch_sizes) < 1:
                 raise ValueError("batch_sizes must be positive integers")

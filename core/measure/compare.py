@@ -246,7 +246,10 @@ class ComparisonSpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ComparisonSpec:
         if self.max_seconds < self.min_seconds:
-            raise ValueError("max_seconds must be at least min_seconds")
+            raise ValueError(
+                f"max_seconds must be at least min_seconds ({self.max_seconds:g} s < "
+                f"{self.min_seconds:g} s): lower min_seconds with it, or raise max_seconds"
+            )
         return self
 
 
