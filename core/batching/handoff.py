@@ -25,7 +25,7 @@ from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import replay_latencies
-from optistudio.core.batching.trace import handoff_gaps_ms
+from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms
 from optistudio.core.model.info import TensorSpec
 
 HANDOFF_BATCHES = 40
@@ -108,7 +108,8 @@ def measure_serving(
     delay per request is its measured latency minus the same send times and runner calls
     replayed in the simulator without any hand-back: the answer's way back to the caller after
     its batch's run (wake-ups, futures, the GIL), which the simulator adds per request while the
-    instance's own hand-back (`handoff_ms`, measured under saturation) holds only the instance. Returns (0, []) when the probe served no batch."""
+    instance's own hand-back (`handoff_ms`, measured under saturation) holds only the instance.
+    Returns (0, []) when the probe served no batch."""
     rate = SERVING_PROBE_SHARE * profile.ceiling(max_batch_size, with_handoff=True)[0]
     low, high = SERVING_PROBE_SECONDS
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
@@ -122,14 +123,10 @@ def measure_serving(
         )  # fmt: skip
     if not run.batches:
         return 0.0, []
-    extras, ended = [], None
-    for batch in run.batches:
-        spent = (batch.run_end - batch.run_start) * 1000
-        expected = profile.latency_ms(batch.rows)
-        if ended is not None:
-            expected += profile.idle_extra((batch.run_start - ended) * 1000)
-        extras.append(spent - expected)
-        ended = batch.run_end
+    extras = [
+        spent - profile.latency_ms(rows) - idle
+        for rows, spent, idle in runner_and_idle_ms(run.batches, profile)
+    ]
     served_extra = max(float(np.mean(extras)), 0.0)
     runner_s = [batch.run_end - batch.run_start for batch in run.batches]
     sent = np.asarray(run.sent_ms) / 1000

@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import StackAxes, stack_axes
+from optistudio.core.batching.applicability import stack_axes
 from optistudio.core.batching.handoff import measure_handoff_gaps, measure_serving
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
-from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback
 
@@ -111,7 +109,13 @@ def measure_profile(
         idle = idle_extras(model, feeds[sizes[0]])
         if progress:
             progress(0.93, f"hand-back time per batch under load at batch {sizes[-1]}")
-        gaps = _handoff(model, info.inputs, request, sizes[-1], float(np.mean(rows[-1])), axes)
+        requests = [
+            requests_batch(info.inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)
+        ]
+        gaps = measure_handoff_gaps(
+            model, info.inputs, requests, max_batch_size=sizes[-1],
+            batch_ms=float(np.mean(rows[-1])), axes=axes,
+        )  # fmt: skip
         profile = LatencyProfile(
             batch_sizes=sizes,
             mean_ms=[float(np.mean(r)) for r in rows],
@@ -127,7 +131,6 @@ def measure_profile(
         )
         if progress:
             progress(0.96, "the runtime's own cost per batch and per request at a light rate")
-        requests = _requests(info.inputs, request)
         extra, delays = measure_serving(
             model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
         )
@@ -146,24 +149,6 @@ def measure_profile(
             "environment": environment,
         }
     )
-
-
-def _requests(inputs: list[TensorSpec], request: dict[str, Any]) -> list[dict[str, np.ndarray]]:
-    return [requests_batch(inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)]
-
-
-def _handoff(
-    model: LoadedModel,
-    inputs: list[TensorSpec],
-    request: dict[str, Any],
-    max_batch_size: int,
-    batch_ms: float,
-    axes: StackAxes,
-) -> list[float]:
-    return measure_handoff_gaps(
-        model, inputs, _requests(inputs, request), max_batch_size=max_batch_size,
-        batch_ms=batch_ms, axes=axes,
-    )  # fmt: skip
 
 
 def idle_extras(

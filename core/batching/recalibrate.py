@@ -33,7 +33,7 @@ from optistudio.core.batching.latency import HANDOFF_GAPS, Calibration, LatencyP
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.simulate import IDLE_FLOOR
-from optistudio.core.batching.trace import handoff_gaps_ms, runner_summary
+from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms, runner_summary
 from optistudio.core.errors import InvalidSpec
 
 RunnerSummary = Mapping[int, tuple[int, float]]
@@ -124,16 +124,10 @@ def _runner_without_idle(profile: LatencyProfile, batches: Sequence[BatchRecord]
     served extra taken off (the simulator adds both back)."""
     if not profile.idle_extra_ms and not profile.served_extra_ms:
         return runner_summary(batches)
-    ended: dict[int, float] = {}
     times: dict[int, list[float]] = {}
-    for batch in batches:
-        spent = (batch.run_end - batch.run_start) * 1000
-        extra = profile.served_extra_ms
-        if batch.instance in ended:
-            extra += profile.idle_extra((batch.run_start - ended[batch.instance]) * 1000)
-        spent = max(spent - extra, IDLE_FLOOR * spent)
-        ended[batch.instance] = batch.run_end
-        times.setdefault(batch.rows, []).append(spent)
+    for rows, spent, idle in runner_and_idle_ms(batches, profile):
+        extra = profile.served_extra_ms + idle
+        times.setdefault(rows, []).append(max(spent - extra, IDLE_FLOOR * spent))
     return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}
 
 

@@ -115,6 +115,22 @@ def slowdown_of(summary: dict[int, tuple[int, float]], profile: LatencyProfile) 
     return spent / expected if expected else 1.0
 
 
+def runner_and_idle_ms(
+    batches: Sequence[BatchRecord], profile: LatencyProfile
+) -> list[tuple[int, float, float]]:
+    """(rows, runner ms, the idle extra the profile expects after that batch's idle gap on its
+    instance; 0 for an instance's first batch) of each batch, in order."""
+    ended: dict[int, float] = {}
+    rows = []
+    for batch in batches:
+        idle = 0.0
+        if batch.instance in ended:
+            idle = profile.idle_extra((batch.run_start - ended[batch.instance]) * 1000)
+        ended[batch.instance] = batch.run_end
+        rows.append((batch.rows, (batch.run_end - batch.run_start) * 1000, idle))
+    return rows
+
+
 def _histogram(batches: Sequence[BatchRecord]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for batch in batches:
