@@ -162,58 +162,25 @@ def test_the_build_context_is_only_what_the_image_copies() -> None:
     assert {p[1:] for p in patterns if p.startswith("!")} == copied
 
 
-ROOTS = {"core": "optistudio.core", "db": "optistudio.db", "workers": "optistudio.workers",
-         "studio": "optistudio.studio", "optistudio": "optistudio", "migrations": "optistudio.migrations"}  # fmt: skip
-
-
-def _module_files() -> dict[str, Path]:
-    """Every module of the installed package by dotted name: optistudio.core.x -> core/x.py."""
-    files = {}
-    for folder, package in ROOTS.items():
-        for path in (REPO / folder).rglob("*.py"):
-            parts = path.relative_to(REPO / folder).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            files[".".join((package, *parts))] = path
-    return files
-
-
-def _loaded_at_start(files: dict[str, Path], entries: list[str]) -> dict[str, list[str]]:
-    """The modules the entries load, following module-level imports (not those inside functions,
-    `try` blocks or `if TYPE_CHECKING`), each with its module-level third-party imports."""
-    import ast
+def _loaded_at_start(entries: list[str]) -> dict[str, list[str]]:
+    """The modules of ours the entries load, following module-level imports (tests/test_layers.py
+    reads them: not those inside functions or `if TYPE_CHECKING`), each with the third-party
+    names it imports at module level."""
+    from test_layers import MODULES, imports, is_ours, resolve
 
     seen: dict[str, list[str]] = {}
     pending = list(entries)
     while pending:
         module = pending.pop()
-        if module in seen or module not in files:
+        if module in seen or module not in MODULES:
             continue
-        outside: list[str] = []
-        seen[module] = outside
-        parent = module.rpartition(".")[0]
-        pending.append(parent)  # a package's __init__ runs before its modules
-        is_package = files[module].name == "__init__.py"
-        for node in ast.parse(files[module].read_text()).body:
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = module if is_package else parent
-                    anchor = ".".join(anchor.split(".")[: len(anchor.split(".")) - node.level + 1])
-                    base = f"{anchor}.{base}".rstrip(".")
-                names = [base] + [f"{base}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            for name in names:
-                top = name.partition(".")[0]
-                if top == "optistudio":
-                    pending += [
-                        ".".join(name.split(".")[:k]) for k in range(2, name.count(".") + 2)
-                    ]
-                elif top not in sys.stdlib_module_names and top != "__future__":
-                    outside.append(name)
+        seen[module] = []
+        pending.append(module.rpartition(".")[0])  # a package's __init__ runs before its modules
+        for name in imports(MODULES[module], top_level=True):
+            if is_ours(name):
+                pending.append(resolve(name))
+            elif name.partition(".")[0] not in {*sys.stdlib_module_names, "__future__"}:
+                seen[module].append(name)
     return seen
 
 
@@ -247,14 +214,15 @@ def test_every_module_the_services_load_is_installed_in_the_image() -> None:
         except PackageNotFoundError:
             continue
         pending += [c for c in children if c.marker is None or c.marker.evaluate({"extra": ""})]
-    files = _module_files()
+    from test_layers import MODULES
+
     entries = [
         "optistudio.cli.__main__",
         "optistudio.studio.app",
-        *(name for name in files if name.startswith(("optistudio.workers.", "optistudio.studio.views."))),
-        *(name for name in files if name.startswith("optistudio.migrations.")),
+        *(name for name in MODULES if name.startswith(("optistudio.workers.", "optistudio.studio.views."))),
+        *(name for name in MODULES if name.startswith("optistudio.migrations.")),
     ]  # fmt: skip
-    loaded = _loaded_at_start(files, entries)
+    loaded = _loaded_at_start(entries)
     assert "optistudio.core.backends.base" in loaded and len(loaded) > 50
     providers = packages_distributions()
     missing = [
