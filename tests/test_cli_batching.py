@@ -47,15 +47,19 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert predicted["band"]["draws"] >= 2 and predicted["band"]["seconds"] == 5.0
     assert predicted["offered_rate"] == 500 and predicted["realised_rate"] > 0
 
+    # A budget the profiled settings meet with room to spare: the serving probe measured this
+    # machine's delays under whatever else runs here (CI runs two test workers on two cores).
+    budget = max(50.0, 3 * predicted["p99_high_ms"])
     run = optistudio(
         "batching", "recommend", str(tiny_model), *SETTINGS, "--rate", "500",
-        "--p99-budget-ms", "50", "--profile", str(profile_file), "--json", data_dir=tmp_path,
+        "--p99-budget-ms", f"{budget:.1f}", "--profile", str(profile_file), "--json",
+        data_dir=tmp_path,
     )  # fmt: skip
     advice = json.loads(run.stdout)
-    assert advice["feasible"] and advice["p99_ms"] <= 50 and advice["candidates"]
+    assert advice["feasible"] and advice["p99_ms"] <= budget and advice["candidates"]
     assert advice["margin"] == 0.1  # the budget holds with the model 10 % slower too
     chosen = [c for c in advice["candidates"] if c["feasible"]]
-    assert chosen and all(c["p99_slower_ms"] <= 50 for c in chosen)
+    assert chosen and all(c["p99_slower_ms"] <= budget for c in chosen)
 
 
 def test_cli_margin_default_is_the_tuners() -> None:
