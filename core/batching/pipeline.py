@@ -92,12 +92,22 @@ class PipelineStats:
         return self.rows / self.batches if self.batches else 0.0
 
 
+class _Bucket:
+    """The queued requests of one signature, with their rows counted as they come and go: a
+    batching decision must not walk a queue that overload made thousands long (it did, and
+    the batcher slowed as its queue grew until it served half its ceiling)."""
+
+    def __init__(self) -> None:
+        self.queue: deque[_Request] = deque()
+        self.rows = 0
+
+
 class _Instance:
     """One runner with its own queue, drained by one thread."""
 
     def __init__(self, index: int, runner: Runner) -> None:
         self.index, self.runner = index, runner
-        self.buckets: dict[Signature, deque[_Request]] = {}
+        self.buckets: dict[Signature, _Bucket] = {}
         self.queued_rows = 0
         self.running_rows = 0
         self.condition = threading.Condition()
@@ -205,7 +215,11 @@ class Pipeline:
             self._waiting += 1
         instance = self._instances[self._route(key)]
         with instance.condition:
-            instance.buckets.setdefault(signature, deque()).append(request)
+            bucket = instance.buckets.get(signature) or instance.buckets.setdefault(
+                signature, _Bucket()
+            )
+            bucket.queue.append(request)
+            bucket.rows += rows
             instance.queued_rows += rows
             instance.condition.notify()
         return request.future
@@ -290,10 +304,10 @@ class Pipeline:
     def _ready(self, instance: _Instance, now: float) -> tuple[list[_Request], float | None]:
         """A batch to send now, or none and how long to wait for the next timeout."""
         settings, due, wait = self.settings, [], None
-        for signature, queue in instance.buckets.items():
+        for signature, bucket in instance.buckets.items():
+            queue, rows = bucket.queue, bucket.rows
             if not queue:
                 continue
-            rows = sum(request.rows for request in queue)
             left = queue[0].arrived + settings.timeout_s - now
             if rows >= settings.dispatch_threshold() or left <= 0 or self._closing:
                 due.append((queue[0].arrived, signature, rows))
@@ -304,12 +318,14 @@ class Pipeline:
         _, signature, rows = min(due)
         return self._cut(instance, instance.buckets[signature], settings.cut_size(rows)), None
 
-    def _cut(self, instance: _Instance, queue: deque[_Request], size: int) -> list[_Request]:
+    def _cut(self, instance: _Instance, bucket: _Bucket, size: int) -> list[_Request]:
+        queue = bucket.queue
         batch, rows = [queue.popleft()], 0
         rows = batch[0].rows
         while queue and rows + queue[0].rows <= size:
             rows += queue[0].rows
             batch.append(queue.popleft())
+        bucket.rows -= rows
         instance.queued_rows -= rows
         instance.running_rows = rows
         with self._lock:
@@ -374,9 +390,10 @@ class Pipeline:
     def _cancel_queued(self) -> None:
         for instance in self._instances:
             with instance.condition:
-                for queue in instance.buckets.values():
-                    while queue:
-                        request = queue.popleft()
+                for bucket in instance.buckets.values():
+                    bucket.rows = 0
+                    while bucket.queue:
+                        request = bucket.queue.popleft()
                         request.future.set_exception(
                             Cancelled("The pipeline shut down before this request ran.")
                         )

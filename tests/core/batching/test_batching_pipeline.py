@@ -76,6 +76,20 @@ def test_preferred_sizes_cut_the_queue(double: Path) -> None:
     assert recorder.sizes == [8, 2, 2]
 
 
+def test_rows_waiting_are_counted_as_requests_come_and_go(double: Path) -> None:
+    """The size trigger counts rows, not requests, and forgets the rows a batch took: requests
+    of 2, 1, 2, 1 and 2 rows (max 4) go as 2+1 and 2+1, the last 2 rows wait (the timeout is
+    9 s) until 2 more make 4."""
+    recorder = Recorder(double)
+    with pipeline(double, recorder, max_batch_size=4, timeout_ms=9_000) as pipe:
+        futures = [pipe.submit(row(float(i), rows=1 + (i % 2 == 0))) for i in range(5)]
+        [future.result(WAIT) for future in futures[:4]]
+        assert not futures[4].done()
+        last = pipe.submit(row(9.0, rows=2))
+        [future.result(WAIT) for future in (futures[4], last)]
+    assert recorder.sizes == [3, 3, 4]
+
+
 def test_shapes_are_batched_only_with_their_own(double: Path) -> None:
     recorder = Recorder(double)
     with pipeline(double, recorder, max_batch_size=8, timeout_ms=20) as pipe:
