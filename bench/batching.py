@@ -57,7 +57,15 @@ On a shared machine every figure moves with the neighbours' load: each cell prin
 CPU time the hypervisor stole during its run ("steal", /proc/stat; 28-30 % on 2026-12-01 with
 nothing else running here).
 
-Run: .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
+Serving machinery (`--serving`): what the Pipeline and the load generator cost per request
+without a model, the ceiling every fast model meets first. A runner that returns its input, one
+3x64x64 float32 row per request (the Paddle-style CNN's), max batch 8: a closed loop of 16
+clients (requests per second) and a Poisson run at 1000 req/s (p50, p99), each `--rounds` times,
+interleaved with the baseline, a Pipeline that checks every request in full as it did before
+checked layouts were remembered. Prints the ratios.
+
+Run: .venv/bin/python bench/batching.py --serving [--rounds 3]
+     .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
      .venv/bin/python bench/batching.py [--seconds 60] [--tokens 32] [--max-batch 8] [--tries 3]
                                          [--threads N] [--spin] [--replications 8]
      .venv/bin/python bench/batching.py --model resnet50.onnx   (any model with a batch dim;
@@ -126,8 +134,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the zoo grid, short (see above)")
     parser.add_argument("--models", help="zoo models, comma-separated (default: ZOO_MODELS)")
     parser.add_argument("--cell-seconds", type=float, help="zoo grid: each cell's load run")
+    parser.add_argument("--serving", action="store_true", help="serving machinery (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="--serving: interleaved rounds")
     args = parser.parse_args()
     args.options = SessionOptions(threads=args.threads, spin_wait=args.spin)
+    if args.serving:
+        _serving_machinery(args.rounds)
+        return
     if args.zoo or args.quick:
         _zoo_grid(args)
         return
@@ -238,6 +251,55 @@ def _overhead(seconds: float) -> dict:
             "calling the runner directly; one client, no model)"
         )
     return results
+
+
+class _FullCheck(Pipeline):
+    """The baseline of `--serving`: every request checked in full."""
+
+    def _check(self, feeds):
+        return self._check_layout(feeds)
+
+
+def _serving_machinery(rounds: int) -> dict:
+    from optistudio.core.model.info import TensorSpec
+
+    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 3, 64, 64])]
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.random((1, 3, 64, 64), dtype=np.float32)} for _ in range(8)]
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
+
+    def echo(batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [batch["x"]]
+
+    figures: dict[str, dict[str, list[float]]] = {"full check": {}, "remembered": {}}
+    print(f"serving machinery: echo runner, 1x3x64x64 requests, max batch 8, {os.cpu_count()} "
+          f"CPUs, load {_load_average()[0]:.1f}")  # fmt: skip
+    for round_ in range(rounds):
+        for label, kind in (("full check", _FullCheck), ("remembered", Pipeline)):
+            with kind([echo], spec, settings) as pipe:
+                closed = run_load(pipe, feeds, process="closed", clients=16, seconds=2.0)
+            with kind([echo], spec, settings) as pipe:
+                poisson = run_load(
+                    pipe, feeds, process="poisson", rate=1000, seconds=2.0, seed=round_
+                )
+            row = figures[label]
+            for name, value in (
+                ("closed_rps", closed.result.throughput), ("p50_ms", poisson.result.p50_ms),
+                ("p99_ms", poisson.result.p99_ms),
+            ):  # fmt: skip
+                row.setdefault(name, []).append(value)
+            print(f"  round {round_ + 1} {label:>10}: closed loop {closed.result.throughput:7.0f} "
+                  f"req/s; Poisson 1000/s p50 {poisson.result.p50_ms:6.2f} ms, p99 "
+                  f"{poisson.result.p99_ms:6.1f} ms", flush=True)  # fmt: skip
+    median = {
+        label: {k: statistics.median(v) for k, v in row.items()} for label, row in figures.items()
+    }
+    old, new = median["full check"], median["remembered"]
+    print(f"medians: closed loop {new['closed_rps']:.0f} vs {old['closed_rps']:.0f} req/s "
+          f"({new['closed_rps'] / old['closed_rps']:.2f}x); Poisson p50 {new['p50_ms']:.2f} vs "
+          f"{old['p50_ms']:.2f} ms ({new['p50_ms'] / old['p50_ms']:.2f}x), p99 {new['p99_ms']:.1f} "
+          f"vs {old['p99_ms']:.1f} ms ({new['p99_ms'] / old['p99_ms']:.2f}x)")  # fmt: skip
+    return median
 
 
 def _direct_us(runner, feeds, seconds: float) -> float:

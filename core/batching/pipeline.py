@@ -56,6 +56,8 @@ Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 Signature = tuple[tuple[Any, ...], ...]
 """Per input: name, dtype, the dims past the batch axis (and a shared input's bytes)."""
+CHECKED_LAYOUTS = 64
+"""Request layouts (names, dtypes, shapes) whose check a pipeline remembers."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,7 @@ class Pipeline:
         self._instances = [_Instance(i, runner) for i, runner in enumerate(runners)]
         self._waiting = 0
         self._lock = threading.Lock()
+        self._checked: dict[tuple[Any, ...], tuple[int, Signature]] = {}
         self._closing = False
         self._on_close = on_close
         self._trace: list[BatchRecord] | None = None
@@ -262,6 +265,23 @@ class Pipeline:
         return self.balancer.choose([inst.rows_ahead for inst in self._instances], key)
 
     def _check(self, feeds: dict[str, np.ndarray]) -> tuple[int, Signature]:
+        """The request's rows and signature, checked against the inputs once per layout: a
+        request laid out as one checked before (names, dtypes, shapes) reuses that answer,
+        since the checks read nothing else (30 us per request on a small image otherwise)."""
+        try:
+            layout = tuple((name, array.dtype, array.shape) for name, array in feeds.items())
+        except AttributeError:  # not arrays: the full check names the input
+            layout = None
+        known = self._checked.get(layout) if layout is not None else None
+        if known is not None:
+            return known
+        checked = self._check_layout(feeds)
+        shared = any(self.axes.inputs.get(spec.name, 0) is None for spec in self.inputs)
+        if layout is not None and not shared and len(self._checked) < CHECKED_LAYOUTS:
+            self._checked[layout] = checked  # a shared input's value is in its signature
+        return checked
+
+    def _check_layout(self, feeds: dict[str, np.ndarray]) -> tuple[int, Signature]:
         names = {spec.name for spec in self.inputs}
         if set(feeds) != names:
             raise InvalidSpec(

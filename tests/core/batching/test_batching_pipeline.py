@@ -11,6 +11,7 @@ import pytest
 from batching_helpers import Recorder, build_double_model, row
 
 from optistudio.core.backends import SessionOptions
+from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings, serving_threads, settings_from
 from optistudio.core.errors import (
@@ -20,6 +21,7 @@ from optistudio.core.errors import (
     PipelineClosed,
     QueueFull,
 )
+from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
 
 WAIT = 5  # seconds a future may take; the held tests use a 9 s timeout, so a missed trigger fails
@@ -143,10 +145,42 @@ def test_a_malformed_request_is_refused_alone(tiny_model: Path, feeds: dict, mes
     recorder = Recorder(tiny_model)
     with pipeline(tiny_model, recorder, max_batch_size=8, timeout_ms=30) as pipe:
         mate = pipe.submit(row(1.0))
-        with pytest.raises(InvalidSpec, match=message):
-            pipe.submit(feeds)
+        for _ in range(2):  # checked layouts are remembered; a refused one stays refused
+            with pytest.raises(InvalidSpec, match=message):
+                pipe.submit(feeds)
         other = pipe.submit(row(2.0))
         assert mate.result(WAIT).batch_size == 2 and other.result(WAIT).batch_size == 2
+
+
+def test_requests_with_different_shared_values_never_share_a_batch() -> None:
+    """A shared input (no batch axis, e.g. a sample rate) is part of what a batch shares:
+    requests laid out alike but carrying another value go in their own batch, also once the
+    layout's check is remembered."""
+    inputs = [
+        TensorSpec(name="x", dtype="float32", shape=["batch", 4]),
+        TensorSpec(name="scale", dtype="float32", shape=[1]),
+    ]
+    sizes: list[int] = []
+
+    def scaled(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        sizes.append(len(feeds["x"]))
+        return [feeds["x"] * feeds["scale"]]
+
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=200)
+    axes = StackAxes({"x": 0, "scale": None}, (0,))
+    with Pipeline([scaled], inputs, settings, axes=axes) as pipe:
+        sent = [
+            (
+                value,
+                pipe.submit(
+                    {"x": np.ones((1, 4), np.float32), "scale": np.full(1, value, np.float32)}
+                ),
+            )
+            for value in (2.0, 3.0, 2.0, 3.0, 2.0)
+        ]
+        for value, future in sent:
+            np.testing.assert_array_equal(future.result(WAIT).outputs[0], np.full((1, 4), value))
+    assert sorted(sizes) == [2, 3]
 
 
 def test_full_queue_refuses_new_requests_until_it_drains(double: Path) -> None:
