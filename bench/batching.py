@@ -44,8 +44,8 @@ setting's capacity x batching timeouts at ZOO_TIMEOUT_SHARES of the batch-1 late
 ZOO_MAX_BATCH. Each cell is one Verify-like load run (Poisson, `--cell-seconds`), judged three
 times: by the profile as measured, by the profile recalibrated from one Verify run made before
 the grid (at the middle setting, `--cell-seconds` x 2), and by the profile without what serving
-costs beyond the bare runs ("bare": no `served_extra_ms`, no `serving_delays_ms`, as profiles
-were before the serving probe): whether the measured p99 lies in the
+costs beyond the bare runs ("bare": no `served_extra_ms`, `served_extra_load`,
+`serving_delays_ms` or `request_ms`, as profiles were before the serving probes): whether the measured p99 lies in the
 predicted band (a Verify of the cell's length), the band's half-width as a share of the
 predicted p99, and the point error |predicted - measured| / measured at the offered and at the
 realised arrival rate; and the same on the cell's own send times (`*_on_arrivals`: the
@@ -575,7 +575,12 @@ def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, 
     }  # fmt: skip
     line = f"  {settings.timeout_ms:>8.2f}{rate:>8.1f}{measured.realised_rate or 0:>8.1f}"
     line += f"{measured.p99_ms:>10.1f}"
-    bare = profile.model_copy(update={"served_extra_ms": 0.0, "serving_delays_ms": []})
+    bare = profile.model_copy(
+        update={
+            "served_extra_ms": 0.0, "serving_delays_ms": [], "served_extra_load": [],
+            "request_ms": 0.0,
+        }
+    )  # fmt: skip
     judges = (("profiled", profile), ("recalibrated", calibrated), ("bare", bare))
     for which, used in judges:
         point = simulate(used, settings, rate=rate, requests=5000)

@@ -36,7 +36,7 @@ from optistudio.core.batching.simulate import (
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.triton import triton_config
-from optistudio.core.batching.tuner import Candidate, Recommendation
+from optistudio.core.batching.tuner import Candidate, Recommendation, capacity
 from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind
 from optistudio.db.queries import get_job, get_model
@@ -371,12 +371,6 @@ def _moved(p99_ms: float, change: float, *, up: bool) -> str:
     return f"p99 {p99_ms:.2f} ms ({percent})"
 
 
-def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
-    """Highest throughput the settings can reach (req/s): instances x max_b b / (latency(b) +
-    the profile's hand-back time per batch)."""
-    return profile.ceiling(settings.max_batch_size, with_handoff=True)[0] * settings.instances
-
-
 def handoff_line(profile: LatencyProfile) -> str:
     """One line on the runtime's cost per batch that the predictions carry (or do not)."""
     if profile.handoff_ms is None:
@@ -388,10 +382,21 @@ def handoff_line(profile: LatencyProfile) -> str:
     if not profile.serving_delays_ms:
         return line + ", included in predictions."
     delays = np.asarray(profile.serving_delays_ms).clip(min=0)
+    loaded = ""
+    if len(profile.served_extra_load) > 1:
+        rate, extra = profile.served_extra_load[-1]
+        loaded = f" ({extra:.2f} ms at {rate:.0f} req/s)"
+    machinery = ""
+    if profile.request_ms:
+        machinery = (
+            f"; with no model the serving machinery passes {1000 / profile.request_ms:.0f} "
+            "req/s at most"
+        )
     return (
         f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
-        f"more than profiled and each answer came {np.median(delays):.2f} ms (median; p99 "
-        f"{np.percentile(delays, 99):.2f} ms) after its batch: all included in predictions."
+        f"more than profiled{loaded} and each answer came {np.median(delays):.2f} ms (median; "
+        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{machinery}: all included in "
+        "predictions."
     )
 
 

@@ -29,6 +29,8 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert profiled["profile"]["handoff_ms"] == profiled["handoff_ms"]
     assert profiled["served_extra_ms"] >= 0  # what serving at a light rate costs on top
     assert 0 <= profiled["serving_delay_p50_ms"] <= profiled["serving_delay_p99_ms"]
+    assert profiled["request_ms"] > 0  # the serving machinery, with no model
+    assert 0 < profiled["served_ceiling_throughput"] <= 1000 / profiled["request_ms"] + 1e-6
 
     run = optistudio(
         "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "500",

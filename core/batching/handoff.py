@@ -21,7 +21,7 @@ import numpy as np
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.loadgen import run_load
+from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import replay_latencies
@@ -78,6 +78,46 @@ def measure_handoff_gaps(
     return handoff_gaps_ms(run.batches)
 
 
+REQUEST_PROBE_RATE = 10_000.0
+"""Send rate (req/s) of the serving machinery's probe: above what it passes on 2 cores (about
+4,000-8,000 req/s with no model), so the run measures its pace, not the schedule."""
+REQUEST_PROBE_SECONDS = 0.4
+
+
+def measure_request_cost(
+    inputs: list[TensorSpec],
+    requests: list[dict[str, np.ndarray]],
+    *,
+    max_batch_size: int,
+    axes: StackAxes | None = None,
+    seed: int = 11,
+) -> float | None:
+    """The serving machinery's time per request (ms; `LatencyProfile.request_ms`): one over the
+    requests per second it passed when a Poisson run sent the model's own one-row `requests`
+    at REQUEST_PROBE_RATE through the Pipeline (max batch `max_batch_size`, timeout 0) with a
+    runner that answers at once. What it measures is everything but the model: the sender's
+    loop, each request's check and queueing, the stacking and the hand-back, sharing one GIL
+    (on 2 shared cores a 1x3x64x64 request passed at 4,400-7,900 req/s). None when no
+    request was served."""
+    axes = axes or StackAxes({spec.name: 0 for spec in inputs}, ())
+    batched = [(name, axis) for name, axis in axes.inputs.items() if axis is not None]
+    if not batched:
+        return None
+    name, axis = batched[0]
+
+    def answer(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [np.zeros((feeds[name].shape[axis], 1), dtype=np.float32)]
+
+    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0, max_queue=1_000_000)
+    with Pipeline([answer], inputs, settings, axes=StackAxes(axes.inputs, ())) as pipeline:
+        run = run_load(
+            pipeline, requests, process="poisson", rate=REQUEST_PROBE_RATE,
+            seconds=REQUEST_PROBE_SECONDS, seed=seed, warmup_share=0.0,
+        )  # fmt: skip
+    throughput = run.result.throughput
+    return 1000.0 / throughput if throughput > 0 else None
+
+
 SERVING_PROBE_SHARE = 0.2
 """The light rate the serving probe sends at, as a share of the runtime's ceiling."""
 SERVING_PROBE_SECONDS = (2.0, 3.0)
@@ -106,36 +146,96 @@ def measure_serving(
     shared cores a 0.07 ms CNN's runner call took 0.4-0.6 ms served at 300 req/s. The extra per
     batch is the mean of (runner call) - (profiled latency + the idle extra after its gap); the
     delay per request is its measured latency minus the same send times and runner calls
-    replayed in the simulator without any hand-back: the answer's way back to the caller after
+    replayed in the simulator without any hand-back (with the profile's `request_ms` per
+    request, which the simulator adds on its own): the answer's way back to the caller after
     its batch's run (wake-ups, futures, the GIL), which the simulator adds per request while the
     instance's own hand-back (`handoff_ms`, measured under saturation) holds only the instance.
     Returns (0, []) when the probe served no batch."""
-    rate = SERVING_PROBE_SHARE * profile.ceiling(max_batch_size, with_handoff=True)[0]
-    low, high = SERVING_PROBE_SECONDS
-    seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
+    rate = probe_rate(profile, max_batch_size, SERVING_PROBE_SHARE)
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
-    with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
-        for future in [pipeline.submit(requests[i % len(requests)]) for i in range(max_batch_size)]:
-            future.result()  # warm, as a Verify is
-        run = run_load(
-            pipeline, requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
-            warmup_share=0.0,
-        )  # fmt: skip
+    run = _serve(model, inputs, requests, settings, rate, axes, seed)
     if not run.batches:
         return 0.0, []
-    extras = [
-        spent - profile.latency_ms(rows) - idle
-        for rows, spent, idle in runner_and_idle_ms(run.batches, profile)
-    ]
-    served_extra = max(float(np.mean(extras)), 0.0)
+    served_extra = _served_extra(run, profile)
     runner_s = [batch.run_end - batch.run_start for batch in run.batches]
     sent = np.asarray(run.sent_ms) / 1000
     # the replay may cut more batches than were served: those take the served mean
     padded = runner_s + [float(np.mean(runner_s))] * len(sent)
-    replayed = replay_latencies(settings, sent - sent[0], padded)
+    replayed = replay_latencies(
+        settings, sent - sent[0], padded, request_s=profile.request_ms / 1000
+    )
     delays = np.asarray(run.latency_ms) - replayed * 1000
     delays = delays[np.isfinite(delays)]
     if not len(delays):
         return served_extra, []
     kept = np.linspace(0, len(delays) - 1, min(len(delays), SERVING_DELAYS)).round().astype(int)
     return served_extra, [round(float(ms), 4) for ms in delays[kept]]  # spread over the run
+
+
+SERVING_LOAD_SHARE = 0.8
+"""The heavy rate the second serving probe sends at, as a share of the ceiling the light probe
+left (its served extra per call included)."""
+
+
+def measure_served_extra_under_load(
+    model: LoadedModel,
+    inputs: list[TensorSpec],
+    requests: list[dict[str, np.ndarray]],
+    *,
+    profile: LatencyProfile,
+    max_batch_size: int,
+    axes: StackAxes | None = None,
+    seed: int = 8,
+) -> tuple[float, float] | None:
+    """(rate req/s, extra ms per runner call) served at SERVING_LOAD_SHARE of `profile`'s
+    ceiling (with the light probe's served extra in it): the second point of
+    `LatencyProfile.served_extra_load`. Under load the runner's call takes longer than at a
+    light rate: the serving threads' work grows with the request rate and takes the cores and
+    the GIL the runner's return needs (on 2 shared cores a 0.4 ms MLP's call took 0.2 ms extra
+    at a fifth of its ceiling, 0.9 ms at half of it). None when the probe served no batch."""
+    rate = probe_rate(profile, max_batch_size, SERVING_LOAD_SHARE)
+    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
+    run = _serve(model, inputs, requests, settings, rate, axes, seed)
+    if not run.batches:
+        return None
+    return round(rate, 3), round(_served_extra(run, profile), 4)
+
+
+def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> float:
+    """The rate (req/s) a serving probe sends at: `share` of the profile's ceiling with its
+    runtime costs."""
+    return share * profile.ceiling(max_batch_size, with_handoff=True)[0]
+
+
+def _serve(
+    model: LoadedModel,
+    inputs: list[TensorSpec],
+    requests: list[dict[str, np.ndarray]],
+    settings: BatchingSettings,
+    rate: float,
+    axes: StackAxes | None,
+    seed: int,
+) -> LoadRun:
+    """A short Poisson run at `rate` through the real Pipeline, warmed as a Verify is: long
+    enough for SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow."""
+    low, high = SERVING_PROBE_SECONDS
+    seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
+    with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
+        warm = [
+            pipeline.submit(requests[i % len(requests)]) for i in range(settings.max_batch_size)
+        ]
+        for future in warm:
+            future.result()
+        return run_load(
+            pipeline, requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
+            warmup_share=0.0,
+        )  # fmt: skip
+
+
+def _served_extra(run: LoadRun, profile: LatencyProfile) -> float:
+    """Mean extra ms of the run's runner calls over the profiled latency and idle extra."""
+    extras = [
+        spent - profile.latency_ms(rows) - idle
+        for rows, spent, idle in runner_and_idle_ms(run.batches, profile)
+    ]
+    return max(float(np.mean(extras)), 0.0)

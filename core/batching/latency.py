@@ -91,6 +91,15 @@ class LatencyProfile(BaseModel):
         "and caches shared with the serving threads), beyond its profiled latency and idle "
         "extra. The simulator adds it to every batch. 0 in profiles made before it was measured.",
     )
+    served_extra_load: list[tuple[float, float]] = Field(
+        default_factory=list,
+        description="(request rate req/s, extra ms per runner call) served at a light and at a "
+        "heavy rate, ascending by rate: under load the serving threads take the cores and the "
+        "GIL the runner's return needs, so its call takes longer the more requests come. The "
+        "simulator takes the extra at the rate it simulates (linear between the points, flat "
+        "beyond them), and the ceiling is the rate the runtime keeps up with at its own extra. "
+        "Empty in profiles made before it was measured: `served_extra_ms` at every rate.",
+    )
     serving_delays_ms: list[float] = Field(
         default_factory=list,
         description="Per request of that light-load run, its measured latency minus what the "
@@ -98,6 +107,17 @@ class LatencyProfile(BaseModel):
         "of one request outside its batch's time (at most HANDOFF_GAPS kept). The simulator "
         "adds one, drawn, to each request's latency; it does not hold the instance. Empty in "
         "profiles made before they were measured.",
+    )
+    request_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="The serving machinery's time per request with no model: one over the "
+        "requests per second the load generator and the Pipeline served through a runner that "
+        "returns at once (one thread's sends, each request's check and queueing, its share of "
+        "the batch's stacking and hand-back, all under one GIL). The simulator passes every "
+        "request through it in turn before the request joins the batch queue, so it caps the "
+        "ceiling at 1000 / request_ms whatever the batch size. 0 in profiles made before it "
+        "was measured.",
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
@@ -123,6 +143,10 @@ class LatencyProfile(BaseModel):
             raise ValueError("runs may only hold measured batch sizes")
         if any(ms <= 0 for _, ms in self.runs):
             raise ValueError("run latencies must be positive")
+        if [rate for rate, _ in self.served_extra_load] != sorted(
+            {rate for rate, _ in self.served_extra_load}
+        ):
+            raise ValueError("served_extra_load's rates must be distinct and ascending")
         if any(ms < 0 for ms in self.handoff_gaps_ms):
             raise ValueError("hand-back times cannot be negative")
         if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
@@ -166,13 +190,41 @@ class LatencyProfile(BaseModel):
             }
         )
 
-    def ceiling(self, max_batch_size: int, *, with_handoff: bool = False) -> tuple[float, int]:
-        """The best throughput one instance can reach (rows/s) and the batch size giving it:
-        the model's own (bare runs back to back), or with_handoff the runtime's, each batch
-        also paying `handoff_ms` and `served_extra_ms`."""
-        extra = (self.handoff_ms or 0.0) + self.served_extra_ms if with_handoff else 0.0
+    def ceiling(
+        self, max_batch_size: int, *, with_handoff: bool = False, instances: int = 1
+    ) -> tuple[float, int]:
+        """The best throughput `instances` alike instances can reach (rows/s) and the batch size
+        giving it: the model's own (bare runs back to back), or with_handoff the runtime's, each
+        batch also paying `handoff_ms` and `served_extra_ms`, and no more requests a second
+        than the serving machinery passes (1000 / `request_ms`, shared by the instances)."""
+        if not with_handoff:
+            return self._ceiling_at(max_batch_size, 0.0, instances)
+        cap = 1000.0 / self.request_ms if self.request_ms > 0 else float("inf")
+
+        def at(rate: float | None) -> tuple[float, int]:
+            extra = (self.handoff_ms or 0.0) + self.served_extra_at(rate)
+            top, best = self._ceiling_at(max_batch_size, extra, instances)
+            return min(top, cap), best
+
+        if len(self.served_extra_load) < 2:
+            return at(None)
+        low, high = 0.0, at(0.0)[0]  # the rate the runtime keeps up with at its own extra
+        for _ in range(40):
+            middle = (low + high) / 2
+            low, high = (middle, high) if at(middle)[0] > middle else (low, middle)
+        return at(low)
+
+    def _ceiling_at(self, max_batch_size: int, extra: float, instances: int) -> tuple[float, int]:
         best = max(range(1, max_batch_size + 1), key=lambda b: b / (self.latency_ms(b) + extra))
-        return best / (self.latency_ms(best) + extra) * 1000.0, best
+        return best / (self.latency_ms(best) + extra) * 1000.0 * instances, best
+
+    def served_extra_at(self, rate: float | None) -> float:
+        """The extra ms per runner call when served at `rate` req/s: `served_extra_load`
+        interpolated (flat beyond its points), `served_extra_ms` without a rate or points."""
+        points = self.served_extra_load
+        if rate is None or len(points) < 2:
+            return self.served_extra_ms
+        return max(float(np.interp(rate, [r for r, _ in points], [e for _, e in points])), 0.0)
 
     def quantile_curve(self, batch_size: int) -> np.ndarray:
         """Latency percentiles (ms) at a batch size: the measured spread relative to the mean,

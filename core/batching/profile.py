@@ -12,9 +12,12 @@ order it ran (`runs`): the simulator replays that sequence as the machine's spee
 Between measured sizes latency is interpolated linearly; past the largest it is extrapolated
 along the last segment's slope. After the timing, a short closed loop through the real Pipeline
 at the largest size measures the runtime's own cost per batch under load (`handoff_ms`, see
-optistudio.core.batching.handoff), which the simulator adds to every batch; last, a short
+optistudio.core.batching.handoff), which the simulator adds to every batch; a half-second run
+far above its pace through a runner that answers at once measures the serving machinery's time
+per request (`request_ms`), which every simulated request passes in turn; last, a short
 Poisson run at a light rate through it measures what serving costs beyond the bare runs: an
-extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`). The
+extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`), and a
+second at a heavy rate the extra per call under load (`served_extra_load`). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -29,7 +32,14 @@ import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import stack_axes
-from optistudio.core.batching.handoff import measure_handoff_gaps, measure_serving
+from optistudio.core.batching.handoff import (
+    SERVING_PROBE_SHARE,
+    measure_handoff_gaps,
+    measure_request_cost,
+    measure_served_extra_under_load,
+    measure_serving,
+    probe_rate,
+)
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
@@ -116,6 +126,11 @@ def measure_profile(
             model, info.inputs, requests, max_batch_size=sizes[-1],
             batch_ms=float(np.mean(rows[-1])), axes=axes,
         )  # fmt: skip
+        if progress:
+            progress(0.95, "the serving machinery's time per request, with no model")
+        request_ms = measure_request_cost(
+            info.inputs, requests, max_batch_size=sizes[-1], axes=axes
+        )
         profile = LatencyProfile(
             batch_sizes=sizes,
             mean_ms=[float(np.mean(r)) for r in rows],
@@ -126,14 +141,27 @@ def measure_profile(
             handoff_ms=float(np.mean(gaps)) if gaps else None,
             handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
             idle_extra_ms=idle,
+            request_ms=round(request_ms, 5) if request_ms else 0.0,
             backend=backend,
             environment=fingerprint(threads=options.threads),
         )
         if progress:
-            progress(0.96, "the runtime's own cost per batch and per request at a light rate")
+            progress(0.97, "the runtime's own cost per batch and per request at a light rate")
+        light = probe_rate(profile, sizes[-1], SERVING_PROBE_SHARE)
         extra, delays = measure_serving(
             model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
         )
+        profile = profile.model_copy(
+            update={"served_extra_ms": round(extra, 4), "serving_delays_ms": delays}
+        )
+        if progress:
+            progress(0.99, "the runner's extra cost per call under a heavy rate")
+        heavy = measure_served_extra_under_load(
+            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
+        )
+        if heavy is not None and heavy[0] > light:
+            load = [(round(light, 3), round(extra, 4)), heavy]
+            profile = profile.model_copy(update={"served_extra_load": load})
     finally:
         model.close()
     machine = monitor.stop()
@@ -142,13 +170,7 @@ def measure_profile(
         "steal_share": machine.steal_share,
         "other_cores": round(machine.other_cores, 3),
     }
-    return profile.model_copy(
-        update={
-            "served_extra_ms": round(extra, 4),
-            "serving_delays_ms": delays,
-            "environment": environment,
-        }
-    )
+    return profile.model_copy(update={"environment": environment})
 
 
 def idle_extras(

@@ -19,7 +19,7 @@ hand-back times the simulator draws from) replace the profile's when the run had
 waited); they were measured under the load being served. From a run's batch records, each
 runner time first loses the idle extra the profile expects after its idle gap (the simulator
 adds it back), so a low-rate run, every batch after a gap, does not count it twice; likewise the
-profile's served extra per runner call (`served_extra_ms`).
+profile's served extra per runner call at the rate the run served (`served_extra_at`).
 """
 
 from __future__ import annotations
@@ -102,13 +102,14 @@ def _evidence(
     idle gap (`LatencyProfile.idle_extra`), which the simulator adds back: left in, a run at a
     low rate, every batch after a gap, would fold the idle extra into the speed and count it
     twice. A stored summary has no gaps and is taken as it is."""
-    if isinstance(trace, LoadRun):
+    served = profile.served_extra_ms
+    if isinstance(trace, LoadRun):  # the extra at the rate it served
+        served = profile.served_extra_at(trace.result.realised_rate or trace.result.throughput)
         trace = trace.batches
     if isinstance(trace, Sequence):
         gaps = handoff_gaps_ms(trace, timeout_s=timeout_s)
         mean = float(np.mean(gaps)) if gaps else None
-        return _runner_without_idle(profile, trace), mean, gaps
-    served = profile.served_extra_ms
+        return _runner_without_idle(profile, trace, served), mean, gaps
     return (
         {
             int(rows): (int(n), max(float(ms) - served, IDLE_FLOOR * float(ms)))
@@ -119,14 +120,16 @@ def _evidence(
     )
 
 
-def _runner_without_idle(profile: LatencyProfile, batches: Sequence[BatchRecord]) -> RunnerSummary:
-    """`runner_summary` of the batches with each one's expected idle extra and the profile's
-    served extra taken off (the simulator adds both back)."""
-    if not profile.idle_extra_ms and not profile.served_extra_ms:
+def _runner_without_idle(
+    profile: LatencyProfile, batches: Sequence[BatchRecord], served_ms: float
+) -> RunnerSummary:
+    """`runner_summary` of the batches with each one's expected idle extra and the served extra
+    `served_ms` taken off (the simulator adds both back)."""
+    if not profile.idle_extra_ms and not served_ms:
         return runner_summary(batches)
     times: dict[int, list[float]] = {}
     for rows, spent, idle in runner_and_idle_ms(batches, profile):
-        extra = profile.served_extra_ms + idle
+        extra = served_ms + idle
         times.setdefault(rows, []).append(max(spent - extra, IDLE_FLOOR * spent))
     return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}
 

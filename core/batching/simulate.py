@@ -23,11 +23,17 @@ starts nearly every batch after one; never taking a batch below IDLE_FLOOR of it
     predict too short a tail;
   - service="measured" with quantiles only (older profiles): an independent draw per batch
     from the measured latency quantiles at that size (inverse CDF, linear between them).
-Served, a batch also takes `profile.served_extra_ms` (the runner's extra cost when called by the
-serving threads at a light rate, measured when profiled), and each request's answer comes a
+Served, a batch also takes the runner's extra cost when called by the serving threads
+(`profile.served_extra_at(rate)`: measured at a light and a heavy rate when profiled, taken at
+the simulated arrivals' rate; a closed loop's at the ceiling), and each request's answer comes a
 `profile.serving_delays_ms` draw after its batch ends (wake-ups and hand-back of that one
 request; with service="mean" their mean), not holding the instance; never before its batch's
 run ends. A closed-loop client sends again when its batch ends.
+Before all that, every request passes the serving machinery (`profile.request_ms`: the load
+generator's send, the Pipeline's check and queueing, its share of stacking and hand-back, all
+under one GIL), one request at a time in arrival order, and joins its instance's queue when
+through; its batching timeout counts from then, as the Pipeline's counts from the submit. It caps
+throughput at 1000 / request_ms: the fastest models meet that cap before their batch's.
 Arrivals are Poisson (exponential gaps), constant-rate, or a closed loop of N clients that send
 again as soon as they get an answer. With max_batch_size = 1 and timeout 0 a single instance is
 an M/D/1 queue: mean wait rho * D / (2 (1 - rho)), idle share 1 - rho, which the tests check.
@@ -79,7 +85,7 @@ VERIFY_SECONDS = 10.0
 IDLE_FLOOR = 0.2
 """Least share of its time a batch keeps when an idle spell speeds it up (a measured negative
 extra larger than a fast batch's time)."""
-_ARRIVE, _DONE, _TIMEOUT = 0, 1, 2
+_ARRIVE, _DONE, _TIMEOUT, _JOIN = 0, 1, 2, 3
 
 
 def simulate(
@@ -115,6 +121,7 @@ def simulate(
     if overhead_ms is None:
         overhead_ms = profile.handoff_ms or 0.0
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
+    sim.served_extra = profile.served_extra_at(_load_rate(profile, settings, rate, times)) / 1000
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
     if profile.serving_delays_ms:
@@ -125,6 +132,26 @@ def simulate(
         sim.draw_service(profile, np.random.default_rng(seed + 1))
     sim.run(times, clients, requests)
     return sim.result(rate if process != "closed" else None, warmup_share)
+
+
+def _load_rate(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    rate: float | None,
+    arrivals: np.ndarray | None,
+) -> float | None:
+    """The request rate the served extra is taken at: the arrivals' own (given send times, or
+    the rate they were drawn at), and for a closed loop, which keeps the runtime busy, its
+    ceiling. None for a profile that has one served extra at every rate."""
+    if len(profile.served_extra_load) < 2:
+        return None
+    if arrivals is not None and len(arrivals) > 1 and arrivals[-1] > arrivals[0]:
+        return float((len(arrivals) - 1) / (arrivals[-1] - arrivals[0]))
+    if rate:
+        return rate
+    return profile.ceiling(
+        settings.max_batch_size, with_handoff=True, instances=settings.instances
+    )[0]
 
 
 def simulate_speed_moves(
@@ -283,10 +310,12 @@ def replay_latencies(
     service_s: Sequence[float],
     *,
     overhead_s: float = 0.0,
+    request_s: float = 0.0,
 ) -> np.ndarray:
     """Each request's latency (s), in sending order, when the policy replays `arrivals` with
-    the k-th batch taking `service_s[k]` + `overhead_s` (as `replay_batches`)."""
-    sim = _replay(settings, arrivals, service_s, overhead_s)
+    the k-th batch taking `service_s[k]` + `overhead_s` (as `replay_batches`), each request
+    first passing the serving machinery in `request_s` (`LatencyProfile.request_ms`)."""
+    sim = _replay(settings, arrivals, service_s, overhead_s, request_s)
     return np.asarray(sim.finished) - np.asarray(sim.sent)
 
 
@@ -295,8 +324,10 @@ def _replay(
     arrivals: Sequence[float],
     service_s: Sequence[float],
     overhead_s: float,
+    request_s: float = 0.0,
 ) -> _Simulation:
     sim = _Simulation(_UNIT_PROFILE, settings, overhead_s)
+    sim.request_s = request_s
     sim.replayed = deque(service_s)
     sim.run(np.asarray(arrivals, dtype=np.float64), 0, 0)
     return sim
@@ -349,6 +380,8 @@ class _Simulation:
         }
         self.idle_extra = profile.idle_extra if profile.idle_extra_ms else None
         self.served_extra = profile.served_extra_ms / 1000.0
+        self.request_s = profile.request_ms / 1000.0
+        self.front_free = 0.0
         self.delays: np.ndarray | None = None
         self.speed: _SpeedTrace | None = None
         count = settings.instances
@@ -357,6 +390,7 @@ class _Simulation:
         self.free_since: list[float | None] = [None] * count
         self.events: list[tuple[float, int, int, int]] = []
         self.sent: list[float] = []
+        self.joined: list[float] = []
         self.started: list[float] = []
         self.finished: list[float] = []
         self.batch_of: list[int] = []
@@ -449,6 +483,8 @@ class _Simulation:
                 self.arrive(now, payload)
             elif kind == _DONE:
                 self.complete(now, payload)
+            elif kind == _JOIN:
+                self.join(now, payload)
             else:
                 self.dispatch(payload, now)
 
@@ -457,15 +493,25 @@ class _Simulation:
             self.push(self.arrivals[index + 1], _ARRIVE, index + 1)
         request = len(self.sent)
         self.sent.append(now)
+        self.joined.append(now)
         self.started.append(np.nan)
         self.finished.append(np.nan)
         self.batch_of.append(0)
         if self.waiting >= self.settings.max_queue:
             self.rejected += 1
             return
+        self.waiting += 1
+        if self.request_s:  # through the serving machinery first, one request at a time
+            self.front_free = max(now, self.front_free) + self.request_s
+            self.push(self.front_free, _JOIN, request)
+        else:
+            self.join(now, request)
+
+    def join(self, now: float, request: int) -> None:
+        """The request joins the batch queue of the instance with the fewest rows ahead."""
+        self.joined[request] = now
         instance = min(range(len(self.queues)), key=lambda i: len(self.queues[i]) + self.busy[i])
         self.queues[instance].append(request)
-        self.waiting += 1
         if not self.busy[instance]:
             self.dispatch(instance, now)
 
@@ -473,7 +519,7 @@ class _Simulation:
         queue, settings = self.queues[instance], self.settings
         if self.busy[instance] or not queue:
             return
-        due = self.sent[queue[0]] + settings.timeout_s
+        due = self.joined[queue[0]] + settings.timeout_s
         if len(queue) < settings.dispatch_threshold() and now < due - 1e-12:
             self.push(due, _TIMEOUT, instance)
             return
@@ -485,7 +531,8 @@ class _Simulation:
             extra = self.idle_extra((now - idle_since) * 1000) / 1000
             service = max(service + extra, IDLE_FLOOR * service)
         done = now + service
-        self.batches.append(BatchRecord(instance, size, size, self.sent[queue[0]], now, now, done))
+        oldest = self.joined[queue[0]]
+        self.batches.append(BatchRecord(instance, size, size, oldest, now, now, done))
         ran_until = done - handoff
         for _ in range(size):
             request = queue.popleft()

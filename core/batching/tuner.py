@@ -96,8 +96,12 @@ def recommend(
     return _choose(candidates, grid, rate, p99_budget_ms, margin)
 
 
-def _capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
-    return profile.ceiling(settings.max_batch_size, with_handoff=True)[0] * settings.instances
+def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:
+    """Highest throughput the settings can reach (req/s): instances x max_b b / (latency(b) +
+    the runtime's costs per batch), at most what the serving machinery passes."""
+    return profile.ceiling(
+        settings.max_batch_size, with_handoff=True, instances=settings.instances
+    )[0]
 
 
 class _Search:
@@ -119,7 +123,7 @@ class _Search:
             max_batch_size=settings.max_batch_size,
             timeout_ms=settings.timeout_ms,
             rate=rate,
-            capacity=_capacity(self.profile, settings),
+            capacity=capacity(self.profile, settings),
             predicted=predicted,
             p99_slower_ms=p99_slower,
             feasible=feasible,
@@ -134,8 +138,8 @@ class _Search:
         """The highest Poisson rate whose p99 fits the budget with the model `margin` slower
         (bisection on that one simulation; the pick is then simulated as profiled too)."""
         check = self.slower or self.profile
-        capacity = _capacity(self.profile, settings)
-        low, high, found = 0.0, capacity, None
+        top = capacity(self.profile, settings)
+        low, high, found = 0.0, top, None
         for _ in range(BISECTION_STEPS):
             middle = (low + high) / 2
             trial = self.simulate(check, settings, middle)
@@ -143,7 +147,7 @@ class _Search:
                 low = found = middle
             else:
                 high = middle
-        return self.at_rate(settings, found if found is not None else capacity * 0.05)
+        return self.at_rate(settings, found if found is not None else top * 0.05)
 
 
 def _choose(

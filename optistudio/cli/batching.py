@@ -216,6 +216,11 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         ceiling_batch_size=best,
         handoff_ms=profile.handoff_ms,
         served_extra_ms=profile.served_extra_ms,
+        served_extra_load=[list(point) for point in profile.served_extra_load],
+        request_ms=profile.request_ms,
+        served_ceiling_throughput=profile.ceiling(
+            settings.max_batch_size, with_handoff=True, instances=settings.instances
+        )[0],
         serving_delay_p50_ms=_percentile(profile.serving_delays_ms, 50),
         serving_delay_p99_ms=_percentile(profile.serving_delays_ms, 99),
     )
@@ -421,4 +426,15 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"served at a light rate: runner calls {payload['served_extra_ms']:.2f} ms slower "
             f"than profiled, answers {payload['serving_delay_p50_ms']:.2f} ms (p99 "
             f"{payload['serving_delay_p99_ms']:.2f} ms) after their batch, included in predictions"
+        )
+    if len(payload.get("served_extra_load") or []) > 1:
+        rate, extra = payload["served_extra_load"][-1]
+        print(
+            f"served at {rate:.1f} req/s: runner calls {extra:.2f} ms slower than profiled; "
+            f"served ceiling {payload['served_ceiling_throughput']:.1f} req/s"
+        )
+    if payload.get("request_ms"):
+        print(
+            f"serving machinery with no model: {payload['request_ms'] * 1000:.0f} us per request "
+            f"({1000 / payload['request_ms']:.0f} req/s at most)"
         )

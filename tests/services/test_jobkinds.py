@@ -302,9 +302,10 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     if kind is JobKind.batching_verify:  # the realised rate, then the stored refit came later
         return {"measured": STORED[kind]["measured"] | {"realised_rate": None}, "prediction": None}
     if kind is JobKind.batching_profile:  # recalibration, hand-back times, idle extras and
-        # the serving costs came later
+        # the serving costs (light, then under load and the machinery's) came later
         later = {"calibration": None, "handoff_gaps_ms": [], "idle_extra_ms": []}
         later |= {"served_extra_ms": 0.0, "serving_delays_ms": []}
+        later |= {"served_extra_load": [], "request_ms": 0.0}  # under load; with no model
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         return {"threads": None} | {

@@ -181,6 +181,11 @@ def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
     assert batching.handoff_line(served).startswith("Per-batch hand-back under load: 1.50 ms; ")
     assert "took 0.25 ms more than profiled" in batching.handoff_line(served)
     assert "came 0.38 ms (median" in batching.handoff_line(served)  # a negative draw counts 0
+    loaded = served.model_copy(
+        update={"served_extra_load": [(100.0, 0.25), (400.0, 1.0)], "request_ms": 0.2}
+    )
+    assert "took 0.25 ms more than profiled (1.00 ms at 400 req/s)" in batching.handoff_line(loaded)
+    assert "the serving machinery passes 5000 req/s at most" in batching.handoff_line(loaded)
     assert batching.capacity(measured, settings) == pytest.approx(8 / 0.0075)  # 8 / (6 + 1.5 ms)
     assert batching.capacity(PROFILE, settings) == pytest.approx(8 / 0.006)
     rate = 0.95 * batching.capacity(PROFILE, settings)  # past what the runtime can serve

@@ -15,6 +15,7 @@ import pytest
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.handoff import SERVING_DELAYS, measure_serving
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.recalibrate import recalibrate
 from optistudio.core.batching.results import BatchRecord
@@ -50,6 +51,43 @@ def test_the_served_extra_holds_the_instance_and_lowers_the_ceiling() -> None:
     assert slower.ceiling(1)[0] == pytest.approx(100)  # the model's own ceiling is the model's
 
 
+ONE_MS = LatencyProfile(batch_sizes=[1], mean_ms=[1.0], handoff_ms=0.0)
+LOADED = ONE_MS.model_copy(
+    update={"served_extra_ms": 0.0, "served_extra_load": [(100.0, 0.0), (900.0, 1.0)]}
+)
+
+
+def test_the_served_extra_grows_with_the_rate_between_its_two_measured_points() -> None:
+    assert LOADED.served_extra_at(None) == 0.0  # no rate: the light one
+    assert LOADED.served_extra_at(50) == 0.0 and LOADED.served_extra_at(2000) == 1.0  # flat
+    assert LOADED.served_extra_at(500) == pytest.approx(0.5)
+    # the ceiling is the rate served at its own extra: R = 1000 / (1 + (R - 100) / 800)
+    assert LOADED.ceiling(1, with_handoff=True)[0] == pytest.approx(610.47, rel=1e-3)
+    assert ONE_MS.ceiling(1, with_handoff=True)[0] == pytest.approx(1000)
+    # 800 req/s: the runner's call takes 1.875 ms there, so the runtime falls behind
+    assert simulate(LOADED, ONE, rate=800, requests=4000).saturated
+    assert not simulate(ONE_MS, ONE, rate=800, requests=4000).saturated
+    light = simulate(LOADED, ONE, rate=100, process="constant", requests=400)
+    assert light.p50_ms == pytest.approx(1.0)  # at the light point's rate, its extra (none)
+    with pytest.raises(ValueError, match="ascending"):
+        LatencyProfile.model_validate(
+            {**LOADED.model_dump(), "served_extra_load": [(900.0, 1.0), (100.0, 0.0)]}
+        )
+
+
+def test_every_request_passes_the_serving_machinery_in_turn() -> None:
+    """With a model that takes no time, the machinery is an M/D/1 queue of its own: at 1 ms
+    per request and 500 req/s the mean wait is rho D / (2 (1 - rho)) = 0.5 ms."""
+    machinery = LatencyProfile(batch_sizes=[1], mean_ms=[1e-6], handoff_ms=0.0, request_ms=1.0)
+
+    result = simulate(machinery, ONE, rate=500, requests=40_000, service="mean")
+
+    assert result.mean_ms == pytest.approx(1.5, rel=0.05)
+    assert machinery.ceiling(1, with_handoff=True)[0] == pytest.approx(1000)
+    assert machinery.ceiling(1)[0] > 1e6  # the model's own ceiling leaves the machinery out
+    assert simulate(machinery, ONE, rate=1100, requests=4000).saturated
+
+
 def test_the_band_resamples_the_serving_delays() -> None:
     rng = np.random.default_rng(0)
     delayed = TEN_MS.model_copy(update={"serving_delays_ms": rng.exponential(2.0, 400).tolist()})
@@ -70,6 +108,17 @@ def test_a_verify_refit_leaves_the_served_extra_to_the_simulator() -> None:
 
     assert refit.latency_ms(1) == pytest.approx(10.0, rel=0.02)  # 12 ms served = 10 + 2 extra
     assert refit.served_extra_ms == 2.0
+
+
+def test_a_verify_refit_takes_off_the_served_extra_at_the_rate_it_served() -> None:
+    profile = TEN_MS.model_copy(update={"served_extra_load": [(10.0, 0.0), (50.0, 4.0)]})
+    runs = [BatchRecord(0, 1, 1, k * 0.02, k * 0.02, k * 0.02, k * 0.02 + 0.014) for k in range(50)]
+    served = simulate(TEN_MS, ONE, rate=50, process="constant", requests=50)  # any result
+    run = LoadRun(result=served.model_copy(update={"realised_rate": 50.0}), batches=runs)
+
+    refit = recalibrate(profile, run)
+
+    assert refit.latency_ms(1) == pytest.approx(10.0, rel=0.02)  # 14 ms at 50/s = 10 + 4 extra
 
 
 class _SlowWhenServed(LoadedModel):
@@ -103,6 +152,10 @@ def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
 
     assert profile.served_extra_ms >= 0
     assert 0 < len(profile.serving_delays_ms) <= SERVING_DELAYS
+    assert profile.request_ms > 0  # the serving machinery's time per request, with no model
+    if profile.served_extra_load:  # the light and the heavy point, the light first
+        (light, extra), (heavy, _) = profile.served_extra_load
+        assert light < heavy and extra == profile.served_extra_ms
     assert "steal_share" in profile.environment  # None where the OS has no steal counter
     assert profile.environment["other_cores"] >= 0
     assert LatencyProfile.model_validate_json(profile.model_dump_json()) == profile

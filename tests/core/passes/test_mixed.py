@@ -109,7 +109,9 @@ def test_raw_sqnr_order_is_also_available(sensitive: Path, int8: Path, tmp_path)
     by_noise = layer_errors(sensitive, int8, _data(sensitive), work_dir=tmp_path / "t")
 
     assert [error.sqnr_db for error in by_sqnr] == sorted(error.sqnr_db for error in by_sqnr)
-    assert [e.noise_added for e in by_noise] == sorted((e.noise_added for e in by_noise), reverse=True)
+    assert [e.noise_added for e in by_noise] == sorted(
+        (e.noise_added for e in by_noise), reverse=True
+    )
     assert {error.tensor for error in by_sqnr} == {error.tensor for error in by_noise}
 
 
