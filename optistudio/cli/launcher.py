@@ -87,15 +87,7 @@ def worker_command(settings: Settings) -> list[str]:
         "hostname": f"{settings.queues.split(',')[0].strip() or 'worker'}@%h",
         "loglevel": "INFO",
     }
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "optistudio.workers.app",
-        "worker",
-        *as_flags(options),
-    ]
+    return [sys.executable, "-m", "celery", "-A", "optistudio.workers.app", "worker", *as_flags(options)]
 
 
 def ui_command(settings: Settings, port: int) -> list[str]:
