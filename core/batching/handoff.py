@@ -192,11 +192,16 @@ def measure_served_extra_under_load(
     `LatencyProfile.served_extra_load`. Under load the runner's call takes longer than at a
     light rate: the serving threads' work grows with the request rate and takes the cores and
     the GIL the runner's return needs (on 2 shared cores a 0.4 ms MLP's call took 0.2 ms extra
-    at a fifth of its ceiling, 0.9 ms at half of it). None when the probe served no batch."""
+    at a fifth of its ceiling, 0.9 ms at half of it). None when the probe served no batch, or
+    fell behind (its queue kept growing): then the runner shared the cores with a queue that
+    only grows, and its batches were as large as they go, so their extra says what saturation
+    costs, not what a rate the runtime can serve does (a 10 ms PP-OCR classifier served at 80 %
+    of its ceiling under the studio's load read 57 ms extra per call, which would have made
+    every prediction saturate)."""
     rate = probe_rate(profile, max_batch_size, SERVING_LOAD_SHARE)
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
     run = _serve(model, inputs, requests, settings, rate, axes, seed)
-    if not run.batches:
+    if not run.batches or run.result.saturated:
         return None
     return round(rate, 3), round(_served_extra(run, profile), 4)
 

@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 
 from optistudio.core.backends import LoadedModel
-from optistudio.core.batching.handoff import SERVING_DELAYS, measure_serving
+from optistudio.core.batching.handoff import (
+    SERVING_DELAYS,
+    measure_served_extra_under_load,
+    measure_serving,
+)
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.profile import measure_profile
@@ -143,6 +147,20 @@ def test_the_probe_finds_a_runner_slower_served_than_profiled() -> None:
     assert extra >= 2.0  # sleep(4 ms) never takes less than 4 ms
     assert 0 < len(delays) <= SERVING_DELAYS
     assert all(np.isfinite(delays))
+
+
+def test_a_heavy_probe_that_falls_behind_keeps_no_point() -> None:
+    """A runner that takes 4 ms where the profile says 1 ms cannot keep up with 80 % of the
+    profiled ceiling: its queue grows, and the extra it shows is saturation's, not the rate's."""
+    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
+    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
+    profiled = LatencyProfile(batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1)
+
+    point = measure_served_extra_under_load(
+        _SlowWhenServed(), spec, requests, profile=profiled, max_batch_size=2
+    )
+
+    assert point is None
 
 
 def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
