@@ -32,13 +32,15 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert profiled["request_ms"] > 0  # the serving machinery, with no model
     assert 0 < profiled["served_ceiling_throughput"] <= 1000 / profiled["request_ms"] + 1e-6
 
+    # well below what the runtime was measured to serve here (two test workers share 2 cores)
+    rate = round(min(500.0, 0.4 * profiled["served_ceiling_throughput"]), 1)
     run = optistudio(
-        "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "500",
+        "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", str(rate),
         "--profile", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     predicted = json.loads(run.stdout)
     assert predicted["kind"] == "predicted" and predicted["settings"]["max_batch_size"] == 4
-    assert predicted["throughput"] == pytest.approx(500, rel=0.05)
+    assert predicted["throughput"] == pytest.approx(rate, rel=0.05)
     assert predicted["p50_ms"] <= predicted["p99_ms"]
     for figure in ("p50_ms", "p99_ms", "throughput"):  # the band beside each point
         stem, unit = figure.removesuffix("_ms"), "_ms" if figure.endswith("_ms") else ""
@@ -47,13 +49,13 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert predicted["p99_low_ms"] <= predicted["p99_ms"] * 1.2
     assert predicted["p99_high_ms"] >= predicted["p99_ms"] * 0.8
     assert predicted["band"]["draws"] >= 2 and predicted["band"]["seconds"] == 5.0
-    assert predicted["offered_rate"] == 500 and predicted["realised_rate"] > 0
+    assert predicted["offered_rate"] == rate and predicted["realised_rate"] > 0
 
     # A budget the profiled settings meet with room to spare: the serving probe measured this
     # machine's delays under whatever else runs here (CI runs two test workers on two cores).
     budget = max(50.0, 3 * predicted["p99_high_ms"])
     run = optistudio(
-        "batching", "recommend", str(tiny_model), *SETTINGS, "--rate", "500",
+        "batching", "recommend", str(tiny_model), *SETTINGS, "--rate", str(rate),
         "--p99-budget-ms", f"{budget:.1f}", "--profile", str(profile_file), "--json",
         data_dir=tmp_path,
     )  # fmt: skip
