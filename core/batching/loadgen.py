@@ -135,15 +135,18 @@ def _open_loop(
     count = requests if requests is not None else int(np.ceil(rate * (seconds or 0))) + 1
     schedule = _schedule(process, rate, count, seed)
     deadline = seconds if seconds is not None else float("inf")
-    pending = []
+    # no future is kept: the recorder counts what is outstanding and `_finish` waits for it.
+    # Kept, every request's future, lock and answer lived to the end of the run, and Python's
+    # full collections, which walk every live object, stopped the sender and the serving
+    # threads for 90-145 ms several times a run (a 0.1 ms CNN at 3,600 req/s: p99 71-84 ms
+    # measured, 1.9-2.3 ms with the collector off)
     for index, due in enumerate(schedule):
         if due > deadline:
             break
         delay = due - (time.perf_counter() - recorder.origin)
         if delay > 0:
             time.sleep(delay)
-        pending.append(recorder.send(pipeline, feeds[index % len(feeds)]))
-    _wait(pending)
+        recorder.send(pipeline, feeds[index % len(feeds)])
 
 
 def _schedule(process: Process, rate: float, count: int, seed: int) -> np.ndarray:
