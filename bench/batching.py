@@ -534,6 +534,7 @@ def _zoo_grid(args) -> None:
               f"recalibrated means {_r(calibrated.mean_ms)} ms")  # fmt: skip
         print(f"  {'timeout':>8}{'rate':>8}{'real':>8}{'meas p99':>10}{'pred p99 [band]':>24}"
               f"{'err':>7}{'recal p99 [band]':>24}{'err':>7}{'bare p99 [band]':>24}{'err':>7}"
+              f"{'light p99 [band]':>24}{'err':>7}"
               f"{'steal':>6}")  # fmt: skip
         cells = []
         for t_share in ZOO_TIMEOUT_SHARES:
@@ -547,7 +548,8 @@ def _zoo_grid(args) -> None:
             "recalibrated_mean_ms": calibrated.mean_ms,
             "cells": cells,
             "summary": {
-                which: _zoo_summary(cells, which) for which in ("profiled", "recalibrated", "bare")
+                which: _zoo_summary(cells, which)
+                for which in ("profiled", "recalibrated", "bare", "light")
             },
         }
         for which, summary in report["models"][name]["summary"].items():
@@ -581,7 +583,10 @@ def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, 
             "request_ms": 0.0,
         }
     )  # fmt: skip
-    judges = (("profiled", profile), ("recalibrated", calibrated), ("bare", bare))
+    light = profile.model_copy(update={"serving_delays_load": []})  # before the heavy delays
+    judges = (
+        ("profiled", profile), ("recalibrated", calibrated), ("bare", bare), ("light", light)
+    )  # fmt: skip
     for which, used in judges:
         point = simulate(used, settings, rate=rate, requests=5000)
         band = simulate_band(used, settings, rate=rate, seconds=seconds)

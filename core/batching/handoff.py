@@ -163,7 +163,18 @@ def measure_serving(
     run = _serve(model, inputs, requests, settings, rate, axes, seed)
     if not run.batches:
         return 0.0, []
-    served_extra = _served_extra(run, profile)
+    return _served_extra(run, profile), serving_delays(run, profile, settings)
+
+
+def serving_delays(
+    run: LoadRun, profile: LatencyProfile, settings: BatchingSettings
+) -> list[float]:
+    """Per request of `run` (at most SERVING_DELAYS, evenly spaced over it), its measured
+    latency (ms) minus what the simulator gives for the same send times and runner calls with
+    no hand-back: the answer's way back to the caller after its batch's run, and any stall of
+    the serving threads that held it. Empty when no batch ran."""
+    if not run.batches:
+        return []
     runner_s = [batch.run_end - batch.run_start for batch in run.batches]
     sent = np.asarray(run.sent_ms) / 1000
     # the replay may cut more batches than were served: those take the served mean
@@ -174,9 +185,9 @@ def measure_serving(
     delays = np.asarray(run.latency_ms) - replayed * 1000
     delays = delays[np.isfinite(delays)]
     if not len(delays):
-        return served_extra, []
+        return []
     kept = np.linspace(0, len(delays) - 1, min(len(delays), SERVING_DELAYS)).round().astype(int)
-    return served_extra, [round(float(ms), 4) for ms in delays[kept]]  # spread over the run
+    return [round(float(ms), 4) for ms in delays[kept]]  # spread over the run
 
 
 SERVING_LOAD_SHARE = 0.8
@@ -193,10 +204,10 @@ def measure_served_extra_under_load(
     max_batch_size: int,
     axes: StackAxes | None = None,
     seed: int = 8,
-) -> tuple[float, float] | None:
-    """(rate req/s, extra ms per runner call) served at SERVING_LOAD_SHARE of `profile`'s
-    ceiling (with the light probe's served extra in it): the second point of
-    `LatencyProfile.served_extra_load`. Under load the runner's call takes longer than at a
+) -> tuple[float, float, list[float]] | None:
+    """(rate req/s, extra ms per runner call, serving delays ms) served at SERVING_LOAD_SHARE
+    of `profile`'s ceiling (with the light probe's served extra in it): the second point of
+    `LatencyProfile.served_extra_load` and the first of `serving_delays_load`. Under load the runner's call takes longer than at a
     light rate: the serving threads' work grows with the request rate and takes the cores and
     the GIL the runner's return needs (on 2 shared cores a 0.4 ms MLP's call took 0.2 ms extra
     at a fifth of its ceiling, 0.9 ms at half of it). None when the probe served no batch, or
@@ -210,7 +221,8 @@ def measure_served_extra_under_load(
     run = _serve(model, inputs, requests, settings, rate, axes, seed)
     if not run.batches or run.result.saturated:
         return None
-    return round(rate, 3), round(_served_extra(run, profile), 4)
+    extra = round(_served_extra(run, profile), 4)
+    return round(rate, 3), extra, serving_delays(run, profile, settings)
 
 
 def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> float:

@@ -108,6 +108,17 @@ class LatencyProfile(BaseModel):
         "adds one, drawn, to each request's latency; it does not hold the instance. Empty in "
         "profiles made before they were measured.",
     )
+    serving_delays_load: list[tuple[float, list[float]]] = Field(
+        default_factory=list,
+        description="(request rate req/s, serving delays ms) measured at heavier rates than "
+        "the light one `serving_delays_ms` comes from (that rate is `served_extra_load`'s "
+        "first), ascending by rate: under load the serving threads stall more often and for "
+        "longer (a descheduled core stops the sender and the batcher together), and at "
+        "thousands of requests a second each stall holds many answers. The simulator draws a "
+        "request's delay from the two sets around the rate it simulates, mixed by where the "
+        "rate lies between them (flat beyond). Empty where no heavy probe kept up, and in "
+        "profiles made before it was kept.",
+    )
     request_ms: float = Field(
         default=0.0,
         ge=0,
@@ -147,6 +158,11 @@ class LatencyProfile(BaseModel):
             {rate for rate, _ in self.served_extra_load}
         ):
             raise ValueError("served_extra_load's rates must be distinct and ascending")
+        load_rates = [rate for rate, _ in self.serving_delays_load]
+        if load_rates != sorted(set(load_rates)) or any(not d for _, d in self.serving_delays_load):
+            raise ValueError("serving_delays_load needs distinct ascending rates, each with delays")
+        if load_rates and not (self.served_extra_load and self.serving_delays_ms):
+            raise ValueError("serving_delays_load needs the light probe's rate and delays")
         if any(ms < 0 for ms in self.handoff_gaps_ms):
             raise ValueError("hand-back times cannot be negative")
         if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
@@ -226,6 +242,25 @@ class LatencyProfile(BaseModel):
             return self.served_extra_ms
         return max(float(np.interp(rate, [r for r, _ in points], [e for _, e in points])), 0.0)
 
+    def serving_delays_at(self, rate: float | None) -> list[float]:
+        """The serving delays (ms) a request served at `rate` req/s draws from: between two
+        measured rates a mix of both sets, the nearer one's share the larger (as many as the
+        larger set, evenly spaced over each set's run), the nearest set beyond them, and the
+        light set `serving_delays_ms` without a rate or heavier sets."""
+        if rate is None or not self.serving_delays_load:
+            return self.serving_delays_ms
+        points = [(self.served_extra_load[0][0], self.serving_delays_ms), *self.serving_delays_load]
+        rates = [r for r, _ in points]
+        if rate <= rates[0]:
+            return points[0][1]
+        if rate >= rates[-1]:
+            return points[-1][1]
+        upper = int(np.searchsorted(rates, rate))
+        (low_rate, low), (high_rate, high) = points[upper - 1], points[upper]
+        count = max(len(low), len(high))
+        heavy = round(count * (rate - low_rate) / (high_rate - low_rate))
+        return _spread(low, count - heavy) + _spread(high, heavy)
+
     def quantile_curve(self, batch_size: int) -> np.ndarray:
         """Latency percentiles (ms) at a batch size: the measured spread relative to the mean,
         interpolated between measured sizes, scaled so that drawing along the curve (linear
@@ -248,3 +283,10 @@ class LatencyProfile(BaseModel):
         wall = np.cumsum([0.0] + [ms for _, ms in self.runs]) / 1000.0
         work = np.cumsum([0.0] + [self.latency_ms(size) for size, _ in self.runs]) / 1000.0
         return wall, work
+
+
+def _spread(values: list[float], count: int) -> list[float]:
+    """`count` of `values` evenly spaced over them (repeating some when count is larger)."""
+    if count <= 0 or not values:
+        return []
+    return [values[i] for i in np.linspace(0, len(values) - 1, count).round().astype(int)]

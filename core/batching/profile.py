@@ -160,8 +160,12 @@ def measure_profile(
             model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
         )
         if heavy is not None and heavy[0] > light:
-            load = [(round(light, 3), round(extra, 4)), heavy]
-            profile = profile.model_copy(update={"served_extra_load": load})
+            heavy_rate, heavy_extra, heavy_delays = heavy
+            load = [(round(light, 3), round(extra, 4)), (heavy_rate, heavy_extra)]
+            update: dict[str, object] = {"served_extra_load": load}
+            if delays and heavy_delays:
+                update["serving_delays_load"] = [(heavy_rate, heavy_delays)]
+            profile = profile.model_copy(update=update)
     finally:
         model.close()
     machine = monitor.stop()

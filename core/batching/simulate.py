@@ -26,8 +26,9 @@ starts nearly every batch after one; never taking a batch below IDLE_FLOOR of it
 Served, a batch also takes the runner's extra cost when called by the serving threads
 (`profile.served_extra_at(rate)`: measured at a light and a heavy rate when profiled, taken at
 the simulated arrivals' rate; a closed loop's at the ceiling), and each request's answer comes a
-`profile.serving_delays_ms` draw after its batch ends (wake-ups and hand-back of that one
-request; with service="mean" their mean), not holding the instance; never before its batch's
+`profile.serving_delays_at(rate)` draw after its batch ends (wake-ups and hand-back of that one
+request, and the stalls of the serving threads that held it: measured at the same light and
+heavy rates, mixed by where the simulated rate lies; with service="mean" their mean), not holding the instance; never before its batch's
 run ends. A closed-loop client sends again when its batch ends.
 Before all that, every request passes the serving machinery (`profile.request_ms`: the load
 generator's send, the Pipeline's check and queueing, its share of stacking and hand-back, all
@@ -121,11 +122,13 @@ def simulate(
     if overhead_ms is None:
         overhead_ms = profile.handoff_ms or 0.0
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
-    sim.served_extra = profile.served_extra_at(_load_rate(profile, settings, rate, times)) / 1000
+    load_rate = _load_rate(profile, settings, rate, times)
+    sim.served_extra = profile.served_extra_at(load_rate) / 1000
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
-    if profile.serving_delays_ms:
-        sim.draw_delays(profile.serving_delays_ms, np.random.default_rng(seed + 3), service)
+    delays = profile.serving_delays_at(load_rate)
+    if delays:
+        sim.draw_delays(delays, np.random.default_rng(seed + 3), service)
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
     elif service == "measured" and profile.quantiles_ms:
@@ -280,6 +283,11 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     delays = profile.serving_delays_ms
     if len(delays) > 1:
         update["serving_delays_ms"] = rng.choice(np.asarray(delays), len(delays)).tolist()
+    if profile.serving_delays_load:
+        update["serving_delays_load"] = [
+            (rate, rng.choice(np.asarray(drawn), len(drawn)).tolist())
+            for rate, drawn in profile.serving_delays_load
+        ]
     if quantile_points is not None:
         update["quantiles_ms"] = [
             np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]

@@ -79,6 +79,45 @@ def test_the_served_extra_grows_with_the_rate_between_its_two_measured_points() 
         )
 
 
+STALLING = ONE_MS.model_copy(
+    update={
+        "served_extra_load": [(100.0, 0.0), (500.0, 0.0)],
+        "serving_delays_ms": [0.5] * 8,
+        "serving_delays_load": [(500.0, [0.5] * 6 + [40.0] * 2)],  # stalls under load
+    }
+)
+
+
+def test_serving_delays_are_drawn_from_the_sets_measured_around_the_rate() -> None:
+    assert STALLING.serving_delays_at(None) == [0.5] * 8  # no rate: the light set
+    assert (
+        STALLING.serving_delays_at(50) == [0.5] * 8 and STALLING.serving_delays_at(100) == [0.5] * 8
+    )
+    assert sorted(STALLING.serving_delays_at(900)) == [0.5] * 6 + [40.0] * 2  # flat beyond
+    halfway = STALLING.serving_delays_at(300)
+    assert len(halfway) == 8 and halfway.count(40.0) == 1  # four of each set, one a stall
+    # a quarter of the answers stall for 40 ms at 500 req/s: the p99 is the stall's, not the
+    # light probe's; at the light rate none does
+    heavy = simulate(STALLING, ONE, rate=500, requests=8000)
+    assert heavy.p99_ms > 40
+    assert simulate(STALLING, ONE, rate=100, requests=4000).p99_ms < 20
+    light_only = STALLING.model_copy(update={"serving_delays_load": []})
+    assert simulate(light_only, ONE, rate=500, requests=8000).p99_ms < 20
+    with pytest.raises(ValueError, match="light probe"):
+        LatencyProfile.model_validate(
+            {**STALLING.model_dump(), "served_extra_load": [], "served_extra_ms": 0.0}
+        )
+    with pytest.raises(ValueError, match="ascending"):
+        LatencyProfile.model_validate(
+            {**STALLING.model_dump(), "serving_delays_load": [(500.0, [1.0]), (300.0, [1.0])]}
+        )
+
+
+def test_the_band_resamples_the_delays_under_load_too() -> None:
+    band = simulate_band(STALLING, ONE, rate=500, seconds=10)
+    assert band.p99_high_ms > 40
+
+
 def test_every_request_passes_the_serving_machinery_in_turn() -> None:
     """With a model that takes no time, the machinery is an M/D/1 queue of its own: at 1 ms
     per request and 500 req/s the mean wait is rho D / (2 (1 - rho)) = 0.5 ms."""
@@ -161,6 +200,12 @@ def test_a_heavy_probe_that_falls_behind_keeps_no_point() -> None:
     )
 
     assert point is None
+    kept_up = measure_served_extra_under_load(
+        _SlowWhenServed(), spec, requests, profile=profiled.scaled(4.0), max_batch_size=2
+    )
+    assert kept_up is not None  # profiled as slow as it runs: a point with its answers' delays
+    rate, extra, delays = kept_up
+    assert rate > 0 and extra >= 0 and 0 < len(delays) <= SERVING_DELAYS
 
 
 def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
@@ -174,9 +219,12 @@ def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
     if profile.served_extra_load:  # the light and the heavy point, the light first
         (light, extra), (heavy, _) = profile.served_extra_load
         assert light < heavy and extra == profile.served_extra_ms
+        (delays_rate, delays), *_ = profile.serving_delays_load  # and its answers' delays
+        assert delays_rate == heavy and 0 < len(delays) <= SERVING_DELAYS
     assert "steal_share" in profile.environment  # None where the OS has no steal counter
     assert profile.environment["other_cores"] >= 0
     assert LatencyProfile.model_validate_json(profile.model_dump_json()) == profile
-    old = json.loads(profile.model_dump_json(exclude={"served_extra_ms", "serving_delays_ms"}))
+    before = {"served_extra_ms", "serving_delays_ms", "served_extra_load", "serving_delays_load"}
+    old = json.loads(profile.model_dump_json(exclude=before))
     stored = LatencyProfile.model_validate(old)
     assert stored.served_extra_ms == 0 and stored.serving_delays_ms == []
