@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,34 @@ def test_duration_bounds_an_open_loop(pipe: Pipeline) -> None:
 
     assert 45 <= run.result.completed <= 52
     assert run.result.offered_rate == 200 and run.result.realised_rate > 0  # reported beside it
+
+
+class _Watched(Pipeline):
+    """A real pipeline that notes, at each submit, how many answered requests are still held."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.futures: list[weakref.ref] = []
+        self.held: list[int] = []
+
+    def submit(self, feeds):
+        answered = self.futures[: max(len(self.futures) - 100, 0)]  # 0.1 s ago and more
+        self.held.append(sum(ref() is not None for ref in answered))
+        future = super().submit(feeds)
+        self.futures.append(weakref.ref(future))
+        return future
+
+
+def test_an_open_loop_holds_no_answered_request(tiny_model: Path) -> None:
+    """Held to the end of a run, every request's future, lock and answer stayed alive, and
+    Python's full collections, which walk every live object, stopped the serving threads for
+    tens of milliseconds several times a run: the measured tail was the load generator's."""
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=1)
+    with _Watched.load(tiny_model, settings) as pipeline:
+        run = run_load(pipeline, [row(1.0)], process="constant", rate=1000, requests=400)
+
+    assert run.result.completed == 400
+    assert max(pipeline.held) <= 8  # a batch or so still on its way back, not the run
 
 
 def test_a_run_needs_a_length() -> None:
