@@ -195,6 +195,13 @@ SERVING_LOAD_SHARE = 0.8
 left (its served extra per call included)."""
 
 
+KEPT_UP = 0.85
+"""Least share of its realised rate a heavy probe must serve for its point to count: a runner
+that cannot keep up serves far less (4x slower than profiled: half), while one stall of the
+serving threads near a short probe's end, which the Verify's own saturation rule (the last
+answer 3 % of the span late) reads as a growing queue, costs a few percent."""
+
+
 def measure_served_extra_under_load(
     model: LoadedModel,
     inputs: list[TensorSpec],
@@ -207,19 +214,21 @@ def measure_served_extra_under_load(
 ) -> tuple[float, float, list[float]] | None:
     """(rate req/s, extra ms per runner call, serving delays ms) served at SERVING_LOAD_SHARE
     of `profile`'s ceiling (with the light probe's served extra in it): the second point of
-    `LatencyProfile.served_extra_load` and the first of `serving_delays_load`. Under load the runner's call takes longer than at a
-    light rate: the serving threads' work grows with the request rate and takes the cores and
-    the GIL the runner's return needs (on 2 shared cores a 0.4 ms MLP's call took 0.2 ms extra
-    at a fifth of its ceiling, 0.9 ms at half of it). None when the probe served no batch, or
-    fell behind (its queue kept growing): then the runner shared the cores with a queue that
-    only grows, and its batches were as large as they go, so their extra says what saturation
-    costs, not what a rate the runtime can serve does (a 10 ms PP-OCR classifier served at 80 %
-    of its ceiling under the studio's load read 57 ms extra per call, which would have made
-    every prediction saturate)."""
+    `LatencyProfile.served_extra_load` and the first of `serving_delays_load`. Under load the
+    runner's call takes longer than at a light rate: the serving threads' work grows with the
+    request rate and takes the cores and the GIL the runner's return needs (on 2 shared cores
+    a 0.4 ms MLP's call took 0.2 ms extra at a fifth of its ceiling, 0.9 ms at half of it);
+    and the answers wait longer for the serving threads. None when the probe served no batch,
+    or fell behind (served less than KEPT_UP of its realised rate): then the runner shared the
+    cores with a queue that only grows, and its batches were as large as they go, so their
+    extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
+    PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
+    per call, which would have made every prediction saturate)."""
     rate = probe_rate(profile, max_batch_size, SERVING_LOAD_SHARE)
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
     run = _serve(model, inputs, requests, settings, rate, axes, seed)
-    if not run.batches or run.result.saturated:
+    served = run.result
+    if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
     extra = round(_served_extra(run, profile), 4)
     return round(rate, 3), extra, serving_delays(run, profile, settings)
