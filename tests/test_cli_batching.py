@@ -29,6 +29,10 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert profiled["profile"]["handoff_ms"] == profiled["handoff_ms"]
     assert profiled["served_extra_ms"] >= 0  # what serving at a light rate costs on top
     assert 0 <= profiled["serving_delay_p50_ms"] <= profiled["serving_delay_p99_ms"]
+    assert profiled["serving_delays_rate"] > 0  # the light probe's rate, and any heavier one's
+    for point in profiled["serving_delays_load"]:
+        assert point["rate"] > profiled["serving_delays_rate"]
+        assert 0 <= point["p50_ms"] <= point["p99_ms"]
     assert profiled["request_ms"] > 0  # the serving machinery, with no model
     assert 0 < profiled["served_ceiling_throughput"] <= 1000 / profiled["request_ms"] + 1e-6
 

@@ -182,8 +182,9 @@ def _refit(
     rests_on, predicted, band = before
     try:
         calibrated = recalibrate(
-            profile, run, verify=f"Verify #{job.id}", timeout_ms=spec.settings.timeout_ms
-        )
+            profile, run, verify=f"Verify #{job.id}", timeout_ms=spec.settings.timeout_ms,
+            max_batch_size=spec.settings.max_batch_size,
+        )  # fmt: skip
     except InvalidSpec:
         return None
     not_adopted = saturated_refit(run.result, calibrated, profile)

@@ -41,6 +41,12 @@ class Calibration(BaseModel):
     previous: list[str] = Field(
         default_factory=list, description="Earlier Verify runs the profile was refitted from."
     )
+    delays_rate: float | None = Field(
+        default=None,
+        description="The rate (req/s) the run served at, when its answers' serving delays "
+        "joined `serving_delays_load`; None when they did not (a closed loop, a saturated "
+        "run, or a profile without a light set to mix them with).",
+    )
 
 
 class LatencyProfile(BaseModel):
@@ -108,11 +114,19 @@ class LatencyProfile(BaseModel):
         "adds one, drawn, to each request's latency; it does not hold the instance. Empty in "
         "profiles made before they were measured.",
     )
+    serving_delays_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="The request rate (req/s) the light probe served at when "
+        "`serving_delays_ms` was measured. None in profiles made before it was kept (then "
+        "`served_extra_load`'s first rate, the same probe's, when there is one).",
+    )
     serving_delays_load: list[tuple[float, list[float]]] = Field(
         default_factory=list,
-        description="(request rate req/s, serving delays ms) measured at heavier rates than "
-        "the light one `serving_delays_ms` comes from (that rate is `served_extra_load`'s "
-        "first), ascending by rate: under load the serving threads stall more often and for "
+        description="(request rate req/s, serving delays ms) measured at other rates than "
+        "the light one `serving_delays_ms` comes from (`serving_delays_rate`): the heavy "
+        "serving probe's, and each recalibrating Verify's at the rate it served; ascending by "
+        "rate. Under load the serving threads stall more often and for "
         "longer (a descheduled core stops the sender and the batcher together), and at "
         "thousands of requests a second each stall holds many answers. The simulator draws a "
         "request's delay from the two sets around the rate it simulates, mixed by where the "
@@ -161,7 +175,7 @@ class LatencyProfile(BaseModel):
         load_rates = [rate for rate, _ in self.serving_delays_load]
         if load_rates != sorted(set(load_rates)) or any(not d for _, d in self.serving_delays_load):
             raise ValueError("serving_delays_load needs distinct ascending rates, each with delays")
-        if load_rates and not (self.served_extra_load and self.serving_delays_ms):
+        if load_rates and not (self.light_rate() and self.serving_delays_ms):
             raise ValueError("serving_delays_load needs the light probe's rate and delays")
         if any(ms < 0 for ms in self.handoff_gaps_ms):
             raise ValueError("hand-back times cannot be negative")
@@ -242,14 +256,21 @@ class LatencyProfile(BaseModel):
             return self.served_extra_ms
         return max(float(np.interp(rate, [r for r, _ in points], [e for _, e in points])), 0.0)
 
+    def light_rate(self) -> float | None:
+        """The rate (req/s) `serving_delays_ms` was measured at, where the profile knows it."""
+        if self.serving_delays_rate is not None:
+            return self.serving_delays_rate
+        return self.served_extra_load[0][0] if self.served_extra_load else None
+
     def serving_delays_at(self, rate: float | None) -> list[float]:
         """The serving delays (ms) a request served at `rate` req/s draws from: between two
         measured rates a mix of both sets, the nearer one's share the larger (as many as the
         larger set, evenly spaced over each set's run), the nearest set beyond them, and the
-        light set `serving_delays_ms` without a rate or heavier sets."""
-        if rate is None or not self.serving_delays_load:
+        light set `serving_delays_ms` without a rate or other sets."""
+        light = self.light_rate()
+        if rate is None or not self.serving_delays_load or light is None:
             return self.serving_delays_ms
-        points = [(self.served_extra_load[0][0], self.serving_delays_ms), *self.serving_delays_load]
+        points = sorted([(light, self.serving_delays_ms), *self.serving_delays_load])
         rates = [r for r, _ in points]
         if rate <= rates[0]:
             return points[0][1]

@@ -152,7 +152,11 @@ def measure_profile(
             model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
         )
         profile = profile.model_copy(
-            update={"served_extra_ms": round(extra, 4), "serving_delays_ms": delays}
+            update={
+                "served_extra_ms": round(extra, 4),
+                "serving_delays_ms": delays,
+                "serving_delays_rate": float(f"{light:.4g}") if delays else None,
+            }
         )
         if progress:
             progress(0.99, "the runner's extra cost per call under a heavy rate")

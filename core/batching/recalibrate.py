@@ -20,6 +20,10 @@ waited); they were measured under the load being served. From a run's batch reco
 runner time first loses the idle extra the profile expects after its idle gap (the simulator
 adds it back), so a low-rate run, every batch after a gap, does not count it twice; likewise the
 profile's served extra per runner call at the rate the run served (`served_extra_at`).
+An open-loop run that kept up also leaves its answers' serving delays (each answer's latency
+minus the replay of its send times and runner calls: the way back to the caller, and the
+serving threads' stalls) at the rate it served, in `serving_delays_load`; the simulator draws
+from them at and around that rate, so Verify runs at several rates build the delays' curve.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from typing import Protocol, TypeAlias
 
 import numpy as np
 
+from optistudio.core.batching.handoff import serving_delays
 from optistudio.core.batching.latency import HANDOFF_GAPS, Calibration, LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord, LoadResult
+from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import IDLE_FLOOR
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms, runner_summary
 from optistudio.core.errors import InvalidSpec
@@ -56,12 +62,18 @@ def recalibrate(
     *,
     verify: str = "a Verify run",
     timeout_ms: float = 0.0,
+    max_batch_size: int | None = None,
 ) -> LatencyProfile:
     """The profile refitted from a Verify run's batches (module docstring), marked calibrated
     by `verify` (a name for the run: 'Verify #12'); `timeout_ms` is the run's batching timeout,
-    so a gap that held a wait for batch mates is not read as hand-back. Raises InvalidSpec when
-    no batch ran."""
+    so a gap that held a wait for batch mates is not read as hand-back. Given the run itself
+    (a LoadRun of an open loop that kept up) and its `max_batch_size`, its answers' serving
+    delays join the profile's at the rate it served (`serving_delays_load`). Raises
+    InvalidSpec when no batch ran."""
     runner, handoff, gaps = _evidence(profile, trace, timeout_ms / 1000)
+    point = None
+    if isinstance(trace, LoadRun) and max_batch_size:
+        point = _run_delays(profile, trace, max_batch_size, timeout_ms)
     if not runner:
         raise InvalidSpec(
             "This Verify run recorded no batch, so there is nothing to recalibrate from.",
@@ -84,6 +96,7 @@ def recalibrate(
         handoff_after_ms=handoff if handoff else profile.handoff_ms,
         weights={b: weights[b] + seen.get(b, (0, 1.0))[0] for b in profile.batch_sizes},
         previous=[*previous.previous, previous.verify] if previous else [],
+        delays_rate=point[0] if point else None,
     )
     update: dict[str, object] = {
         "calibration": calibration,
@@ -91,7 +104,32 @@ def recalibrate(
     }
     if handoff and len(gaps) > 1:
         update["handoff_gaps_ms"] = [round(ms, 4) for ms in gaps[:HANDOFF_GAPS]]
+    if point:
+        kept = [(r, d) for r, d in profile.serving_delays_load if abs(r / point[0] - 1) > NEAR]
+        update["serving_delays_load"] = sorted([*kept, point])
     return refitted.model_copy(update=update)
+
+
+NEAR = 0.1
+"""A Verify's serving delays replace a set measured within this share of its rate."""
+
+
+def _run_delays(
+    profile: LatencyProfile, run: LoadRun, max_batch_size: int, timeout_ms: float
+) -> tuple[float, list[float]] | None:
+    """(rate req/s, serving delays ms) of `run`'s answers (`handoff.serving_delays`) at the
+    rate it served: the simulator then draws, at that rate, the delays the runtime really
+    showed there, and a set measured within NEAR of it gives way. None for a closed loop (no
+    rate), a saturated run (its delays are the growing queue's) or a profile with no light set
+    to mix them with."""
+    rate = run.result.realised_rate
+    if not rate or run.result.saturated or not profile.serving_delays_ms:
+        return None
+    if profile.light_rate() is None:
+        return None
+    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=timeout_ms)
+    delays = serving_delays(run, profile, settings)
+    return (float(f"{rate:.4g}"), delays) if delays else None
 
 
 def _evidence(
@@ -223,7 +261,10 @@ def calibration_line(profile: LatencyProfile) -> str:
         return ""
     moves = ", ".join(f"at batch {b} {moved:+.0f} %" for b, moved in calibration.p50_moved.items())
     earlier = f" (after {', '.join(calibration.previous)})" if calibration.previous else ""
+    delays = ""
+    if calibration.delays_rate:
+        delays = f"; answers' delays at {calibration.delays_rate:g} req/s from that run"
     return (
         f"recalibrated by {calibration.verify}{earlier} from {calibration.batches} batches: "
-        f"p50 service time {moves}"
+        f"p50 service time {moves}{delays}"
     )

@@ -223,6 +223,11 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         )[0],
         serving_delay_p50_ms=_percentile(profile.serving_delays_ms, 50),
         serving_delay_p99_ms=_percentile(profile.serving_delays_ms, 99),
+        serving_delays_rate=profile.light_rate(),
+        serving_delays_load=[
+            {"rate": rate, "p50_ms": _percentile(drawn, 50), "p99_ms": _percentile(drawn, 99)}
+            for rate, drawn in profile.serving_delays_load
+        ],
     )
 
 
@@ -280,8 +285,9 @@ def _recalibrated(
     rate = args.rate if args.process != "closed" else None
     offered = f"{args.rate:g} req/s" if rate else f"{args.clients} clients"
     calibrated = recalibrate(
-        profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms
-    )
+        profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms,
+        max_batch_size=settings.max_batch_size,
+    )  # fmt: skip
     not_adopted = saturated_refit(run.result, calibrated, profile)
     if not_adopted:  # the profile is written back unchanged, and the JSON says why
         calibrated = profile
@@ -432,6 +438,11 @@ def _print_summary(payload: dict[str, Any]) -> None:
         print(
             f"served at {rate:.1f} req/s: runner calls {extra:.2f} ms slower than profiled; "
             f"served ceiling {payload['served_ceiling_throughput']:.1f} req/s"
+        )
+    for point in payload.get("serving_delays_load") or []:
+        print(
+            f"served at {point['rate']:.1f} req/s: answers {point['p50_ms']:.2f} ms (p99 "
+            f"{point['p99_ms']:.2f} ms) after their batch"
         )
     if payload.get("request_ms"):
         print(

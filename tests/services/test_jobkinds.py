@@ -306,7 +306,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later = {"calibration": None, "handoff_gaps_ms": [], "idle_extra_ms": []}
         later |= {"served_extra_ms": 0.0, "serving_delays_ms": []}
         later |= {"served_extra_load": [], "request_ms": 0.0}  # under load; with no model
-        later |= {"serving_delays_load": []}  # the answers' delays under load
+        later |= {"serving_delays_rate": None, "serving_delays_load": []}  # answers' delays
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         return {"threads": None} | {

@@ -21,7 +21,7 @@ from optistudio.core.batching.handoff import (
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.profile import measure_profile
-from optistudio.core.batching.recalibrate import recalibrate
+from optistudio.core.batching.recalibrate import calibration_line, recalibrate
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_band
@@ -228,3 +228,41 @@ def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
     old = json.loads(profile.model_dump_json(exclude=before))
     stored = LatencyProfile.model_validate(old)
     assert stored.served_extra_ms == 0 and stored.serving_delays_ms == []
+
+
+def _verify_run(rate: float, answer_ms: float, *, closed: bool = False) -> LoadRun:
+    """A run at `rate` req/s of one-row batches that ran 10 ms each, every answer `answer_ms`
+    after its send."""
+    sent = [k / rate for k in range(100)]
+    batches = [BatchRecord(0, 1, 1, t, t, t, t + 0.010) for t in sent]
+    result = simulate(TEN_MS, ONE, rate=rate, process="constant", requests=100)
+    result = result.model_copy(update={"realised_rate": None if closed else rate})
+    return LoadRun(
+        result=result, sent_ms=[t * 1000 for t in sent], latency_ms=[answer_ms] * 100,
+        batches=batches,
+    )  # fmt: skip
+
+
+def test_a_verify_leaves_its_answers_delays_at_the_rate_it_served() -> None:
+    profile = TEN_MS.model_copy(update={"serving_delays_ms": [0.5] * 8, "serving_delays_rate": 5.0})
+
+    refit = recalibrate(profile, _verify_run(20.0, 20.0), verify="Verify #3", max_batch_size=1)
+
+    ((rate, delays),) = refit.serving_delays_load
+    assert rate == 20.0 and np.allclose(delays, 10.0)  # 20 ms answers of 10 ms batches
+    assert refit.calibration is not None and refit.calibration.delays_rate == 20.0
+    assert "answers' delays at 20 req/s" in calibration_line(refit)
+    at_verify = simulate(refit, ONE, rate=20, process="constant", requests=400)
+    assert at_verify.p50_ms == pytest.approx(20.0, rel=0.02)
+    at_light = simulate(refit, ONE, rate=5, process="constant", requests=400)
+    assert at_light.p50_ms == pytest.approx(10.5, rel=0.02)
+    # a later Verify near that rate replaces its set; one far from it adds its own
+    again = recalibrate(refit, _verify_run(21.0, 30.0), max_batch_size=1)
+    assert [r for r, _ in again.serving_delays_load] == [21.0]
+    assert np.allclose(again.serving_delays_load[0][1], 20.0)
+    wider = recalibrate(again, _verify_run(40.0, 12.0), max_batch_size=1)
+    assert [r for r, _ in wider.serving_delays_load] == [21.0, 40.0]
+    # a closed loop has no rate to put them at, and a caller that gives no batch size no replay
+    closed = recalibrate(profile, _verify_run(20.0, 20.0, closed=True), max_batch_size=1)
+    assert closed.serving_delays_load == []
+    assert recalibrate(profile, _verify_run(20.0, 20.0)).serving_delays_load == []
