@@ -386,6 +386,10 @@ def handoff_line(profile: LatencyProfile) -> str:
     if len(profile.served_extra_load) > 1:
         rate, extra = profile.served_extra_load[-1]
         loaded = f" ({extra:.2f} ms at {rate:.0f} req/s)"
+    heavy = ""
+    if profile.serving_delays_load:  # the heaviest rate's, where stalls of the serving threads show
+        rate, drawn = profile.serving_delays_load[-1]
+        heavy = f" (p99 {np.percentile(np.clip(drawn, 0, None), 99):.2f} ms at {rate:.0f} req/s)"
     machinery = ""
     if profile.request_ms:
         machinery = (
@@ -395,7 +399,7 @@ def handoff_line(profile: LatencyProfile) -> str:
     return (
         f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
         f"more than profiled{loaded} and each answer came {np.median(delays):.2f} ms (median; "
-        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{machinery}: all included in "
+        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{heavy}{machinery}: all included in "
         "predictions."
     )
 

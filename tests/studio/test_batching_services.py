@@ -186,6 +186,8 @@ def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
     )
     assert "took 0.25 ms more than profiled (1.00 ms at 400 req/s)" in batching.handoff_line(loaded)
     assert "the serving machinery passes 5000 req/s at most" in batching.handoff_line(loaded)
+    stalls = loaded.model_copy(update={"serving_delays_load": [(400.0, [1.0] * 98 + [30.0] * 2)]})
+    assert "after its batch (p99 30.00 ms at 400 req/s)" in batching.handoff_line(stalls)
     assert batching.capacity(measured, settings) == pytest.approx(8 / 0.0075)  # 8 / (6 + 1.5 ms)
     assert batching.capacity(PROFILE, settings) == pytest.approx(8 / 0.006)
     rate = 0.95 * batching.capacity(PROFILE, settings)  # past what the runtime can serve
