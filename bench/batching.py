@@ -64,7 +64,15 @@ clients (requests per second) and a Poisson run at 1000 req/s (p50, p99), each `
 interleaved with the baseline, a Pipeline that checks every request in full as it did before
 checked layouts were remembered. Prints the ratios.
 
+The load generator's garbage (`--collector`): the Paddle-style CNN served at 3,000 req/s
+(Poisson, max batch 8, timeout 0, 8-s runs, `--rounds` times) with every request's future held
+to the end of the run, as the load generator held them before, and with none held, interleaved.
+Held, they made Python's full collections walk tens of thousands of live objects and stop the
+sender and the serving threads: prints p50, p99, the slowest answer, the number of full
+collections and the longest, and the ratios.
+
 Run: .venv/bin/python bench/batching.py --serving [--rounds 3]
+     .venv/bin/python bench/batching.py --collector [--rounds 3]
      .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
      .venv/bin/python bench/batching.py [--seconds 60] [--tokens 32] [--max-batch 8] [--tries 3]
                                          [--threads N] [--spin] [--replications 8]
@@ -135,11 +143,19 @@ def main() -> None:
     parser.add_argument("--models", help="zoo models, comma-separated (default: ZOO_MODELS)")
     parser.add_argument("--cell-seconds", type=float, help="zoo grid: each cell's load run")
     parser.add_argument("--serving", action="store_true", help="serving machinery (see above)")
-    parser.add_argument("--rounds", type=int, default=3, help="--serving: interleaved rounds")
+    parser.add_argument(
+        "--collector", action="store_true", help="the load generator's garbage (see above)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="--serving, --collector: interleaved rounds"
+    )
     args = parser.parse_args()
     args.options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     if args.serving:
         _serving_machinery(args.rounds)
+        return
+    if args.collector:
+        _collector(args.rounds)
         return
     if args.zoo or args.quick:
         _zoo_grid(args)
@@ -299,6 +315,81 @@ def _serving_machinery(rounds: int) -> dict:
           f"({new['closed_rps'] / old['closed_rps']:.2f}x); Poisson p50 {new['p50_ms']:.2f} vs "
           f"{old['p50_ms']:.2f} ms ({new['p50_ms'] / old['p50_ms']:.2f}x), p99 {new['p99_ms']:.1f} "
           f"vs {old['p99_ms']:.1f} ms ({new['p99_ms'] / old['p99_ms']:.2f}x)")  # fmt: skip
+    return median
+
+
+class _HeldFutures(Pipeline):
+    """The baseline of `--collector`: every request's future held to the end of the run, as the
+    load generator held them before."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: list = []
+
+    def submit(self, feeds, **kwargs):
+        future = super().submit(feeds, **kwargs)
+        self.held.append(future)
+        return future
+
+
+def _collector(rounds: int, seconds: float = 8.0, rate: float = 3000.0) -> dict:
+    """The Paddle-style CNN served at `rate` req/s (Poisson, max batch 8, timeout 0) with every
+    future held (the baseline) and with none held, interleaved: p50, p99, the slowest answer,
+    and Python's full (generation 2) collections during the run, with the longest."""
+    import gc
+    import tempfile
+
+    from zoo_models import zoo
+
+    entry = {model.name: model for model in zoo()}["paddle_cnn"]
+    path = entry.build(Path(tempfile.mkdtemp(prefix="batching-collector-")) / "paddle_cnn")
+    from optistudio.core.data.inputs import requests_batch
+    from optistudio.core.model.intake import inspect_model
+
+    specs = inspect_model(path).inputs
+    feeds = [requests_batch(specs, 1, **entry.inputs.fields(), seed=seed) for seed in range(8)]
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
+    pauses: list[tuple[int, float]] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((info["generation"], (time.perf_counter() - began[0]) * 1000))
+
+    print(f"load generator's garbage: paddle_cnn at {rate:g} req/s, {seconds:g}-s runs, "
+          f"{os.cpu_count()} CPUs, load {_load_average()[0]:.1f}")  # fmt: skip
+    figures: dict[str, dict[str, list[float]]] = {"futures held": {}, "none held": {}}
+    gc.callbacks.append(timed)
+    try:
+        for round_ in range(rounds):
+            for label, kind in (("futures held", _HeldFutures), ("none held", Pipeline)):
+                pauses.clear()
+                with kind.load(path, settings) as pipe:
+                    run = run_load(pipe, feeds, rate=rate, seconds=seconds, seed=round_)
+                full = [ms for generation, ms in pauses if generation == 2]
+                row = figures[label]
+                for name, value in (
+                    ("p50_ms", run.result.p50_ms), ("p99_ms", run.result.p99_ms),
+                    ("max_ms", max(run.latency_ms)), ("full_collections", len(full)),
+                    ("longest_collection_ms", max(full, default=0.0)),
+                ):  # fmt: skip
+                    row.setdefault(name, []).append(value)
+                print(f"  round {round_ + 1} {label:>12}: p50 {run.result.p50_ms:6.2f} ms, p99 "
+                      f"{run.result.p99_ms:7.1f} ms, slowest {max(run.latency_ms):6.0f} ms; "
+                      f"{len(full)} full collections, longest {max(full, default=0):.0f} ms",
+                      flush=True)  # fmt: skip
+    finally:
+        gc.callbacks.remove(timed)
+    median = {
+        label: {k: statistics.median(v) for k, v in row.items()} for label, row in figures.items()
+    }
+    old, new = median["futures held"], median["none held"]
+    print(f"medians: p99 {new['p99_ms']:.1f} vs {old['p99_ms']:.1f} ms "
+          f"({new['p99_ms'] / old['p99_ms']:.2f}x); p50 {new['p50_ms']:.2f} vs "
+          f"{old['p50_ms']:.2f} ms ({new['p50_ms'] / old['p50_ms']:.2f}x); full collections "
+          f"{new['full_collections']:.0f} vs {old['full_collections']:.0f}")  # fmt: skip
     return median
 
 
@@ -527,8 +618,9 @@ def _zoo_grid(args) -> None:
             **inputs,
         )  # fmt: skip
         calibrated = recalibrate(
-            profile, verify, verify="the recalibrating Verify", timeout_ms=middle.timeout_ms
-        )
+            profile, verify, verify="the recalibrating Verify", timeout_ms=middle.timeout_ms,
+            max_batch_size=max_batch,
+        )  # fmt: skip
         print(f"\n{name}: batch-1 {lat1:.2f} ms, profile means {_r(profile.mean_ms)} ms, idle "
               f"extras {profile.idle_extra_ms}, hand-back {profile.handoff_ms or 0:.2f} ms; "
               f"recalibrated means {_r(calibrated.mean_ms)} ms")  # fmt: skip
