@@ -307,9 +307,7 @@ def _serving_machinery(rounds: int) -> dict:
             print(f"  round {round_ + 1} {label:>10}: closed loop {closed.result.throughput:7.0f} "
                   f"req/s; Poisson 1000/s p50 {poisson.result.p50_ms:6.2f} ms, p99 "
                   f"{poisson.result.p99_ms:6.1f} ms", flush=True)  # fmt: skip
-    median = {
-        label: {k: statistics.median(v) for k, v in row.items()} for label, row in figures.items()
-    }
+    median = _medians(figures)
     old, new = median["full check"], median["remembered"]
     print(f"medians: closed loop {new['closed_rps']:.0f} vs {old['closed_rps']:.0f} req/s "
           f"({new['closed_rps'] / old['closed_rps']:.2f}x); Poisson p50 {new['p50_ms']:.2f} vs "
@@ -382,15 +380,20 @@ def _collector(rounds: int, seconds: float = 8.0, rate: float = 3000.0) -> dict:
                       flush=True)  # fmt: skip
     finally:
         gc.callbacks.remove(timed)
-    median = {
-        label: {k: statistics.median(v) for k, v in row.items()} for label, row in figures.items()
-    }
+    median = _medians(figures)
     old, new = median["futures held"], median["none held"]
     print(f"medians: p99 {new['p99_ms']:.1f} vs {old['p99_ms']:.1f} ms "
           f"({new['p99_ms'] / old['p99_ms']:.2f}x); p50 {new['p50_ms']:.2f} vs "
           f"{old['p50_ms']:.2f} ms ({new['p50_ms'] / old['p50_ms']:.2f}x); full collections "
           f"{new['full_collections']:.0f} vs {old['full_collections']:.0f}")  # fmt: skip
     return median
+
+
+def _medians(figures: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per side of an interleaved comparison, the median of each figure over its rounds."""
+    return {
+        label: {k: statistics.median(v) for k, v in row.items()} for label, row in figures.items()
+    }
 
 
 def _direct_us(runner, feeds, seconds: float) -> float:
