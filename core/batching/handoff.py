@@ -158,9 +158,8 @@ def measure_serving(
     its batch's run (wake-ups, futures, the GIL), which the simulator adds per request while the
     instance's own hand-back (`handoff_ms`, measured under saturation) holds only the instance.
     Returns (0, []) when the probe served no batch."""
-    rate = probe_rate(profile, max_batch_size, SERVING_PROBE_SHARE)
-    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
-    run = _serve(model, inputs, requests, settings, rate, axes, seed)
+    probe = (model, inputs, requests, axes, seed)
+    run, settings, _ = _serve(*probe, profile, max_batch_size, SERVING_PROBE_SHARE)
     if not run.batches:
         return 0.0, []
     return _served_extra(run, profile), serving_delays(run, profile, settings)
@@ -224,9 +223,8 @@ def measure_served_extra_under_load(
     extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
     per call, which would have made every prediction saturate)."""
-    rate = probe_rate(profile, max_batch_size, SERVING_LOAD_SHARE)
-    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
-    run = _serve(model, inputs, requests, settings, rate, axes, seed)
+    probe = (model, inputs, requests, axes, seed)
+    run, settings, rate = _serve(*probe, profile, max_batch_size, SERVING_LOAD_SHARE)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
@@ -244,13 +242,18 @@ def _serve(
     model: LoadedModel,
     inputs: list[TensorSpec],
     requests: list[dict[str, np.ndarray]],
-    settings: BatchingSettings,
-    rate: float,
     axes: StackAxes | None,
     seed: int,
-) -> LoadRun:
-    """A short Poisson run at `rate` through the real Pipeline, warmed as a Verify is: long
-    enough for SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow."""
+    profile: LatencyProfile,
+    max_batch_size: int,
+    share: float,
+) -> tuple[LoadRun, BatchingSettings, float]:
+    """A short Poisson run through the real Pipeline (max batch `max_batch_size`, timeout 0) at
+    `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
+    SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow. Returns the run, its settings
+    and its rate."""
+    rate = probe_rate(profile, max_batch_size, share)
+    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
     low, high = SERVING_PROBE_SECONDS
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
     with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
@@ -259,10 +262,11 @@ def _serve(
         ]
         for future in warm:
             future.result()
-        return run_load(
+        run = run_load(
             pipeline, requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
+    return run, settings, rate
 
 
 def _served_extra(run: LoadRun, profile: LatencyProfile) -> float:
