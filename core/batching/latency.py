@@ -126,9 +126,9 @@ class LatencyProfile(BaseModel):
         description="(request rate req/s, serving delays ms) measured at other rates than "
         "the light one `serving_delays_ms` comes from (`serving_delays_rate`): the heavy "
         "serving probe's, and each recalibrating Verify's at the rate it served; ascending by "
-        "rate. Under load the serving threads stall more often and for "
-        "longer (a descheduled core stops the sender and the batcher together), and at "
-        "thousands of requests a second each stall holds many answers. The simulator draws a "
+        "rate. Under load the serving threads stall more often and for longer (a descheduled "
+        "core stops the sender and the batcher together), and at thousands of requests a "
+        "second each stall holds many answers. The simulator draws a "
         "request's delay from the two sets around the rate it simulates, mixed by where the "
         "rate lies between them (flat beyond). Empty where no heavy probe kept up, and in "
         "profiles made before it was kept.",

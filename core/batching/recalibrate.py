@@ -71,14 +71,14 @@ def recalibrate(
     delays join the profile's at the rate it served (`serving_delays_load`). Raises
     InvalidSpec when no batch ran."""
     runner, handoff, gaps = _evidence(profile, trace, timeout_ms / 1000)
-    point = None
-    if isinstance(trace, LoadRun) and max_batch_size:
-        point = _run_delays(profile, trace, max_batch_size, timeout_ms)
     if not runner:
         raise InvalidSpec(
             "This Verify run recorded no batch, so there is nothing to recalibrate from.",
             hint="Verify for longer or at a higher rate, then recalibrate.",
         )
+    point = None
+    if isinstance(trace, LoadRun) and max_batch_size:
+        point = _run_delays(profile, trace, max_batch_size, timeout_ms)
     weights = _weights(profile)
     seen = _observed(profile, runner)
     factors = _factors(profile, seen, weights)
@@ -125,7 +125,7 @@ def _run_delays(
     rate = run.result.realised_rate
     if not rate or run.result.saturated or not profile.serving_delays_ms:
         return None
-    if profile.light_rate() is None:
+    if profile.light_rate() is None:  # no rate to place the light set at, so no curve to join
         return None
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=timeout_ms)
     delays = serving_delays(run, profile, settings)
