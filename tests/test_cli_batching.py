@@ -164,3 +164,21 @@ def test_settings_out_of_range_are_named(tiny_model: Path, tmp_path: Path) -> No
         data_dir=tmp_path,
     )  # fmt: skip
     assert run.returncode == 2 and "max_batch_size" in run.stderr
+
+
+def test_a_broken_profile_file_is_refused_naming_what_is_wrong(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "profile.json"  # delays under load with no light set to mix them with
+    broken.write_text(
+        json.dumps({"batch_sizes": [1], "mean_ms": [1.0], "serving_delays_load": [[50, [1.0]]]})
+    )
+    run = optistudio(
+        "batching", "simulate", str(tiny_model), *SETTINGS, "--rate", "20",
+        "--profile", str(broken), "--json", data_dir=tmp_path,
+    )  # fmt: skip
+
+    assert run.returncode == 2
+    error = json.loads(run.stdout)["error"]
+    assert "serving_delays_load needs the light probe's rate and delays" in error["message"]
+    assert "batching profile MODEL --out" in error["hint"] and broken.exists()

@@ -25,7 +25,7 @@ from typing import Any
 
 from optistudio.cli.args import add_input_flags, input_options, parse_int_list
 from optistudio.cli.output import print_json
-from optistudio.core.errors import InvalidSpec, first_line
+from optistudio.core.errors import InvalidSpec, describe_validation_error, first_line
 
 ACTIONS = ("profile", "simulate", "verify", "recommend")
 DEFAULT_MARGIN_PERCENT = (
@@ -118,6 +118,8 @@ def command_batching(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) -> Any:
+    from pydantic import ValidationError
+
     from optistudio.core.backends import SessionOptions
     from optistudio.core.batching.latency import LatencyProfile
     from optistudio.core.batching.profile import measure_profile
@@ -126,8 +128,13 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
         try:
             return LatencyProfile.model_validate_json(args.profile.read_text())
         except (OSError, ValueError) as exc:
+            problem = (
+                describe_validation_error(exc)
+                if isinstance(exc, ValidationError)
+                else first_line(exc)
+            )
             raise InvalidSpec(
-                f"Cannot read the profile {str(args.profile)!r}: {first_line(exc)}",
+                f"Cannot read the profile {str(args.profile)!r}: {problem}",
                 hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
             ) from None
     options = SessionOptions(threads=args.threads, spin_wait=args.spin)
