@@ -182,9 +182,8 @@ def _refit(
     rests_on, predicted, band = before
     try:
         calibrated = recalibrate(
-            profile, run, verify=f"Verify #{job.id}", timeout_ms=spec.settings.timeout_ms,
-            max_batch_size=spec.settings.max_batch_size,
-        )  # fmt: skip
+            profile, run, verify=f"Verify #{job.id}", timeout_ms=spec.settings.timeout_ms
+        )
     except InvalidSpec:
         return None
     not_adopted = saturated_refit(run.result, calibrated, profile)

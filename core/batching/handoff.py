@@ -24,7 +24,6 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import replay_latencies
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms
 from optistudio.core.model.info import TensorSpec
 
@@ -152,38 +151,32 @@ def measure_serving(
     submits, the serving thread wakes for each batch, results cross threads and the GIL: on 2
     shared cores a 0.07 ms CNN's runner call took 0.4-0.6 ms served at 300 req/s. The extra per
     batch is the mean of (runner call) - (profiled latency + the idle extra after its gap); the
-    delay per request is its measured latency minus the same send times and runner calls
-    replayed in the simulator without any hand-back (with the profile's `request_ms` per
-    request, which the simulator adds on its own): the answer's way back to the caller after
-    its batch's run (wake-ups, futures, the GIL), which the simulator adds per request while the
-    instance's own hand-back (`handoff_ms`, measured under saturation) holds only the instance.
+    delay per request is its measured latency less its own queue wait and its batch's runner
+    call (`serving_delays`): the way in, the stacking, and the answer's way back to the caller
+    after its batch's run (wake-ups, futures, the GIL), which the simulator adds per request
+    while the instance's own hand-back (`handoff_ms`, measured under saturation) holds only the
+    instance.
     Returns (0, []) when the probe served no batch."""
     probe = (model, inputs, requests, axes, seed)
-    run, settings, _ = _serve(*probe, profile, max_batch_size, SERVING_PROBE_SHARE)
+    run, _ = _serve(*probe, profile, max_batch_size, SERVING_PROBE_SHARE)
     if not run.batches:
         return 0.0, []
-    return _served_extra(run, profile), serving_delays(run, profile, settings)
+    return _served_extra(run, profile), serving_delays(run, profile)
 
 
-def serving_delays(
-    run: LoadRun, profile: LatencyProfile, settings: BatchingSettings
-) -> list[float]:
-    """Per request of `run` (at most SERVING_DELAYS, evenly spaced over it), its measured
-    latency (ms) minus what the simulator gives for the same send times and runner calls with
-    no hand-back: the answer's way back to the caller after its batch's run, and any stall of
-    the serving threads that held it. Empty when no batch ran."""
-    if not run.batches:
-        return []
-    runner_s = [batch.run_end - batch.run_start for batch in run.batches]
-    sent = np.asarray(run.sent_ms) / 1000
-    # the replay may cut more batches than were served: those take the served mean
-    padded = runner_s + [float(np.mean(runner_s))] * len(sent)
-    replayed = replay_latencies(
-        settings, sent - sent[0], padded, request_s=profile.request_ms / 1000
-    )
-    delays = np.asarray(run.latency_ms) - replayed * 1000
+def serving_delays(run: LoadRun, profile: LatencyProfile) -> list[float]:
+    """Per request of `run` (at most SERVING_DELAYS, evenly spaced over it), the ms its answer
+    took beyond its queue wait and its batch's runner call (`LoadRun.delays_ms`: the way in, the
+    stacking, the way back to the caller after the run, and any stall of the serving threads
+    that held it), less the profile's `request_ms`, which the simulator spends on every request
+    before it joins a queue. Measured per request, so a run whose batches the simulator would
+    have cut differently (under load, most of them) adds no error of its own: the delays were
+    once the measured latency minus the run's send times and runner calls replayed, and at 80 %
+    of the ceiling the replay's other batches read as delays of -1 ms to +45 ms around a
+    median of 0 on a 3 ms model. Empty when no batch ran."""
+    delays = np.asarray(run.delays_ms, dtype=np.float64) - profile.request_ms
     delays = delays[np.isfinite(delays)]
-    if not len(delays):
+    if not run.batches or not len(delays):
         return []
     kept = np.linspace(0, len(delays) - 1, min(len(delays), SERVING_DELAYS)).round().astype(int)
     return [round(float(ms), 4) for ms in delays[kept]]  # spread over the run
@@ -224,12 +217,12 @@ def measure_served_extra_under_load(
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
     per call, which would have made every prediction saturate)."""
     probe = (model, inputs, requests, axes, seed)
-    run, settings, rate = _serve(*probe, profile, max_batch_size, SERVING_LOAD_SHARE)
+    run, rate = _serve(*probe, profile, max_batch_size, SERVING_LOAD_SHARE)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
     extra = round(_served_extra(run, profile), 4)
-    return round(rate, 3), extra, serving_delays(run, profile, settings)
+    return round(rate, 3), extra, serving_delays(run, profile)
 
 
 def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> float:
@@ -247,11 +240,10 @@ def _serve(
     profile: LatencyProfile,
     max_batch_size: int,
     share: float,
-) -> tuple[LoadRun, BatchingSettings, float]:
+) -> tuple[LoadRun, float]:
     """A short Poisson run through the real Pipeline (max batch `max_batch_size`, timeout 0) at
     `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
-    SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow. Returns the run, its settings
-    and its rate."""
+    SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow. Returns the run and its rate."""
     rate = probe_rate(profile, max_batch_size, share)
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
     low, high = SERVING_PROBE_SECONDS
@@ -266,7 +258,7 @@ def _serve(
             pipeline, requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
-    return run, settings, rate
+    return run, rate
 
 
 def _served_extra(run: LoadRun, profile: LatencyProfile) -> float:

@@ -108,9 +108,10 @@ class LatencyProfile(BaseModel):
     )
     serving_delays_ms: list[float] = Field(
         default_factory=list,
-        description="Per request of that light-load run, its measured latency minus what the "
-        "simulator gives for the same send times and runner calls: the wake-ups and hand-back "
-        "of one request outside its batch's time (at most HANDOFF_GAPS kept). The simulator "
+        description="Per request of that light-load run, its measured latency less its own "
+        "queue wait and its batch's runner call (and the profile's `request_ms`): the way in, "
+        "the stacking, the wake-ups and hand-back of one request outside its batch's time (at "
+        "most SERVING_DELAYS kept). The simulator "
         "adds one, drawn, to each request's latency; it does not hold the instance. Empty in "
         "profiles made before they were measured.",
     )

@@ -35,6 +35,10 @@ class LoadRun:
     queue_ms: list[float] = field(default_factory=list)
     compute_ms: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
+    delays_ms: list[float] = field(default_factory=list)
+    """Per served request, what neither its queue wait nor its batch's runner call holds: the
+    way in (send to queue), the stacking, and the way back after the run (the outputs' check,
+    the hand-back, the callback): `handoff.serving_delays` keeps them."""
     errors: list[str] = field(default_factory=list)
     batches: list[BatchRecord] = field(default_factory=list)
 
@@ -45,6 +49,7 @@ class _Recorder:
         self.started: list[float] = []
         self.finished: list[float] = []
         self.batch: list[int] = []
+        self.beside: list[float] = []  # latency - queue wait - runner call, ms
         self.rejected, self.failed = 0, 0
         self.errors: list[str] = []
         self.lock = threading.Condition()
@@ -58,6 +63,7 @@ class _Recorder:
             self.started.append(np.nan)
             self.finished.append(np.nan)
             self.batch.append(0)
+            self.beside.append(np.nan)
             self.outstanding += 1
         try:
             future = pipeline.submit(feeds)
@@ -90,6 +96,8 @@ class _Recorder:
             self.finished[index] = now
             self.started[index] = now - response.compute_ms / 1000
             self.batch[index] = response.batch_size
+            latency_ms = (now - self.sent[index]) * 1000
+            self.beside[index] = latency_ms - response.queue_ms - response.run_ms
 
 
 def run_load(
@@ -223,5 +231,6 @@ def _finish(recorder: _Recorder, rate: float | None, warmup_share: float) -> Loa
             queue_ms=((started - sent)[served] * 1000).tolist(),
             compute_ms=((finished - started)[served] * 1000).tolist(),
             latency_ms=((finished - sent)[served] * 1000).tolist(),
+            delays_ms=np.asarray(recorder.beside)[served].tolist(),
             errors=list(recorder.errors),
         )

@@ -69,6 +69,8 @@ class Response:
     compute_ms: float
     batch_size: int
     instance: int
+    run_ms: float = 0.0
+    """The runner call's own part of `compute_ms` (without stacking and the outputs' check)."""
 
 
 @dataclass
@@ -370,7 +372,7 @@ class Pipeline:
                 )
                 self._trace.append(record)
             self.balancer.observe(instance.index, (finished - started) / rows)
-            self._deliver(instance, batch, outputs, started, finished)
+            self._deliver(instance, batch, outputs, started, finished, run_end - run_start)
         finally:
             instance.running_rows = 0
 
@@ -381,6 +383,7 @@ class Pipeline:
         outputs: list[np.ndarray],
         started: float,
         finished: float,
+        run_s: float,
     ) -> None:
         rows = sum(request.rows for request in batch)
         self.stats.batches += 1
@@ -394,7 +397,8 @@ class Pipeline:
             ]
             offset += request.rows
             queue_ms = (started - request.arrived) * 1000
-            request.future.set_result(Response(part, queue_ms, compute_ms, rows, instance.index))
+            answer = Response(part, queue_ms, compute_ms, rows, instance.index, run_s * 1000)
+            request.future.set_result(answer)
 
     def _fail(self, batch: list[_Request], exc: Exception) -> None:
         self.stats.failed_batches += 1

@@ -21,7 +21,7 @@ runner time first loses the idle extra the profile expects after its idle gap (t
 adds it back), so a low-rate run, every batch after a gap, does not count it twice; likewise the
 profile's served extra per runner call at the rate the run served (`served_extra_at`).
 An open-loop run that kept up also leaves its answers' serving delays (each answer's latency
-minus the replay of its send times and runner calls: the way back to the caller, and the
+less its own queue wait and its batch's runner call: the way in and back to the caller, and the
 serving threads' stalls) at the rate it served, in `serving_delays_load`; the simulator draws
 from them at and around that rate, so Verify runs at several rates build the delays' curve.
 """
@@ -37,7 +37,6 @@ from optistudio.core.batching.handoff import serving_delays
 from optistudio.core.batching.latency import HANDOFF_GAPS, Calibration, LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord, LoadResult
-from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import IDLE_FLOOR
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms, runner_summary
 from optistudio.core.errors import InvalidSpec
@@ -62,23 +61,19 @@ def recalibrate(
     *,
     verify: str = "a Verify run",
     timeout_ms: float = 0.0,
-    max_batch_size: int | None = None,
 ) -> LatencyProfile:
     """The profile refitted from a Verify run's batches (module docstring), marked calibrated
     by `verify` (a name for the run: 'Verify #12'); `timeout_ms` is the run's batching timeout,
     so a gap that held a wait for batch mates is not read as hand-back. Given the run itself
-    (a LoadRun of an open loop that kept up) and its `max_batch_size`, its answers' serving
-    delays join the profile's at the rate it served (`serving_delays_load`). Raises
-    InvalidSpec when no batch ran."""
+    (a LoadRun of an open loop that kept up), its answers' serving delays join the profile's
+    at the rate it served (`serving_delays_load`). Raises InvalidSpec when no batch ran."""
     runner, handoff, gaps = _evidence(profile, trace, timeout_ms / 1000)
     if not runner:
         raise InvalidSpec(
             "This Verify run recorded no batch, so there is nothing to recalibrate from.",
             hint="Verify for longer or at a higher rate, then recalibrate.",
         )
-    point = None
-    if isinstance(trace, LoadRun) and max_batch_size:
-        point = _run_delays(profile, trace, max_batch_size, timeout_ms)
+    point = _run_delays(profile, trace) if isinstance(trace, LoadRun) else None
     weights = _weights(profile)
     seen = _observed(profile, runner)
     factors = _factors(profile, seen, weights)
@@ -114,9 +109,7 @@ NEAR = 0.1
 """A Verify's serving delays replace a set measured within this share of its rate."""
 
 
-def _run_delays(
-    profile: LatencyProfile, run: LoadRun, max_batch_size: int, timeout_ms: float
-) -> tuple[float, list[float]] | None:
+def _run_delays(profile: LatencyProfile, run: LoadRun) -> tuple[float, list[float]] | None:
     """(rate req/s, serving delays ms) of `run`'s answers (`handoff.serving_delays`) at the
     rate it served: the simulator then draws, at that rate, the delays the runtime really
     showed there, and a set measured within NEAR of it gives way. None for a closed loop (no
@@ -127,8 +120,7 @@ def _run_delays(
         return None
     if profile.light_rate() is None:  # no rate to place the light set at, so no curve to join
         return None
-    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=timeout_ms)
-    delays = serving_delays(run, profile, settings)
+    delays = serving_delays(run, profile)
     return (float(f"{rate:.4g}"), delays) if delays else None
 
 

@@ -292,9 +292,8 @@ def _recalibrated(
     rate = args.rate if args.process != "closed" else None
     offered = f"{args.rate:g} req/s" if rate else f"{args.clients} clients"
     calibrated = recalibrate(
-        profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms,
-        max_batch_size=settings.max_batch_size,
-    )  # fmt: skip
+        profile, run, verify=f"the verify run at {offered}", timeout_ms=settings.timeout_ms
+    )
     not_adopted = saturated_refit(run.result, calibrated, profile)
     if not_adopted:  # the profile is written back unchanged, and the JSON says why
         calibrated = profile

@@ -17,9 +17,11 @@ from optistudio.core.batching.handoff import (
     SERVING_DELAYS,
     measure_served_extra_under_load,
     measure_serving,
+    serving_delays,
 )
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.loadgen import LoadRun
+from optistudio.core.batching.loadgen import LoadRun, run_load
+from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.recalibrate import calibration_line, recalibrate
 from optistudio.core.batching.results import BatchRecord
@@ -188,6 +190,24 @@ def test_the_probe_finds_a_runner_slower_served_than_profiled() -> None:
     assert all(np.isfinite(delays))
 
 
+def test_serving_delays_are_each_answers_own_under_load() -> None:
+    """Under load the delays are each answer's time beyond its own queue wait and runner call,
+    never less than nothing. Taken as its latency less a replay of the run's send times and
+    runner calls, they were not: the replay cut other batches than the run, and a request that
+    waited less in the replay than it did read as a delay of up to +45 ms, one that waited more
+    as a negative one."""
+    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
+    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
+    settings = BatchingSettings(max_batch_size=4, timeout_ms=0)
+    with Pipeline([_SlowWhenServed().run], spec, settings) as pipeline:  # 4 ms a batch
+        run = run_load(pipeline, requests, process="poisson", rate=600, seconds=1.5, seed=3)
+
+    assert len(run.delays_ms) == len(run.latency_ms) > 0
+    delays = serving_delays(run, LatencyProfile(batch_sizes=[1], mean_ms=[4.0]))
+    assert min(delays) >= -1e-6
+    assert run.result.mean_batch_size > 1.5  # under load: batches formed in the queue
+
+
 def test_a_heavy_probe_that_falls_behind_keeps_no_point() -> None:
     """A runner that takes 4 ms where the profile says 1 ms cannot keep up with 80 % of the
     profiled ceiling: its queue grows, and the extra it shows is saturation's, not the rate's."""
@@ -232,21 +252,21 @@ def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
 
 def _verify_run(rate: float, answer_ms: float, *, closed: bool = False) -> LoadRun:
     """A run at `rate` req/s of one-row batches that ran 10 ms each, every answer `answer_ms`
-    after its send."""
+    after its send (none waited in a queue)."""
     sent = [k / rate for k in range(100)]
     batches = [BatchRecord(0, 1, 1, t, t, t, t + 0.010) for t in sent]
     result = simulate(TEN_MS, ONE, rate=rate, process="constant", requests=100)
     result = result.model_copy(update={"realised_rate": None if closed else rate})
     return LoadRun(
         result=result, sent_ms=[t * 1000 for t in sent], latency_ms=[answer_ms] * 100,
-        batches=batches,
+        delays_ms=[answer_ms - 10.0] * 100, batches=batches,
     )  # fmt: skip
 
 
 def test_a_verify_leaves_its_answers_delays_at_the_rate_it_served() -> None:
     profile = TEN_MS.model_copy(update={"serving_delays_ms": [0.5] * 8, "serving_delays_rate": 5.0})
 
-    refit = recalibrate(profile, _verify_run(20.0, 20.0), verify="Verify #3", max_batch_size=1)
+    refit = recalibrate(profile, _verify_run(20.0, 20.0), verify="Verify #3")
 
     ((rate, delays),) = refit.serving_delays_load
     assert rate == 20.0 and np.allclose(delays, 10.0)  # 20 ms answers of 10 ms batches
@@ -257,12 +277,12 @@ def test_a_verify_leaves_its_answers_delays_at_the_rate_it_served() -> None:
     at_light = simulate(refit, ONE, rate=5, process="constant", requests=400)
     assert at_light.p50_ms == pytest.approx(10.5, rel=0.02)
     # a later Verify near that rate replaces its set; one far from it adds its own
-    again = recalibrate(refit, _verify_run(21.0, 30.0), max_batch_size=1)
+    again = recalibrate(refit, _verify_run(21.0, 30.0))
     assert [r for r, _ in again.serving_delays_load] == [21.0]
     assert np.allclose(again.serving_delays_load[0][1], 20.0)
-    wider = recalibrate(again, _verify_run(40.0, 12.0), max_batch_size=1)
+    wider = recalibrate(again, _verify_run(40.0, 12.0))
     assert [r for r, _ in wider.serving_delays_load] == [21.0, 40.0]
-    # a closed loop has no rate to put them at, and a caller that gives no batch size no replay
-    closed = recalibrate(profile, _verify_run(20.0, 20.0, closed=True), max_batch_size=1)
+    # a closed loop has no rate to put them at, and a stored summary no answers
+    closed = recalibrate(profile, _verify_run(20.0, 20.0, closed=True))
     assert closed.serving_delays_load == []
-    assert recalibrate(profile, _verify_run(20.0, 20.0)).serving_delays_load == []
+    assert recalibrate(profile, _verify_run(20.0, 20.0).batches).serving_delays_load == []
