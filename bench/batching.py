@@ -71,7 +71,16 @@ Held, they made Python's full collections walk tens of thousands of live objects
 sender and the serving threads: prints p50, p99, the slowest answer, the number of full
 collections and the longest, and the ratios.
 
+How far one cell's own runs part (`--repeat`, issue 22): the ceiling on any prediction. Per zoo
+model, one profile, then the same cells (max batch ZOO_MAX_BATCH, timeout 0, Poisson at
+REPEAT_RATE_SHARES of the ceiling, `--cell-seconds`) run `--rounds` times back to back,
+interleaved by rate. Per cell: the measured p99s, the steal during each run, and the share of
+runs whose p99 lies within +-20 % of the runs' own median: a band of the issue's width placed
+by an oracle that knows the median. Where that share is under 90 %, no prediction from a
+profile can meet the band target on this machine. Prints the profile's predicted p99 beside.
+
 Run: .venv/bin/python bench/batching.py --serving [--rounds 3]
+     .venv/bin/python bench/batching.py --repeat [--rounds 6] [--cell-seconds 10] [--models ...]
      .venv/bin/python bench/batching.py --collector [--rounds 3]
      .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
      .venv/bin/python bench/batching.py [--seconds 60] [--tokens 32] [--max-batch 8] [--tries 3]
@@ -147,8 +156,12 @@ def main() -> None:
         "--collector", action="store_true", help="the load generator's garbage (see above)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=3, help="--serving, --collector: interleaved rounds"
+        "--repeat", action="store_true", help="the zoo's run-to-run spread (see above)"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3,
+        help="--serving, --collector: interleaved rounds; --repeat: runs per cell",
+    )  # fmt: skip
     args = parser.parse_args()
     args.options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     if args.serving:
@@ -156,6 +169,9 @@ def main() -> None:
         return
     if args.collector:
         _collector(args.rounds)
+        return
+    if args.repeat:
+        _zoo_repeat(args)
         return
     if args.zoo or args.quick:
         _zoo_grid(args)
@@ -621,9 +637,8 @@ def _zoo_grid(args) -> None:
             **inputs,
         )  # fmt: skip
         calibrated = recalibrate(
-            profile, verify, verify="the recalibrating Verify", timeout_ms=middle.timeout_ms,
-            max_batch_size=max_batch,
-        )  # fmt: skip
+            profile, verify, verify="the recalibrating Verify", timeout_ms=middle.timeout_ms
+        )
         print(f"\n{name}: batch-1 {lat1:.2f} ms, profile means {_r(profile.mean_ms)} ms, idle "
               f"extras {profile.idle_extra_ms}, hand-back {profile.handoff_ms or 0:.2f} ms; "
               f"recalibrated means {_r(calibrated.mean_ms)} ms")  # fmt: skip
@@ -653,6 +668,80 @@ def _zoo_grid(args) -> None:
     report["load_average"] = _load_average()
     report["environment"] = fingerprint()
     _zoo_verdict(report)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2, default=str))
+
+
+REPEAT_RATE_SHARES = (0.2, 0.45, 0.7)
+ORACLE_HALF_WIDTH = 0.2
+
+
+def _zoo_repeat(args) -> None:
+    """The zoo's run-to-run spread (module docstring): the same cells run `--rounds` times."""
+    import tempfile
+
+    from zoo_models import zoo
+
+    cell_seconds = args.cell_seconds or 10.0
+    wanted = args.models.split(",") if args.models else list(ZOO_MODELS)
+    models = {entry.name: entry for entry in zoo()}
+    folder = Path(tempfile.mkdtemp(prefix="batching-repeat-"))
+    report: dict = {"cell_seconds": cell_seconds, "rounds": args.rounds, "models": {}}
+    started = time.time()
+    print(f"run-to-run spread: {wanted}, {cell_seconds:g}-s cells, {args.rounds} runs a cell, "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
+    for name in wanted:
+        entry = models[name]
+        inputs = entry.inputs.fields()
+        path = entry.build(folder / name)
+        profile = measure_profile(
+            path, max_batch_size=ZOO_MAX_BATCH, options=args.options,
+            min_seconds=args.profile_seconds, **inputs,
+        )  # fmt: skip
+        settings = BatchingSettings(max_batch_size=ZOO_MAX_BATCH, timeout_ms=0)
+        top = profile.ceiling(ZOO_MAX_BATCH, with_handoff=True)[0]
+        runs: dict[float, list[tuple[float, float]]] = {share: [] for share in REPEAT_RATE_SHARES}
+        for round_ in range(args.rounds):
+            for share in REPEAT_RATE_SHARES:
+                with ContentionMonitor() as machine:
+                    run = measure_load(
+                        path, settings, rate=share * top, seconds=cell_seconds,
+                        options=args.options, seed=round_, **inputs,
+                    )  # fmt: skip
+                runs[share].append((run.result.p99_ms, machine.report.steal_share or 0.0))
+        print(f"\n{name}: batch-1 {profile.latency_ms(1):.2f} ms, ceiling {top:.0f} req/s")
+        cells = []
+        for share, measured in runs.items():
+            p99s = np.array([p99 for p99, _ in measured])
+            median = float(np.median(p99s))
+            held = float(np.mean(np.abs(p99s / median - 1) <= ORACLE_HALF_WIDTH))
+            point = simulate(profile, settings, rate=share * top, requests=5000)
+            band = simulate_band(profile, settings, rate=share * top, seconds=cell_seconds)
+            cells.append({
+                "rate": share * top, "p99_ms": p99s.tolist(),
+                "steal": [steal for _, steal in measured], "oracle_in_band": held,
+                "predicted_p99_ms": point.p99_ms,
+                "band": [band.p99_low_ms, band.p99_high_ms],
+                "predicted_in_band": float(np.mean([band.holds_p99(ms) for ms in p99s])),
+            })  # fmt: skip
+            print(f"  {share * top:>8.1f} req/s: p99 {', '.join(f'{ms:.1f}' for ms in p99s)} ms "
+                  f"(median {median:.1f}, max/min {p99s.max() / p99s.min():.1f}x), steal "
+                  f"{', '.join(f'{st:.0%}' for _, st in measured)}; within +-20 % of the median: "
+                  f"{held:.0%}; predicted {point.p99_ms:.1f} [{band.p99_low_ms:.1f}-"
+                  f"{band.p99_high_ms:.1f}] holds {cells[-1]['predicted_in_band']:.0%}",
+                  flush=True)  # fmt: skip
+        report["models"][name] = {
+            "cells": cells,
+            "oracle_in_band": float(np.mean([c["oracle_in_band"] for c in cells])),
+        }
+    report["wall_seconds"] = round(time.time() - started)
+    report["environment"] = fingerprint()
+    print(
+        f"\nrun-to-run spread: {report['wall_seconds']} s; share of runs within +-20 % of "
+        "their cell's median (the oracle band), per model:"
+    )
+    for name, model in report["models"].items():
+        print(f"  {name:<16} {model['oracle_in_band']:.0%}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=2, default=str))
 
