@@ -225,6 +225,53 @@ def measure_served_extra_under_load(
     return round(rate, 3), extra, serving_delays(run, profile)
 
 
+SATURATION_SHARE = 1.3
+"""The rate the saturation probe sends at, as a share of the ceiling the light and heavy probes
+left: above what the runtime serves, so every batch is full and the queue never empties."""
+SATURATION_BATCHES = 4
+"""Fewest steady full batches the saturation probe must see to time the runtime's pace."""
+KEPT_PACE = 0.97
+"""A runtime that served at least this share of the profile's ceiling keeps its pace: no point."""
+
+
+def measure_saturation(
+    model: LoadedModel,
+    inputs: list[TensorSpec],
+    requests: list[dict[str, np.ndarray]],
+    *,
+    profile: LatencyProfile,
+    max_batch_size: int,
+    axes: StackAxes | None = None,
+    seed: int = 9,
+) -> tuple[float, float] | None:
+    """(the rows per second the runtime served with its queue never empty, the extra ms per
+    runner call that makes `profile`'s ceiling that pace): the last point of
+    `LatencyProfile.served_extra_load`, from a Poisson run sent at SATURATION_SHARE of the
+    profile's ceiling with its light and heavy extras in it. The pace is timed on the run's
+    steady batches (after its first fifth, while the sender still sent). At the ceiling the
+    serving threads stack, hand back and take requests in as fast as they can, and they share
+    the cores and the GIL with the runner: on 2 shared cores a 0.1 ms CNN served 7,200-7,900
+    rows/s in full batches of 8 where its profile's runs, hand-back and extras made 10,300, so
+    a setting at 80 % of that ceiling was past what it serves (p99 1.1 s, predicted 3.9 ms).
+    None when the runtime kept KEPT_PACE of the ceiling, or too few steady batches ran."""
+    probe = (model, inputs, requests, axes, seed)
+    run, rate = _serve(*probe, profile, max_batch_size, SATURATION_SHARE, max_queue=1_000_000)
+    sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
+    steady = [b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending]
+    if len(steady) < SATURATION_BATCHES + 1:
+        return None
+    span = steady[-1].run_end - steady[0].run_end
+    rows = sum(batch.rows for batch in steady[1:])
+    pace = rows / span if span > 0 else 0.0
+    top = profile.ceiling(max_batch_size, with_handoff=True)[0]
+    if pace <= 0 or pace >= KEPT_PACE * top:
+        return None
+    size = rows / (len(steady) - 1)
+    cycle_ms = 1000.0 * size / pace
+    extra = cycle_ms - profile.latency_ms(round(size)) - (profile.handoff_ms or 0.0)
+    return round(pace, 3), round(max(extra, 0.0), 4)
+
+
 def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> float:
     """The rate (req/s) a serving probe sends at: `share` of the profile's ceiling with its
     runtime costs."""
@@ -240,12 +287,17 @@ def _serve(
     profile: LatencyProfile,
     max_batch_size: int,
     share: float,
+    *,
+    max_queue: int | None = None,
 ) -> tuple[LoadRun, float]:
     """A short Poisson run through the real Pipeline (max batch `max_batch_size`, timeout 0) at
     `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
-    SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow. Returns the run and its rate."""
+    SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow; `max_queue` as BatchingSettings
+    takes it (its default when None). Returns the run and its rate."""
     rate = probe_rate(profile, max_batch_size, share)
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
+    if max_queue is not None:
+        settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = SERVING_PROBE_SECONDS
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
     with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:

@@ -100,7 +100,9 @@ class LatencyProfile(BaseModel):
     served_extra_load: list[tuple[float, float]] = Field(
         default_factory=list,
         description="(request rate req/s, extra ms per runner call) served at a light and at a "
-        "heavy rate, ascending by rate: under load the serving threads take the cores and the "
+        "heavy rate, ascending by rate, and last, where the runtime's pace with its queue never "
+        "empty was below the ceiling the others give, that pace with the extra that holds the "
+        "ceiling to it: under load the serving threads take the cores and the "
         "GIL the runner's return needs, so its call takes longer the more requests come. The "
         "simulator takes the extra at the rate it simulates (linear between the points, flat "
         "beyond them), and the ceiling is the rate the runtime keeps up with at its own extra. "

@@ -16,8 +16,10 @@ optistudio.core.batching.handoff), which the simulator adds to every batch; a ha
 far above its pace through a runner that answers at once measures the serving machinery's time
 per request (`request_ms`), which every simulated request passes in turn; last, a short
 Poisson run at a light rate through it measures what serving costs beyond the bare runs: an
-extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`), and a
-second at a heavy rate the extra per call under load (`served_extra_load`). The
+extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`), a
+second at a heavy rate the extra per call under load (`served_extra_load`), and a third sent
+faster than the runtime serves the pace it keeps with its queue never empty (the last point of
+`served_extra_load`, where that pace is below the ceiling the others give). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -36,6 +38,7 @@ from optistudio.core.batching.handoff import (
     SERVING_PROBE_SHARE,
     measure_handoff_gaps,
     measure_request_cost,
+    measure_saturation,
     measure_served_extra_under_load,
     measure_serving,
     probe_rate,
@@ -170,6 +173,11 @@ def measure_profile(
             if delays and heavy_delays:
                 update["serving_delays_load"] = [(heavy_rate, heavy_delays)]
             profile = profile.model_copy(update=update)
+        if progress:
+            progress(0.995, "the pace the runtime serves at with its queue never empty")
+        profile = with_saturation(profile, measure_saturation(
+            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
+        ))  # fmt: skip
     finally:
         model.close()
     machine = monitor.stop()
@@ -179,6 +187,22 @@ def measure_profile(
         "other_cores": round(machine.other_cores, 3),
     }
     return profile.model_copy(update={"environment": environment})
+
+
+def with_saturation(profile: LatencyProfile, point: tuple[float, float] | None) -> LatencyProfile:
+    """`profile` with the saturation probe's point (pace, extra) last in `served_extra_load`.
+    A heavy point at or above that pace goes (its probe sent faster than the runtime serves
+    and only just kept up); a profile with no heavy point gets the light one before it, so the
+    extra grows between the two. Nothing changes when the point's extra is no larger than
+    the last point's (the profile already predicts that pace) or there is no light rate."""
+    light = profile.light_rate()
+    if point is None or light is None or point[0] <= light:
+        return profile
+    load = [(rate, extra) for rate, extra in profile.served_extra_load if rate < point[0]]
+    load = load or [(round(light, 3), profile.served_extra_ms)]
+    if point[1] <= load[-1][1]:
+        return profile
+    return profile.model_copy(update={"served_extra_load": [*load, point]})
 
 
 def idle_extras(

@@ -15,6 +15,7 @@ import pytest
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.handoff import (
     SERVING_DELAYS,
+    measure_saturation,
     measure_served_extra_under_load,
     measure_serving,
     serving_delays,
@@ -22,7 +23,7 @@ from optistudio.core.batching.handoff import (
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching.profile import measure_profile, with_saturation
 from optistudio.core.batching.recalibrate import calibration_line, recalibrate
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -286,3 +287,44 @@ def test_a_verify_leaves_its_answers_delays_at_the_rate_it_served() -> None:
     closed = recalibrate(profile, _verify_run(20.0, 20.0, closed=True))
     assert closed.serving_delays_load == []
     assert recalibrate(profile, _verify_run(20.0, 20.0).batches).serving_delays_load == []
+
+
+def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
+    """Profiled at 1-1.5 ms a batch, the runner takes 4 ms served: full batches of 2 pass at
+    about 500 rows/s where the profile's ceiling says 1,250. The probe's point holds the
+    profile's ceiling to that pace; a runner as fast as profiled leaves none."""
+    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
+    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
+    profiled = LatencyProfile(
+        batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1, serving_delays_ms=[0.1],
+        serving_delays_rate=250.0,
+    )  # fmt: skip
+
+    point = measure_saturation(
+        _SlowWhenServed(), spec, requests, profile=profiled, max_batch_size=2
+    )
+
+    assert point is not None
+    pace, extra = point
+    assert 300 < pace < 510  # sleep(4 ms) never takes less than 4 ms: 500 rows/s at most
+    assert extra == pytest.approx(2000 / pace - 1.5 - 0.1, abs=0.01)
+    saturated = with_saturation(profiled, point)
+    assert saturated.served_extra_load == [(250.0, 0.0), point]  # the light point before it
+    assert saturated.ceiling(2, with_handoff=True)[0] == pytest.approx(pace, rel=0.02)
+    slow = profiled.scaled(4.0)  # 4-6 ms a batch profiled: the runtime keeps that pace
+    assert (
+        measure_saturation(_SlowWhenServed(), spec, requests, profile=slow, max_batch_size=2)
+        is None
+    )
+
+
+def test_a_heavy_point_past_the_saturation_pace_gives_way() -> None:
+    profile = TEN_MS.model_copy(
+        update={
+            "serving_delays_ms": [0.5], "serving_delays_rate": 20.0,
+            "served_extra_load": [(20.0, 0.5), (95.0, 1.0)],
+        }
+    )  # fmt: skip
+    assert with_saturation(profile, (80.0, 2.5)).served_extra_load == [(20.0, 0.5), (80.0, 2.5)]
+    assert with_saturation(profile, (99.0, 0.8)) == profile  # no dearer than the last point
+    assert with_saturation(profile, None) == profile
