@@ -26,6 +26,8 @@ CHROMIUM_FLAGS = [
 ]
 SCREENSHOTS = os.environ.get("OPTISTUDIO_SCREENSHOTS")
 UI_TIMEOUT_MS = 60_000
+EXPECT_TIMEOUT_MS = 20_000
+"""How long an assertion without its own timeout waits (Playwright's default: 5 s)."""
 
 
 @dataclass

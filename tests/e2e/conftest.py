@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, CHROMIUM_FLAGS, UI_TIMEOUT_MS, Studio, require_chromium
+from browser import (
+    CHROMIUM,
+    CHROMIUM_FLAGS,
+    EXPECT_TIMEOUT_MS,
+    UI_TIMEOUT_MS,
+    Studio,
+    require_chromium,
+)
 
 from optistudio.cli.launcher import free_port
 
@@ -51,8 +58,11 @@ def studio(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Studio]:
 
 @pytest.fixture
 def page(studio: Studio) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # An assertion's own wait (5 s by default) is shorter than a studio page's first run when
+    # two suites' studios share 2 cores (CI runs this suite on two pytest-xdist workers).
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
