@@ -16,6 +16,8 @@ loops), and throughput pays the mean. On digits-cnn a 4-s closed loop's measured
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from optistudio.core.backends import LoadedModel
@@ -124,6 +126,19 @@ def measure_request_cost(
     return 1000.0 / result.throughput
 
 
+@dataclass(frozen=True)
+class ServingProbe:
+    """What every serving probe serves and sends: the loaded model behind a Pipeline of max
+    batch `max_batch_size` (timeout 0), its inputs and stacking axes, and the one-row
+    requests it cycles."""
+
+    model: LoadedModel
+    inputs: list[TensorSpec]
+    requests: list[dict[str, np.ndarray]]
+    max_batch_size: int
+    axes: StackAxes | None = None
+
+
 SERVING_PROBE_SHARE = 0.2
 """The light rate the serving probe sends at, as a share of the runtime's ceiling."""
 SERVING_PROBE_SECONDS = (2.0, 3.0)
@@ -134,18 +149,11 @@ SERVING_DELAYS = 400
 
 
 def measure_serving(
-    model: LoadedModel,
-    inputs: list[TensorSpec],
-    requests: list[dict[str, np.ndarray]],
-    *,
-    profile: LatencyProfile,
-    max_batch_size: int,
-    axes: StackAxes | None = None,
-    seed: int = 7,
+    probe: ServingProbe, profile: LatencyProfile, *, seed: int = 7
 ) -> tuple[float, list[float]]:
     """The runtime's own cost when serving at a light rate: (served extra ms per batch, serving
     delays ms per request), from a short Poisson run through the real Pipeline (max batch
-    `max_batch_size`, timeout 0) at SERVING_PROBE_SHARE of `profile`'s ceiling with hand-back.
+    `probe.max_batch_size`, timeout 0) at SERVING_PROBE_SHARE of `profile`'s ceiling with hand-back.
 
     Back-to-back runs in one thread are the model's best case. Served, another thread
     submits, the serving thread wakes for each batch, results cross threads and the GIL: on 2
@@ -157,8 +165,7 @@ def measure_serving(
     while the instance's own hand-back (`handoff_ms`, measured under saturation) holds only the
     instance.
     Returns (0, []) when the probe served no batch."""
-    probe = (model, inputs, requests, axes, seed)
-    run, _ = _serve(*probe, profile, max_batch_size, SERVING_PROBE_SHARE)
+    run, _ = _serve(probe, profile, SERVING_PROBE_SHARE, seed=seed)
     if not run.batches:
         return 0.0, []
     return _served_extra(run, profile), serving_delays(run, profile)
@@ -195,14 +202,7 @@ answer 3 % of the span late) reads as a growing queue, costs a few percent."""
 
 
 def measure_served_extra_under_load(
-    model: LoadedModel,
-    inputs: list[TensorSpec],
-    requests: list[dict[str, np.ndarray]],
-    *,
-    profile: LatencyProfile,
-    max_batch_size: int,
-    axes: StackAxes | None = None,
-    seed: int = 8,
+    probe: ServingProbe, profile: LatencyProfile, *, seed: int = 8
 ) -> tuple[float, float, list[float]] | None:
     """(rate req/s, extra ms per runner call, serving delays ms) served at SERVING_LOAD_SHARE
     of `profile`'s ceiling (with the light probe's served extra in it): the second point of
@@ -216,8 +216,7 @@ def measure_served_extra_under_load(
     extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
     per call, which would have made every prediction saturate)."""
-    probe = (model, inputs, requests, axes, seed)
-    run, rate = _serve(*probe, profile, max_batch_size, SERVING_LOAD_SHARE)
+    run, rate = _serve(probe, profile, SERVING_LOAD_SHARE, seed=seed)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
@@ -235,14 +234,7 @@ KEPT_PACE = 0.97
 
 
 def measure_saturation(
-    model: LoadedModel,
-    inputs: list[TensorSpec],
-    requests: list[dict[str, np.ndarray]],
-    *,
-    profile: LatencyProfile,
-    max_batch_size: int,
-    axes: StackAxes | None = None,
-    seed: int = 9,
+    probe: ServingProbe, profile: LatencyProfile, *, seed: int = 9
 ) -> tuple[float, float] | None:
     """(the rows per second the runtime served with its queue never empty, the extra ms per
     runner call that makes `profile`'s ceiling that pace): the last point of
@@ -254,8 +246,7 @@ def measure_saturation(
     rows/s in full batches of 8 where its profile's runs, hand-back and extras made 10,300, so
     a setting at 80 % of that ceiling was past what it serves (p99 1.1 s, predicted 3.9 ms).
     None when the runtime kept KEPT_PACE of the ceiling, or too few steady batches ran."""
-    probe = (model, inputs, requests, axes, seed)
-    run, rate = _serve(*probe, profile, max_batch_size, SATURATION_SHARE, max_queue=1_000_000)
+    run, _ = _serve(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
     sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
     steady = [b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending]
     if len(steady) < SATURATION_BATCHES + 1:
@@ -263,7 +254,7 @@ def measure_saturation(
     span = steady[-1].run_end - steady[0].run_end
     rows = sum(batch.rows for batch in steady[1:])
     pace = rows / span if span > 0 else 0.0
-    top = profile.ceiling(max_batch_size, with_handoff=True)[0]
+    top = profile.ceiling(probe.max_batch_size, with_handoff=True)[0]
     if pace <= 0 or pace >= KEPT_PACE * top:
         return None
     size = rows / (len(steady) - 1)
@@ -279,35 +270,32 @@ def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> fl
 
 
 def _serve(
-    model: LoadedModel,
-    inputs: list[TensorSpec],
-    requests: list[dict[str, np.ndarray]],
-    axes: StackAxes | None,
-    seed: int,
+    probe: ServingProbe,
     profile: LatencyProfile,
-    max_batch_size: int,
     share: float,
     *,
+    seed: int,
     max_queue: int | None = None,
 ) -> tuple[LoadRun, float]:
-    """A short Poisson run through the real Pipeline (max batch `max_batch_size`, timeout 0) at
+    """A short Poisson run of `probe` through the real Pipeline (timeout 0) at
     `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
     SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow; `max_queue` as BatchingSettings
     takes it (its default when None). Returns the run and its rate."""
-    rate = probe_rate(profile, max_batch_size, share)
-    settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)
+    rate = probe_rate(profile, probe.max_batch_size, share)
+    settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=0)
     if max_queue is not None:
         settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = SERVING_PROBE_SECONDS
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
-    with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
+    with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
         warm = [
-            pipeline.submit(requests[i % len(requests)]) for i in range(settings.max_batch_size)
+            pipeline.submit(probe.requests[i % len(probe.requests)])
+            for i in range(settings.max_batch_size)
         ]
         for future in warm:
             future.result()
         run = run_load(
-            pipeline, requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
+            pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
     return run, rate

@@ -36,6 +36,7 @@ from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import stack_axes
 from optistudio.core.batching.handoff import (
     SERVING_PROBE_SHARE,
+    ServingProbe,
     measure_handoff_gaps,
     measure_request_cost,
     measure_saturation,
@@ -151,9 +152,8 @@ def measure_profile(
         if progress:
             progress(0.97, "the runtime's own cost per batch and per request at a light rate")
         light = probe_rate(profile, sizes[-1], SERVING_PROBE_SHARE)
-        extra, delays = measure_serving(
-            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
-        )
+        probe = ServingProbe(model, info.inputs, requests, sizes[-1], axes)
+        extra, delays = measure_serving(probe, profile)
         profile = profile.model_copy(
             update={
                 "served_extra_ms": round(extra, 4),
@@ -163,9 +163,7 @@ def measure_profile(
         )
         if progress:
             progress(0.99, "the runner's extra cost per call under a heavy rate")
-        heavy = measure_served_extra_under_load(
-            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
-        )
+        heavy = measure_served_extra_under_load(probe, profile)
         if heavy is not None and heavy[0] > light:
             heavy_rate, heavy_extra, heavy_delays = heavy
             load = [(round(light, 3), round(extra, 4)), (heavy_rate, heavy_extra)]
@@ -175,9 +173,7 @@ def measure_profile(
             profile = profile.model_copy(update=update)
         if progress:
             progress(0.995, "the pace the runtime serves at with its queue never empty")
-        profile = with_saturation(profile, measure_saturation(
-            model, info.inputs, requests, profile=profile, max_batch_size=sizes[-1], axes=axes
-        ))  # fmt: skip
+        profile = with_saturation(profile, measure_saturation(probe, profile))
     finally:
         model.close()
     machine = monitor.stop()

@@ -15,6 +15,7 @@ import pytest
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.handoff import (
     SERVING_DELAYS,
+    ServingProbe,
     measure_saturation,
     measure_served_extra_under_load,
     measure_serving,
@@ -177,14 +178,18 @@ class _SlowWhenServed(LoadedModel):
         return [feeds["x"]]
 
 
+SLOW_PROBE = ServingProbe(
+    _SlowWhenServed(),
+    [TensorSpec(name="x", dtype="float32", shape=["batch", 4])],
+    [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)],
+    max_batch_size=2,
+)
+
+
 def test_the_probe_finds_a_runner_slower_served_than_profiled() -> None:
-    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
-    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
     profiled = LatencyProfile(batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1)
 
-    extra, delays = measure_serving(
-        _SlowWhenServed(), spec, requests, profile=profiled, max_batch_size=2
-    )
+    extra, delays = measure_serving(SLOW_PROBE, profiled)
 
     assert extra >= 2.0  # sleep(4 ms) never takes less than 4 ms
     assert 0 < len(delays) <= SERVING_DELAYS
@@ -197,11 +202,10 @@ def test_serving_delays_are_each_answers_own_under_load() -> None:
     runner calls, they were not: the replay cut other batches than the run, and a request that
     waited less in the replay than it did read as a delay of up to +45 ms, one that waited more
     as a negative one."""
-    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
-    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
     settings = BatchingSettings(max_batch_size=4, timeout_ms=0)
-    with Pipeline([_SlowWhenServed().run], spec, settings) as pipeline:  # 4 ms a batch
-        run = run_load(pipeline, requests, process="poisson", rate=600, seconds=1.5, seed=3)
+    probe = SLOW_PROBE
+    with Pipeline([probe.model.run], probe.inputs, settings) as pipeline:  # 4 ms a batch
+        run = run_load(pipeline, probe.requests, process="poisson", rate=600, seconds=1.5, seed=3)
 
     assert len(run.delays_ms) == len(run.latency_ms) > 0
     delays = serving_delays(run, LatencyProfile(batch_sizes=[1], mean_ms=[4.0]))
@@ -212,18 +216,12 @@ def test_serving_delays_are_each_answers_own_under_load() -> None:
 def test_a_heavy_probe_that_falls_behind_keeps_no_point() -> None:
     """A runner that takes 4 ms where the profile says 1 ms cannot keep up with 80 % of the
     profiled ceiling: its queue grows, and the extra it shows is saturation's, not the rate's."""
-    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
-    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
     profiled = LatencyProfile(batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1)
 
-    point = measure_served_extra_under_load(
-        _SlowWhenServed(), spec, requests, profile=profiled, max_batch_size=2
-    )
+    point = measure_served_extra_under_load(SLOW_PROBE, profiled)
 
     assert point is None
-    kept_up = measure_served_extra_under_load(
-        _SlowWhenServed(), spec, requests, profile=profiled.scaled(4.0), max_batch_size=2
-    )
+    kept_up = measure_served_extra_under_load(SLOW_PROBE, profiled.scaled(4.0))
     assert kept_up is not None  # profiled as slow as it runs: a point with its answers' delays
     rate, extra, delays = kept_up
     assert rate > 0 and extra >= 0 and 0 < len(delays) <= SERVING_DELAYS
@@ -293,16 +291,12 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
     """Profiled at 1-1.5 ms a batch, the runner takes 4 ms served: full batches of 2 pass at
     about 500 rows/s where the profile's ceiling says 1,250. The probe's point holds the
     profile's ceiling to that pace; a runner as fast as profiled leaves none."""
-    spec = [TensorSpec(name="x", dtype="float32", shape=["batch", 4])]
-    requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(4)]
     profiled = LatencyProfile(
         batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1, serving_delays_ms=[0.1],
         serving_delays_rate=250.0,
     )  # fmt: skip
 
-    point = measure_saturation(
-        _SlowWhenServed(), spec, requests, profile=profiled, max_batch_size=2
-    )
+    point = measure_saturation(SLOW_PROBE, profiled)
 
     assert point is not None
     pace, extra = point
@@ -312,10 +306,7 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
     assert saturated.served_extra_load == [(250.0, 0.0), point]  # the light point before it
     assert saturated.ceiling(2, with_handoff=True)[0] == pytest.approx(pace, rel=0.02)
     slow = profiled.scaled(4.0)  # 4-6 ms a batch profiled: the runtime keeps that pace
-    assert (
-        measure_saturation(_SlowWhenServed(), spec, requests, profile=slow, max_batch_size=2)
-        is None
-    )
+    assert measure_saturation(SLOW_PROBE, slow) is None
 
 
 def test_a_heavy_point_past_the_saturation_pace_gives_way() -> None:
