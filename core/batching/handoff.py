@@ -230,7 +230,8 @@ left: above what the runtime serves, so every batch is full and the queue never 
 SATURATION_BATCHES = 4
 """Fewest steady full batches the saturation probe must see to time the runtime's pace."""
 KEPT_PACE = 0.97
-"""A runtime that served at least this share of the profile's ceiling keeps its pace: no point."""
+"""A runtime that served at least this share of the pace the profile gives its full batches
+keeps that pace: no point."""
 
 
 def measure_saturation(
