@@ -605,18 +605,12 @@ def _zoo_grid(args) -> None:
     """The zoo grid (module docstring): per model, profile, one recalibrating Verify, 12 cells."""
     import tempfile
 
-    from zoo_models import zoo
-
     from optistudio.core.batching.recalibrate import recalibrate
 
     quick = args.quick
     cell_seconds = args.cell_seconds or (3.0 if quick else 30.0)
     max_batch = 4 if quick else ZOO_MAX_BATCH
-    wanted = args.models.split(",") if args.models else list(ZOO_MODELS)
-    models = {entry.name: entry for entry in zoo()}
-    unknown = [name for name in wanted if name not in models]
-    if unknown:
-        raise SystemExit(f"Unknown zoo models {unknown}; pick from {sorted(models)}.")
+    wanted, models = _zoo_models(args)
     folder = Path(tempfile.mkdtemp(prefix="batching-zoo-"))
     started, report = time.time(), {"quick": quick, "cell_seconds": cell_seconds, "models": {}}
     print(f"zoo grid{' (quick)' if quick else ''}: {wanted}, {cell_seconds:g}-s cells, "
@@ -676,15 +670,25 @@ REPEAT_RATE_SHARES = (0.2, 0.45, 0.7)
 ORACLE_HALF_WIDTH = 0.2
 
 
+def _zoo_models(args) -> tuple[list[str], dict]:
+    """The zoo models `--models` names (default ZOO_MODELS) and the zoo by name; exits naming
+    any it does not know and the ones it does."""
+    from zoo_models import zoo
+
+    wanted = args.models.split(",") if args.models else list(ZOO_MODELS)
+    models = {entry.name: entry for entry in zoo()}
+    unknown = [name for name in wanted if name not in models]
+    if unknown:
+        raise SystemExit(f"Unknown zoo models {unknown}; pick from {sorted(models)}.")
+    return wanted, models
+
+
 def _zoo_repeat(args) -> None:
     """The zoo's run-to-run spread (module docstring): the same cells run `--rounds` times."""
     import tempfile
 
-    from zoo_models import zoo
-
     cell_seconds = args.cell_seconds or 10.0
-    wanted = args.models.split(",") if args.models else list(ZOO_MODELS)
-    models = {entry.name: entry for entry in zoo()}
+    wanted, models = _zoo_models(args)
     folder = Path(tempfile.mkdtemp(prefix="batching-repeat-"))
     report: dict = {"cell_seconds": cell_seconds, "rounds": args.rounds, "models": {}}
     started = time.time()

@@ -19,7 +19,8 @@ Poisson run at a light rate through it measures what serving costs beyond the ba
 extra per runner call (`served_extra_ms`) and a delay per request (`serving_delays_ms`), a
 second at a heavy rate the extra per call under load (`served_extra_load`), and a third sent
 faster than the runtime serves the pace it keeps with its queue never empty (the last point of
-`served_extra_load`, where that pace is below the ceiling the others give). The
+`served_extra_load`, where that pace is below what the profile gives those full batches and the
+ceiling lies at the largest batch). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.

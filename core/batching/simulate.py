@@ -312,30 +312,13 @@ def replay_batches(
     return sim.result(None, warmup_share), sim.batches
 
 
-def replay_latencies(
-    settings: BatchingSettings,
-    arrivals: Sequence[float],
-    service_s: Sequence[float],
-    *,
-    overhead_s: float = 0.0,
-    request_s: float = 0.0,
-) -> np.ndarray:
-    """Each request's latency (s), in sending order, when the policy replays `arrivals` with
-    the k-th batch taking `service_s[k]` + `overhead_s` (as `replay_batches`), each request
-    first passing the serving machinery in `request_s` (`LatencyProfile.request_ms`)."""
-    sim = _replay(settings, arrivals, service_s, overhead_s, request_s)
-    return np.asarray(sim.finished) - np.asarray(sim.sent)
-
-
 def _replay(
     settings: BatchingSettings,
     arrivals: Sequence[float],
     service_s: Sequence[float],
     overhead_s: float,
-    request_s: float = 0.0,
 ) -> _Simulation:
     sim = _Simulation(_UNIT_PROFILE, settings, overhead_s)
-    sim.request_s = request_s
     sim.replayed = deque(service_s)
     sim.run(np.asarray(arrivals, dtype=np.float64), 0, 0)
     return sim
