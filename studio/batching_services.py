@@ -373,6 +373,8 @@ def _moved(p99_ms: float, change: float, *, up: bool) -> str:
 
 def handoff_line(profile: LatencyProfile) -> str:
     """One line on the runtime's cost per batch that the predictions carry (or do not)."""
+    if profile.handoff_ms is None and "handoff_ms" in profile.unmeasured:
+        return f"Per-batch hand-back under load: {profile.unmeasured['handoff_ms']}."
     if profile.handoff_ms is None:
         return (
             "Per-batch hand-back under load: not measured (this profile predates it), so the "
@@ -396,6 +398,8 @@ def handoff_line(profile: LatencyProfile) -> str:
             f"; with no model the serving machinery passes {1000 / profile.request_ms:.0f} "
             "req/s at most"
         )
+    elif "request_ms" in profile.unmeasured:
+        machinery = f"; {profile.unmeasured['request_ms']}"
     return (
         f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
         f"more than profiled{loaded} and each answer came {np.median(delays):.2f} ms (median; "

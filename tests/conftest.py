@@ -16,6 +16,17 @@ os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
 os.environ.setdefault("NNCF_CI", "1")
 
 
+TIMING_MARKER = (
+    "timing: reads clocks or depends on the machine's speed; make test-stress runs these pinned "
+    "to one core and beside a busy process (docs/DEVELOPMENT.md)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Here, not in pyproject.toml: that file is one of the compose check's deployment files.
+    config.addinivalue_line("markers", TIMING_MARKER)
+
+
 @pytest.fixture(autouse=True)
 def _keep_main_module() -> Iterator[None]:
     """Streamlit's AppTest replaces sys.modules['__main__'] and never puts it back; a later test

@@ -71,6 +71,8 @@ def profile_job(
         f"Timed batch sizes {profile.batch_sizes}: up to {ceiling:.1f} req/s per instance "
         f"at batch {best}{handoff}."
     )
+    if profile.unmeasured:  # what the predictions leave out, and why
+        message += f" {profile.unmeasured_note()}"
     return Done(message, result, environment=profile.environment)
 
 

@@ -79,11 +79,29 @@ def measure_handoff_gaps(
     return handoff_gaps_ms(run.batches)
 
 
-REQUEST_PROBE_RATE = 40_000.0
-"""Send rate (req/s) of the serving machinery's probe: well above what it passes on 2 cores
-(9,900-14,600 req/s with no model, more the faster it is sent), so the run measures its pace
-with full batches, not the schedule."""
+REQUEST_PROBE_RATES = (40_000.0, 160_000.0)
+"""Send rates (req/s) of the serving machinery's probe, tried in turn until one is faster than
+the machinery: the first is well above what it passes on 2 cores (9,900-14,600 req/s with no
+model on a Xeon, more the faster it is sent); a faster CPU kept up with it and then gets the
+second, at which the sender itself falls behind, which measures the pace too."""
 REQUEST_PROBE_SECONDS = 0.25
+REQUEST_UNMEASURED = (
+    "the serving machinery kept up with every probe rate (up to {rate:,.0f} req/s), so its pace "
+    "is above that and could not be measured here; predictions apply no cap for it"
+)
+HANDOFF_UNMEASURED = (
+    "no two batches ran back to back in the saturating closed loop, so the hand-back time "
+    "could not be measured here; predictions add none"
+)
+
+
+@dataclass(frozen=True)
+class RequestCost:
+    """The serving machinery's time per request (`ms`), or why it could not be measured
+    (`unmeasured`, one sentence): exactly one of the two is set."""
+
+    ms: float | None
+    unmeasured: str | None = None
 
 
 def measure_request_cost(
@@ -93,37 +111,39 @@ def measure_request_cost(
     max_batch_size: int,
     axes: StackAxes | None = None,
     seed: int = 11,
-) -> float | None:
+) -> RequestCost:
     """The serving machinery's time per request (ms; `LatencyProfile.request_ms`): one over the
     requests per second it passed when a Poisson run sent the model's own one-row `requests`
-    at REQUEST_PROBE_RATE through the Pipeline (max batch `max_batch_size`, timeout 0) with a
-    runner that answers at once. What it measures is everything but the model: the sender's
-    loop, each request's check and queueing, the stacking and the hand-back, sharing one GIL
-    (on 2 shared cores about 14,000 req/s of 1x3x64x64 requests). None when no request was
-    served, or when the run kept up with its schedule (sent on time, no growing queue): the
-    machinery's pace is then above the
-    probe's rate and unknown, and a cap at that rate would be the probe's, not the machine's
-    (at 10,000 req/s it was, on this machine)."""
+    through the Pipeline (max batch `max_batch_size`, timeout 0) with a runner that answers at
+    once, at each of REQUEST_PROBE_RATES in turn until one outpaced it. What it measures is
+    everything but the model: the sender's loop, each request's check and queueing, the
+    stacking and the hand-back, sharing one GIL (on 2 shared cores about 14,000 req/s of
+    1x3x64x64 requests). A run that kept up with its schedule (sent on time, no growing
+    queue) measured only its own rate, never the machinery's pace: when every rate was kept
+    up with, or nothing could be served, the result says so instead of giving a number."""
     axes = axes or StackAxes({spec.name: 0 for spec in inputs}, ())
     batched = [(name, axis) for name, axis in axes.inputs.items() if axis is not None]
     if not batched:
-        return None
+        return RequestCost(None, "no input has a batch axis, so no request could be batched")
     name, axis = batched[0]
 
     def answer(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         return [np.zeros((feeds[name].shape[axis], 1), dtype=np.float32)]
 
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0, max_queue=1_000_000)
-    with Pipeline([answer], inputs, settings, axes=StackAxes(axes.inputs, ())) as pipeline:
-        run = run_load(
-            pipeline, requests, process="poisson", rate=REQUEST_PROBE_RATE,
-            seconds=REQUEST_PROBE_SECONDS, seed=seed, warmup_share=0.0,
-        )  # fmt: skip
-    result = run.result
-    kept_up = not result.saturated and (result.realised_rate or 0) >= 0.95 * REQUEST_PROBE_RATE
-    if result.throughput <= 0 or kept_up:  # a sender that fell behind measured the pace too
-        return None
-    return 1000.0 / result.throughput
+    for rate in REQUEST_PROBE_RATES:
+        with Pipeline([answer], inputs, settings, axes=StackAxes(axes.inputs, ())) as pipeline:
+            run = run_load(
+                pipeline, requests, process="poisson", rate=rate,
+                seconds=REQUEST_PROBE_SECONDS, seed=seed, warmup_share=0.0,
+            )  # fmt: skip
+        result = run.result
+        if result.throughput <= 0:
+            return RequestCost(None, "the probe with no model served no request")
+        kept_up = not result.saturated and (result.realised_rate or 0) >= 0.95 * rate
+        if not kept_up:  # a sender that fell behind measured the pace too
+            return RequestCost(1000.0 / result.throughput)
+    return RequestCost(None, REQUEST_UNMEASURED.format(rate=REQUEST_PROBE_RATES[-1]))
 
 
 @dataclass(frozen=True)

@@ -144,8 +144,15 @@ class LatencyProfile(BaseModel):
         "returns at once (one thread's sends, each request's check and queueing, its share of "
         "the batch's stacking and hand-back, all under one GIL). The simulator passes every "
         "request through it in turn before the request joins the batch queue, so it caps the "
-        "ceiling at 1000 / request_ms whatever the batch size. 0 in profiles made before it "
-        "was measured.",
+        "ceiling at 1000 / request_ms whatever the batch size. 0 where it was not measured: "
+        "`unmeasured` then says why (in profiles made before it, nothing does).",
+    )
+    unmeasured: dict[str, str] = Field(
+        default_factory=dict,
+        description="Field name -> one sentence on why that probe could not be measured on "
+        "the machine that made the profile (a probe that kept up with every rate it sent, a "
+        "closed loop with no two batches back to back). Such a field holds its empty value "
+        "(None or 0) and the predictions leave that cost out.",
     )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
@@ -187,6 +194,18 @@ class LatencyProfile(BaseModel):
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
             raise ValueError(f"idle gaps must be longer than {IDLE_FLOOR_MS} ms")
         return self
+
+    def unmeasured_note(self) -> str:
+        """One sentence per cost the profile could not measure (`unmeasured`), for the reasons
+        a prediction or a recommendation gives; empty when every probe measured."""
+        names = {
+            "request_ms": "Serving machinery per request",
+            "handoff_ms": "Hand-back",
+            "served_extra_ms": "Serving at a light rate",
+        }
+        return " ".join(
+            f"{names.get(field, field)}: {why}." for field, why in self.unmeasured.items()
+        )
 
     def latency_ms(self, batch_size: int) -> float:
         """Latency of a batch of this size (interpolated between measured sizes)."""

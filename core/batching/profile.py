@@ -36,6 +36,7 @@ import numpy as np
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import stack_axes
 from optistudio.core.batching.handoff import (
+    HANDOFF_UNMEASURED,
     SERVING_PROBE_SHARE,
     ServingProbe,
     measure_handoff_gaps,
@@ -133,9 +134,10 @@ def measure_profile(
         )  # fmt: skip
         if progress:
             progress(0.95, "the serving machinery's time per request, with no model")
-        request_ms = measure_request_cost(
-            info.inputs, requests, max_batch_size=sizes[-1], axes=axes
-        )
+        request = measure_request_cost(info.inputs, requests, max_batch_size=sizes[-1], axes=axes)
+        unmeasured = {"handoff_ms": HANDOFF_UNMEASURED} if not gaps else {}
+        if request.unmeasured:
+            unmeasured["request_ms"] = request.unmeasured
         profile = LatencyProfile(
             batch_sizes=sizes,
             mean_ms=[float(np.mean(r)) for r in rows],
@@ -146,7 +148,8 @@ def measure_profile(
             handoff_ms=float(np.mean(gaps)) if gaps else None,
             handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
             idle_extra_ms=idle,
-            request_ms=round(request_ms, 5) if request_ms else 0.0,
+            request_ms=round(request.ms, 5) if request.ms else 0.0,
+            unmeasured=unmeasured,
             backend=backend,
             environment=fingerprint(threads=options.threads),
         )
@@ -160,6 +163,7 @@ def measure_profile(
                 "served_extra_ms": round(extra, 4),
                 "serving_delays_ms": delays,
                 "serving_delays_rate": float(f"{light:.4g}") if delays else None,
+                "unmeasured": profile.unmeasured | ({} if delays else SERVING_UNMEASURED),
             }
         )
         if progress:
@@ -184,6 +188,12 @@ def measure_profile(
         "other_cores": round(machine.other_cores, 3),
     }
     return profile.model_copy(update={"environment": environment})
+
+
+SERVING_UNMEASURED = {
+    "served_extra_ms": "the light serving probe served no batch, so the runtime's extra cost "
+    "per batch and per answer could not be measured here; predictions add none"
+}
 
 
 def with_saturation(profile: LatencyProfile, point: tuple[float, float] | None) -> LatencyProfile:

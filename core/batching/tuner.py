@@ -93,7 +93,12 @@ def recommend(
     candidates = [
         search.at_rate(s, rate) if rate is not None else search.best_rate(s) for s in grid
     ]
-    return _choose(candidates, grid, rate, p99_budget_ms, margin)
+    chosen = _choose(candidates, grid, rate, p99_budget_ms, margin)
+    if profile.unmeasured:  # a cost the predictions leave out is said, not hidden
+        chosen = chosen.model_copy(
+            update={"reason": f"{chosen.reason} {profile.unmeasured_note()}"}
+        )
+    return chosen
 
 
 def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:

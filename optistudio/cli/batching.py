@@ -224,7 +224,8 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         handoff_ms=profile.handoff_ms,
         served_extra_ms=profile.served_extra_ms,
         served_extra_load=[list(point) for point in profile.served_extra_load],
-        request_ms=profile.request_ms,
+        request_ms=profile.request_ms or None,
+        unmeasured=profile.unmeasured,
         served_ceiling_throughput=profile.ceiling(
             settings.max_batch_size, with_handoff=True, instances=settings.instances
         )[0],
@@ -455,3 +456,5 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"serving machinery with no model: {payload['request_ms'] * 1000:.0f} us per request "
             f"({1000 / payload['request_ms']:.0f} req/s at most)"
         )
+    for field, why in (payload.get("unmeasured") or {}).items():
+        print(f"{field}: {why}")

@@ -43,6 +43,7 @@ def stored(db_factory, app_settings, make_model):  # type: ignore[no-untyped-def
     return store
 
 
+@pytest.mark.timing
 def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
     spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
 
@@ -51,8 +52,15 @@ def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) ->
     assert job.status == JobStatus.succeeded, job.message
     profile = LatencyProfile.model_validate(job.result["profile"])
     assert profile.batch_sizes == [1, 2, 4] and job.result["ceiling"] > 0
-    assert profile.handoff_ms is not None and profile.handoff_ms > 0
-    assert "ms hand-back" in job.message
+    # the hand-back per batch as measured, or none and why (no two batches back to back)
+    if profile.handoff_ms is None:
+        assert "could not be measured here" in profile.unmeasured["handoff_ms"]
+        assert profile.unmeasured["handoff_ms"] in job.message  # said, not hidden
+    else:
+        assert profile.handoff_ms >= 0 and "handoff_ms" not in profile.unmeasured
+        assert f"; {profile.handoff_ms:.2f} ms hand-back" in job.message
+    for why in profile.unmeasured.values():  # any other probe that could not measure
+        assert why in job.message
     assert job.environment_id is not None
 
 
@@ -86,9 +94,25 @@ def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> N
     assert "does not apply" in job.message and job.error_detail is None
 
 
-def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
+def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Each Verify predicts its run from the profile in use, then stores that profile refitted
-    from its own batches; the next Verify rests on the refit, not on the bare profile."""
+    from its own batches; the next Verify rests on the refit, not on the bare profile.
+
+    The runs are read as not saturated: far below this model's knee none is, but on a loaded
+    machine one stall of the serving threads near a 0.5-s run's end leaves its last answer
+    more than 3 % of the span late, which reads as a growing queue and keeps the refit out
+    (`test_a_saturated_verify_keeps_its_batches_but_not_its_refit`)."""
+    from dataclasses import replace
+
+    from optistudio.workers import batching_jobs
+
+    real = batching_jobs.measure_load
+
+    def unsaturated(*args, **kwargs):  # type: ignore[no-untyped-def]
+        run = real(*args, **kwargs)
+        return replace(run, result=run.result.model_copy(update={"saturated": False}))
+
+    monkeypatch.setattr(batching_jobs, "measure_load", unsaturated)
     model_id = stored()
     profiled = _profiled(db_factory, model_id)
     settings = BatchingSettings(max_batch_size=4, timeout_ms=1)

@@ -70,14 +70,21 @@ def test_recalibration_takes_the_expected_idle_extra_off_before_refitting() -> N
     assert unaware.latency_ms(1) / profile.latency_ms(1) > 1.6
 
 
+@pytest.mark.timing
 def test_the_profiler_measures_the_idle_extra_on_a_real_model(tiny_model) -> None:  # type: ignore[no-untyped-def]
     profile = measure_profile(tiny_model, max_batch_size=2, min_runs=3, min_seconds=0.02)
 
     assert [gap for gap, _ in profile.idle_extra_ms] == list(IDLE_GAPS_MS)
     assert all(abs(extra) < 50 for _, extra in profile.idle_extra_ms)  # ms, a tiny model
-    assert profile.handoff_gaps_ms and profile.handoff_ms == pytest.approx(
-        float(np.mean(profile.handoff_gaps_ms)), rel=0.01
-    )
+    # the hand-back is the mean of its gaps, or none and why (no two batches back to back)
+    if profile.handoff_gaps_ms:
+        assert profile.handoff_ms == pytest.approx(
+            float(np.mean(profile.handoff_gaps_ms)), rel=0.01
+        )
+        assert "handoff_ms" not in profile.unmeasured
+    else:
+        assert profile.handoff_ms is None
+        assert "could not be measured here" in profile.unmeasured["handoff_ms"]
 
 
 class _SlowAfterIdle:
@@ -92,6 +99,7 @@ class _SlowAfterIdle:
         self.last = time.perf_counter()
 
 
+@pytest.mark.timing
 def test_idle_extras_find_a_known_penalty() -> None:
     extras = dict(idle_extras(_SlowAfterIdle(), {}, gaps_ms=(1.0, 40.0), trials=6))  # type: ignore[arg-type]
 

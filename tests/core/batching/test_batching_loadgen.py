@@ -5,10 +5,11 @@ from __future__ import annotations
 import weakref
 from pathlib import Path
 
+import numpy as np
 import pytest
 from batching_helpers import row
 
-from optistudio.core.batching.loadgen import run_load
+from optistudio.core.batching.loadgen import _schedule, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.errors import InvalidSpec
@@ -30,12 +31,20 @@ def test_open_loop_serves_every_request_with_a_time_split(pipe: Pipeline) -> Non
     assert run.result.p50_ms <= run.result.p90_ms <= run.result.p99_ms
 
 
+@pytest.mark.timing
 def test_poisson_schedule_repeats_with_its_seed(pipe: Pipeline) -> None:
+    """Both runs send on the one schedule the seed draws, never before a request is due (a
+    loaded machine may send late, so how late is not asserted), and another seed draws
+    another schedule."""
     first = run_load(pipe, [row(1.0)], rate=400, requests=40, seed=5)
     again = run_load(pipe, [row(1.0)], rate=400, requests=40, seed=5)
-    gaps = [b - a for a, b in zip(first.sent_ms, first.sent_ms[1:], strict=False)]
-    gaps_again = [b - a for a, b in zip(again.sent_ms, again.sent_ms[1:], strict=False)]
-    assert sum(gaps) == pytest.approx(sum(gaps_again), rel=0.25)
+
+    due_ms = _schedule("poisson", 400, 40, 5) * 1000
+    for run in (first, again):
+        assert len(run.sent_ms) == 40
+        assert all(sent >= due - 1e-3 for sent, due in zip(run.sent_ms, due_ms, strict=True))
+    assert np.array_equal(due_ms, _schedule("poisson", 400, 40, 5) * 1000)
+    assert not np.array_equal(due_ms, _schedule("poisson", 400, 40, 6) * 1000)
 
 
 def test_closed_loop_by_count(pipe: Pipeline) -> None:
@@ -60,13 +69,16 @@ class _Watched(Pipeline):
         self.held: list[int] = []
 
     def submit(self, feeds):
-        answered = self.futures[: max(len(self.futures) - 100, 0)]  # 0.1 s ago and more
-        self.held.append(sum(ref() is not None for ref in answered))
+        earlier = self.futures[: max(len(self.futures) - 100, 0)]  # 0.1 s ago and more
+        # answered and still alive; one not yet answered (a loaded machine's pipeline falls
+        # behind) is rightly held by the pipeline's queue
+        self.held.append(sum(bool((f := ref()) is not None and f.done()) for ref in earlier))
         future = super().submit(feeds)
         self.futures.append(weakref.ref(future))
         return future
 
 
+@pytest.mark.timing
 def test_an_open_loop_holds_no_answered_request(tiny_model: Path) -> None:
     """Held to the end of a run, every request's future, lock and answer stayed alive, and
     Python's full collections, which walk every live object, stopped the serving threads for
@@ -76,7 +88,7 @@ def test_an_open_loop_holds_no_answered_request(tiny_model: Path) -> None:
         run = run_load(pipeline, [row(1.0)], process="constant", rate=1000, requests=400)
 
     assert run.result.completed == 400
-    assert max(pipeline.held) <= 8  # a batch or so still on its way back, not the run
+    assert max(pipeline.held) <= 8  # the last batch still on its way back, not the run
 
 
 def test_a_run_needs_a_length() -> None:

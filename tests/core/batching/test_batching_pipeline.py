@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -54,12 +55,18 @@ def test_size_trigger_sends_full_batches_without_waiting(double: Path) -> None:
     assert recorder.sizes == [4, 4, 4]
 
 
+@pytest.mark.timing
 def test_timeout_trigger_sends_a_partial_batch_after_the_wait(double: Path) -> None:
+    """The batch leaves 50 ms after its oldest request with every request that came within
+    them: all three, unless a stall of the sending thread (a loaded machine) spread them wider."""
     recorder = Recorder(double)
     with pipeline(double, recorder, max_batch_size=64, timeout_ms=50) as pipe:
-        responses = [f.result(WAIT) for f in [pipe.submit(row(v)) for v in (1.0, 2.0, 3.0)]]
-    assert recorder.sizes == [3]
-    assert responses[0].queue_ms >= 45 and responses[0].batch_size == 3
+        sending = time.perf_counter()
+        futures = [pipe.submit(row(v)) for v in (1.0, 2.0, 3.0)]
+        sent_within_ms = (time.perf_counter() - sending) * 1000
+        responses = [f.result(WAIT) for f in futures]
+    assert recorder.sizes == [3] or (sent_within_ms >= 45 and sum(recorder.sizes) == 3)
+    assert responses[0].queue_ms >= 45 and responses[0].batch_size == recorder.sizes[0]
 
 
 def test_eager_threshold_sends_before_the_timeout(double: Path) -> None:
@@ -111,7 +118,8 @@ def test_results_go_back_to_their_callers(tiny_model: Path) -> None:
     rng = np.random.default_rng(0)
     requests = [{"x": rng.standard_normal((n, 16)).astype(np.float32)} for n in (1, 3, 2, 1, 4)]
     expected = [single.model.run(feeds)[0] for feeds in requests]
-    with pipeline(tiny_model, Recorder(tiny_model), max_batch_size=16, timeout_ms=30) as pipe:
+    # 11 rows in all: the size trigger sends them as one batch however slowly they are sent
+    with pipeline(tiny_model, Recorder(tiny_model), max_batch_size=11, timeout_ms=9_000) as pipe:
         responses = [f.result(WAIT) for f in [pipe.submit(feeds) for feeds in requests]]
     for response, want in zip(responses, expected, strict=True):
         np.testing.assert_allclose(response.outputs[0], want, rtol=1e-5, atol=1e-6)
@@ -143,7 +151,9 @@ def test_a_failing_batch_fails_only_its_own_requests(double: Path) -> None:
 )
 def test_a_malformed_request_is_refused_alone(tiny_model: Path, feeds: dict, message: str) -> None:
     recorder = Recorder(tiny_model)
-    with pipeline(tiny_model, recorder, max_batch_size=8, timeout_ms=30) as pipe:
+    # the eager threshold sends the two good requests together however slowly they are sent
+    settings = {"max_batch_size": 8, "timeout_ms": 9_000, "eager_threshold": 2}
+    with pipeline(tiny_model, recorder, **settings) as pipe:
         mate = pipe.submit(row(1.0))
         for _ in range(2):  # checked layouts are remembered; a refused one stays refused
             with pytest.raises(InvalidSpec, match=message):
@@ -166,7 +176,8 @@ def test_requests_with_different_shared_values_never_share_a_batch() -> None:
         sizes.append(len(feeds["x"]))
         return [feeds["x"] * feeds["scale"]]
 
-    settings = BatchingSettings(max_batch_size=8, timeout_ms=200)
+    # no batch leaves before the close drains the queue, however slowly the five are sent
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=9_000)
     axes = StackAxes({"x": 0, "scale": None}, (0,))
     with Pipeline([scaled], inputs, settings, axes=axes) as pipe:
         sent = [
@@ -178,8 +189,8 @@ def test_requests_with_different_shared_values_never_share_a_batch() -> None:
             )
             for value in (2.0, 3.0, 2.0, 3.0, 2.0)
         ]
-        for value, future in sent:
-            np.testing.assert_array_equal(future.result(WAIT).outputs[0], np.full((1, 4), value))
+    for value, future in sent:
+        np.testing.assert_array_equal(future.result(WAIT).outputs[0], np.full((1, 4), value))
     assert sorted(sizes) == [2, 3]
 
 

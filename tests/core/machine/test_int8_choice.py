@@ -49,10 +49,18 @@ def test_each_flag_is_reported_present_or_not() -> None:
 
 
 def test_this_machine_is_decided_by_its_own_flags() -> None:
+    """Whichever CI machine runs this (AVX2 only; AVX-512 VNNI; AMX), its choice follows its
+    flags: 7 bits on x86 without 8-bit dot products, 8 bits with them."""
     flags = isa_flags()
     choice = int8_choice()
 
     assert choice == int8_choice(flags)
-    x86_without_dot_products = "avx2" in flags and not set(flags) & set(INT8_DOT_PRODUCT_FLAGS)
-    if x86_without_dot_products:  # this development machine: AVX2, no VNNI
-        assert choice.reduce_range and choice.label() == "7-bit weights (no VNNI/AMX)"
+    dot_products = set(flags) & set(INT8_DOT_PRODUCT_FLAGS)
+    x86_without_dot_products = "avx2" in flags and not dot_products
+    assert choice.reduce_range is x86_without_dot_products
+    assert choice.vnni is bool(dot_products & {"avx512_vnni", "avx_vnni"})
+    assert choice.amx_int8 is ("amx_int8" in flags)
+    if x86_without_dot_products:
+        assert choice.label() == "7-bit weights (no VNNI/AMX)"
+    elif dot_products:
+        assert choice.label().startswith("8-bit weights (") and "no VNNI" not in choice.label()

@@ -96,16 +96,18 @@ def test_default_batch_sizes_follow_the_model(make_model) -> None:
         resolve_batch_sizes(BenchmarkSpec(batch_sizes=[8]), fixed)
 
 
+@pytest.mark.timing
 def test_stable_latency_stops_early() -> None:
     spec = BenchmarkSpec(min_runs=5, min_seconds=0.05, max_seconds=5.0, window_seconds=0.02)
 
     result = _measure(SleepyModel([1.0]), {}, spec, 1, 0.0, (0.0, 1.0), lambda f, m: None)
 
     assert result.stable
-    assert result.duration_s < 1.0
+    assert result.duration_s < spec.max_seconds  # stopped when the windows agreed, not capped
     assert result.latency["p50_ms"] == pytest.approx(1.0, rel=0.3)
 
 
+@pytest.mark.timing
 def test_drifting_latency_is_flagged_unstable_at_the_cap() -> None:
     # Every run 25 % slower than the last: any three windows differ by more than the 10 %
     # stability margin even when, on a loaded machine, each window holds a single run.
@@ -150,9 +152,16 @@ def test_spec_rejects_unknown_fields() -> None:
         BenchmarkSpec(min_run=3)
 
 
+@pytest.mark.timing
 def test_a_cpu_burner_beside_the_benchmark_is_flagged_as_contention(tiny_model: Path) -> None:
+    """The burner's CPU is counted as other processes' load, whatever share of a core it got
+    (a whole one on an idle machine, half pinned to the benchmark's core, less under steal)."""
     import subprocess
     import sys
+
+    import psutil
+
+    from optistudio.core.machine.contention import ContentionThresholds
 
     spec = BenchmarkSpec(
         batch_sizes=[1], threads=1, min_runs=5, min_seconds=1.0, max_seconds=2.0, window_seconds=0.2
@@ -160,15 +169,22 @@ def test_a_cpu_burner_beside_the_benchmark_is_flagged_as_contention(tiny_model: 
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)  # let it reach full speed
+        burning = psutil.Process(burner.pid)
+        cpu_before, wall_before = sum(burning.cpu_times()[:2]), time.perf_counter()
         result = run_benchmark(tiny_model, spec).results[0]
+        burned = sum(burning.cpu_times()[:2]) - cpu_before
+        burner_cores = burned / (time.perf_counter() - wall_before)
     finally:
         burner.kill()
         burner.wait()
 
-    assert result.contention.contended
-    assert result.contention.other_cores >= 0.5
-    assert result.metric_values()["contended"] == 1.0
-    assert any("other processes" in reason for reason in result.contention.reasons)
+    contention = result.contention
+    slack = 0.15  # 10 ms counter ticks, and the burner's share read over the whole call
+    assert contention.other_cores >= burner_cores - slack, (burner_cores, contention)
+    assert result.metric_values()["contended"] == float(contention.contended)
+    if burner_cores > ContentionThresholds().other_cores + slack:
+        assert contention.contended, (burner_cores, contention)
+        assert any("other processes" in reason for reason in contention.reasons)
 
 
 def test_cpu_affinity_pins_the_run_and_is_recorded(tiny_model: Path) -> None:

@@ -129,6 +129,7 @@ def test_identical_distributions_show_no_significant_difference() -> None:
     assert interval.low < 1.0 < interval.high
 
 
+@pytest.mark.timing
 def test_model_compared_with_itself_shows_no_significant_difference() -> None:
     machine = Machine()
     model = BusyModel(0.3, machine)
@@ -139,6 +140,7 @@ def test_model_compared_with_itself_shows_no_significant_difference() -> None:
     assert result.low <= 1.0 <= result.high
 
 
+@pytest.mark.timing
 def test_twice_as_slow_variant_is_called_slower() -> None:
     machine = Machine()
     fast, slow = BusyModel(0.3, machine), BusyModel(0.6, machine)
@@ -151,6 +153,7 @@ def test_twice_as_slow_variant_is_called_slower() -> None:
     assert result.b_p50_ms == pytest.approx(2 * result.a_p50_ms, rel=0.1)
 
 
+@pytest.mark.timing
 def test_real_runs_keep_the_ratio_through_a_shared_slowdown() -> None:
     machine = Machine(slow_after=2 + 2 * 60)  # the warm-up runs, then 60 pairs at full speed
     spec = ComparisonSpec(**{**QUICK, "min_pairs": 120})
@@ -172,6 +175,7 @@ def test_pairs_alternate_order_abba() -> None:
     assert "".join(machine.log) == "ABBAABBA"
 
 
+@pytest.mark.timing
 def test_max_seconds_caps_the_run() -> None:
     machine = Machine()
     spec = ComparisonSpec(warmup_runs=0, min_pairs=100_000, min_seconds=0, max_seconds=0.1)
@@ -182,6 +186,7 @@ def test_max_seconds_caps_the_run() -> None:
     assert 0.1 <= result.duration_s < 1.0
 
 
+@pytest.mark.timing
 def test_progress_is_reported_and_may_cancel() -> None:
     machine = Machine()
     seen: list[tuple[float, str]] = []
@@ -303,6 +308,7 @@ def test_compare_models_on_real_onnx_models(make_model: Callable[..., Path]) -> 
     assert result.interval().verdict == result.verdict
 
 
+@pytest.mark.timing
 def test_real_model_compared_with_itself_is_no_significant_difference(tiny_model) -> None:
     spec = ComparisonSpec(min_pairs=200, min_seconds=0.5, max_seconds=5.0, threads=1)
 

@@ -72,6 +72,7 @@ def test_a_leaking_wrapper_is_flagged(tiny_model: Path) -> None:
     assert "Leak suspected" in report.sentence and "per inference" in report.sentence
 
 
+@pytest.mark.timing
 def test_a_clean_session_is_stable(tiny_model: Path) -> None:
     report = soak(tiny_model, SoakSpec(seconds=1.5, sample_interval_s=0.02))
 

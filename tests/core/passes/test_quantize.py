@@ -475,7 +475,7 @@ def test_the_weights_really_get_the_range_the_cpu_calls_for(mlp: Path, tmp_path:
         if init.data_type == TensorProto.INT8 and init.dims
     ]
     widest = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
-    if int8_choice().reduce_range:  # x86 without VNNI/AMX (this AVX2 machine): 7-bit
+    if int8_choice().reduce_range:  # x86 without VNNI/AMX (an AVX2-only CPU): 7-bit
         assert widest <= 64
     else:
         assert widest > 64

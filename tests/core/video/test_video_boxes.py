@@ -108,6 +108,7 @@ def test_a_detector_is_recognized_and_a_classifier_is_not(files, tmp_path: Path)
     assert box_reader(build_cnn(tmp_path / "cnn.onnx")) is None
 
 
+@pytest.mark.timing
 def test_streams_batched_together_get_only_their_own_boxes(files) -> None:  # type: ignore[no-untyped-def]
     reader = box_reader(files["detector"])
     assert reader is not None

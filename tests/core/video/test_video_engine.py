@@ -66,6 +66,7 @@ def test_a_missing_file_is_named_without_its_folder(tmp_path: Path) -> None:
     assert str(tmp_path) not in caught.value.message
 
 
+@pytest.mark.timing
 def test_realtime_pacing_offers_each_due_frame_once(cnn: Path, clips: list[Path], session) -> None:  # type: ignore[no-untyped-def]
     settings = VideoSettings(streams=2, seconds=0.6, realtime=True)
 
@@ -78,6 +79,7 @@ def test_realtime_pacing_offers_each_due_frame_once(cnn: Path, clips: list[Path]
     assert run.p50_ms is not None and run.p50_ms <= (run.p99_ms or 0)
 
 
+@pytest.mark.timing
 def test_frames_of_several_streams_batch_together_and_come_back_in_order(
     cnn: Path, clips: list[Path], session
 ) -> None:  # type: ignore[no-untyped-def]
@@ -102,6 +104,7 @@ def test_frames_of_several_streams_batch_together_and_come_back_in_order(
     assert [s.offset_s for s in run.streams] == [0.0, 0.0, 1.0]  # stream 2: clip0's second
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("policy", ["drop_oldest", "skip_to_newest"])
 def test_a_slow_runner_makes_realtime_streams_drop_and_count_it(
     cnn: Path, clips: list[Path], session, policy: str
