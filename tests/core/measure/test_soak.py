@@ -74,10 +74,18 @@ def test_a_leaking_wrapper_is_flagged(tiny_model: Path) -> None:
 
 @pytest.mark.timing
 def test_a_clean_session_is_stable(tiny_model: Path) -> None:
-    report = soak(tiny_model, SoakSpec(seconds=1.5, sample_interval_s=0.02))
+    spec = SoakSpec(seconds=1.5, sample_interval_s=0.02)
+    report = soak(tiny_model, spec)
 
-    assert report.verdict == "stable"
-    assert report.fitted_growth_mb < 2
+    assert report.verdict == "stable", report.sentence
+    # A clean session drifts by a few bytes per inference, so its fitted growth follows how many
+    # inferences the machine ran (2.4 MiB once on a fast CPU): what keeps it stable is that one
+    # of the leak's conditions fails, never a growth this machine happened to stay under.
+    assert (
+        report.slope_low <= 0
+        or report.slope_bytes < spec.min_slope_bytes
+        or report.fitted_growth_mb < spec.min_growth_mb
+    ), report
     assert report.inferences > 100
     assert {tuple(v["x"]) for v in report.variants} == {(1, 16), (2, 16), (4, 16), (8, 16)}
     assert "GPU" not in report.gpu_memory or "not sampled" in report.gpu_memory
