@@ -7,8 +7,11 @@ speedup has a 95 % interval):
 
   anchors   int8_dynamic and int8_static (ONNX Runtime's quantizer, the built-in recipes),
             int8_nncf@openvino (NNCF INT8, CNN flavour, on OpenVINO), fp32@openvino (the model
-            as it is on OpenVINO); BF16 only where the CPU computes it (AVX512-BF16 or AMX):
-            elsewhere it is skipped, and said so.
+            as it is on OpenVINO); where the CPU computes BF16 (AVX512-BF16 or AMX-BF16) also
+            bf16@openvino (the model at OpenVINO's bf16 inference precision) and
+            int8_nncf_bf16@openvino (NNCF INT8, the rest in BF16: OpenVINO's default for a
+            quantized model there), timed in the same run; elsewhere they are skipped, and said
+            so.
   Auto      the candidates `recipes=["auto"]` makes with target 'any'; its pick is
             optistudio.core.optimize.run.choose over them (the run's own rule), so the anchors
             that are not Auto candidates never enter it.
@@ -73,6 +76,7 @@ import sentence_pairs as pairs_data  # noqa: E402
 from optistudio.core.data.datasets import NpzDataset  # noqa: E402
 from optistudio.core.data.inputs import sample_dims  # noqa: E402
 from optistudio.core.machine.environment import isa_flags  # noqa: E402
+from optistudio.core.machine.precisions import native_float  # noqa: E402
 from optistudio.core.measure.compare import (  # noqa: E402
     FASTER,
     NO_DIFFERENCE,
@@ -96,13 +100,16 @@ MODELS = ("recognizer", "detector", "classifier", "minilm")
 FOLDER = reference_models.DEFAULT_FOLDER / "accuracy-judges"
 COSINE_LIMIT = 0.99
 TARGET = 1.05
-BF16_FLAGS = {"avx512_bf16", "amx_bf16"}
 ANCHORS = {
     "int8_dynamic": "ORT int8_dynamic",
     "int8_static": "ORT int8_static",
     "int8_nncf@openvino": "NNCF INT8 on OpenVINO",
     "fp32@openvino": "OpenVINO FP32",
+    "bf16@openvino": "OpenVINO BF16",
+    "int8_nncf_bf16@openvino": "NNCF INT8, the rest in BF16, on OpenVINO",
 }
+BF16_ANCHORS = ["bf16", "int8_nncf_bf16"]
+"""Named so under target 'any' (pinned to OpenVINO); only where the CPU computes BF16."""
 SHOWN = {  # the task metrics printed beside cosine, the budget's first
     "ctc_text": ("string_agreement", "cer", "accuracy_candidate", "accuracy_drop"),
     "detection_map": ("box_f1", "map_iou", "box_recall", "box_precision"),
@@ -238,7 +245,8 @@ def pair_shift(case: Case, variant: VariantResult) -> str:
     how many sentences keep FP32's nearest neighbour (the paraphrase), and how similar (in
     FP32) the closest top-10 neighbour the variant lost was."""
     reference = pairs_data.embeddings(case.path, case.data)
-    mine = pairs_data.embeddings(Path(variant.path or ""), case.data, variant.backend)
+    precision = variant.recipe.precision or "fp32"
+    mine = pairs_data.embeddings(Path(variant.path or ""), case.data, variant.backend, precision)
     shift = np.abs(pairs_data.pair_similarities(mine) - pairs_data.pair_similarities(reference))
     kept = int((pairs_data.nearest(mine) == pairs_data.nearest(reference)).sum())
     lost = pairs_data.lost_neighbours(reference, mine)
@@ -388,7 +396,12 @@ def partings(report: OptimizeReport, autos: set[str], pick: VariantResult | None
 def duel(case: Case, anchor: VariantResult, pick: VariantResult) -> Comparison:
     """Auto's pick (B) against the anchor (A), interleaved, each on its own backend."""
     spec = report_spec(case).model_copy(
-        update={"backend": anchor.backend, "candidate_backend": pick.backend}
+        update={
+            "backend": anchor.backend,
+            "candidate_backend": pick.backend,
+            "precision": anchor.recipe.precision or "fp32",
+            "candidate_precision": pick.recipe.precision or "fp32",
+        }
     )
     return compare_models(Path(anchor.path or ""), Path(pick.path or ""), spec)
 
@@ -438,6 +451,7 @@ def run_case(case: Case) -> list[str]:
     usable = available_backends()
     recipes = ["auto", "int8_dynamic", "int8_static"]
     recipes += ["int8_nncf"] if "openvino" in usable else []
+    recipes += BF16_ANCHORS if "openvino" in usable and native_float("bf16").native else []
     autos = {
         r.name
         for r in resolve_recipes(
@@ -489,10 +503,12 @@ def header() -> list[str]:
     import openvino
 
     flags = isa_flags()
+    native = native_float("bf16", flags)
     bf16 = (
-        "BF16: the CPU has it, but optimize has no BF16 recipe to time; skipped"
-        if BF16_FLAGS & set(flags)
-        else "BF16: skipped (this CPU has no AVX512-BF16 or AMX-BF16)"
+        f"BF16: {native.reason}; anchors {', '.join(f'{n}@openvino' for n in BF16_ANCHORS)} "
+        "timed in the same run"
+        if native.native
+        else f"BF16: skipped ({native.reason})"
     )
     return [
         f"{date.today()}, ONNX Runtime {onnxruntime.__version__}, OpenVINO "

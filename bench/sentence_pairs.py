@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends.base import Precision
 from optistudio.core.data.datasets import NpzDataset
 from optistudio.core.model.intake import inspect_model
 
@@ -105,11 +106,14 @@ def tokenize(python: str, sentences: list[str], out: Path) -> Path:
     return out
 
 
-def embeddings(path: Path, data: NpzDataset, backend: str = "onnxruntime") -> np.ndarray:
-    """MiniLM's sentence_embedding of every sentence of `data`, run on `backend`, as unit
-    vectors."""
+def embeddings(
+    path: Path, data: NpzDataset, backend: str = "onnxruntime", precision: Precision = "fp32"
+) -> np.ndarray:
+    """MiniLM's sentence_embedding of every sentence of `data`, run on `backend` at inference
+    `precision` (OpenVINO's bf16 for a BF16 variant), as unit vectors."""
     names = [tensor.name for tensor in inspect_model(path).outputs]
-    loaded = get_backend(backend).load(path, SessionOptions(threads=1))
+    options = SessionOptions(threads=1, precision=precision)
+    loaded = get_backend(backend).load(path, options)
     try:
         index = names.index(EMBEDDING)
         vectors = np.concatenate([loaded.run(batch)[index] for batch in data.batches()])

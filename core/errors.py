@@ -24,6 +24,7 @@ class ErrorCode(str, Enum):
     inference_failed = "inference_failed"
     pass_failed = "pass_failed"
     data_mismatch = "data_mismatch"
+    outputs_differ = "outputs_differ"
     invalid_spec = "invalid_spec"
     unknown_name = "unknown_name"
     backend_unavailable = "backend_unavailable"
@@ -99,6 +100,14 @@ class DataMismatch(OptistudioError):
     """Calibration or accuracy data does not fit the model (names, shapes, dtypes, lengths)."""
 
     code = ErrorCode.data_mismatch
+
+
+class OutputsDiffer(OptistudioError):
+    """Two models meant to compute the same thing return outputs that cannot be compared (a
+    variant that holds another number of values per sample than its original): the variant's or
+    the runtime's doing, not the user's data or settings."""
+
+    code = ErrorCode.outputs_differ
 
 
 class InvalidSpec(OptistudioError):

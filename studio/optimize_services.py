@@ -24,7 +24,7 @@ from optistudio.core.numerics.evaluators.base import evaluators
 from optistudio.core.optimize.recipes import ANY
 from optistudio.core.optimize.run import NO_TASK
 from optistudio.core.passes.qat import QAT_RECIPE, QatConfig
-from optistudio.db.models import JobKind
+from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
 from optistudio.services.catalog import store_dataset
@@ -223,30 +223,34 @@ def submit_optimization(
 
 
 def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
-    """Finished optimize jobs, newest first: the original's name, one row per variant and the
-    failed variants' errors (a job whose stored result no longer reads is left out, and logged)."""
+    """Finished optimize jobs, newest first: the original's name, the headline, one row per
+    variant and the failed variants' errors (a job whose stored result no longer reads is left
+    out, and logged). The message loses the headline it ends with, which the page shows apart."""
     with transaction(factory) as s:
         jobs = [
             (job, OPTIMIZE.read_result(job.result))
             for job in finished_jobs(s, kind=JobKind.optimize, limit=limit)
         ]
-        return [
-            {
-                "job": job.id,
-                "model": job.model.name if job.model else "",
-                "model_id": job.model_id,
-                "message": job.message,
-                "data": result.data,
-                "variants": variant_rows(result),
-                "failures": variant_failures(result),
-                "notes": list(result.notes),
-                "inputs": fed_inputs(job.spec or {}),
-                "task": task_line(result),
-                "drilldown": drilldown(result),
-            }
-            for job, result in jobs
-            if result is not None
-        ]
+        return [_run(job, result) for job, result in jobs if result is not None]
+
+
+def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
+    said = result.said()
+    return {
+        "job": job.id,
+        "model": job.model.name if job.model else "",
+        "model_id": job.model_id,
+        "message": job.message.removesuffix(said).strip(),
+        "headline": said,
+        "data": result.data,
+        "variants": variant_rows(result),
+        "failures": variant_failures(result),
+        "notes": list(result.notes),
+        "inputs": fed_inputs(job.spec or {}),
+        "task": task_line(result),
+        "task_reasons": task_reasons(result),
+        "drilldown": drilldown(result),
+    }
 
 
 def fed_inputs(spec: dict[str, Any]) -> str:
@@ -265,9 +269,18 @@ def fed_inputs(spec: dict[str, Any]) -> str:
 def task_line(result: OptimizeJobResult) -> str:
     """'Judged as ctc_text ([N, 40, 6625] after Softmax...); budget string_agreement >= 0.99'."""
     if not result.task:
-        return "Judged by output cosine and top-1 (no task recognized or set)."
+        return f"Judged by output cosine and top-1 ({result.task_reason or 'no task set'})."
     limits = ", ".join(f"{name}={limit:g}" for name, limit in result.task_budget.items())
-    return f"Judged as {result.task}: {result.task_reason}. Budget: {limits}."
+    sure = f" ({result.task_confidence} confidence)" if result.task_confidence else ""
+    return f"Judged as {result.task}{sure}: {result.task_reason}. Budget: {limits}."
+
+
+def task_reasons(result: OptimizeJobResult) -> list[str]:
+    """The evidence recognition weighed for the task (none when the user set it), or what
+    each task's case lacked when none was recognized; each with its weight."""
+    if result.task:
+        return list(result.task_reasons) if result.task_confidence else []
+    return list(result.task_reasons[1:])  # the first is the task line's
 
 
 def drilldown(result: OptimizeJobResult) -> list[dict[str, Any]]:

@@ -214,6 +214,9 @@ def test_cpus_pins_the_run_and_the_json_records_it(tiny_model: Path, tmp_path: P
 
 
 def test_optimize_json_lists_variants_with_files_and_figures(tiny_model: Path, tmp_path: Path):
+    from optistudio.core.optimize.headline import headline
+    from optistudio.core.optimize.run import OptimizeReport
+
     out = tmp_path / "variants"
 
     done = optistudio(
@@ -236,6 +239,9 @@ def test_optimize_json_lists_variants_with_files_and_figures(tiny_model: Path, t
     assert variant["accuracy"]["mean_cosine"] == pytest.approx(1.0, abs=1e-5)
     assert variant["speedup"] > 0 and variant["ratio_low"] <= variant["ratio_high"]
     assert Path(payload["files"]["graph"]).exists()
+    report = OptimizeReport.model_validate({k: v for k, v in payload.items() if k != "files"})
+    assert report.headline == headline(report.variants, report.chosen)
+    assert report.headline.startswith(("Chosen: Graph optimization, ", "Keep the original"))
 
 
 def test_optimize_save_stores_the_variant_beside_its_original(tiny_model: Path, tmp_path: Path):
@@ -461,8 +467,12 @@ def test_optimize_says_what_it_chose_for_int8_in_json_and_text(tiny_model: Path,
     as_json = optistudio(*args, "--out", str(tmp_path / "a"), "--json", data_dir=tmp_path / "d")
     as_text = optistudio(*args, "--out", str(tmp_path / "b"), data_dir=tmp_path / "d")
 
-    sentence = int8_choice().sentence()  # this AVX2 machine: "INT8 weights 7-bit (reduce_range)"
+    sentence = int8_choice().sentence()  # this CPU's: 7-bit without VNNI/AMX, else 8-bit
     assert as_json.returncode == 0 and as_text.returncode == 0, as_json.stderr + as_text.stderr
     [note] = json.loads(as_json.stdout)["notes"]
     assert note.startswith(sentence) and "int8_dynamic" in note
     assert f"note: {sentence}" in as_text.stdout
+    assert any(  # the headline: the choice, or keep the original
+        line.startswith(("Chosen: INT8 dynamic, ", "Keep the original: "))
+        for line in as_text.stdout.splitlines()
+    )

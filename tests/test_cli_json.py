@@ -172,3 +172,28 @@ def test_recipes_json_lists_recipes_passes_and_this_cpus_int8_choice(tmp_path: P
     assert [step["step"] for step in recipes["int8_static"]["steps"]] == ["simplify", "int8_static"]
     assert {"int8_static", "int8_dynamic", "fusion"} <= {p["name"] for p in payload["passes"]}  # type: ignore[index]
     assert payload["auto"]["int8"]["weights"] in ("7-bit", "8-bit")  # type: ignore[index]
+
+
+def test_recipes_json_says_which_precision_recipes_apply_here_and_why(tmp_path: Path) -> None:
+    from optistudio.core.backends import get_backend
+    from optistudio.core.machine.precisions import native_float
+
+    done = optistudio("recipes", data_dir=tmp_path / "data")
+
+    payload = one_document(done)
+    recipes = {recipe["name"]: recipe for recipe in payload["recipes"]}  # type: ignore[index]
+    openvino = get_backend("openvino").availability().ok
+    bf16 = native_float("bf16").native and openvino
+    assert recipes["bf16"]["applies"] is bf16
+    assert (recipes["bf16"]["why_not"] is None) is bf16
+    assert recipes["int8_nncf_bf16"]["applies"] is bf16
+    assert (recipes["int8_nncf_bf16"]["precision"], recipes["bf16"]["backend"]) == (
+        "bf16",
+        "openvino",
+    )
+    assert recipes["fp16"]["applies"] is native_float("fp16").native
+    if not native_float("bf16").native:
+        assert "AVX512-BF16 or AMX-BF16" in recipes["bf16"]["why_not"]
+    assert all(r["applies"] or r["why_not"] for r in recipes.values())
+    assert payload["auto"]["floats"]["bf16"]["native"] is native_float("bf16").native  # type: ignore[index]
+    assert {n["precision"] for n in payload["auto"]["not_offered"]} == {"bf16", "int8+bf16"}  # type: ignore[index]

@@ -68,6 +68,8 @@ def test_a_variant_that_passes_cosine_but_fails_the_task_is_not_chosen(tmp_path:
     report = json.loads(done.stdout)
     variant = report["variants"][0]
     assert report["task"] == "classification"  # recognized: [N, 6] after Softmax
+    assert report["task_confidence"] == "high"  # a softmax on the class axis, named probs
+    assert report["task_reasons"][0].startswith("+3 graph: probs [N, 6] after Softmax")
     assert variant["accuracy"]["mean_cosine"] > 0.99  # what the cosine budget would accept
     assert variant["accuracy"]["task_metrics"]["top1_disagreement"] > 0.01
     assert not variant["within_budget"] and report["chosen"] is None

@@ -19,6 +19,7 @@ from optistudio.core.optimize.run import (
     VariantResult,
     choose,
     optimize,
+    told,
 )
 from optistudio.core.passes.qat import QAT_RECIPE
 from optistudio.db.models import Job
@@ -53,8 +54,10 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
     )
     variants = [_stored(job, variant, context) for variant in report.variants]
     best = choose(variants, speed_only=spec.speed_only)  # the chosen one may not be stored
+    chosen = best.recipe.name if best else None
+    said = told(variants, chosen, report.spec)  # the headline of the choice among those stored
     result = OptimizeJobResult.model_validate(
-        report.model_dump() | {"variants": variants, "chosen": best.recipe.name if best else None}
+        report.model_dump() | {"variants": variants, "chosen": chosen} | said
     )
     return Done(summary(result), result, environment=report.environment)
 
@@ -102,21 +105,10 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
 
 
 def summary(report: OptimizeReport) -> str:
-    """One line for the job: how many variants were made and failed, and the best one."""
+    """One line for the job: how many variants were made and failed, then the headline (the
+    chosen one, or keep the original, and the fastest left out with why)."""
     made, failed = report.made, len(report.failed)
     if not made:
         return f"No variant could be made: {failed} recipe(s) failed; see each one's reason."
     text = f"Made {len(made)} variant(s)" + (f", {failed} failed" if failed else "") + "."
-    best = next((v for v in made if v.recipe.name == report.chosen), None)
-    if best is None:
-        return text + " None is significantly faster within the accuracy budget; keep the original."
-    return text + f" Best: {best.recipe.label}, {_figures(best)}."
-
-
-def _figures(variant: VariantResult) -> str:
-    parts = [f"{variant.speedup:.2f}x faster" if variant.speedup else "timed"]
-    if variant.ratio_low and variant.ratio_high:
-        parts.append(f"(95 % CI {1 / variant.ratio_high:.2f}-{1 / variant.ratio_low:.2f}x)")
-    if variant.accuracy is not None:
-        parts.append(f"cosine {variant.accuracy.mean_cosine:.4f}")
-    return " ".join(parts)
+    return f"{text} {report.said()}"

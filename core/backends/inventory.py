@@ -16,6 +16,7 @@ from optistudio.core.machine.environment import (
     library_versions,
 )
 from optistudio.core.machine.gpus import nvidia_gpus
+from optistudio.core.machine.precisions import native_floats
 
 
 def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
@@ -24,7 +25,9 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
     A backend that is registered but cannot run here is listed with available=False and the
     reason, so the studio can say why a target is missing; ONNX Runtime's entry also lists its
     execution providers, each with why it cannot run here when it cannot. The CPU's `int8` entry holds the
-    flags that decide INT8 weights (VNNI, AMX) and the choice the INT8 passes make here.
+    flags that decide INT8 weights (VNNI, AMX) and the choice the INT8 passes make here; its
+    `floats` entry whether it computes BF16 and FP16 natively, and why (what decides the
+    precision recipes Auto times: optistudio.core.optimize.applicability.applicable_on).
     """
     import psutil
 
@@ -53,6 +56,7 @@ def hardware_inventory(offered: list[str] | None = None) -> dict[str, Any]:
             "model": cpu_model(),
             "isa_flags": flags,
             "int8": int8_choice(flags).model_dump(),
+            "floats": {fmt: found.model_dump() for fmt, found in native_floats(flags).items()},
             "logical_cores": psutil.cpu_count(logical=True),
             "physical_cores": psutil.cpu_count(logical=False),
         },

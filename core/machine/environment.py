@@ -28,6 +28,7 @@ INTERESTING_FLAGS = (
     "amx_tile",
     "amx_int8",
     "amx_bf16",
+    "amx_fp16",
     "asimd",
     "asimddp",
     "sve",

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_of
 from optistudio.core.data.inputs import (
@@ -205,6 +206,16 @@ class ComparisonSpec(BaseModel):
         description="Backend of B when it differs from A's (e.g. the original on ONNX Runtime "
         "against a variant on OpenVINO); empty = the same backend.",
     )
+    precision: Precision = Field(
+        default="fp32",
+        description="Inference precision A is run at (B too unless candidate_precision says "
+        "otherwise); a backend that cannot run it refuses with the precisions it can.",
+    )
+    candidate_precision: Precision | None = Field(
+        default=None,
+        description="Inference precision of B when it differs from A's (e.g. a variant at "
+        "OpenVINO's bf16 against the original in fp32); empty = A's.",
+    )
     batch_size: int = Field(
         default=1, ge=1, description="Batch size of every run (of the inputs without a shape)."
     )
@@ -319,13 +330,16 @@ def compare_models(
     feeds_b = _feeds(info_b or inspect_model(path_b), spec, arrays)
     backend_b = spec.candidate_backend or spec.backend
     # Two sessions share this process: an idle one must not spin and steal the other's cores.
-    options = SessionOptions(device=spec.device, threads=spec.threads, spin_wait=False)
+    options = SessionOptions(
+        device=spec.device, threads=spec.threads, spin_wait=False, precision=spec.precision
+    )
+    options_b = options.model_copy(update={"precision": spec.candidate_precision or spec.precision})
     where = spec.backend if backend_b == spec.backend else f"{spec.backend} (A), {backend_b} (B)"
     report(0.0, f"Loading both models on {where} ({spec.device})")
     with ExitStack() as loaded:
         model_a = get_backend(spec.backend).load(path_a, options)
         loaded.callback(model_a.close)
-        model_b = get_backend(backend_b).load(path_b, options)
+        model_b = get_backend(backend_b).load(path_b, options_b)
         loaded.callback(model_b.close)
         return compare_loaded(model_a, model_b, feeds_a, feeds_b, spec, progress=report)
 

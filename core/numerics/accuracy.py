@@ -1,18 +1,23 @@
 """How far an optimized model's outputs are from the original's, on streamed input batches.
 
-For every sample i (a row along the first axis), with r_i and c_i the reference's and the
-candidate's first output flattened to float64 vectors:
+For every sample i fed, with r_i and c_i the reference's and the candidate's judged output for
+it flattened to float64 vectors (`samples.sample_view`: read from the shape the run returned, not
+the declared one; a batch of one sample is one vector whatever its shape):
 
     cosine_i = r_i . c_i / (|r_i| |c_i|)     (1 when both are zero, 0 when only one is)
 
 mean_cosine and min_cosine are taken over samples. Absolute errors |r - c| cover every element
-of every output. A first output shaped [batch, classes] also gets top-1 agreement, the fraction
+of every output. Outputs of other shapes holding the same values per sample (a declared
+[1, T] returned as [2, 1, T/2] by one model and [1, T] by the other) compare value by value, and
+the note names them; another number of values is `OutputsDiffer`, the variant's fault, not the
+user's. A first output shaped [batch, classes] also gets top-1 agreement, the fraction
 of samples where argmax r_i == argmax c_i, and with labels the top-1 accuracy of each model.
 Only running sums are kept, so memory is bounded by one batch.
 
 Top-1 is only judged where it means something: with labels, or when the judged output is a
-classifier's (made by a Softmax / LogSoftmax / Sigmoid or a linear head: Gemm, MatMul, MatMul +
-bias). An embedding ([batch, dims] made by pooling or normalization, e.g. MiniLM's
+classifier's (made by a Softmax / LogSoftmax / Sigmoid, a softmax written as Exp / ReduceSum /
+Div included, or a linear head: Gemm, MatMul, MatMul + bias; read from the graph as task
+recognition reads it, `evaluators.recognize.model_facts`). An embedding ([batch, dims] made by pooling or normalization, e.g. MiniLM's
 sentence_embedding) has an argmax too, but its agreement says nothing, so it is not computed.
 
 The candidate can run on another backend (e.g. an NNCF model on OpenVINO, whose INT8 kernels are
@@ -33,8 +38,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends.base import Precision
 from optistudio.core.data.source import CalibrationSource
-from optistudio.core.errors import DataMismatch, InvalidSpec
+from optistudio.core.errors import DataMismatch, InvalidSpec, OutputsDiffer
+from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.evaluators.base import (
     Disagreement,
@@ -42,6 +49,14 @@ from optistudio.core.numerics.evaluators.base import (
     EvaluatorInfo,
     MetricInfo,
     Recognition,
+)
+from optistudio.core.numerics.evaluators.outputs import output_role as role_of
+from optistudio.core.numerics.evaluators.recognize import model_facts
+from optistudio.core.numerics.samples import (
+    Declared,
+    fed_rows,
+    paired_views,
+    shape_note,
 )
 from optistudio.core.progress import ProgressCallback
 
@@ -57,7 +72,7 @@ class AccuracyReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    samples: int = Field(description="Samples compared (rows along the first axis).")
+    samples: int = Field(description="Samples compared (samples fed, on the inputs' batch axis).")
     data: Literal["synthetic", "user"] = Field(description="Where the inputs came from.")
     max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
     output: str = Field(default="", description="The output that cosine and top-1 judge.")
@@ -68,6 +83,9 @@ class AccuracyReport(BaseModel):
     )
     candidate_backend: str = Field(
         default="onnxruntime", description="Backend the candidate ran on."
+    )
+    candidate_precision: str = Field(
+        default="fp32", description="Inference precision the candidate ran at, e.g. bf16."
     )
     mean_abs_error: float = Field(description="Mean |reference - candidate| over all elements.")
     mean_cosine: float = Field(description="Per-sample cosine of the first output, averaged.")
@@ -101,6 +119,11 @@ class AccuracyReport(BaseModel):
     )
     task_metrics: dict[str, float] = Field(
         default_factory=dict, description="The task's metrics by name (see its evaluator)."
+    )
+    task_note: str = Field(
+        default="",
+        description="How the task's evaluator read the outputs (their layout, what it "
+        "assumed) and what it counted.",
     )
     worst: list[Disagreement] = Field(
         default_factory=list,
@@ -220,10 +243,12 @@ def accuracy_report(
     output: str | None = None,
     candidate_backend: str = "onnxruntime",
     judge: TaskJudge | None = None,
+    candidate_precision: Precision = "fp32",
 ) -> AccuracyReport:
     """Run both models on every batch of `data` and compare outputs (the reference on ONNX
-    Runtime's CPU provider, the candidate on `candidate_backend`); with a `judge`, also in the
-    task's own terms (its metrics and the samples where the two disagree most).
+    Runtime's CPU provider, the candidate on `candidate_backend` at `candidate_precision`);
+    with a `judge`, also in the task's own terms (its metrics and the samples where the two
+    disagree most).
 
     Feeds are cast to each model's declared input dtypes, so an FP16 candidate with float16
     inputs gets the same data. Labels need user data and a [batch, classes] first output.
@@ -239,7 +264,12 @@ def accuracy_report(
     like = Path(reference) if Path(candidate).suffix == ".tflite" else None  # fed as the original
     models = [
         _Runner(Path(reference)),
-        _Runner(Path(candidate), backend=candidate_backend, interface=like),
+        _Runner(
+            Path(candidate),
+            backend=candidate_backend,
+            interface=like,
+            precision=candidate_precision,
+        ),
     ]
     try:
         index = _output_index(models[0].output_names, output)
@@ -249,22 +279,27 @@ def accuracy_report(
             index=index,
             top1=labels is not None or role == "classifier",
             lenient=judge is not None,
+            declared=(models[0].declared, models[1].declared),
         )
         task = judge.evaluator.tally(judge.recognition, judge.labels) if judge else None
         names, first = models[0].output_names, 0
+        axes = getattr(data, "batch_axes", None)
         for batch, ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
-            tally.add(ref_outputs, cand_outputs)
+            rows = fed_rows(batch, models[0].inputs, axes)
+            tally.add(ref_outputs, cand_outputs, rows=rows, names=names)
             if task is not None:
-                task.add(
+                task.add_run(
                     dict(zip(names, ref_outputs, strict=True)),
                     dict(zip(names, cand_outputs, strict=True)),
                     first_sample=first,
+                    samples=rows,
                 )
-            first += _rows(batch)
+            first += rows
     finally:
         for model in models:
             model.close()
     report = tally.report(synthetic, names=names, role=role, backend=candidate_backend)
+    report = report.model_copy(update={"candidate_precision": candidate_precision})
     if task is None or judge is None:
         return report
     score = task.score()
@@ -274,41 +309,16 @@ def accuracy_report(
             "task_reason": judge.recognition.reason,
             "task_mode": score.mode,
             "task_metrics": score.metrics,
+            "task_note": score.note,
             "worst": score.worst,
         }
     )
 
 
-PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Cast"}
-CLASSIFIER_HEADS = {"Softmax", "LogSoftmax", "Sigmoid", "Gemm", "MatMul"}
-EMBEDDING_MAKERS = {
-    "Div",
-    "LpNormalization",
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceL2",
-    "Mul",
-    "GlobalAveragePool",
-}
-
-
 def output_role(model: Path, name: str) -> Literal["classifier", "embedding", "other"]:
     """Guess from the graph what an output is: what node made it (see the module docstring)."""
-    import onnx
-
-    graph = onnx.load(str(model), load_external_data=False).graph
-    producers = {out: node for node in graph.node for out in node.output}
-    node = producers.get(name)
-    while node is not None and node.op_type in PASS_THROUGH:
-        node = producers.get(node.input[0])
-    if node is None:
-        return "other"
-    if node.op_type == "Add":  # MatMul + bias is a linear head
-        made_by = {producers[i].op_type for i in node.input if i in producers}
-        return "classifier" if made_by & {"MatMul", "Gemm"} else "other"
-    if node.op_type in CLASSIFIER_HEADS:
-        return "classifier"
-    return "embedding" if node.op_type in EMBEDDING_MAKERS else "other"
+    found = [output for output in model_facts(model).outputs if output.name == name]
+    return role_of(found[0]) if found else "other"
 
 
 def _output_index(names: list[str], output: str | None) -> int:
@@ -406,12 +416,21 @@ class _Runner:
     """One model loaded on a backend (ONNX Runtime by default), with its declared input dtypes."""
 
     def __init__(
-        self, path: Path, *, backend: str = "onnxruntime", interface: Path | None = None
+        self,
+        path: Path,
+        *,
+        backend: str = "onnxruntime",
+        interface: Path | None = None,
+        precision: Precision = "fp32",
     ) -> None:
         info = inspect_model(interface or path, max_bytes=NO_SIZE_LIMIT)
+        self.inputs: list[TensorSpec] = info.inputs
         self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in info.inputs}
         self.output_names = [spec.name for spec in info.outputs]
-        self.model: LoadedModel = get_backend(backend).load(path, SessionOptions())
+        self.declared: list[Declared] = [spec.shape for spec in info.outputs]
+        """The outputs' declared shapes: they pick a sample axis, the run's shapes decide."""
+        options = SessionOptions(precision=precision)
+        self.model: LoadedModel = get_backend(backend).load(path, options)
 
     def run(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         feeds = {name: _cast(array, self.dtypes.get(name)) for name, array in batch.items()}
@@ -478,18 +497,15 @@ class _OutputErrors:
             self.count += error.size
 
 
-def _rows(batch: dict[str, np.ndarray]) -> int:
-    """Samples in a batch of inputs: the first input's first axis (1 for a scalar)."""
-    first = next(iter(batch.values()), None)
-    return int(first.shape[0]) if first is not None and first.ndim else 1
-
-
 class _Tally:
     """Running sums over batches: errors per output, cosines, top-1 counts.
 
-    `lenient` (a task judges too): a batch whose outputs differ in shape between the models (a
-    detector's NMS keeps a different number of boxes) is left to the task's evaluator; cosine
-    and errors cover the other batches, and the note says how many were left out."""
+    Each output is read per sample fed from its real shape (`samples.paired_views`); an output
+    whose real shapes differ between the models or from the declaration (`declared`, each
+    model's, by output) is named in the note. `lenient` (a task judges too): a batch whose
+    outputs hold another number of values (a detector's NMS keeps a different number of boxes)
+    is left to the task's evaluator; cosine and errors cover the other batches, and the note
+    says how many were left out."""
 
     def __init__(
         self,
@@ -498,8 +514,11 @@ class _Tally:
         index: int = 0,
         top1: bool = True,
         lenient: bool = False,
+        declared: tuple[list[Declared], list[Declared]] = ([], []),
     ) -> None:
         self.lenient = lenient
+        self.declared = declared
+        self.shape_notes: dict[str, str] = {}
         self.mismatched = 0
         self.labels = labels
         self.index = index
@@ -508,36 +527,86 @@ class _Tally:
         self.errors: list[_OutputErrors] = []
         self.nonfinite = 0
         self.cosine_sum = 0.0
+        self.cosine_rows = 0
         self.cosine_min = 1.0
         self.classification = True
         self.agree = 0
         self.correct = [0, 0]
 
-    def add(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
-        if self.lenient and _shapes(reference) != _shapes(candidate):
+    def add(
+        self,
+        reference: list[np.ndarray],
+        candidate: list[np.ndarray],
+        *,
+        rows: int,
+        names: list[str] | None = None,
+    ) -> None:
+        """One batch of both models' outputs (in the reference's order), `rows` samples fed."""
+        names = names or [f"output {place}" for place in range(len(reference))]
+        try:
+            views = self._views(names, reference, candidate, rows)
+        except OutputsDiffer:
+            if not self.lenient:
+                raise
             self.mismatched += 1
             self.classification = False
             return
-        _check_same_outputs(reference, candidate)
-        ref, cand = _per_sample(reference[self.index]), _per_sample(candidate[self.index])
-        self._add_errors(reference, candidate)
-        cosines = _cosines(ref, cand)
+        self._note_shapes(names, reference, candidate)
+        self._add_errors(views)
+        cosines = _cosines(*views[self.index])
         self.cosine_sum += float(cosines.sum())
+        self.cosine_rows += len(cosines)
         self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
-        self._add_top1(reference[self.index], candidate[self.index])
-        self.samples += len(ref)
+        self._add_top1(reference[self.index], candidate[self.index], rows)
+        self.samples += rows
 
-    def _add_errors(self, reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
+    def _views(
+        self,
+        names: list[str],
+        reference: list[np.ndarray],
+        candidate: list[np.ndarray],
+        rows: int,
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        if len(reference) != len(candidate):
+            raise OutputsDiffer(
+                f"The original returns {len(reference)} outputs and the variant "
+                f"{len(candidate)}; they cannot be compared.",
+                hint="The variant, not your model, is at fault: use another variant.",
+            )
+        return [
+            paired_views(name, ref, cand, rows, (self._declared(0, at), self._declared(1, at)))
+            for at, (name, ref, cand) in enumerate(zip(names, reference, candidate, strict=True))
+        ]
+
+    def _declared(self, side: int, at: int) -> Declared:
+        shapes = self.declared[side]
+        return shapes[at] if at < len(shapes) else None
+
+    def _note_shapes(
+        self, names: list[str], reference: list[np.ndarray], candidate: list[np.ndarray]
+    ) -> None:
+        for at, (name, ref, cand) in enumerate(zip(names, reference, candidate, strict=True)):
+            if name not in self.shape_notes:
+                note = shape_note(name, self._declared(0, at), np.shape(ref), np.shape(cand))
+                if note:
+                    self.shape_notes[name] = note
+
+    def _add_errors(self, views: list[tuple[np.ndarray, np.ndarray]]) -> None:
         if not self.errors:
-            self.errors = [_OutputErrors() for _ in reference]
-        for errors, ref, cand in zip(self.errors, reference, candidate, strict=True):
-            ref64, cand64 = ref.astype(np.float64), cand.astype(np.float64)
+            self.errors = [_OutputErrors() for _ in views]
+        for errors, (ref64, cand64) in zip(self.errors, views, strict=True):
             finite = np.isfinite(ref64) & np.isfinite(cand64)
             self.nonfinite += int(np.count_nonzero(~np.isfinite(cand64)))
             errors.add(np.abs(ref64 - cand64)[finite])
 
-    def _add_top1(self, reference: np.ndarray, candidate: np.ndarray) -> None:
-        self.classification &= reference.ndim == 2 and reference.shape[1] > 1
+    def _add_top1(self, reference: np.ndarray, candidate: np.ndarray, rows: int) -> None:
+        """Top-1 of a [batch, classes] output, the same shape on both sides."""
+        self.classification &= (
+            reference.ndim == 2
+            and reference.shape == candidate.shape
+            and reference.shape[0] == rows
+            and reference.shape[1] > 1
+        )
         if not self.classification:
             return
         ref_top, cand_top = reference.argmax(axis=-1), candidate.argmax(axis=-1)
@@ -580,14 +649,16 @@ class _Tally:
             max_abs_error=max(errors.max for errors in self.errors),
             mean_abs_error=sum(errors.total for errors in self.errors) / max(counted, 1),
             output=names[self.index] if names else "",
-            mean_cosine=self.cosine_sum / self.samples,
+            mean_cosine=self.cosine_sum / max(self.cosine_rows, 1),
             min_cosine=self.cosine_min,
             per_output_max_abs_error={
                 name: errors.max for name, errors in zip(names, self.errors, strict=False)
             },
             nan_or_inf=self.nonfinite > 0,
             nonfinite_values=self.nonfinite,
-            note=(SYNTHETIC_NOTE if synthetic else self._note()) + self._mismatch_note(),
+            note=(SYNTHETIC_NOTE if synthetic else self._note())
+            + self._shapes_note()
+            + self._mismatch_note(),
             output_role=role,
             candidate_backend=backend,
             top1_agreement=top1.get("top1_agreement"),
@@ -635,6 +706,11 @@ class _Tally:
                 f"{self.samples} samples."
             )
 
+    def _shapes_note(self) -> str:
+        if not self.shape_notes:
+            return ""
+        return "; " + "; ".join(self.shape_notes.values()) + " (compared per sample)"
+
     def _mismatch_note(self) -> str:
         if not self.mismatched:
             return ""
@@ -660,17 +736,14 @@ class _Tally:
         return fields
 
 
-def _shapes(outputs: list[np.ndarray]) -> list[list[int]]:
-    return [list(array.shape) for array in outputs]
-
-
 def _check_same_outputs(reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
     ref_shapes = [list(array.shape) for array in reference]
     cand_shapes = [list(array.shape) for array in candidate]
     if ref_shapes != cand_shapes:
-        raise InvalidSpec(
-            f"The models' outputs differ in shape: reference {ref_shapes}, "
-            f"candidate {cand_shapes}; they cannot be compared."
+        raise OutputsDiffer(
+            f"The outputs differ in shape: reference {ref_shapes}, candidate {cand_shapes}; "
+            "they cannot be compared value by value.",
+            hint="The two runs compute different things: check the backend or the variant.",
         )
 
 

@@ -6,8 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optistudio.core.backends.base import Precision
 from optistudio.core.errors import UnknownName
-from optistudio.core.machine.environment import int8_choice, isa_flags
+from optistudio.core.machine.environment import int8_choice
+from optistudio.core.machine.precisions import FloatFormat, native_float
 from optistudio.core.model.info import QUANTIZED_OPS, ModelInfo
 
 
@@ -30,10 +32,21 @@ class Recipe(BaseModel):
         default=None,
         description="Backend the variant is made for and timed on; empty = the run's target.",
     )
+    precision: Precision | None = Field(
+        default=None,
+        description="Inference precision the variant is checked and timed at (OpenVINO's "
+        "INFERENCE_PRECISION_HINT, e.g. 'bf16'); empty = as the passes leave it (fp32, or a "
+        "quantized model's int8 layers with the rest in fp32).",
+    )
 
 
 def _recipe(name: str, label: str, *steps: tuple[str, dict[str, Any]]) -> Recipe:
     return Recipe(name=name, label=label, steps=[RecipeStep(step=s, config=c) for s, c in steps])
+
+
+def _at(precision: Precision, recipe: Recipe) -> Recipe:
+    """`recipe` run on OpenVINO at inference precision `precision` (its only backend with one)."""
+    return recipe.model_copy(update={"backend": "openvino", "precision": precision})
 
 
 BUILTIN_RECIPES: dict[str, Recipe] = {
@@ -104,11 +117,42 @@ BUILTIN_RECIPES |= {
         _recipe("litert_int8", "LiteRT full-integer INT8", ("simplify", {}), ("litert_int8", {})),
     )
 }
+# Precisions the target computes: the model (as it is, or NNCF's INT8) at OpenVINO's inference
+# precision. INT8 with the rest in BF16 is what OpenVINO runs a quantized model at by default on a
+# BF16 CPU. ONNX Runtime has no such setting (optistudio.core.optimize.applicability says why).
+BUILTIN_RECIPES |= {
+    r.name: r
+    for r in (
+        _at("bf16", _recipe("bf16", "BF16 inference")),
+        _at("fp16", _recipe("fp16_inference", "FP16 inference")),
+        _at(
+            "bf16",
+            _recipe(
+                "int8_nncf_bf16",
+                "INT8 NNCF, the rest in BF16",
+                ("simplify", {}),
+                ("int8_nncf", {}),
+            ),
+        ),
+        _at(
+            "bf16",
+            _recipe(
+                "int8_nncf_transformer_bf16",
+                "INT8 NNCF transformer, the rest in BF16",
+                ("simplify", {}),
+                ("int8_nncf", {"model_type": "transformer"}),
+            ),
+        ),
+    )
+}
 ANY = "any"
 """Target meaning every backend available on the device: Auto then chooses the backend too."""
 REFERENCE_BACKEND = "onnxruntime"
+OPENVINO = "openvino"
 NNCF_RECIPES = {"int8_nncf", "int8_nncf_transformer"}
 LITERT = "litert"
+FP16_PASSES = ("fp16", "litert_fp16")
+"""Passes whose model computes in FP16: they pay off only where the CPU computes FP16."""
 
 AUTO = "auto"
 CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "qat")
@@ -123,45 +167,77 @@ def get_recipe(name: str) -> Recipe:
         raise UnknownName(f"Unknown recipe {name!r}. Valid recipes: {valid}.") from None
 
 
-def auto_candidates(info: ModelInfo, *, target_backend: str = "onnxruntime") -> list[Recipe]:
-    """The sensible candidates for this model on a CPU.
+def auto_candidates(
+    info: ModelInfo,
+    *,
+    target_backend: str = "onnxruntime",
+    flags: list[str] | None = None,
+    device: str = "cpu",
+) -> list[Recipe]:
+    """The sensible candidates for this model on a CPU with `flags` (default: this one).
 
     CNNs (Conv-heavy): fusion and static INT8 (dynamic INT8 quantizes activations at run time,
-    which makes convolutions slower on CPUs), plus NNCF's INT8 when the target is OpenVINO
-    (its quantizer placement follows OpenVINO's fusions). Transformers / MLPs (MatMul-heavy):
-    dynamic INT8. FP16 only when the CPU computes in FP16 natively; elsewhere ONNX Runtime
-    emulates it slowly. A model that is already INT8 (QDQ, QLinear ops) is not quantized again.
+    which makes convolutions slower on CPUs). Transformers / MLPs (MatMul-heavy): dynamic INT8.
+    Target OpenVINO adds its own (see openvino_names). FP16 only when the device computes in
+    FP16 natively; elsewhere ONNX Runtime emulates it slowly. A model that is already INT8
+    (QDQ, QLinear ops) is not quantized again.
     """
-    ops = info.op_histogram
-    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
-    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
     if target_backend == LITERT:
-        return litert_candidates(info)
+        return litert_candidates(info, flags=flags)
+    convs, matmuls = _conv_and_matmul(info)
     names = ["graph"]
-    if convs:
-        names += ["fusion", "int8_static", "int8_static_percentile"]
-        if target_backend == "openvino":
-            names += ["int8_nncf"]
-    if matmuls > convs:
-        names += ["int8_dynamic"]
-        if target_backend == "openvino":
-            names += ["int8_nncf_transformer"]
-    if {"avx512_fp16", "amx_fp16"} & set(isa_flags()):
+    names += ["fusion", "int8_static", "int8_static_percentile"] if convs else []
+    names += ["int8_dynamic"] if matmuls > convs else []
+    if target_backend == OPENVINO:
+        names += openvino_names(info, flags=flags, device=device)
+    elif computes("fp16", flags=flags, device=device):
         names += ["fp16"]
     return [BUILTIN_RECIPES[name] for name in names if not _requantizes(info, name)]
 
 
-def litert_candidates(info: ModelInfo) -> list[Recipe]:
+def openvino_names(
+    info: ModelInfo, *, flags: list[str] | None = None, device: str = "cpu"
+) -> list[str]:
+    """OpenVINO's own candidates besides the model as it is: NNCF's INT8 (its quantizer
+    placement follows OpenVINO's fusions; CNN or transformer flavour), and where the device
+    computes them natively, BF16 inference and INT8 with the rest in BF16 (OpenVINO's default
+    for a quantized model on such CPUs), and FP16 inference."""
+    convs, matmuls = _conv_and_matmul(info)
+    bf16 = computes("bf16", flags=flags, device=device)
+    names = []
+    if convs:
+        names += ["int8_nncf"] + (["int8_nncf_bf16"] if bf16 else [])
+    if matmuls > convs:
+        names += ["int8_nncf_transformer"] + (["int8_nncf_transformer_bf16"] if bf16 else [])
+    names += ["bf16"] if bf16 else []
+    names += ["fp16_inference"] if computes("fp16", flags=flags, device=device) else []
+    return names
+
+
+def computes(fmt: FloatFormat, *, flags: list[str] | None = None, device: str = "cpu") -> bool:
+    """Whether `device` computes `fmt` natively: a CPU when it has the format's flags
+    (optistudio.core.machine.precisions), a GPU always for FP16 and never for BF16 here (no
+    recipe runs BF16 on a GPU: OpenVINO's GPU plugin has none)."""
+    if device.split(":", 1)[0] == "cpu":
+        return native_float(fmt, flags).native
+    return fmt == "fp16"
+
+
+def _conv_and_matmul(info: ModelInfo) -> tuple[int, int]:
+    ops = info.op_histogram
+    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
+    return convs, ops.get("MatMul", 0) + ops.get("Gemm", 0)
+
+
+def litert_candidates(info: ModelInfo, *, flags: list[str] | None = None) -> list[Recipe]:
     """Target litert: the .tflite conversions. FP32 always; full-integer INT8 for CNNs (it
     needs calibration data); dynamic-range INT8 for MatMul-heavy models; FP16 weights only
     where they can pay off (a CPU computing FP16; elsewhere XNNPACK widens them to FP32)."""
-    ops = info.op_histogram
-    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
-    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
+    convs, matmuls = _conv_and_matmul(info)
     names = ["litert_fp32"]
     names += ["litert_int8"] if convs else []
     names += ["litert_int8_dynamic"] if matmuls > convs else []
-    names += ["litert_fp16"] if {"avx512_fp16", "amx_fp16"} & set(isa_flags()) else []
+    names += ["litert_fp16"] if computes("fp16", flags=flags) else []
     return [BUILTIN_RECIPES[name] for name in names if not _requantizes(info, name)]
 
 
@@ -172,24 +248,29 @@ def _requantizes(info: ModelInfo, name: str) -> bool:
     return quantizes and bool(QUANTIZED_OPS & info.op_histogram.keys())
 
 
-def any_backend_candidates(info: ModelInfo, backends: list[str]) -> list[Recipe]:
+def any_backend_candidates(
+    info: ModelInfo,
+    backends: list[str],
+    *,
+    flags: list[str] | None = None,
+    device: str = "cpu",
+) -> list[Recipe]:
     """Auto across backends: ONNX Runtime's candidates, and on every other backend the model
-    as it is plus that backend's own INT8 (NNCF for OpenVINO: CNN or transformer flavour).
+    as it is plus, on OpenVINO, its own candidates (openvino_names: NNCF's INT8, and BF16 /
+    INT8 with the rest in BF16 / FP16 where the device computes them).
 
     Graph rewrites and dynamic INT8 are left out for OpenVINO: it fuses on its own, and dynamic
     INT8 ran at 0.78x of FP32 there on MiniLM (docs/BENCHMARKS.md).
     """
-    ops = info.op_histogram
-    convs = ops.get("Conv", 0) + ops.get("ConvTranspose", 0)
-    matmuls = ops.get("MatMul", 0) + ops.get("Gemm", 0)
-    found = [on_backend(r, REFERENCE_BACKEND) for r in auto_candidates(info)]
+    found = [
+        on_backend(r, REFERENCE_BACKEND) for r in auto_candidates(info, flags=flags, device=device)
+    ]
     for backend in backends:
         if backend in (REFERENCE_BACKEND, LITERT):  # LiteRT converts for minutes: --target litert
             continue
         names = ["fp32"]
-        if backend == "openvino":
-            names += ["int8_nncf"] if convs else []
-            names += ["int8_nncf_transformer"] if matmuls > convs else []
+        if backend == OPENVINO:
+            names += openvino_names(info, flags=flags, device=device)
         found += [
             on_backend(BUILTIN_RECIPES[name], backend)
             for name in names
@@ -218,19 +299,23 @@ def resolve_recipes(
     *,
     target_backend: str = "onnxruntime",
     backends: list[str] | None = None,
+    flags: list[str] | None = None,
+    device: str = "cpu",
 ) -> list[Recipe]:
     """Recipe names (or 'auto') to recipes, without duplicates, in the order given.
 
     With target 'any', `backends` are those available on the device: Auto spreads over them
-    (any_backend_candidates) and a named recipe is pinned to ONNX Runtime, or to OpenVINO for
-    the NNCF recipes.
+    (any_backend_candidates) and a named recipe is pinned to its own backend (OpenVINO for the
+    NNCF and precision recipes), else to ONNX Runtime. Auto's choice follows a CPU with `flags`
+    (default: this one) and `device`.
     """
     chosen: dict[str, Recipe] = {}
     for name in names:
         if target_backend == ANY:
-            found = _on_any(name, info, backends or [REFERENCE_BACKEND])
+            where = backends or [REFERENCE_BACKEND]
+            found = _on_any(name, info, where, flags=flags, device=device)
         elif name == AUTO:
-            found = auto_candidates(info, target_backend=target_backend)
+            found = auto_candidates(info, target_backend=target_backend, flags=flags, device=device)
         else:
             found = [get_recipe(name)]
         for recipe in found:
@@ -238,11 +323,13 @@ def resolve_recipes(
     return list(chosen.values())
 
 
-def _on_any(name: str, info: ModelInfo, backends: list[str]) -> list[Recipe]:
+def _on_any(
+    name: str, info: ModelInfo, backends: list[str], *, flags: list[str] | None, device: str
+) -> list[Recipe]:
     if name == AUTO:
-        return any_backend_candidates(info, backends)
+        return any_backend_candidates(info, backends, flags=flags, device=device)
     recipe = get_recipe(name)
-    backend = recipe.backend or ("openvino" if name in NNCF_RECIPES else REFERENCE_BACKEND)
+    backend = recipe.backend or (OPENVINO if name in NNCF_RECIPES else REFERENCE_BACKEND)
     if backend not in backends:
         raise UnknownName(
             f"Recipe {name!r} needs {backend}, which is not available here. "

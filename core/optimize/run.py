@@ -11,8 +11,15 @@ the checks refuse, data the variant cannot run) is one variant with status "fail
 timed-out run. A variant file is checked as intake checks an upload, but a refusal is the
 recipe's fault, never the model's: it is reported as the pass's failure.
 
+A recipe with an inference precision (bf16@openvino, int8_nncf_bf16) is checked and timed at it
+on its backend, the original staying FP32; the variant's precision says so ('bf16', 'int8+bf16').
+One that differs from an earlier recipe only in that precision times the earlier one's file.
+
 The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
 budget whose interval says "faster"; if none qualifies, the original stays the best choice.
+The report's headline says so in one line and names the fastest variant left out and why
+(optistudio.core.optimize.headline). Auto's QAT note counts as misses only the INT8 variants
+that were judged and timed; one that failed outright is named with its error.
 
 The target is a backend, or 'any' (the default): then the candidates spread over every backend
 available on the CPU (see optistudio.core.optimize.recipes.any_backend_candidates), each variant is checked and
@@ -28,7 +35,7 @@ import shutil
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import onnx
@@ -80,7 +87,9 @@ from optistudio.core.numerics.accuracy import (
     accuracy_report,
     within_budget,
 )
-from optistudio.core.numerics.evaluators.recognize import model_facts, recognize_task
+from optistudio.core.numerics.evaluators.evidence import Confidence
+from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
+from optistudio.core.optimize.headline import RANDOM_SUFFIX, LeftOut, headline, left_out
 from optistudio.core.optimize.recipes import (
     ANY,
     AUTO,
@@ -250,6 +259,12 @@ class VariantResult(BaseModel):
         """Results stored before errors had fields held one line (message and hint)."""
         return {"code": "failed", "message": value} if isinstance(value, str) else value
 
+    @property
+    def judged(self) -> bool:
+        """Made, judged against the budget and timed: only such a variant can miss the budget
+        (one that failed outright was never measured)."""
+        return self.status == "made" and self.accuracy is not None and self.verdict is not None
+
     def fail(self, error: ErrorInfo) -> None:
         """Mark the variant failed with `error`; a failed variant has no file."""
         self.status, self.error, self.path = "failed", error, None
@@ -270,11 +285,40 @@ class OptimizeReport(BaseModel):
     task: str | None = Field(
         default=None, description="The task the variants were judged in; None: cosine/top-1."
     )
-    task_reason: str = Field(default="", description="Why that task (the outputs read).")
+    task_reason: str = Field(
+        default="",
+        description="Why that task (the outputs read); without one, why none was recognized.",
+    )
+    task_confidence: Confidence | None = Field(
+        default=None,
+        description="How strongly recognition's evidence supports the task: high, medium or "
+        "low; None when the user set the task, none was recognized, or the run predates it.",
+    )
+    task_reasons: list[str] = Field(
+        default_factory=list,
+        description="The evidence recognition weighed, a sentence each with its weight, "
+        "heaviest first ('+3 graph: probs [N, 1000] after Softmax on the class axis'); "
+        "without a task, why none was recognized and what each task's case lacked.",
+    )
     task_budget: dict[str, float] = Field(
         default_factory=dict, description="The limits the variants were judged by, by metric."
     )
     environment: dict[str, Any] = Field(default_factory=dict)
+    headline: str = Field(
+        default="",
+        description="The run in one line: the chosen variant and its speedup (or keep the "
+        "original), and the fastest variant left out with why (optistudio.core.optimize."
+        "headline); empty on results stored before headlines.",
+    )
+    left_out: LeftOut | None = Field(
+        default=None,
+        description="The fastest variant measured faster than the choice that Auto did not "
+        "choose, and why; None when the choice is the fastest.",
+    )
+
+    def said(self) -> str:
+        """The headline; for a result stored before headlines, one made from its variants."""
+        return self.headline or str(told(self.variants, self.chosen, self.spec)["headline"])
 
     @property
     def made(self) -> list[VariantResult]:
@@ -314,7 +358,7 @@ def optimize(
         arrays=read_input_arrays(spec.inputs_file, info.inputs),
         batch_axes=spec.batch_axes,
     )
-    judge, task_budget = task_judge(model, spec, data, labels_file)
+    judge, task_budget, task_reasons = task_judge(model, spec, data, labels_file)
     if labels is None and labels_file is not None:
         if judge is None:  # judged by cosine and top-1: the labels are class ids
             labels = load_labels(labels_file, samples=_sample_total(data))
@@ -330,20 +374,28 @@ def optimize(
             f"{spec.target_backend} cannot run here ({why}). Available: {', '.join(usable)}.",
             hint="Pick one of those targets, or 'any'.",
         )
+    device = spec.comparison.device
     resolved = resolve_recipes(
-        spec.recipes, info, target_backend=spec.target_backend, backends=usable
+        spec.recipes, info, target_backend=spec.target_backend, backends=usable, device=device
     )
     recipes = [with_settings(r, settings) for r in resolved]
-    variants = []
+    variants: list[VariantResult] = []
     slots = len(recipes) + int(_qat_data_given(spec))  # Auto may add QAT at the end
     for index, recipe in enumerate(recipes):
         share = scaled(report, index / slots, (index + 1) / slots, prefix=f"{recipe.label}: ")
         judged = Judging(source, labels, judge, task_budget, calibration)
-        variants.append(_variant(model, info, recipe, timed, out_dir, judged, share))
+        earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
+        variants.append(
+            _variant(model, info, recipe, timed, out_dir, judged, share, earlier=earlier)
+        )
     add_qat, qat_note = _auto_qat(spec, recipes, variants)
     if add_qat:
         (qat,) = resolve_recipes(
-            [QAT_RECIPE], info, target_backend=spec.target_backend, backends=usable
+            [QAT_RECIPE],
+            info,
+            target_backend=spec.target_backend,
+            backends=usable,
+            device=device,
         )
         share = scaled(report, len(recipes) / slots, 1.0, prefix=f"{qat.label}: ")
         judged = Judging(source, labels, judge, task_budget, calibration)
@@ -357,14 +409,28 @@ def optimize(
         data=source.description,
         variants=variants,
         chosen=chosen.recipe.name if chosen else None,
+        **told(variants, chosen.recipe.name if chosen else None, spec),
         notes=int8_notes(recipes)
         + _random_calibration_notes(variants, spec)
         + ([qat_note] if qat_note else []),
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,
-        task_reason=judge.recognition.reason if judge else "",
+        task_reason=judge.recognition.reason if judge else next(iter(task_reasons), ""),
+        task_confidence=judge.recognition.confidence if judge else None,
+        task_reasons=list(task_reasons),
         task_budget=task_budget.limits if task_budget else {},
     )
+
+
+def told(
+    variants: Sequence[VariantResult], chosen: str | None, spec: OptimizeSpec
+) -> dict[str, Any]:
+    """The report's headline and left_out fields for the `chosen` recipe among `variants`."""
+    rule = {"speed_only": spec.speed_only, "margin": spec.comparison.min_effect}
+    return {
+        "headline": headline(variants, chosen, **rule),
+        "left_out": left_out(variants, chosen, **rule),
+    }
 
 
 def _qat_data_given(spec: OptimizeSpec) -> bool:
@@ -380,16 +446,22 @@ def may_train(spec: OptimizeSpec) -> bool:
 def _auto_qat(
     spec: OptimizeSpec, recipes: list[Recipe], variants: list[VariantResult]
 ) -> tuple[bool, str | None]:
-    """Whether Auto adds the qat recipe (every post-training INT8 variant missed the budget),
-    and the note that says so or what it needs (optistudio.core.passes.qat.auto_offer)."""
+    """Whether Auto adds the qat recipe (every post-training INT8 variant that was measured
+    missed the budget), and the note that says so or what it needs, naming those that failed
+    outright as failed, never as misses (optistudio.core.passes.qat.auto_offer)."""
     asked = {recipe.name.split("@")[0] for recipe in recipes}
+    ptq = [v for v in variants if is_ptq([s.step for s in v.recipe.steps])]
     return auto_offer(
         auto=AUTO in spec.recipes and QAT_RECIPE not in asked,
-        ptq_within_budget=[
-            v.within_budget for v in variants if is_ptq([s.step for s in v.recipe.steps])
-        ],
+        ptq_within_budget=[v.within_budget for v in ptq if v.judged],
         training_given=_qat_data_given(spec),
+        ptq_failed=[_failure(v) for v in ptq if v.status == "failed"],
     )
+
+
+def _failure(variant: VariantResult) -> str:
+    """'INT8 NNCF: NNCF could not quantize this model.'"""
+    return f"{variant.recipe.label}: {variant.error.message if variant.error else 'no reason kept'}"
 
 
 @dataclass(frozen=True)
@@ -404,32 +476,41 @@ class Judging:
     """What the INT8 passes calibrate on when it is not `source`."""
 
 
+class TaskChoice(NamedTuple):
+    """What judges a run's variants: the task's judge and budget ((None, None): cosine and
+    top-1), and recognition's reasons (the evidence weighed, or why no task was recognized)."""
+
+    judge: TaskJudge | None
+    budget: TaskBudget | None
+    reasons: tuple[str, ...] = ()
+
+
 def task_judge(
     model: Path, spec: OptimizeSpec, data: CalibrationSource | None, labels_file: Path | None
-) -> tuple[TaskJudge | None, TaskBudget | None]:
+) -> TaskChoice:
     """The task the variants are judged in (the spec's, else recognized from the outputs),
     its labels and its budget (the spec's limits, else the task's default); (None, None) when
-    no task applies: cosine and top-1 judge then. InvalidSpec for a task or a budget metric
-    that does not exist, naming the valid ones."""
+    no task applies: cosine and top-1 judge then, and the reasons say why. InvalidSpec for a
+    task or a budget metric that does not exist, naming the valid ones."""
     if spec.task == NO_TASK:
         if spec.budgets:
             raise InvalidSpec(
                 "A budget in task metrics needs a task; this run has task 'none'.",
                 hint="Pick a task, or drop --budget and use the cosine / top-1 budget.",
             )
-        return None, None
+        return TaskChoice(None, None, ("task 'none' set: judged by output cosine and top-1",))
     facts = model_facts(model)
     outputs = [spec.accuracy_output] if spec.accuracy_output else None
-    found = recognize_task(facts, spec.task, outputs=outputs)
-    if found is None:
+    reading = read_task(facts, spec.task, outputs=outputs)
+    if reading.found is None:
         if spec.budgets:
             raise InvalidSpec(
                 "No task was recognized in this model's outputs, so a budget in task metrics "
-                "cannot be judged.",
+                f"cannot be judged ({reading.why_none}).",
                 hint="Set the task (--task, or the Optimize page's task picker), or drop it.",
             )
-        return None, None
-    info, recognition = found
+        return TaskChoice(None, None, tuple(reading.reasons))
+    info, recognition = reading.found
     evaluator = info.create()
     task_labels = None
     if labels_file is not None:
@@ -447,7 +528,9 @@ def task_judge(
             "were given.",
             hint=f"Give labels with the data, or budget what needs none: {', '.join(agreement)}.",
         )
-    return TaskJudge(evaluator, recognition, task_labels), budget
+    return TaskChoice(
+        TaskJudge(evaluator, recognition, task_labels), budget, tuple(reading.reasons)
+    )
 
 
 def _sample_total(data: CalibrationSource) -> int:
@@ -459,7 +542,7 @@ def _sample_total(data: CalibrationSource) -> int:
 
 
 def _random_calibration_notes(variants: Sequence[VariantResult], spec: OptimizeSpec) -> list[str]:
-    names = [v.recipe.label for v in variants if v.calibrated_on_random]
+    names = [v.recipe.label for v in variants if v.calibrated_on_random and v.status == "made"]
     if not names:
         return []
     left = (
@@ -566,6 +649,44 @@ def copy_model(source: Path, target: Path) -> None:
         shutil.copyfile(source.parent / location, target.parent / location)
 
 
+def _backend_of(recipe: Recipe, spec: OptimizeSpec) -> str:
+    """Where the recipe's variant is checked and timed: its own backend, else the target's."""
+    return recipe.backend or (
+        REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
+    )
+
+
+def made_earlier(
+    recipe: Recipe, backend: str, variants: Sequence[VariantResult]
+) -> VariantResult | None:
+    """An earlier made variant with the same passes on the same backend at the precision they
+    leave, when `recipe` differs from it only in its inference precision (int8_nncf_bf16 after
+    int8_nncf): that variant's file is timed at the new precision instead of quantizing again."""
+    if not recipe.steps or recipe.precision is None:
+        return None
+    return next(
+        (
+            v
+            for v in variants
+            if v.status == "made"
+            and v.path
+            and v.backend == backend
+            and v.recipe.precision is None
+            and v.recipe.steps == recipe.steps
+        ),
+        None,
+    )
+
+
+def run_precision(produced: str, runtime: str | None) -> str:
+    """What a variant computes in: the passes' precision ('int8') at the recipe's inference
+    precision: 'bf16' for a float model, 'int8+bf16' for a quantized one (its int8 layers stay
+    int8, the rest runs in bf16)."""
+    if runtime is None or runtime == produced:
+        return produced
+    return runtime if produced == "fp32" else f"{produced}+{runtime}"
+
+
 def _variant(
     model: Path,
     info: ModelInfo,
@@ -574,13 +695,13 @@ def _variant(
     out_dir: Path,
     judged: Judging,
     share: ProgressCallback,
+    *,
+    earlier: VariantResult | None = None,
 ) -> VariantResult:
-    backend = recipe.backend or (
-        REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
-    )
+    backend = _backend_of(recipe, spec)
     source = judged.source
     calibration = judged.calibration or source
-    result = VariantResult(recipe=recipe, precision="fp32", backend=backend)
+    result = VariantResult(recipe=recipe, precision=recipe.precision or "fp32", backend=backend)
     result.calibrated_on_random = bool(getattr(calibration, "synthetic", False)) and any(
         passes.get(step.step).needs_calibration for step in recipe.steps
     )
@@ -591,9 +712,8 @@ def _variant(
         progress=scaled(share, 0.0, 0.5),
     )
     try:
-        path, result.steps, result.precision = run_recipe(
-            model, recipe, out_dir / recipe.name, context
-        )
+        path, result.steps, produced = _made(model, recipe, out_dir, context, earlier)
+        result.precision = run_precision(produced, recipe.precision)
         check_variant(path, recipe)
         result.path = str(path)
         share(0.5, "checking accuracy")
@@ -605,16 +725,21 @@ def _variant(
             output=spec.accuracy_output,
             candidate_backend=backend,
             judge=judged.judge,
+            candidate_precision=recipe.precision or "fp32",
         )
         result.within_budget, result.budget_note = within_budget(
             result.accuracy, spec.budget, judged.budget
         )
         if result.calibrated_on_random and not spec.speed_only:
-            result.budget_note += "; calibrated on random inputs: Auto leaves it (give data)"
+            result.budget_note += RANDOM_SUFFIX
         share(0.7, f"timing on {backend} against the original")
         baseline = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
         timing = spec.comparison.model_copy(
-            update={"backend": baseline, "candidate_backend": backend}
+            update={
+                "backend": baseline,
+                "candidate_backend": backend,
+                "candidate_precision": recipe.precision,
+            }
         )
         _timed(result, model, path, timing, scaled(share, 0.7, 1.0))
     except (Cancelled, TimedOut):
@@ -623,6 +748,22 @@ def _variant(
         log.info("recipe %s failed: %s", recipe.name, exc)
         result.fail(exc.info())
     return result
+
+
+def _made(
+    model: Path,
+    recipe: Recipe,
+    out_dir: Path,
+    context: PassContext,
+    earlier: VariantResult | None,
+) -> tuple[Path, list[StepReport], str]:
+    """The recipe's file, step reports and the passes' precision: made by its passes, or the
+    file of `earlier` (made_earlier), its steps marked with the recipe that made it."""
+    if earlier is None or earlier.path is None:
+        return run_recipe(model, recipe, out_dir / recipe.name, context)
+    mark = {"file_of": earlier.recipe.name}
+    steps = [step.model_copy(update={"details": step.details | mark}) for step in earlier.steps]
+    return Path(earlier.path), steps, earlier.precision
 
 
 def check_variant(path: Path, recipe: Recipe) -> ModelInfo | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -136,13 +137,35 @@ def is_ptq(steps: list[str]) -> bool:
 
 
 def auto_offer(
-    *, auto: bool, ptq_within_budget: list[bool], training_given: bool
+    *,
+    auto: bool,
+    ptq_within_budget: list[bool],
+    training_given: bool,
+    ptq_failed: Sequence[str] = (),
 ) -> tuple[bool, str | None]:
-    """Auto's rule: add QAT when every post-training INT8 candidate (there was at least one)
-    missed the budget and training data was given; the note says what happened or what to give."""
-    if not auto or not ptq_within_budget or any(ptq_within_budget):
+    """Auto's rule: add QAT when every post-training INT8 candidate that was measured (there
+    was at least one) missed the budget and training data was given; the note says what
+    happened or what to give.
+
+    `ptq_within_budget` holds one entry per candidate that was made, judged and timed;
+    `ptq_failed` names each that failed outright ('label: error'). Those are never counted as
+    misses: the note names them as failed."""
+    if not auto or any(ptq_within_budget):
         return False, None
-    missed = "Every post-training INT8 candidate missed the accuracy budget"
+    failed = "; ".join(ptq_failed)
+    if not ptq_within_budget:
+        return False, (
+            "Every post-training INT8 candidate failed outright, so none was judged against "
+            f"the accuracy budget ({failed}); see each one's error."
+            if ptq_failed
+            else None
+        )
+    missed = (
+        "Every post-training INT8 candidate that was measured missed the accuracy budget, "
+        f"the others failed outright ({failed})"
+        if ptq_failed
+        else "Every post-training INT8 candidate missed the accuracy budget"
+    )
     if not training_given:
         return False, (
             f"{missed}; give training data (--train, with --train-labels if you have them; on "

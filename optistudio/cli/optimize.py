@@ -244,11 +244,24 @@ def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
     return files
 
 
-def _print_variants(report: OptimizeReport) -> None:
-    print(f"data: {report.data}")
+def _print_task(report: OptimizeReport) -> None:
+    """The task judging the variants, how sure recognition was and its reasons; or why none."""
     if report.task:
         limits = ", ".join(f"{name}={limit:g}" for name, limit in report.task_budget.items())
-        print(f"task: {report.task} ({report.task_reason}); budget: {limits}")
+        sure = f", {report.task_confidence} confidence" if report.task_confidence else ""
+        print(f"task: {report.task}{sure} ({report.task_reason}); budget: {limits}")
+        shown = report.task_reasons if report.task_confidence else []  # set by the user
+    else:
+        if report.task_reason:
+            print(f"task: none ({report.task_reason}); judged by output cosine and top-1")
+        shown = report.task_reasons[1:]
+    for reason in shown:
+        print(f"  {reason}")
+
+
+def _print_variants(report: OptimizeReport) -> None:
+    print(f"data: {report.data}")
+    _print_task(report)
     print(
         f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"
     )
@@ -266,6 +279,7 @@ def _print_variants(report: OptimizeReport) -> None:
         )
         print(f"{'':<4}{v.budget_note}")
     print(f"* chosen: {report.chosen or 'none (keep the original)'}")
+    print(report.headline)
     for note in report.notes:
         print(f"note: {note}")
 
@@ -288,6 +302,7 @@ def command_recipes(args: argparse.Namespace) -> int:
         print_json(recipes_payload())
         return 0
     from optistudio.core.machine.environment import int8_choice
+    from optistudio.core.optimize.applicability import ONNXRUNTIME_NOTES, applicable_recipes
     from optistudio.core.optimize.recipes import BUILTIN_RECIPES
     from optistudio.core.passes.base import passes
 
@@ -295,6 +310,11 @@ def command_recipes(args: argparse.Namespace) -> int:
     for info in passes:
         print(f"  pass {info.name:<14} {info.label}: {info.description}")
     print(f"on this CPU: {int8_choice().sentence()}")
+    for found in applicable_recipes().values():
+        if not found.applies:
+            print(f"  not here: {found.recipe}: {found.why_not}")
+    for note in ONNXRUNTIME_NOTES:
+        print(f"  no {note.backend} {note.precision}: {note.why}")
     from optistudio.core.numerics.evaluators.base import evaluators
 
     print("tasks (--task; --budget METRIC=LIMIT, default budget marked *):")
@@ -311,18 +331,28 @@ def command_recipes(args: argparse.Namespace) -> int:
 def recipes_payload() -> dict[str, Any]:
     """Every recipe with its steps, 'auto' described, and every pass with what it needs."""
     from optistudio.core.machine.environment import int8_choice
+    from optistudio.core.machine.precisions import native_floats
     from optistudio.core.numerics.evaluators.base import evaluators
+    from optistudio.core.optimize.applicability import ONNXRUNTIME_NOTES, applicable_recipes
     from optistudio.core.optimize.recipes import AUTO, BUILTIN_RECIPES
     from optistudio.core.passes.base import passes
 
+    applies = applicable_recipes()
     return {
         "auto": {
             "name": AUTO,
             "description": "The candidates that suit the model and this CPU, each timed; the "
-            "fastest within the accuracy budget is chosen.",
+            "fastest within the accuracy budget is chosen. Only recipes that apply here (each "
+            "recipe's `applies`, else `why_not`) are candidates.",
             "int8": int8_choice().model_dump(),
+            "floats": {fmt: found.model_dump() for fmt, found in native_floats().items()},
+            "not_offered": [note.model_dump() for note in ONNXRUNTIME_NOTES],
         },
-        "recipes": [recipe.model_dump(mode="json") for recipe in BUILTIN_RECIPES.values()],
+        "recipes": [
+            recipe.model_dump(mode="json")
+            | applies[name].model_dump(include={"applies", "why_not", "computes"})
+            for name, recipe in BUILTIN_RECIPES.items()
+        ],
         "passes": [
             {
                 "name": info.name,

@@ -330,8 +330,13 @@ def show_runs() -> None:
     for run in runs:
         st.subheader(f"Job #{run['job']} · {run['model']}")
         fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
+        st.markdown(f"**{run['headline']}**")
         st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
         st.markdown(run["task"])
+        if run["task_reasons"]:
+            with st.expander("How the task was read"):
+                for reason in run["task_reasons"]:
+                    st.caption(reason)
         for note in run["notes"]:
             st.caption(f"Note: {note}")
         table = pd.DataFrame(run["variants"])

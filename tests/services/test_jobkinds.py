@@ -307,6 +307,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later |= {"served_extra_ms": 0.0, "serving_delays_ms": []}
         later |= {"served_extra_load": [], "request_ms": 0.0}  # under load; with no model
         later |= {"serving_delays_rate": None, "serving_delays_load": []}  # answers' delays
+        later |= {"unmeasured": {}}  # the probes that could not measure, and why
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         return {"threads": None} | {
@@ -318,15 +319,25 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     # the input fields (and the batch axes) came later, empty by default
     inputs = {"values": {}, "inputs_file": None, "batch_axes": {}}
     task = {"task": None, "budgets": {}, "speed_only": False}  # task budgets came later
+    precisions = {"precision": "fp32", "candidate_precision": None}  # inference precisions too
     return {
         "spec": spec
-        | {"shapes": {}, "dims": {}, **inputs, "comparison": spec["comparison"] | inputs}
+        | {
+            "shapes": {},
+            "dims": {},
+            **inputs,
+            "comparison": spec["comparison"] | inputs | precisions,
+        }
         | task,
         "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
         "notes": [],  # what the run chose and why (the INT8 weight range) came later
         "task": None,
         "task_reason": "",
+        "task_confidence": None,  # how sure recognition was, and its reasons, came later
+        "task_reasons": [],
         "task_budget": {},
+        "headline": "",  # the run in one line, and the fastest variant left out, came later
+        "left_out": None,
     }
 
 
@@ -338,8 +349,11 @@ def _video_run_now(stored: dict[str, Any]) -> dict[str, Any]:
 def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
     error = stored["error"]
     judged = {"task": None, "task_reason": "", "task_mode": None, "task_metrics": {}, "worst": []}
+    judged |= {"candidate_precision": "fp32"}  # the precision it ran at came later
+    judged |= {"task_note": ""}  # how the task read the outputs came later too
     accuracy = stored.get("accuracy")
     return stored | {
+        "recipe": stored["recipe"] | {"precision": None},  # a recipe's inference precision too
         "accuracy": accuracy | judged if accuracy else accuracy,
         "calibrated_on_random": False,
         "verdict": stored["verdict"] or None,

@@ -117,6 +117,69 @@ def test_variant_rows_come_from_the_typed_result() -> None:
     assert (made["outcome"], failed["outcome"]) == ("made", "failed")
 
 
+def test_a_result_stored_before_headlines_gets_one_from_its_variants() -> None:
+    recipe = {"name": "graph", "label": "Graph optimization", "steps": []}
+    timed = {"precision": "fp32", "ratio_low": 0.75, "within_budget": True}
+    stored = {  # as an optimize job wrote it before headlines
+        "spec": {"recipes": ["auto"]},
+        "data": "synthetic",
+        "variants": [
+            {"recipe": recipe, "ratio": 0.8, "ratio_high": 0.85, "verdict": "faster"}
+            | timed
+            | {"speedup": 1.25},
+            {"recipe": recipe | {"name": "int8_nncf", "label": "INT8 NNCF"}, "ratio": 0.5}
+            | timed
+            | {"ratio_high": 0.55, "verdict": "faster", "speedup": 2.0}
+            | {"calibrated_on_random": True},
+        ],
+        "chosen": "graph",
+    }
+
+    said = OPTIMIZE.parse_result(stored).said()
+
+    assert said.startswith("Chosen: Graph optimization, 1.25x faster")
+    assert said.endswith(
+        "INT8 NNCF 2.00x left out: calibrated on random inputs; give data to confirm."
+    )
+
+
+@pytest.mark.parametrize(
+    ("task", "line", "reasons"),
+    [
+        (
+            {"task": "classification", "task_reason": "probs [N, 10] after Softmax"}
+            | {"task_confidence": "high", "task_reasons": ["+3 graph: probs", "+1 inputs: x"]}
+            | {"task_budget": {"top1_disagreement": 0.01}},
+            "Judged as classification (high confidence): probs [N, 10] after Softmax. "
+            "Budget: top1_disagreement=0.01.",
+            ["+3 graph: probs", "+1 inputs: x"],
+        ),
+        (
+            {"task_reason": "no task recognized: the evidence for each task is too weak"}
+            | {"task_reasons": ["no task recognized: ...", "not ctc_text: -2 metadata: ..."]},
+            "Judged by output cosine and top-1 (no task recognized: the evidence for each task "
+            "is too weak).",
+            ["not ctc_text: -2 metadata: ..."],
+        ),
+        (
+            {"task": "ctc_text", "task_reason": "probs [N, T, 37]", "task_budget": {"cer": 0.01}},
+            "Judged as ctc_text: probs [N, T, 37]. Budget: cer=0.01.",
+            [],
+        ),
+    ],
+    ids=["recognized", "none-recognized", "stored-before-confidence"],
+)
+def test_the_task_line_states_recognitions_confidence_and_its_reasons(
+    task: dict, line: str, reasons: list[str]
+) -> None:
+    stored = {"spec": {"recipes": ["graph"]}, "data": "synthetic", "variants": [], "chosen": None}
+
+    result = OPTIMIZE.parse_result(stored | task)
+
+    assert optimize.task_line(result) == line
+    assert optimize.task_reasons(result) == reasons
+
+
 def test_each_failed_variant_keeps_its_whole_error_to_show() -> None:
     recipe = {"name": "int8_nncf", "label": "INT8 NNCF", "steps": []}
     error = {

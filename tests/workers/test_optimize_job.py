@@ -60,6 +60,19 @@ def test_a_graph_variant_in_onnx_runtimes_own_ops_is_made_and_stored(db_factory,
     assert variant.status == "made" and variant.model_id is not None, variant.error
 
 
+def test_the_job_message_and_the_page_carry_the_runs_headline(db_factory, rms_norm):  # type: ignore[no-untyped-def]
+    from optistudio.core.optimize.headline import headline
+    from optistudio.studio.optimize_services import optimization_runs
+
+    job = run_optimize(db_factory, rms_norm, ["graph"])
+
+    result = OPTIMIZE.parse_result(job.result)
+    assert result.headline == headline(result.variants, result.chosen)
+    assert job.message == f"Made 1 variant(s). {result.headline}"
+    [run] = optimization_runs(db_factory)
+    assert (run["headline"], run["message"]) == (result.headline, "Made 1 variant(s).")
+
+
 @pytest.mark.usefixtures("simplify_fails")
 def test_a_failed_recipe_is_a_failed_variant_and_the_job_succeeds(db_factory, rms_norm):  # type: ignore[no-untyped-def]
     job = run_optimize(db_factory, rms_norm, ["graph", "fp32"])

@@ -10,9 +10,13 @@ An evaluator
 
 - recognizes its task from the model's outputs (`recognize(facts)`), with the reason a person
   can check ("[N, 40, 6625] after Softmax on the last axis: a CTC text recognizer"), or None;
+- states its case for the task (`weigh(facts)`): the outputs it would judge and the evidence for
+  and against, each item weighted (`evidence`), from which recognition decides and states its
+  confidence; the default is one strong structural item, the reason `recognize` gives;
 - tallies batches of the original's and the variant's outputs (`tally(...)`, then `add` per
-  batch), in one of two modes: agreement with the original (no labels), or accuracy against
-  labels;
+  batch, or `add_run` with the number of samples fed), reading their layout from the arrays a
+  run returned, not from the declared shapes, in one of two modes: agreement with the original
+  (no labels), or accuracy against labels;
 - scores (`TaskTally.score()`): its metrics by name, and the samples where the two disagree
   most, each with both readings (the drill-down).
 
@@ -32,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optistudio.core.data.datasets import load_labels
 from optistudio.core.loader import load
 from optistudio.core.model.info import Dim
+from optistudio.core.numerics.evaluators.evidence import STRONG, Confidence, Evidence
 from optistudio.core.registry import Registry
 
 Mode = Literal["agreement", "labels"]
@@ -80,6 +85,11 @@ class OutputFacts(BaseModel):
     feeds: list[str] = Field(
         default_factory=list, description="Op types of the producer's own producers."
     )
+    written_as: str = Field(
+        default="",
+        description="When the producer was read from a chain of primitive ops (a Softmax "
+        "written as Exp / ReduceSum / Div), that chain; '' for a single node.",
+    )
 
 
 class ModelFacts(BaseModel):
@@ -89,6 +99,9 @@ class ModelFacts(BaseModel):
 
     outputs: list[OutputFacts]
     input_shapes: dict[str, list[Dim]] = Field(default_factory=dict)
+    input_dtypes: dict[str, str] = Field(
+        default_factory=dict, description="The inputs' numpy dtype names: int64 token ids..."
+    )
     metadata_keys: list[str] = Field(default_factory=list)
     metadata: dict[str, str] = Field(
         default_factory=dict,
@@ -106,6 +119,16 @@ class Recognition(BaseModel):
     reason: str = Field(description="Why, naming the outputs and shapes read.")
     outputs: list[str] = Field(description="The outputs the evaluator judges, in its order.")
     chosen_by: Literal["recognized", "user"] = "recognized"
+    confidence: Confidence | None = Field(
+        default=None,
+        description="How strongly the evidence supports the task: high, medium or low "
+        "(`evidence`); None when the user set the task.",
+    )
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="The evidence weighed, one short sentence each with its weight "
+        "('+3 graph: probs [N, T, 37] after Softmax on the last axis'), heaviest first.",
+    )
     vocabulary: list[str] | None = Field(
         default=None,
         exclude=True,
@@ -114,6 +137,17 @@ class Recognition(BaseModel):
         "the model's 'character' metadata; None reads strings as class ids. Derived from the "
         "model, so left out of dumps: recognize again to get it back.",
     )
+
+
+class Case(BaseModel):
+    """An evaluator's case for its task in a model: what it would judge, and the evidence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recognition: Recognition = Field(
+        description="The task as it would be judged: its outputs and the one-line reason."
+    )
+    evidence: list[Evidence] = Field(description="Every item weighed, for and against.")
 
 
 class Disagreement(BaseModel):
@@ -154,6 +188,19 @@ class TaskTally(ABC):
     ) -> None:
         """One batch of both models' outputs by name; `first_sample` indexes its first row."""
 
+    def add_run(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+        samples: int,
+    ) -> None:
+        """One batch as a run returned it, with the number of `samples` fed: what the accuracy
+        check calls. A tally whose outputs need it to find the samples (NMS rows [K, 7] that
+        carry a batch index, CTC scores [T, N, C]) overrides this; the default calls `add`."""
+        self.add(reference, candidate, first_sample=first_sample)
+
     @abstractmethod
     def score(self) -> TaskScore:
         """The metrics over every batch added (DataMismatch when nothing was)."""
@@ -168,6 +215,18 @@ class Evaluator(ABC):
     def recognize(self, facts: ModelFacts) -> Recognition | None:
         """This task, and why, when the outputs look like it; else None."""
 
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        """This task's case in the model: the outputs it would judge and the evidence for and
+        against (`evidence`); None when nothing speaks for it. The default: what `recognize`
+        found, as one strong structural item."""
+        found = self.recognize(facts)
+        if found is None:
+            return None
+        return Case(
+            recognition=found,
+            evidence=[Evidence(kind="structure", weight=STRONG, text=found.reason)],
+        )
+
     def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
         """The task set by the user: the outputs it judges (`outputs`, else the ones
         `recognize` would pick, else the first) and a reason saying the user chose it.
@@ -179,6 +238,7 @@ class Evaluator(ABC):
             reason=f"set by the user; judged on {', '.join(picked)}",
             outputs=picked,
             chosen_by="user",
+            reasons=["set by the user: no evidence weighed"],
         )
 
     @abstractmethod
@@ -211,7 +271,15 @@ class EvaluatorInfo(BaseModel):
     )
     implementation: str = Field(description="'module:Class' of the Evaluator.")
     priority: int = Field(
-        default=100, description="Recognition order: lower is tried first (specific tasks first)."
+        default=100,
+        description="Recognition order: lower is tried first (specific tasks first), and wins "
+        "when two tasks' evidence weighs the same.",
+    )
+    input_kinds: tuple[str, ...] = Field(
+        default=(),
+        description="The kinds of input this task's models take (image, tokens, audio): "
+        "recognition counts a model whose inputs are one as support, another known kind as "
+        "evidence against; empty: any input.",
     )
 
     def create(self) -> Evaluator:

@@ -16,6 +16,10 @@ boxes: per image and class, detections sorted by score match the highest-IoU fre
 memory is one histogram per class, and AP is the area under the interpolated precision-recall
 curve (every-point interpolation, as VOC 2010+ and COCO's per-threshold AP), mAP the mean
 over classes that have labels.
+
+`nms` is the non-maximum suppression a deployment runs on raw predictions: per class, in
+descending score order, a box is kept unless it overlaps an already kept box of its class by
+IoU > 0.45; at most 300 are kept.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from optistudio.core.errors import DataMismatch
 MATCH_IOU = 0.5
 SCORE_BINS = 1000
 BLOCK_ROWS = 256
+NMS_IOU = 0.45
+MAX_BOXES = 300
 
 
 def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -89,6 +95,31 @@ def overlapping_pairs(
     if not found:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return tuple(np.concatenate(parts) for parts in zip(*found, strict=True))  # type: ignore[return-value]
+
+
+def nms(
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    classes: np.ndarray,
+    *,
+    iou: float = NMS_IOU,
+    max_boxes: int = MAX_BOXES,
+) -> np.ndarray:
+    """Indices of the boxes non-maximum suppression keeps (module docstring), best first.
+    Memory is len(boxes)² IoUs: callers keep the best few thousand first."""
+    order = np.argsort(-scores, kind="stable")
+    overlap = iou_matrix(boxes[order], boxes[order])
+    same = classes[order][:, None] == classes[order][None, :]
+    suppressed = np.zeros(len(order), dtype=bool)
+    kept: list[int] = []
+    for rank in range(len(order)):
+        if suppressed[rank]:
+            continue
+        kept.append(int(order[rank]))
+        if len(kept) == max_boxes:
+            break
+        suppressed |= same[rank] & (overlap[rank] > iou)
+    return np.asarray(kept, dtype=np.int64)
 
 
 class MatchCounts:

@@ -1,8 +1,14 @@
 """Classification: a variant judged by the class it picks for each sample.
 
 The judged output holds scores [N, C] (C > 1 classes), made by a Softmax / LogSoftmax / Sigmoid
-or a linear head (Gemm, MatMul, MatMul + bias), or scikit-learn's ZipMap. For sample i with the
-original's scores r_i and the variant's c_i, top1(x) = argmax x and top5(x) the five largest:
+or a linear head (Gemm, MatMul, MatMul + bias), or scikit-learn's ZipMap. Weighed as evidence
+(`evidence`): a ZipMap, or a softmax on the class axis (any but the batch axis 0; also one
+written as Exp / ReduceSum / Div), is STRONG; a Sigmoid or a linear head MODERATE; a softmax
+over the batch axis WEAK. A name
+like logits / prob / class adds WEAK support, one like embedding MODERATE evidence against;
+label names in the metadata count WEAK for (one per class) or against (another count); an image,
+token or audio input counts WEAK support. For sample i with the original's scores r_i and the
+variant's c_i, top1(x) = argmax x and top5(x) the five largest:
 
     top1_agreement    = mean_i [top1(c_i) == top1(r_i)]
     top1_disagreement = 1 - top1_agreement           (the default budget: <= 0.01)
@@ -32,6 +38,7 @@ import numpy as np
 
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
+    Case,
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
@@ -41,18 +48,24 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
+from optistudio.core.numerics.evaluators.evidence import MODERATE, STRONG, WEAK, Evidence
+from optistudio.core.numerics.evaluators.label_metadata import label_evidence
 from optistudio.core.numerics.evaluators.outputs import (
     OneOutputEvaluator,
     made_by,
     named_like,
     on_last_axis,
     output_role,
+    recognized,
     shape_text,
     size,
+    strongest,
 )
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
 TOP5 = 5
+PROBABILITIES = frozenset({"Softmax", "LogSoftmax"})
+CLASS_WORDS = ("logit", "prob", "class", "softmax")
 
 METRICS = [
     MetricInfo(
@@ -123,33 +136,65 @@ class ClassificationEvaluator(OneOutputEvaluator):
     why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
-        for output in facts.outputs:
-            reason = _classifier_reason(output)
-            if reason:
-                return Recognition(task=self.info.name, reason=reason, outputs=[output.name])
-        return None
+        return recognized(self.weigh(facts))
+
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        return strongest(
+            _classifier_case(self.info.name, output, facts) for output in facts.outputs
+        )
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return ClassificationTally(recognition.outputs[0], labels)
 
 
-def _classifier_reason(output: OutputFacts) -> str | None:
-    """Why `output` is a classifier's scores, or None when it does not look like them."""
+def _classifier_case(task: str, output: OutputFacts, facts: ModelFacts) -> Case | None:
+    """The case for `output` as a classifier's scores (module docstring), or None when its
+    shape or its producer says nothing for it."""
     if output.producer == "ZipMap":
-        return (
+        reason = (
             f"{output.name} is scikit-learn's ZipMap ({{class: probability}} per sample): "
             "a classifier"
         )
+        return _case(task, output, reason, [Evidence(kind="structure", weight=STRONG, text=reason)])
     classes = size(output.shape[1]) if len(output.shape) == 2 else None
-    if classes is None or classes < 2 or named_like(output, "embed"):
+    head = _head(output) if classes is not None and classes >= 2 else None
+    if head is None:
         return None
+    shape = shape_text(output.shape, "NC")
+    axis = " on the last axis" if on_last_axis(output) else ""
+    reason = f"{output.name} {shape} after {made_by(output)}{axis}: a classifier's scores"
+    evidence = [Evidence(kind="structure", weight=head[0], text=f"{output.name} {shape} {head[1]}")]
+    evidence += _name_evidence(output) + label_evidence(facts, classes)
+    return _case(task, output, f"{reason} over {classes} classes", evidence)
+
+
+def _head(output: OutputFacts) -> tuple[float, str] | None:
+    """The weight and words of what made the output, when a classifier's head makes it."""
+    if output.producer in PROBABILITIES:
+        axis = output.producer_axis
+        if axis is None:
+            return MODERATE, f"after {made_by(output)} over axes read at run time"
+        if axis == 0:  # over the batch
+            return WEAK, f"after {made_by(output)} on axis 0, across the samples"
+        return STRONG, f"after {made_by(output)} on the class axis: probabilities"
     if output_role(output) != "classifier":
         return None
-    axis = " on the last axis" if on_last_axis(output) else ""
-    return (
-        f"{output.name} {shape_text(output.shape, 'NC')} after {made_by(output)}{axis}: "
-        f"a classifier's scores over {classes} classes"
-    )
+    if output.producer == "Sigmoid":
+        return MODERATE, "after Sigmoid: a probability per class (or per label)"
+    return MODERATE, f"after {made_by(output)}: a linear head's logits"
+
+
+def _name_evidence(output: OutputFacts) -> list[Evidence]:
+    if named_like(output, "embed"):
+        return [Evidence(kind="name", weight=-MODERATE, text="named as an embedding")]
+    if named_like(output, *CLASS_WORDS):
+        return [Evidence(kind="name", weight=WEAK, text=f"named {output.name!r}, like scores")]
+    return []
+
+
+def _case(task: str, output: OutputFacts, reason: str, evidence: list[Evidence]) -> Case:
+    recognition = Recognition(task=task, reason=reason, outputs=[output.name])
+    return Case(recognition=recognition, evidence=evidence)
 
 
 class ClassificationTally(BaseTally):
@@ -294,4 +339,5 @@ CLASSIFICATION = EvaluatorInfo(
     labels_budget={"top1_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.classification:ClassificationEvaluator",
     priority=50,
+    input_kinds=("image", "tokens", "audio"),
 )

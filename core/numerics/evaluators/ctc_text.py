@@ -1,11 +1,16 @@
 """CTC text recognition: a variant judged by the strings it reads.
 
 The judged output holds per-step class scores [N, T, C] (T time steps, C classes, class 0 the
-CTC blank). Greedy decoding reads a string from each sample: the argmax class of every step,
-repeats collapsed, blanks dropped (as PaddleOCR's CTCLabelDecode does). With the model's
+CTC blank), or [T, N, C] (time first, as PyTorch's CTC exports), or already the class id of
+every step [N, T] (an ArgMax inside the model). Which axis holds the samples is read from the
+arrays a run returns and the number of samples fed: [T, N, C] when axis 1, not axis 0, has that
+size; [N, T, C] otherwise (also when both have it, e.g. one sample of one step). Greedy decoding
+reads a string from each sample: the argmax class of every step (or the ids as given), repeats
+collapsed, blanks dropped (as PaddleOCR's CTCLabelDecode does). With the model's
 'character' metadata (PaddleOCR: one character per line) class k >= 1 is its (k-1)-th line and
 the class after the last line is a space; without it a string is its class ids, space-separated
-("3 17 5"), and so must labels be.
+("3 17 5"), and so must labels be. Whether a model is a recognizer at all is weighed by
+`ctc_recognition` (the outputs, the input, a 'character' list whose length fits the classes).
 
 For reference strings r_i and variant strings c_i, with d(a, b) the edit distance (fewest
 insertions, deletions and substitutions; over characters, or over ids without a charset):
@@ -27,12 +32,13 @@ import csv
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
+    Case,
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
@@ -42,20 +48,16 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
-from optistudio.core.numerics.evaluators.outputs import (
-    OneOutputEvaluator,
-    made_by,
-    on_last_axis,
-    shape_text,
-    size,
+from optistudio.core.numerics.evaluators.ctc_recognition import (
+    CHARSET_KEY,
+    charset,
+    ctc_case,
+    holds_ids,
 )
+from optistudio.core.numerics.evaluators.outputs import OneOutputEvaluator, recognized, size
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
-MIN_CLASSES = 10
-"""Fewer classes than this over [N, T, C] is not an alphabet (a sequence tagger, boxes...)."""
-CHARSET_KEY = "character"
 BLANK = 0
-SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax"})
 
 METRICS = [
     MetricInfo(
@@ -114,8 +116,10 @@ METRICS = [
 
 
 def _why_not(output: OutputFacts) -> str | None:
+    if len(output.shape) == 2 and holds_ids(output):
+        return None
     if len(output.shape) != 3:
-        return "CTC scores are [N, T, C]"
+        return "CTC scores are [N, T, C] or [T, N, C], and class ids integers [N, T]"
     classes = size(output.shape[2])
     if classes is not None and classes < 2:
         return "it has a single class per step"
@@ -128,18 +132,15 @@ class CtcTextEvaluator(OneOutputEvaluator):
     why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
-        charset = _charset(facts)
-        for output in facts.outputs:
-            reason = _ctc_reason(output, charset is not None)
-            if reason:
-                return Recognition(
-                    task=self.info.name, reason=reason, outputs=[output.name], vocabulary=charset
-                )
-        return None
+        return recognized(self.weigh(facts))
+
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        """Scores or ids, the input and the 'character' list weighed (`ctc_recognition`)."""
+        return ctc_case(self.info.name, facts)
 
     def for_outputs(self, facts: ModelFacts, outputs: list[str] | None = None) -> Recognition:
         chosen = super().for_outputs(facts, outputs)
-        return chosen.model_copy(update={"vocabulary": _charset(facts)})
+        return chosen.model_copy(update={"vocabulary": charset(facts)})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return CtcTally(recognition.outputs[0], recognition.vocabulary, labels)
@@ -157,30 +158,6 @@ class CtcTextEvaluator(OneOutputEvaluator):
         return labels
 
 
-def _charset(facts: ModelFacts) -> list[str] | None:
-    text = facts.metadata.get(CHARSET_KEY)
-    return text.splitlines() if text else None
-
-
-def _ctc_reason(output: OutputFacts, has_charset: bool) -> str | None:
-    """Why `output` is CTC scores, or None: [N, T, C] with C >= 10 after a softmax on the last
-    axis, or raw [N, T, C] logits when the model carries a PaddleOCR charset."""
-    classes = size(output.shape[2]) if len(output.shape) == 3 else None
-    if classes is None or classes < MIN_CLASSES:
-        return None
-    shape = shape_text(output.shape, "NTC")
-    if output.producer in SOFTMAX_OPS and on_last_axis(output):
-        return (
-            f"{output.name} {shape} after {made_by(output)} on the last axis: a CTC text recognizer"
-        )
-    if has_charset:
-        return (
-            f"{output.name} {shape} after {made_by(output)}, with a '{CHARSET_KEY}' list in the "
-            "metadata: a CTC text recognizer (PaddleOCR)"
-        )
-    return None
-
-
 class CtcTally(BaseTally):
     """Counts of identical strings and edit-distance sums; differing strings kept."""
 
@@ -192,6 +169,7 @@ class CtcTally(BaseTally):
         super().__init__(labels)
         self.output = output
         self.vocabulary = vocabulary
+        self.layout: StepLayout | None = None
         self.same = 0
         self.errors = 0
         self.length = 0
@@ -206,17 +184,44 @@ class CtcTally(BaseTally):
         *,
         first_sample: int,
     ) -> None:
+        self._add(reference, candidate, first_sample, None)
+
+    def add_run(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+        samples: int,
+    ) -> None:
+        self._add(reference, candidate, first_sample, samples)
+
+    def _add(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        first_sample: int,
+        samples: int | None,
+    ) -> None:
         ref, cand = pair(reference, candidate, self.output)
-        check_rank(ref, self.output, 3)
+        check_rank(ref, self.output, 2, 3)
+        if self.layout is None:
+            self.layout = step_layout(ref.shape, samples)
         ref_texts, cand_texts = self._read(ref), self._read(cand)
-        expected = self.labels_for(first_sample, len(ref)) if self.labels is not None else None
+        expected = (
+            self.labels_for(first_sample, len(ref_texts)) if self.labels is not None else None
+        )
         for row, (ref_text, cand_text) in enumerate(zip(ref_texts, cand_texts, strict=True)):
             label = None if expected is None else self._tokens(str(expected[row]))
             self._add_sample(first_sample + row, ref_text, cand_text, label)
-        self.samples += len(ref)
+        self.samples += len(ref_texts)
 
-    def _read(self, scores: np.ndarray) -> list[list[int]]:
-        return [greedy_decode(steps) for steps in scores.argmax(axis=2)]
+    def _read(self, output: np.ndarray) -> list[list[int]]:
+        """Each sample's decoded class ids, in the layout read on the first batch."""
+        steps = output.argmax(axis=2) if output.ndim == 3 else np.rint(output).astype(np.int64)
+        if self.layout is not None and self.layout.time_first:
+            steps = steps.T
+        return [greedy_decode(row) for row in steps]
 
     def _add_sample(
         self, sample: int, ref: list[int], cand: list[int], label: list[Any] | None
@@ -292,7 +297,24 @@ class CtcTally(BaseTally):
             else "no charset in the model: strings are class ids"
         )
         against = "accuracy against the given labels" if self.labels is not None else "no labels"
-        return f"greedy CTC decoding (blank = class 0); {reading}; {against}"
+        layout = self.layout.text if self.layout else "no output"
+        return f"greedy CTC decoding (blank = class 0) of {layout}; {reading}; {against}"
+
+
+class StepLayout(NamedTuple):
+    """Where an output's samples are (time first or not), and that layout in words."""
+
+    time_first: bool
+    text: str
+
+
+def step_layout(shape: tuple[int, ...], samples: int | None) -> StepLayout:
+    """How an output of real `shape` holds its steps, with `samples` fed (module docstring)."""
+    time_first = samples is not None and len(shape) >= 2 and shape[1] == samples != shape[0]
+    if len(shape) == 2:
+        ids = "[T, N]" if time_first else "[N, T]"
+        return StepLayout(time_first, f"class ids {ids} (argmax inside the model)")
+    return StepLayout(time_first, "scores [T, N, C]" if time_first else "scores [N, T, C]")
 
 
 def greedy_decode(steps: np.ndarray) -> list[int]:

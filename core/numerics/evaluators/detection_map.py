@@ -257,4 +257,5 @@ DETECTION_MAP = EvaluatorInfo(
     default_budget={"box_f1": 0.95},
     implementation="optistudio.core.numerics.evaluators.detection_map:DetectionMapEvaluator",
     priority=10,
+    input_kinds=("image",),
 )

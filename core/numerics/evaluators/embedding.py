@@ -2,6 +2,9 @@
 
 The judged output holds vectors [N, D] made by pooling or normalization (ReduceMean,
 GlobalAveragePool, LpNormalization, a division by the norm...) or named like '*embedding*'.
+Weighed as evidence (`evidence`): a vector per sample is WEAK, pooling or normalization MODERATE,
+the name MODERATE; a Softmax or a Sigmoid (also one written in primitive ops) is MODERATE
+evidence against: those are scores per class, not a direction.
 With r_i and c_i the original's and the variant's vectors of sample i:
 
     cosine_i    = r_i . c_i / (|r_i| |c_i|)     (1 when both are zero, 0 when only one is)
@@ -36,6 +39,7 @@ import numpy as np
 
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
+    Case,
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
@@ -45,13 +49,16 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
+from optistudio.core.numerics.evaluators.evidence import MODERATE, WEAK, Evidence
 from optistudio.core.numerics.evaluators.outputs import (
     OneOutputEvaluator,
     made_by,
     named_like,
     output_role,
+    recognized,
     shape_text,
     size,
+    strongest,
 )
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
@@ -62,6 +69,7 @@ KEPT_FOR_RETRIEVAL = 20000
 BLOCK_ROWS = 1024
 SHOWN_NEIGHBOURS = 5
 SAME_DIRECTION = 1e-12
+CLASS_SCORES = frozenset({"Softmax", "LogSoftmax", "Sigmoid"})
 
 METRICS = [
     MetricInfo(
@@ -98,21 +106,10 @@ class EmbeddingEvaluator(OneOutputEvaluator):
     why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
-        for output in facts.outputs:
-            if len(output.shape) != 2 or size(output.shape[1]) == 1:
-                continue  # one value per sample is a score, not a vector
-            if named_like(output, "embed"):
-                why = "named as an embedding"
-            elif output_role(output) == "embedding":
-                why = f"made by {made_by(output)} (pooling or normalization)"
-            else:
-                continue
-            return Recognition(
-                task=self.info.name,
-                reason=f"{output.name} {shape_text(output.shape, 'ND')} {why}: an embedding",
-                outputs=[output.name],
-            )
-        return None
+        return recognized(self.weigh(facts))
+
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        return strongest(_embedding_case(self.info.name, output) for output in facts.outputs)
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         if labels is not None:
@@ -122,6 +119,34 @@ class EmbeddingEvaluator(OneOutputEvaluator):
     def read_labels(self, path: Path, *, samples: int) -> Any:
         """Embeddings are judged against the original's vectors only."""
         raise _no_labels()
+
+
+def _embedding_case(task: str, output: OutputFacts) -> Case | None:
+    """The case for `output` as embeddings (module docstring); None for what is not a vector
+    per sample, or a vector nothing else speaks for."""
+    if len(output.shape) != 2 or size(output.shape[1]) == 1:
+        return None  # one value per sample is a score, not a vector
+    shape = shape_text(output.shape, "ND")
+    evidence = [Evidence(kind="structure", weight=WEAK, text=f"{output.name} {shape}: a vector")]
+    named = named_like(output, "embed")
+    if named:
+        evidence.append(Evidence(kind="name", weight=MODERATE, text="named as an embedding"))
+    if output_role(output) == "embedding":
+        made = f"made by {made_by(output)} (pooling or normalization)"
+        evidence.append(Evidence(kind="structure", weight=MODERATE, text=made))
+    elif output.producer in CLASS_SCORES:
+        against = f"after {made_by(output)}: scores per class, not a direction"
+        evidence.append(Evidence(kind="structure", weight=-MODERATE, text=against))
+    if len(evidence) == 1:
+        return None
+    why = "named as an embedding" if named else f"made by {made_by(output)}"
+    if not named and output_role(output) == "embedding":
+        why += " (pooling or normalization)"
+    reason = f"{output.name} {shape} {why}: an embedding"
+    return Case(
+        recognition=Recognition(task=task, reason=reason, outputs=[output.name]),
+        evidence=evidence,
+    )
 
 
 def _no_labels() -> DataMismatch:

@@ -4,17 +4,26 @@ Recognition rules of every task read outputs the same way; the reasons they give
 as `shape_text` writes them: a fixed size as its number, a dynamic one as the letter of its role
 ([N, T, 6625], [N, 1, H, W]). The producer sets mirror `accuracy.output_role`: a classifier's
 scores come from a Softmax / LogSoftmax / Sigmoid or a linear head (Gemm, MatMul, MatMul + bias);
-an embedding from pooling or normalization.
+an embedding from pooling or normalization. An evaluator that weighs each output in turn keeps
+the strongest output's case (`strongest`) and recognizes its task when that case decides
+(`recognized`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import Dim
-from optistudio.core.numerics.evaluators.base import Evaluator, ModelFacts, OutputFacts, Recognition
+from optistudio.core.numerics.evaluators.base import (
+    Case,
+    Evaluator,
+    ModelFacts,
+    OutputFacts,
+    Recognition,
+)
+from optistudio.core.numerics.evaluators.evidence import decides, total
 
 CLASSIFIER_HEADS = frozenset({"Softmax", "LogSoftmax", "Sigmoid", "Gemm", "MatMul"})
 LINEAR_OPS = frozenset({"MatMul", "Gemm"})
@@ -49,7 +58,10 @@ def output_role(output: OutputFacts) -> Literal["classifier", "embedding", "othe
 
 
 def made_by(output: OutputFacts) -> str:
-    """'Softmax', 'MatMul + bias' or 'an unknown node': the producer in words."""
+    """'Softmax', 'MatMul + bias', 'Softmax (written as Exp / ReduceSum / Div)' or 'a graph
+    input or constant': the producer in words."""
+    if output.written_as:
+        return f"{output.producer} (written as {output.written_as})"
     if output.producer == "Add" and LINEAR_OPS & set(output.feeds):
         return f"{sorted(LINEAR_OPS & set(output.feeds))[0]} + bias"
     return output.producer or "a graph input or constant"
@@ -137,3 +149,14 @@ class OneOutputEvaluator(Evaluator):
         chosen = super().for_outputs(facts, outputs)
         checked(self.info.name, facts, chosen.outputs[:1], self.why_not)
         return chosen.model_copy(update={"outputs": chosen.outputs[:1]})
+
+
+def strongest(cases: Iterable[Case | None]) -> Case | None:
+    """The case with the highest total (the first of equals); None when there is none."""
+    found = [case for case in cases if case is not None]
+    return max(found, key=lambda case: total(case.evidence)) if found else None
+
+
+def recognized(case: Case | None) -> Recognition | None:
+    """The case's recognition when its evidence decides (`evidence.decides`), else None."""
+    return case.recognition if case is not None and decides(case.evidence) else None

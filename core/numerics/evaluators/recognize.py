@@ -1,18 +1,33 @@
 """Which task a model serves, read from its graph: each output's shape and the node that made it.
 
-`model_facts` reads the graph once (no weights: external data is not loaded) and
-`recognize_task` asks the registered evaluators in `priority` order (specific tasks first: a
-probability map before boxes, boxes before text, text before plain classification) whether the
-outputs look like theirs; the first that answers wins, with its reason. When none does, the
-caller judges the model by output cosine alone.
+`model_facts` reads the graph once (no weights: external data is not loaded) and `read_task`
+asks every registered evaluator for its case (`Evaluator.weigh`: the outputs it would judge and
+the evidence for and against, e.g. boxes: NMS rows, raw YOLOv5 / YOLOv8 predictions such as
+[N, 84, 8400], PicoDet heads, see `box_recognition`), adds what the model's input kind says
+(`input_kinds`) and decides by the rules of `evidence`:
+
+- only cases that decide compete (the graph must speak for the task: metadata alone never
+  decides); the highest total wins, a tie going to the lower `priority` (specific tasks first:
+  a probability map before boxes, boxes before text, text before plain classification);
+- when the runner-up judges one of the winner's outputs and trails by less than
+  CONFLICT_MARGIN, the evidence conflicts and no task is recognized;
+- the recognition states its confidence and its reasons (each item weighed, heaviest first).
+
+When no task is recognized the caller judges the model by output cosine (and top-1), and the
+reading says why. Recognition reads declared shapes; how the arrays are read is decided again
+from each run's real shapes.
 
 The producer of an output is looked up past pass-through ops (Identity, Reshape, Flatten,
 Squeeze, Unsqueeze, Cast, Transpose), which change a tensor's layout or type but not what it
-means: a Softmax's probabilities stay probabilities when squeezed.
+means: a Softmax's probabilities stay probabilities when squeezed. A softmax written in
+primitive ops (Exp / ReduceSum / Div, maybe after a ReduceMax / Sub) is read as the Softmax it
+is (`softmax_chain`), its chain kept in `OutputFacts.written_as`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
@@ -25,7 +40,17 @@ from optistudio.core.numerics.evaluators.base import (
     Recognition,
     evaluators,
 )
+from optistudio.core.numerics.evaluators.evidence import (
+    Evidence,
+    confidence,
+    decides,
+    lines,
+    total,
+    why_undecided,
+)
+from optistudio.core.numerics.evaluators.input_kinds import input_evidence
 from optistudio.core.numerics.evaluators.outputs import output_named
+from optistudio.core.numerics.evaluators.softmax_chain import int_constants, softmax_chain
 
 PASS_THROUGH = frozenset(
     {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose"}
@@ -33,6 +58,35 @@ PASS_THROUGH = frozenset(
 SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 SOFTMAX_LAST_AXIS_SINCE = 13
 """Softmax's axis defaults to -1 from opset 13, to 1 before it."""
+CONFLICT_MARGIN = 1.0
+"""A runner-up on the same outputs this close to the winner's total is a conflict."""
+
+
+@dataclass(frozen=True)
+class Weighed:
+    """One task's case with every item weighed, the input kind's included."""
+
+    info: EvaluatorInfo
+    recognition: Recognition
+    evidence: list[Evidence]
+
+    @property
+    def total(self) -> float:
+        return total(self.evidence)
+
+
+@dataclass(frozen=True)
+class TaskReading:
+    """What recognition made of a model: the task and its judge's view, or None and why."""
+
+    found: tuple[EvaluatorInfo, Recognition] | None
+    reasons: list[str] = field(default_factory=list)
+    """The recognition's reasons; without a task, why none was recognized, first line first."""
+
+    @property
+    def why_none(self) -> str:
+        """The first reason when no task was recognized; '' when one was."""
+        return self.reasons[0] if self.found is None and self.reasons else ""
 
 
 def model_facts(path: Path) -> ModelFacts:
@@ -43,11 +97,12 @@ def model_facts(path: Path) -> ModelFacts:
     producers = {name: node for node in graph.node for name in node.output}
     opset = _default_opset(model)
     weights = {init.name for init in graph.initializer}
+    inputs = [value for value in graph.input if value.name not in weights]
+    constants = int_constants(graph)
     return ModelFacts(
-        outputs=[_output_facts(value, producers, opset) for value in graph.output],
-        input_shapes={
-            value.name: _dims(value) for value in graph.input if value.name not in weights
-        },
+        outputs=[_output_facts(value, producers, opset, constants) for value in graph.output],
+        input_shapes={value.name: _dims(value) for value in inputs},
+        input_dtypes={value.name: _dtype(value) for value in inputs},
         metadata_keys=sorted({prop.key for prop in model.metadata_props}),
         metadata={prop.key: prop.value for prop in model.metadata_props},
     )
@@ -56,9 +111,19 @@ def model_facts(path: Path) -> ModelFacts:
 def recognize_task(
     facts: ModelFacts, task: str | None = None, outputs: list[str] | None = None
 ) -> tuple[EvaluatorInfo, Recognition] | None:
-    """The task judging this model, and why: `task` when the user set it (judging `outputs`,
-    else the ones it would pick), else the first registered evaluator, in priority order,
-    that recognizes the outputs (only `outputs` when given). None when none does.
+    """The task judging this model, and why (`read_task`); None when none is recognized.
+
+    Raises UnknownName for an unregistered task and InvalidSpec for an output the model lacks
+    or one the set task cannot judge."""
+    return read_task(facts, task, outputs).found
+
+
+def read_task(
+    facts: ModelFacts, task: str | None = None, outputs: list[str] | None = None
+) -> TaskReading:
+    """`task` when the user set it (judging `outputs`, else the ones it would pick), else the
+    task the evidence decides on (module docstring; only `outputs` looked at when given), with
+    its confidence and reasons; or no task, and why.
 
     Raises UnknownName for an unregistered task and InvalidSpec for an output the model lacks
     or one the set task cannot judge."""
@@ -66,13 +131,63 @@ def recognize_task(
         output_named(facts, name)
     if task is not None:
         info = evaluators.get(task)
-        return info, info.create().for_outputs(facts, outputs)
-    looked_at = _only(facts, outputs) if outputs else facts
+        chosen = info.create().for_outputs(facts, outputs)
+        return TaskReading((info, chosen), list(chosen.reasons))
+    return decide(weigh_cases(_only(facts, outputs) if outputs else facts))
+
+
+def weigh_cases(facts: ModelFacts) -> list[Weighed]:
+    """Every registered task's case in the model, with what its input kind says for it."""
+    cases = []
     for info in sorted(evaluators, key=lambda entry: (entry.priority, entry.name)):
-        found = info.create().recognize(looked_at)
-        if found is not None:
-            return info, found
-    return None
+        case = info.create().weigh(facts)
+        if case is not None:
+            evidence = [*case.evidence, *input_evidence(facts, info.input_kinds)]
+            cases.append(Weighed(info, case.recognition, evidence))
+    return cases
+
+
+def decide(cases: list[Weighed]) -> TaskReading:
+    """The task the cases decide on, with its confidence and reasons, or none and why."""
+    deciding = sorted(
+        (case for case in cases if decides(case.evidence)),
+        key=lambda case: (-case.total, case.info.priority, case.info.name),
+    )
+    if not deciding:
+        return TaskReading(None, _undecided(cases))
+    best, rivals = deciding[0], deciding[1:]
+    rival = next(
+        (r for r in rivals if set(r.recognition.outputs) & set(best.recognition.outputs)), None
+    )
+    if rival is not None and best.total - rival.total < CONFLICT_MARGIN:
+        return TaskReading(None, _conflict(best, rival))
+    reasons = lines(best.evidence) + [
+        f"ahead of {case.info.name} ({case.total:g} against {best.total:g})" for case in rivals
+    ]
+    recognition = best.recognition.model_copy(
+        update={"confidence": confidence(best.evidence), "reasons": reasons}
+    )
+    return TaskReading((best.info, recognition), reasons)
+
+
+def _undecided(cases: list[Weighed]) -> list[str]:
+    if not cases:
+        return ["no task recognized: no output is shaped or made like any task's"]
+    weighed = [
+        f"not {case.info.name}: {why_undecided(case.evidence)} ({'; '.join(lines(case.evidence))})"
+        for case in cases
+    ]
+    return ["no task recognized: the evidence for each task is too weak", *weighed]
+
+
+def _conflict(best: Weighed, rival: Weighed) -> list[str]:
+    shared = sorted(set(best.recognition.outputs) & set(rival.recognition.outputs))
+    return [
+        f"no task recognized: the evidence conflicts, {', '.join(shared)} reads as "
+        f"{best.info.name} ({best.total:g}) and as {rival.info.name} ({rival.total:g})",
+        *(f"{best.info.name}: {line}" for line in lines(best.evidence)),
+        *(f"{rival.info.name}: {line}" for line in lines(rival.evidence)),
+    ]
 
 
 def _only(facts: ModelFacts, outputs: list[str]) -> ModelFacts:
@@ -82,19 +197,27 @@ def _only(facts: ModelFacts, outputs: list[str]) -> ModelFacts:
 
 
 def _output_facts(
-    value: onnx.ValueInfoProto, producers: dict[str, onnx.NodeProto], opset: int
+    value: onnx.ValueInfoProto,
+    producers: dict[str, onnx.NodeProto],
+    opset: int,
+    constants: Mapping[str, list[int]],
 ) -> OutputFacts:
-    node = _past_pass_through(producers.get(value.name), producers)
+    def producer(name: str) -> onnx.NodeProto | None:
+        return _past_pass_through(producers.get(name), producers)
+
+    node = producer(value.name)
+    declared = OutputFacts(name=value.name, dtype=_dtype(value), shape=_dims(value))
     if node is None:
-        return OutputFacts(name=value.name, dtype=_dtype(value), shape=_dims(value))
-    feeds = [_past_pass_through(producers.get(name), producers) for name in node.input]
-    return OutputFacts(
-        name=value.name,
-        dtype=_dtype(value),
-        shape=_dims(value),
-        producer=node.op_type,
-        producer_axis=_axis(node, opset),
-        feeds=[feed.op_type for feed in feeds if feed is not None],
+        return declared
+    chain = softmax_chain(node, producer, constants)
+    if chain is not None:  # a softmax written in primitive ops is still a softmax
+        source = [chain.source.op_type] if chain.source is not None else []
+        made = {"producer": "Softmax", "producer_axis": chain.axis, "feeds": source}
+        return declared.model_copy(update=made | {"written_as": chain.written_as})
+    feeds = [producer(name) for name in node.input]
+    made = {"producer": node.op_type, "producer_axis": _axis(node, opset)}
+    return declared.model_copy(
+        update=made | {"feeds": [feed.op_type for feed in feeds if feed is not None]}
     )
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
+    Case,
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
@@ -39,6 +40,7 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
+from optistudio.core.numerics.evaluators.evidence import MODERATE, Evidence
 from optistudio.core.numerics.evaluators.outputs import (
     OneOutputEvaluator,
     is_float,
@@ -117,6 +119,16 @@ class RegressionEvaluator(OneOutputEvaluator):
                     outputs=[output.name],
                 )
         return None
+
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        """One float per sample fits a regressor among others (a score, a logit): MODERATE."""
+        found = self.recognize(facts)
+        if found is None:
+            return None
+        return Case(
+            recognition=found,
+            evidence=[Evidence(kind="structure", weight=MODERATE, text=found.reason)],
+        )
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return RegressionTally(recognition.outputs[0], labels)

@@ -259,4 +259,5 @@ SEGMENTATION = EvaluatorInfo(
     labels_budget={"miou_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.segmentation:SegmentationEvaluator",
     priority=40,
+    input_kinds=("image",),
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from optistudio.core.errors import DataMismatch, InvalidSpec
+from optistudio.core.errors import DataMismatch, OutputsDiffer
 from optistudio.core.numerics.evaluators.base import Disagreement, Mode, TaskScore, TaskTally
 
 KEEP_WORST = 20
@@ -108,9 +108,11 @@ def pair(
             )
     ref, cand = np.asarray(reference[name]), np.asarray(candidate[name])
     if ref.ndim != cand.ndim or (strict and ref.shape != cand.shape):
-        raise InvalidSpec(
+        raise OutputsDiffer(
             f"Output {name!r} differs in shape: original {list(ref.shape)}, variant "
-            f"{list(cand.shape)}; they cannot be compared."
+            f"{list(cand.shape)}; they cannot be compared.",
+            hint="The variant, not your model or data, is at fault: use another variant, or "
+            "report this with the model.",
         )
     return ref, cand
 

@@ -187,6 +187,32 @@ def test_auto_offers_qat_only_when_every_ptq_variant_missed(  # type: ignore[no-
     assert (said is None) if note is None else (note in (said or ""))
 
 
+@pytest.mark.parametrize(
+    ("ptq", "offered", "note"),
+    [
+        ([], False, "Every post-training INT8 candidate failed outright, so none was judged"),
+        ([False], True, "that was measured missed the accuracy budget, the others failed"),
+        ([True], False, None),
+    ],
+    ids=["all-failed", "one-missed-one-failed", "one-within-one-failed"],
+)
+def test_a_ptq_variant_that_failed_outright_is_never_counted_as_a_miss(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, ptq, offered, note
+) -> None:
+    monkeypatch.setattr(qat, "torch_available", lambda: True)
+    failures = ["INT8 NNCF: NNCF could not quantize it"]
+
+    added, said = auto_offer(
+        auto=True, ptq_within_budget=ptq, training_given=True, ptq_failed=failures
+    )
+
+    assert added is offered
+    if note is None:
+        assert said is None
+    else:
+        assert note in (said or "") and "INT8 NNCF: NNCF could not quantize it" in (said or "")
+
+
 def test_history_line_reads_back() -> None:
     line = "step 3/9 of " + history_line(2, 6, [0.5, 0.25], "top-1", [0.8, 0.9, 0.95])
 

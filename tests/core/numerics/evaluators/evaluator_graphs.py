@@ -165,3 +165,68 @@ def unknown_model(path: Path) -> Path:
         [tensor("x", ["N", 4, 3], TensorProto.INT32)],
         [tensor("y", ["N", 4, 3], TensorProto.INT32)],
     )
+
+
+def yolo_model(
+    path: Path,
+    *,
+    classes: int = 80,
+    anchors: int | str = 8400,
+    anchors_last: bool = True,
+    name: str = "output0",
+) -> Path:
+    """Raw YOLO predictions before NMS: box values and Sigmoid class scores joined by Concat,
+    [N, 4 + C, A] anchors last (YOLOv8 / v11) or [N, A, 5 + C] anchors first (YOLOv5)."""
+    axis = 1 if anchors_last else 2
+    scores = classes if anchors_last else classes + 1  # YOLOv5 adds objectness
+
+    def shaped(values: int) -> list:
+        return ["N", values, anchors] if anchors_last else ["N", anchors, values]
+
+    return save(
+        path,
+        [
+            helper.make_node("Sigmoid", ["cls_in"], ["cls"]),
+            helper.make_node("Concat", ["box_in", "cls"], [name], axis=axis),
+        ],
+        [tensor("box_in", shaped(4)), tensor("cls_in", shaped(scores))],
+        [tensor(name, shaped(4 + scores))],
+    )
+
+
+def indexed_rows_model(path: Path) -> Path:
+    """NMS rows [K, 7] (batch index, x1, y1, x2, y2, class, score) made by a Concat."""
+    return save(
+        path,
+        [helper.make_node("Concat", ["index", "rest"], ["dets"], axis=1)],
+        [tensor("index", ["K", 1]), tensor("rest", ["K", 6])],
+        [tensor("dets", ["K", 7])],
+    )
+
+
+def picodet_heads_model(path: Path, cells: tuple[int, ...] = (16, 4), classes: int = 3) -> Path:
+    """Per-head Sigmoid class scores [N, A_i, C] and box distributions [N, A_i, 32] (4 sides x
+    8 bins), as PicoDet exports them without post-processing."""
+    nodes, inputs, outputs = [], [], []
+    for head, count in enumerate(cells):
+        nodes.append(helper.make_node("Sigmoid", [f"logit{head}"], [f"cls{head}"]))
+        nodes.append(helper.make_node("Identity", [f"dist_in{head}"], [f"reg{head}"]))
+        inputs += [
+            tensor(f"logit{head}", ["N", count, classes]),
+            tensor(f"dist_in{head}", ["N", count, 32]),
+        ]
+        outputs += [
+            tensor(f"cls{head}", ["N", count, classes]),
+            tensor(f"reg{head}", ["N", count, 32]),
+        ]
+    return save(path, nodes, inputs, outputs)
+
+
+def argmax_ids_model(path: Path, classes: int = 37) -> Path:
+    """A recognizer with the argmax inside: scores [N, T, C] -> ArgMax(axis=2) -> ids [N, T]."""
+    return save(
+        path,
+        [helper.make_node("ArgMax", ["feat"], ["ids"], axis=2, keepdims=0)],
+        [tensor("feat", ["N", "T", classes])],
+        [tensor("ids", ["N", "T"], TensorProto.INT64)],
+    )

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from evaluator_graphs import classifier_model, ctc_model
 
-from optistudio.core.errors import DataMismatch, InvalidSpec
+from optistudio.core.errors import DataMismatch, ErrorCode, OutputsDiffer
 from optistudio.core.numerics.evaluators.base import Disagreement, Recognition, evaluators
 from optistudio.core.numerics.evaluators.ctc_text import edit_distance, greedy_decode
 from optistudio.core.numerics.evaluators.embedding import nearest
@@ -106,9 +106,11 @@ def test_too_few_labels_are_refused() -> None:
         judge("classification", ["p"], {"p": SCORES}, {"p": SCORES}, np.array([0, 1, 2]))
 
 
-def test_outputs_of_different_shapes_are_refused() -> None:
-    with pytest.raises(InvalidSpec, match="differs in shape"):
+def test_outputs_of_different_shapes_are_the_variants_fault_not_the_users() -> None:
+    with pytest.raises(OutputsDiffer, match="differs in shape") as refused:
         judge("classification", ["p"], {"p": SCORES}, {"p": SCORES[:, :5]})
+
+    assert refused.value.info().code is ErrorCode.outputs_differ
 
 
 def test_a_real_classifier_run_end_to_end(tmp_path: Path) -> None:

@@ -1,0 +1,162 @@
+"""What an optimization run says about its choice, in one line: the headline.
+
+The headline names the chosen variant with its speedup and interval, or says that the original
+stays. A variant is "left out" when its measured speedup beats the chosen one's (or 1x, when
+none was chosen) by more than the timing's practical margin m (ComparisonSpec.min_effect:
+speedup > bar / (1 - m), as a verdict "faster" needs) and Auto still did not choose it. The
+headline then names the fastest of them, its speedup and why, in this order:
+
+- it failed (after it was timed: it could not be stored, say): its error's message;
+- it missed the accuracy budget: by what, as the budget check said it;
+- it was calibrated on random (synthesised) inputs and the run is not speed-only: its INT8
+  ranges come from noise, so only the user's data can confirm it;
+- its interval does not say "faster": not significantly faster (and, when the interval is wider
+  than UNSTEADY of the speedup, the timing was too unsteady to tell).
+
+A variant that failed before it was timed has no speedup and is never "left out": the run lists
+it as failed with its error. This module reads variants only (`VariantResult` of
+optistudio.core.optimize.run), so a result stored before headlines existed gets one too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.measure.compare import FASTER, ComparisonSpec
+
+if TYPE_CHECKING:
+    from optistudio.core.optimize.run import VariantResult
+
+OVER_BUDGET = "over budget: "
+"""How `within_budget`'s note starts for a variant that missed."""
+RANDOM_SUFFIX = "; calibrated on random inputs: Auto leaves it (give data)"
+"""What the run appends to the budget note of a variant calibrated on random inputs."""
+RANDOM_REASON = "calibrated on random inputs; give data to confirm"
+UNSTEADY = 0.1
+MARGIN: float = ComparisonSpec.model_fields["min_effect"].default
+"""The timing's practical margin when the caller has no spec to read it from."""
+"""An interval wider than this share of the speedup says the timing was unsteady."""
+
+
+class LeftOut(BaseModel):
+    """The fastest variant Auto did not choose although it measured faster than the choice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str = Field(description="Its recipe name.")
+    label: str = Field(description="Its recipe's label, as the headline names it.")
+    speedup: float = Field(description="Its measured speedup over the original.")
+    reason: str = Field(
+        description="Why Auto left it out: failed, missed the accuracy budget (by what), "
+        "calibrated on random inputs, or not significantly faster."
+    )
+    others: int = Field(
+        default=0, description="How many more variants faster than the choice were left out."
+    )
+
+    def sentence(self) -> str:
+        """'INT8 NNCF 2.23x left out: calibrated on random inputs; give data to confirm.'"""
+        more = f" ({self.others} more faster variant(s) left out too.)" if self.others else ""
+        return f"{self.label} {self.speedup:.2f}x left out: {self.reason}.{more}"
+
+
+def left_out(
+    variants: Sequence[VariantResult],
+    chosen: str | None,
+    *,
+    speed_only: bool = False,
+    margin: float = MARGIN,
+) -> LeftOut | None:
+    """The fastest variant faster than the chosen one (than 1x when none) by more than the
+    `margin` that Auto did not choose, with the reason; None when the choice is the fastest."""
+    bar = next((v.speedup for v in variants if v.recipe.name == chosen and v.speedup), 1.0)
+    beats = bar / (1 - margin)
+    faster = sorted(
+        (v for v in variants if v.recipe.name != chosen and v.speedup and v.speedup > beats),
+        key=lambda v: -(v.speedup or 0.0),
+    )
+    if not faster:
+        return None
+    top = faster[0]
+    return LeftOut(
+        recipe=top.recipe.name,
+        label=top.recipe.label,
+        speedup=top.speedup or 0.0,
+        reason=why_left_out(top, speed_only=speed_only),
+        others=len(faster) - 1,
+    )
+
+
+def why_left_out(variant: VariantResult, *, speed_only: bool = False) -> str:
+    """Why `choose` passes over this variant, in words; see the module docstring."""
+    if variant.status == "failed":
+        return f"failed: {variant.error.message}" if variant.error else "failed"
+    reasons = []
+    if not variant.within_budget:
+        reasons.append(missed_by(variant))
+    if variant.calibrated_on_random and not speed_only:
+        reasons.append(RANDOM_REASON)
+    if variant.verdict != FASTER:
+        reasons.append(not_significant(variant))
+    return "; ".join(reasons) or "not chosen"
+
+
+def missed_by(variant: VariantResult) -> str:
+    """'missed the accuracy budget (mean cosine 0.97120 < 0.99)'."""
+    if variant.accuracy is None:
+        return "not judged against the accuracy budget"
+    note = variant.budget_note.removesuffix(RANDOM_SUFFIX).removeprefix(OVER_BUDGET)
+    return f"missed the accuracy budget ({note})" if note else "missed the accuracy budget"
+
+
+def not_significant(variant: VariantResult) -> str:
+    """'not significantly faster (95 % CI 0.97-1.80x): its timing was too unsteady to tell'; the
+    last part only when the interval is wider than UNSTEADY of the speedup."""
+    text = f"not significantly faster{_interval(variant, ' ')}"
+    low, high = variant.ratio_low, variant.ratio_high
+    if low and high and variant.speedup and (1 / low - 1 / high) > UNSTEADY * variant.speedup:
+        return text + ": its timing was too unsteady to tell"
+    return text
+
+
+def headline(
+    variants: Sequence[VariantResult],
+    chosen: str | None,
+    *,
+    speed_only: bool = False,
+    margin: float = MARGIN,
+) -> str:
+    """The run in one line: the choice and its figures (or keep the original), then the
+    fastest variant left out and why, when there is one."""
+    best = next((v for v in variants if v.recipe.name == chosen), None)
+    if not variants:
+        return "Keep the original: no recipe was run."
+    if best is None and not any(v.status == "made" for v in variants):
+        return f"No variant could be made: {len(variants)} recipe(s) failed."
+    lead = (
+        f"Chosen: {best.recipe.label}, {figures(best)}."
+        if best is not None
+        else "Keep the original: no variant is significantly faster within the accuracy budget."
+    )
+    out = left_out(variants, chosen, speed_only=speed_only, margin=margin)
+    return lead if out is None else f"{lead} {out.sentence()}"
+
+
+def figures(variant: VariantResult) -> str:
+    """'1.85x faster (95 % CI 1.80-1.90x) cosine 0.9995'."""
+    parts = [f"{variant.speedup:.2f}x faster" if variant.speedup else "timed"]
+    interval = _interval(variant)
+    if interval:
+        parts.append(interval)
+    if variant.accuracy is not None:
+        parts.append(f"cosine {variant.accuracy.mean_cosine:.4f}")
+    return " ".join(parts)
+
+
+def _interval(variant: VariantResult, lead: str = "") -> str:
+    if not (variant.ratio_low and variant.ratio_high):
+        return ""
+    return f"{lead}(95 % CI {1 / variant.ratio_high:.2f}-{1 / variant.ratio_low:.2f}x)"
