@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test test-stress test-stacks test-browser test-faults test-zoo test-extras install lint bench clean compose-check
+.PHONY: up test test-stress test-browser test-faults test-zoo test-extras install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -51,13 +51,6 @@ test-browser: install
 
 test-faults: install
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m faults
-
-# Both at once, as CI runs them: each suite alone kept about one of the two cores busy (browser
-# 381 s wall for 360 s of CPU, faults 229 s for 215 s), so on three pytest-xdist workers the 29
-# tests took 385 s instead of 610 s one suite after the other.
-STACK_WORKERS ?= 3
-test-stacks: install
-	$(PY) -m pytest -q -rs -n $(STACK_WORKERS) -m "e2e or faults"
 
 # Real and exporter-shaped models (bench/zoo_models.py) through every job: tests/zoo.
 test-zoo: install
