@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optistudio.core.measure.compare import FASTER, ComparisonSpec
 
 if TYPE_CHECKING:
-    from optistudio.core.optimize.run import VariantResult
+    from optistudio.core.optimize.variant import VariantResult
 
 OVER_BUDGET = "over budget: "
 """How `within_budget`'s note starts for a variant that missed."""

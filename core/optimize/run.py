@@ -35,7 +35,7 @@ import shutil
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -45,7 +45,6 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -65,7 +64,6 @@ from optistudio.core.errors import (
     BackendUnavailable,
     Cancelled,
     DataMismatch,
-    ErrorInfo,
     InvalidSpec,
     ModelRejected,
     OptistudioError,
@@ -75,13 +73,12 @@ from optistudio.core.errors import (
     describe_validation_error,
 )
 from optistudio.core.machine.environment import fingerprint
-from optistudio.core.measure.compare import FASTER, ComparisonSpec, Verdict, compare_models
+from optistudio.core.measure.compare import FASTER, ComparisonSpec, compare_models
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
     AccuracyBudget,
-    AccuracyReport,
     TaskBudget,
     TaskJudge,
     accuracy_report,
@@ -98,6 +95,7 @@ from optistudio.core.optimize.recipes import (
     int8_notes,
     resolve_recipes,
 )
+from optistudio.core.optimize.variant import StepReport, VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
@@ -108,7 +106,6 @@ QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.
 NO_SIZE_LIMIT = 2**62
 """A variant is checked like an upload, but never refused for its size here (storing may)."""
 
-VariantStatus = Literal["made", "failed"]
 NO_TASK = "none"
 """OptimizeSpec.task that judges by cosine and top-1 alone."""
 
@@ -195,79 +192,6 @@ class OptimizeSpec(BaseModel):
             except UnknownName as exc:
                 raise ValueError(exc.message) from None
         return self
-
-
-class StepReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    step: str
-    details: dict[str, Any]
-    warnings: list[str]
-
-
-class VariantResult(BaseModel):
-    """One recipe's outcome: made (its file and figures) or failed (its error, no file)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    recipe: Recipe
-    status: VariantStatus = Field(
-        default="made",
-        description="made: the file was checked and timed; failed: `error` says why (no file).",
-    )
-    precision: str
-    backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
-    path: str | None = None
-    steps: list[StepReport] = Field(default_factory=list)
-    accuracy: AccuracyReport | None = None
-    within_budget: bool = False
-    budget_note: str = ""
-    calibrated_on_random: bool = Field(
-        default=False,
-        description="Calibrated on synthetic (random) inputs: its INT8 ranges may not fit real "
-        "data, so Auto leaves it unless the run is speed-only.",
-    )
-    ratio: float | None = Field(default=None, description="Variant / original latency (median).")
-    ratio_low: float | None = None
-    ratio_high: float | None = None
-    verdict: Verdict | None = Field(
-        default=None, description="Faster, slower or no significant difference; None untimed."
-    )
-    speedup: float | None = Field(default=None, description="1 / ratio.")
-    original_p50_ms: float | None = None
-    variant_p50_ms: float | None = None
-    error: ErrorInfo | None = Field(
-        default=None, description="Why the recipe failed (code, message, hint); None if made."
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _status_from_error(cls, data: Any) -> Any:
-        """Results stored before variants had a status: the failed ones had an error."""
-        if isinstance(data, dict) and "status" not in data:
-            return data | {"status": "failed" if data.get("error") else "made"}
-        return data
-
-    @field_validator("verdict", mode="before")
-    @classmethod
-    def _untimed_was_empty(cls, value: Any) -> Any:
-        return value or None  # results stored before verdicts were a Literal said "" untimed
-
-    @field_validator("error", mode="before")
-    @classmethod
-    def _error_was_text(cls, value: Any) -> Any:
-        """Results stored before errors had fields held one line (message and hint)."""
-        return {"code": "failed", "message": value} if isinstance(value, str) else value
-
-    @property
-    def judged(self) -> bool:
-        """Made, judged against the budget and timed: only such a variant can miss the budget
-        (one that failed outright was never measured)."""
-        return self.status == "made" and self.accuracy is not None and self.verdict is not None
-
-    def fail(self, error: ErrorInfo) -> None:
-        """Mark the variant failed with `error`; a failed variant has no file."""
-        self.status, self.error, self.path = "failed", error, None
 
 
 class OptimizeReport(BaseModel):

@@ -1,0 +1,89 @@
+"""One recipe's outcome in an optimization run (`VariantResult`): made, with its file and its
+figures, or failed, with its error. Its own module so that what reads variants (the headline,
+the notes) needs nothing of the run that makes them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from optistudio.core.errors import ErrorInfo
+from optistudio.core.measure.compare import Verdict
+from optistudio.core.numerics.accuracy import AccuracyReport
+from optistudio.core.optimize.recipes import REFERENCE_BACKEND, Recipe
+
+VariantStatus = Literal["made", "failed"]
+
+
+class StepReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    details: dict[str, Any]
+    warnings: list[str]
+
+
+class VariantResult(BaseModel):
+    """One recipe's outcome: made (its file and figures) or failed (its error, no file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: Recipe
+    status: VariantStatus = Field(
+        default="made",
+        description="made: the file was checked and timed; failed: `error` says why (no file).",
+    )
+    precision: str
+    backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
+    path: str | None = None
+    steps: list[StepReport] = Field(default_factory=list)
+    accuracy: AccuracyReport | None = None
+    within_budget: bool = False
+    budget_note: str = ""
+    calibrated_on_random: bool = Field(
+        default=False,
+        description="Calibrated on synthetic (random) inputs: its INT8 ranges may not fit real "
+        "data, so Auto leaves it unless the run is speed-only.",
+    )
+    ratio: float | None = Field(default=None, description="Variant / original latency (median).")
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    verdict: Verdict | None = Field(
+        default=None, description="Faster, slower or no significant difference; None untimed."
+    )
+    speedup: float | None = Field(default=None, description="1 / ratio.")
+    original_p50_ms: float | None = None
+    variant_p50_ms: float | None = None
+    error: ErrorInfo | None = Field(
+        default=None, description="Why the recipe failed (code, message, hint); None if made."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status_from_error(cls, data: Any) -> Any:
+        """Results stored before variants had a status: the failed ones had an error."""
+        if isinstance(data, dict) and "status" not in data:
+            return data | {"status": "failed" if data.get("error") else "made"}
+        return data
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _untimed_was_empty(cls, value: Any) -> Any:
+        return value or None  # results stored before verdicts were a Literal said "" untimed
+
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_was_text(cls, value: Any) -> Any:
+        """Results stored before errors had fields held one line (message and hint)."""
+        return {"code": "failed", "message": value} if isinstance(value, str) else value
+
+    @property
+    def judged(self) -> bool:
+        """Made, judged against the budget and timed: only such a variant can miss the budget
+        (one that failed outright was never measured)."""
+        return self.status == "made" and self.accuracy is not None and self.verdict is not None
+
+    def fail(self, error: ErrorInfo) -> None:
+        """Mark the variant failed with `error`; a failed variant has no file."""
+        self.status, self.error, self.path = "failed", error, None
