@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from optistudio.core.numerics.evaluators.boxes import iou_matrix
+from optistudio.core.numerics.evaluators.boxes import nms as suppress
 from optistudio.core.numerics.evaluators.detection_boxes import (
     DETECTION_BOXES,
     SCORE_THRESHOLD,
@@ -51,21 +51,11 @@ def nms(
     min_score: float = SCORE_THRESHOLD,
     max_boxes: int = MAX_BOXES,
 ) -> np.ndarray:
-    """Indices of the boxes kept (module docstring), best score first."""
-    order = np.flatnonzero(scores >= min_score)
-    order = order[np.argsort(-scores[order], kind="stable")]
-    overlap = iou_matrix(boxes[order], boxes[order])
-    same = classes[order][:, None] == classes[order][None, :]
-    suppressed = np.zeros(len(order), dtype=bool)
-    kept: list[int] = []
-    for rank in range(len(order)):
-        if suppressed[rank]:
-            continue
-        kept.append(int(order[rank]))
-        if len(kept) == max_boxes:
-            break
-        suppressed |= same[rank] & (overlap[rank] > iou)
-    return np.asarray(kept, dtype=np.int64)
+    """Indices of the boxes kept (module docstring), best score first: those scoring at least
+    `min_score`, through the accuracy check's own non-maximum suppression."""
+    passed = np.flatnonzero(scores >= min_score)
+    kept = suppress(boxes[passed], scores[passed], classes[passed], iou=iou, max_boxes=max_boxes)
+    return passed[kept]
 
 
 class BoxReader:

@@ -206,6 +206,40 @@ class TaskTally(ABC):
         """The metrics over every batch added (DataMismatch when nothing was)."""
 
 
+class FedSamplesTally(TaskTally):
+    """A tally that reads its outputs by the number of samples fed, when it is known: `add`
+    and `add_run` both come to `add_fed`, with None for `samples` from a plain `add`."""
+
+    def add(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+    ) -> None:
+        self.add_fed(reference, candidate, first_sample, None)
+
+    def add_run(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        *,
+        first_sample: int,
+        samples: int,
+    ) -> None:
+        self.add_fed(reference, candidate, first_sample, samples)
+
+    @abstractmethod
+    def add_fed(
+        self,
+        reference: dict[str, np.ndarray],
+        candidate: dict[str, np.ndarray],
+        first_sample: int,
+        samples: int | None,
+    ) -> None:
+        """One batch of both models' outputs; `samples` fed, None where the caller did not say."""
+
+
 class Evaluator(ABC):
     """One task's judge; `info` is its registry entry."""
 

@@ -41,6 +41,7 @@ from optistudio.core.numerics.evaluators.base import (
     Case,
     Disagreement,
     EvaluatorInfo,
+    FedSamplesTally,
     MetricInfo,
     ModelFacts,
     OutputFacts,
@@ -158,7 +159,7 @@ class CtcTextEvaluator(OneOutputEvaluator):
         return labels
 
 
-class CtcTally(BaseTally):
+class CtcTally(FedSamplesTally, BaseTally):
     """Counts of identical strings and edit-distance sums; differing strings kept."""
 
     task = "ctc_text"
@@ -177,26 +178,7 @@ class CtcTally(BaseTally):
         self.label_errors = {"reference": 0, "candidate": 0}
         self.label_length = 0
 
-    def add(
-        self,
-        reference: dict[str, np.ndarray],
-        candidate: dict[str, np.ndarray],
-        *,
-        first_sample: int,
-    ) -> None:
-        self._add(reference, candidate, first_sample, None)
-
-    def add_run(
-        self,
-        reference: dict[str, np.ndarray],
-        candidate: dict[str, np.ndarray],
-        *,
-        first_sample: int,
-        samples: int,
-    ) -> None:
-        self._add(reference, candidate, first_sample, samples)
-
-    def _add(
+    def add_fed(
         self,
         reference: dict[str, np.ndarray],
         candidate: dict[str, np.ndarray],

@@ -33,6 +33,7 @@ from optistudio.core.numerics.evaluators.base import (
     Disagreement,
     Evaluator,
     EvaluatorInfo,
+    FedSamplesTally,
     MetricInfo,
     ModelFacts,
     Recognition,
@@ -167,7 +168,7 @@ def _class_count(facts: ModelFacts, outputs: list[str]) -> int | None:
     return None
 
 
-class BoxesTally(BaseTally):
+class BoxesTally(FedSamplesTally, BaseTally):
     """Matched and total box counts (and AP histograms with labels); worst images kept. The
     layout is read from the original's first batch and both models are read in it."""
 
@@ -182,26 +183,7 @@ class BoxesTally(BaseTally):
         self.has_classes = True
         self.min_score = SCORE_THRESHOLD if labels is None else MAP_MIN_SCORE
 
-    def add(
-        self,
-        reference: dict[str, np.ndarray],
-        candidate: dict[str, np.ndarray],
-        *,
-        first_sample: int,
-    ) -> None:
-        self._add(reference, candidate, first_sample, None)
-
-    def add_run(
-        self,
-        reference: dict[str, np.ndarray],
-        candidate: dict[str, np.ndarray],
-        *,
-        first_sample: int,
-        samples: int,
-    ) -> None:
-        self._add(reference, candidate, first_sample, samples)
-
-    def _add(
+    def add_fed(
         self,
         reference: dict[str, np.ndarray],
         candidate: dict[str, np.ndarray],
