@@ -6,14 +6,13 @@ STAMP := $(VENV)/.installed
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 export NNCF_CI := 1
 
-.PHONY: up test test-stress test-browser test-faults test-zoo test-extras install lint bench clean compose-check
+.PHONY: up test test-stress test-stacks test-browser test-faults test-zoo test-extras install lint bench clean compose-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # uv resolves and installs the same releases as pip in about 12 s instead of 146 s on 2 cores (the
-# CI's whole first step). The extras (test-extras) stay with pip: torch==2.13.0 is a CPU wheel on
-# this disk that only pip's configuration finds, and uv would download a CUDA build instead.
+# CI's whole first step).
 $(STAMP): pyproject.toml setup.py | $(PY)
 	@echo "Installing Optistudio and its dependencies into $(VENV) (the first time takes a few minutes)..."
 	$(PY) -m pip install --quiet --upgrade pip uv
@@ -40,9 +39,15 @@ test: install
 # first (docs/DEVELOPMENT.md).
 STRESS_TESTS := -m "timing and not faults and not zoo and not e2e and not extras" \
 	$(shell grep -rl --include='test_*.py' 'mark.timing' tests)  # only their files are collected
+# Two pytest-xdist workers in each run: the tests mostly wait on the loads and probes they time
+# (42 s of CPU in a 122-s pinned run), so two at once take about 80 s instead, and their sharing
+# of the one core is part of the stress.
+STRESS_WORKERS ?= 2
 test-stress: install
-	$(PY) tests/stress.py pinned -- $(PY) -m pytest -q -rs -p no:cacheprovider $(STRESS_TESTS)
-	$(PY) tests/stress.py busy -- $(PY) -m pytest -q -rs -p no:cacheprovider $(STRESS_TESTS)
+	$(PY) tests/stress.py pinned -- \
+		$(PY) -m pytest -q -rs -p no:cacheprovider -n $(STRESS_WORKERS) $(STRESS_TESTS)
+	$(PY) tests/stress.py busy -- \
+		$(PY) -m pytest -q -rs -p no:cacheprovider -n $(STRESS_WORKERS) $(STRESS_TESTS)
 
 # The browser and fault suites also run on two workers: they mostly wait on the studios, workers,
 # Redis and databases they start (on 2 cores 397-484 s instead of 581 s, and 234 s instead of 354 s).
@@ -52,15 +57,26 @@ test-browser: install
 test-faults: install
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m faults
 
+# Both at once, as CI runs them: each suite alone keeps about one of the two cores busy (browser
+# 381 s wall for 360 s of CPU, faults 229 s for 215 s), so on three pytest-xdist workers they take
+# about 400 s instead of 610 s one after the other.
+STACK_WORKERS ?= 3
+test-stacks: install
+	$(PY) -m pytest -q -rs -n $(STACK_WORKERS) -m "e2e or faults"
+
 # Real and exporter-shaped models (bench/zoo_models.py) through every job: tests/zoo.
 test-zoo: install
 	$(PY) -m pytest -q -rs -m zoo
 
 # The optional extras (LiteRT conversion, quantization-aware training, Core ML export) are large
-# (tensorflow, torch): only this target installs them, after the other suites have run.
+# (tensorflow, torch): only this target installs them, after the other suites have run. uv takes
+# them in about 20 s with an empty cache; torch==2.13.0 must be the CPU wheel that pip's
+# configuration points at (PIP_FIND_LINKS), which uv is told of; without it pip installs them.
 EXTRAS ?= litert,qat,coreml
+EXTRAS_INSTALL := $(if $(PIP_FIND_LINKS),$(VENV)/bin/uv pip install --python $(PY) --quiet \
+	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)),$(PY) -m pip install --quiet)
 test-extras: install
-	$(PY) -m pip install --quiet -e '.[dev,samples,postgres,$(EXTRAS)]'
+	$(EXTRAS_INSTALL) -e '.[dev,samples,postgres,$(EXTRAS)]'
 	$(PY) -m pytest -q -rs -m extras
 
 lint: install

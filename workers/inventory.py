@@ -107,7 +107,11 @@ def beat() -> None:
 def _recover() -> None:
     """Run again (or end) the jobs of workers that stopped responding, and send again the
     queued jobs the broker does not hold."""
-    recover(_state["factory"], max_age_s=get_settings().heartbeat_s * HEARTBEAT_STALE_FACTOR)
+    recover(
+        _state["factory"],
+        max_age_s=get_settings().heartbeat_s * HEARTBEAT_STALE_FACTOR,
+        worker=_state["hostname"],
+    )
 
 
 def _beat_forever(interval: float) -> None:

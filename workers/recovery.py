@@ -96,10 +96,19 @@ def recover_stale_jobs(
     max_age_s: float,
     send: SendTo,
     max_attempts: int = MAX_ATTEMPTS,
+    worker: str | None = None,
 ) -> list[tuple[int, str]]:
-    """Re-send or end every running job that lost its worker; returns (job id, outcome)."""
+    """Re-send or end every running job that lost its worker; returns (job id, outcome).
+
+    ``worker``: the caller is this worker's heartbeat thread. It first vouches, in the same
+    transaction, for the jobs its own pool is running: after a database outage longer than the
+    stale window the beat that vouches may have failed while this step waited for the database,
+    and the worker would otherwise take its own running job for lost and send it again.
+    """
     outcomes = []
     with transaction(factory) as s:
+        if worker is not None:
+            touch_jobs(s, job_ids=active_job_ids(), worker=worker)
         live = [(w.queues, w.inventory) for w in live_workers(s, max_age_s=max_age_s)]
         for job in stale_jobs(s, max_age_s=max_age_s):
             outcome = _recover(s, job, live, send, max_attempts)
@@ -204,9 +213,10 @@ def held_by_app_broker() -> set[str] | None:
     return task_ids_in_broker(app)
 
 
-def recover(factory: sessionmaker[Session], *, max_age_s: float) -> None:
-    """One heartbeat's recovery: jobs that lost their worker, then jobs the broker lost."""
-    recover_stale_jobs(factory, max_age_s=max_age_s, send=send_with_app)
+def recover(factory: sessionmaker[Session], *, max_age_s: float, worker: str) -> None:
+    """One heartbeat's recovery on ``worker``: jobs that lost their worker, then jobs the
+    broker lost."""
+    recover_stale_jobs(factory, max_age_s=max_age_s, send=send_with_app, worker=worker)
     resend_missing_jobs(
         factory, max_age_s=max_age_s, in_broker=held_by_app_broker, send=send_with_app
     )

@@ -139,6 +139,31 @@ def test_the_worker_vouches_for_the_jobs_its_pool_is_running(factory) -> None:
     assert vouch_for_active_jobs(factory, worker="cpu@a") == 0  # finished: nothing to vouch for
 
 
+def test_a_worker_never_takes_the_job_its_own_pool_runs_for_lost(factory) -> None:
+    # After a database outage longer than the stale window, the beat that vouches may have failed
+    # while recovery waited for the database: recovery vouches for its own jobs first.
+    from celery.worker import state
+
+    mine, lost = new_job(factory), new_job(factory)
+    claim(factory, mine, "t1", worker="cpu@a")
+    claim(factory, lost, "t2", worker="cpu@dead")
+    age(factory, mine, 60)
+    age(factory, lost, 60)
+    add_worker(factory, hostname="cpu@a")
+    request = AcceptedRequest("t1", task_of(JobKind.benchmark), [mine])
+    state.task_accepted(request)
+    try:
+        outcomes = recover_stale_jobs(factory, max_age_s=30, send=Sent(), worker="cpu@a")
+    finally:
+        state.task_ready(request)
+
+    assert outcomes == [(lost, "requeued to cpu")]
+    assert job(factory, mine).status is JobStatus.running
+    # Without the worker's name (another process's recovery) the same job reads as lost.
+    age(factory, mine, 60)
+    assert recover_stale_jobs(factory, max_age_s=30, send=Sent()) == [(mine, "requeued to cpu")]
+
+
 def test_a_lost_job_is_sent_again_to_a_live_worker_and_the_old_delivery_is_ignored(
     factory,
 ) -> None:
