@@ -86,12 +86,20 @@ def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
 
+def run_name(job_id: object, runs: pd.DataFrame) -> str:
+    """A run in a legend: 'job 3 · model · openvino · cpu · bf16' (the columns it has)."""
+    first = runs.iloc[0]
+    parts = [f"job {job_id}", str(first["model_name"]), str(first["backend"])]
+    parts += [str(first[c]) for c in ("device", "precision") if c in runs and first[c]]
+    return " · ".join(parts)
+
+
 def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
     """Latency percentiles per batch size, one line per (job, percentile); p50 has p10-p90 bars."""
     figure = go.Figure()
     for job_id, runs in wide.groupby("job_id", sort=False):
         runs = runs.sort_values("batch_size")
-        name = f"job {job_id} · {runs['model_name'].iloc[0]} · {runs['backend'].iloc[0]}"
+        name = run_name(job_id, runs)
         for column, label in PERCENTILE_COLUMNS:
             if column not in runs:
                 continue
@@ -123,7 +131,7 @@ def throughput_by_batch(wide: pd.DataFrame) -> go.Figure:
             go.Bar(
                 x=runs["batch_size"].astype(int).astype(str),
                 y=runs["throughput"],
-                name=f"job {job_id} · {runs['model_name'].iloc[0]}",
+                name=run_name(job_id, runs),
             )
         )
     figure.update_layout(

@@ -24,9 +24,10 @@ from optistudio.core.report.snapshot import (
     CompareSnapshot,
     ResultRow,
     axis_choices,
+    shown_precision,
 )
 from optistudio.db.models import JobKind
-from optistudio.db.queries import finished_jobs
+from optistudio.db.queries import finished_jobs, job_results
 from optistudio.db.selection import (
     environments_by_id,
     models_by_id,
@@ -136,9 +137,11 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
     """Every stored result, key -> label, newest first."""
     with transaction(factory) as s:
         rows = result_index(s)
+        runs = run_precisions(s, job_ids=sorted({r["job_id"] for r in rows}))
     return {
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
-            f"#{r['job_id']} {r['model_name'] or 'deleted model'}{_precision(r['precision'])} · "
+            f"#{r['job_id']} {r['model_name'] or 'deleted model'} "
+            f"[{shown_precision(r['precision'], runs.get(r['job_id']))}] · "
             f"{r['backend']} · "
             f"{'video, max ' if r['kind'] == JobKind.video else ''}"
             f"batch {r['batch_size']} · {r['threads']} threads"
@@ -147,8 +150,13 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
     }
 
 
-def _precision(precision: str | None) -> str:
-    return f" [{precision}]" if precision and precision != "fp32" else ""
+def run_precisions(s: Session, *, job_ids: list[int]) -> dict[int, str]:
+    """The compute precision each job's spec asked for (a benchmark's 'bf16'); fp32 where its
+    kind has none (video)."""
+    return {
+        job_id: str(spec.get("precision") or "fp32")
+        for job_id, (spec, _) in job_results(s, job_ids=job_ids).items()
+    }
 
 
 def build_snapshot(
@@ -168,8 +176,9 @@ def build_snapshot(
         judged = {i: _task_metric_names(variant_accuracy(s, original_ids={i})) for i in originals}
         env_ids = {r["environment_id"] for r in measured.values() if r["environment_id"]}
         environments = environments_by_id(s, ids=env_ids)
+        runs = run_precisions(s, job_ids=job_ids)
     rows = [
-        _row(key, measured[key], models, accuracy, judged)
+        _row(key, measured[key], models, accuracy, judged, runs.get(measured[key]["job_id"]))
         for key in selection.keys
         if key in measured
     ]
@@ -225,6 +234,7 @@ def _row(
     models: dict[int, dict[str, Any]],
     accuracy: dict[int, dict[str, Any]],
     judged: dict[int, set[str]],
+    run_precision: str | None = None,
 ) -> ResultRow:
     model = models.get(record["model_id"] or -1, {})
     metrics, note = dict(record["metrics"]), "the original: the reference itself"
@@ -246,7 +256,7 @@ def _row(
         model_id=record["model_id"],
         model=record["model_name"] or "deleted model",
         parent_id=model.get("parent_id"),
-        precision=model.get("precision", ""),
+        precision=shown_precision(model.get("precision"), run_precision),
         backend=record["backend"],
         batch_size=record["batch_size"],
         threads=record["threads"],

@@ -55,6 +55,16 @@ DEFAULT_LATENCY, DEFAULT_QUALITY = "p50_ms", "cosine_error"
 """The Pareto axes unless someone picks others: p50 latency against error vs the original."""
 
 
+def shown_precision(model: str | None, run: str | None) -> str:
+    """The precision a result ran at, as its label names it: the model file's ('int8' for a
+    quantized variant) and the run's compute precision ('bf16' on OpenVINO), joined where both
+    say something ('int8+bf16': INT8 weights, the rest computed in BF16)."""
+    model, run = model or "fp32", run or "fp32"
+    if run in ("fp32", model):
+        return model
+    return run if model == "fp32" else f"{model}+{run}"
+
+
 class ResultRow(BaseModel):
     """One stored result: a benchmark job's figures for one backend, batch size and threads."""
 
@@ -65,7 +75,9 @@ class ResultRow(BaseModel):
     model_id: int | None
     model: str
     parent_id: int | None = Field(description="The original this variant was made from.")
-    precision: str = ""
+    precision: str = Field(
+        default="", description="What it ran at (`shown_precision`); '' reads as fp32."
+    )
     backend: str
     batch_size: int
     threads: int
@@ -81,7 +93,7 @@ class ResultRow(BaseModel):
 
     @property
     def label(self) -> str:
-        precision = f" [{self.precision}]" if self.precision not in ("", "fp32") else ""
+        precision = f" [{self.precision or 'fp32'}]"
         streams = self.metrics.get("streams")
         video = f"video ×{streams:g} · " if streams else ""
         return (

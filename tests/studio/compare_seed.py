@@ -28,11 +28,18 @@ class Seeded:
     """original b1, variant b1, original b8 (job.backend.batch.threads)."""
 
 
-def benchmark(factory: Any, model_id: int, batch: int, p50: float, env: dict[str, Any]) -> int:
+def benchmark(
+    factory: Any,
+    model_id: int,
+    batch: int,
+    p50: float,
+    env: dict[str, Any],
+    spec: dict[str, Any] | None = None,
+) -> int:
     metrics = {"p10_ms": p50 * 0.9, "p50_ms": p50, "p90_ms": p50 * 1.1, "p99_ms": p50 * 1.3}
     metrics |= {"min_ms": p50 * 0.8, "mean_ms": p50, "throughput": batch * 1000 / p50}
     with transaction(factory) as s:
-        job_id = create_job(s, kind=JobKind.benchmark, spec={}, model_id=model_id).id
+        job_id = create_job(s, kind=JobKind.benchmark, spec=spec or {}, model_id=model_id).id
         rows = [MeasurementRow("onnxruntime", batch, 2, k, v, "") for k, v in metrics.items()]
         replace_measurements(s, job_id=job_id, rows=rows)
         env_id = get_or_create_environment(s, data=env).id

@@ -80,10 +80,23 @@ def test_snapshot_of_stored_results(db_factory, seeded: Seeded) -> None:
     assert variant.metrics["cosine_error"] == pytest.approx(0.01)
     assert variant.parent_id == seeded.original and variant.precision == "int8"
     assert "[int8]" in variant.label and "[int8]" in options[seeded.keys[1]]
-    assert "[" not in original.label  # fp32 goes without saying
+    assert "[fp32]" in original.label and "[fp32]" in options[seeded.keys[0]]
     assert "accuracy from optimize job" in variant.accuracy_note
     assert snapshot.frontier() == [0, 1]  # the b8 run is slower and no more exact
     assert any("Test CPU" in d and "Other CPU" in d for d in environment_differences(snapshot))
+
+
+def test_a_result_is_labelled_with_the_precision_it_ran_at(db_factory, seeded: Seeded) -> None:
+    # An OpenVINO BF16 run of the FP32 original, and of the INT8 variant (INT8 weights, the
+    # rest in BF16): the run's precision, not only the file's.
+    bf16 = {"backend": "openvino", "precision": "bf16"}
+    on_original = benchmark(db_factory, seeded.original, 1, 0.5, ENV, spec=bf16)
+    on_variant = benchmark(db_factory, seeded.variant, 1, 0.4, ENV, spec=bf16)
+    keys = [f"{on_original}.onnxruntime.1.2", f"{on_variant}.onnxruntime.1.2"]
+    snapshot, _ = build_snapshot(db_factory, Selection(keys=keys))
+    assert [r.precision for r in snapshot.rows] == ["bf16", "int8+bf16"]
+    assert "[bf16]" in snapshot.rows[0].label
+    assert "[int8+bf16]" in result_options(db_factory)[keys[1]]
 
 
 def test_share_is_frozen_and_revocable(db_factory, seeded: Seeded) -> None:
