@@ -19,6 +19,7 @@ from optistudio.core.report.snapshot import (
     CompareSnapshot,
     environment_differences,
     pareto_title,
+    shared_environment,
     table_metrics,
     table_records,
     video_note,
@@ -55,6 +56,15 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
         st.warning(
             "**Environments differ**: these figures were not all measured alike.\n\n"
             + "\n".join(f"- {d}" for d in differences)
+        )
+    elif named := shared_environment(snapshot):
+        st.caption(f"Measured in one environment: {named}.")
+    flagged = [row.label for row in snapshot.rows if row.flags]
+    if flagged:
+        st.warning(
+            "**Read with care**: another process took CPU (CONTENDED) or the latency never "
+            "settled (UNSTABLE) while these ran; run them again on a quiet machine.\n\n"
+            + "\n".join(f"- {label}" for label in flagged)
         )
     sweet_spot_box(snapshot)
     st.dataframe(styled_table(snapshot), hide_index=True, width="stretch")

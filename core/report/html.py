@@ -17,6 +17,7 @@ from optistudio.core.report.snapshot import (
     CompareSnapshot,
     environment_differences,
     pareto_title,
+    shared_environment,
     table_metrics,
     table_records,
     video_note,
@@ -95,9 +96,17 @@ def _summary(snapshot: CompareSnapshot) -> str:
 def _warnings(snapshot: CompareSnapshot) -> str:
     problem = snapshot.axes_problem()
     axes = f"<p class='warn'>{html.escape(problem)}</p>" if problem else ""
+    flagged = "".join(f"<li>{html.escape(r.label)}</li>" for r in snapshot.rows if r.flags)
+    if flagged:
+        axes += (
+            "<div class='warn'><b>Read with care</b>: another process took CPU (CONTENDED) or the "
+            f"latency never settled (UNSTABLE) while these ran.<ul>{flagged}</ul></div>"
+        )
     differences = environment_differences(snapshot)
     if not differences:
-        return f"{axes}<p>All results were measured in the same environment.</p>"
+        named = shared_environment(snapshot)
+        where = f": {html.escape(named)}" if named else ""
+        return f"{axes}<p>All results were measured in the same environment{where}.</p>"
     items = "".join(f"<li>{html.escape(d)}</li>" for d in differences)
     return f"{axes}<div class='warn'><b>Environments differ</b><ul>{items}</ul></div>"
 

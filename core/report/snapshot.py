@@ -92,13 +92,28 @@ class ResultRow(BaseModel):
     )
 
     @property
+    def flags(self) -> list[str]:
+        """'contended' (another process took CPU while it ran) and 'unstable' (its latency
+        never settled), as the benchmark stored them: figures to read with care."""
+        stable, contended = self.metrics.get("stable"), self.metrics.get("contended")
+        return [
+            word
+            for word, on in (
+                ("contended", contended is not None and contended >= 0.5),
+                ("unstable", stable is not None and stable < 0.5),
+            )
+            if on
+        ]
+
+    @property
     def label(self) -> str:
         precision = f" [{self.precision or 'fp32'}]"
         streams = self.metrics.get("streams")
         video = f"video ×{streams:g} · " if streams else ""
+        flags = "".join(f" · {flag.upper()}" for flag in self.flags)
         return (
             f"#{self.job_id} {self.model}{precision} · {self.backend} · {video}"
-            f"b{self.batch_size} · t{self.threads}"
+            f"b{self.batch_size} · t{self.threads}{flags}"
         )
 
 
@@ -287,6 +302,27 @@ def environment_differences(snapshot: CompareSnapshot) -> list[str]:
     if unknown:
         sentences.append(f"{unknown} result(s) have no recorded environment.")
     return sentences
+
+
+def shared_environment(snapshot: CompareSnapshot) -> str:
+    """The one environment every row was measured in, named: 'AMD EPYC 9B14, 2 logical cores,
+    Linux x86_64; ISA avx2 avx512f ...'; '' when the rows have none recorded."""
+    env = next(
+        (
+            snapshot.environments[str(r.environment_id)]
+            for r in snapshot.rows
+            if str(r.environment_id) in snapshot.environments
+        ),
+        None,
+    )
+    if env is None:
+        return ""
+    cores = f"{env['logical_cores']} logical cores" if env.get("logical_cores") else ""
+    parts = [str(env[f]) for f in ("cpu_model",) if env.get(f)] + ([cores] if cores else [])
+    parts += [" ".join(str(env[f]) for f in ("os", "machine") if env.get(f))]
+    text = ", ".join(p for p in parts if p)
+    isa = env.get("isa_flags")
+    return f"{text}; ISA {_text(isa)}" if isa else text
 
 
 def _text(value: Any) -> str:

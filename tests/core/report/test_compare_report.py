@@ -18,6 +18,7 @@ from optistudio.core.report.snapshot import (
     axis_choices,
     environment_differences,
     pareto_title,
+    shared_environment,
     table_metrics,
     table_records,
 )
@@ -89,6 +90,21 @@ def test_column_titles_carry_units_and_directions() -> None:
 
 def test_same_environment_gives_no_warning(snapshot) -> None:
     assert environment_differences(snapshot) == []
+
+
+def test_the_report_names_the_one_environment_and_flags_contended_rows(snapshot) -> None:
+    env = ENV_A | {"isa_flags": ["avx2", "avx512f"], "os": "Linux", "machine": "x86_64"}
+    calm, busy = row(1, 1.0, 0.0), row(2, 0.9, 0.0)
+    busy.metrics |= {"contended": 1.0, "stable": 1.0}
+    calm.metrics |= {"contended": 0.0, "stable": 1.0}
+    snap = CompareSnapshot(rows=[calm, busy], environments={"1": env})
+    assert shared_environment(snap) == "Xeon A, 2 logical cores, Linux x86_64; ISA avx2 avx512f"
+    assert (calm.flags, busy.flags) == ([], ["contended"])
+    assert busy.label.endswith("· CONTENDED") and "CONTENDED" not in calm.label
+    page = report_html(snap)
+    assert "same environment: Xeon A, 2 logical cores" in page
+    assert "Read with care" in page and page.count("CONTENDED") >= 2  # the warning and the table
+    assert shared_environment(CompareSnapshot(rows=[calm])) == ""
 
 
 def test_different_cpus_libraries_and_threads_are_named() -> None:
