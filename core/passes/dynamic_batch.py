@@ -31,8 +31,11 @@ import onnx
 from onnx import numpy_helper
 from pydantic import BaseModel, ConfigDict, Field
 
+from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import PassFailed
+from optistudio.core.model.intake import inspect_model
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.batch_check import check_free_batch
 
 BATCH_DIM = "batch"
 """The name the rewrite gives the freed batch dimension."""
@@ -322,10 +325,6 @@ def run_dynamic_batch(
     model: Path, out: Path, config: DynamicBatchConfig, context: PassContext
 ) -> PassReport:
     """Free the batch, save the rewrite, and check it against batch-1 runs of the original."""
-    from optistudio.core.data.inputs import synthesize_inputs
-    from optistudio.core.model.intake import inspect_model
-    from optistudio.core.passes.batch_check import check_free_batch
-
     context.progress(0.1, "freeing the batch dimension")
     rewrite = free_batch(onnx.load(str(model)))
     onnx.save(rewrite.model, str(out))
