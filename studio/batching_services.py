@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.batching.applicability import stacking_problem
+from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.recalibrate import calibration_line
 from optistudio.core.batching.results import Band, LoadResult
@@ -94,7 +95,10 @@ def batching_problem(
     info: ModelInfo, batch_axes: dict[str, int | None] | None = None
 ) -> str | None:
     """Why batching does not apply to this model (requests stack on each input's batch axis,
-    `batch_axes` as the input profile moved them), or None."""
+    `batch_axes` as the input profile moved them), or None. A batch fixed at 1 is no problem
+    here: the jobs batch its checked rewrite (`fixed_at_one`)."""
+    if fixed_at_one(info, batch_axes):
+        return None
     return stacking_problem(info, batch_axes)
 
 

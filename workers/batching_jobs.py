@@ -73,6 +73,8 @@ def profile_job(
     )
     if profile.unmeasured:  # what the predictions leave out, and why
         message += f" {profile.unmeasured_note()}"
+    if profile.batched_rewrite:
+        message += f" {profile.batched_rewrite}"
     return Done(message, result, environment=profile.environment)
 
 
@@ -117,6 +119,8 @@ def verify_job(
         f"Measured {measured.throughput:.1f} req/s, p50 {measured.p50_ms:.1f} ms, "
         f"p99 {measured.p99_ms:.1f} ms, mean batch {measured.mean_batch_size:.2f}."
     )
+    if run.note:
+        message += f" {run.note}"
     if prediction is not None:
         point = prediction.on_arrivals or prediction.predicted
         band = prediction.arrivals_band or prediction.band

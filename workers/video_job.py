@@ -101,4 +101,5 @@ def summary(report: VideoReport) -> str:
             f"holds {report.capacity.streams} real-time {report.capacity.frame_rate:g} fps "
             "stream(s)"
         )
-    return ", ".join(parts) + "."
+    said = ", ".join(parts) + "."
+    return f"{said} {report.batched_rewrite}" if report.batched_rewrite else said

@@ -154,6 +154,11 @@ class LatencyProfile(BaseModel):
         "closed loop with no two batches back to back). Such a field holds its empty value "
         "(None or 0) and the predictions leave that cost out.",
     )
+    batched_rewrite: str = Field(
+        default="",
+        description="Set when the model's batch was fixed at 1 and the profile timed its "
+        "checked rewrite with a free batch (optistudio.core.batching.fixed_batch): one line.",
+    )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
     calibration: Calibration | None = Field(

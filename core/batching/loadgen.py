@@ -41,6 +41,8 @@ class LoadRun:
     the hand-back, the callback): `handoff.serving_delays` keeps them."""
     errors: list[str] = field(default_factory=list)
     batches: list[BatchRecord] = field(default_factory=list)
+    note: str = ""
+    """Set when a model whose batch is fixed at 1 was served through its checked rewrite."""
 
 
 class _Recorder:

@@ -35,6 +35,7 @@ import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.batching.applicability import stack_axes
+from optistudio.core.batching.fixed_batch import batchable
 from optistudio.core.batching.handoff import (
     HANDOFF_UNMEASURED,
     SERVING_PROBE_SHARE,
@@ -99,6 +100,11 @@ def measure_profile(
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
+    freed = batchable(
+        model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
+        batch_axes=batch_axes,
+    )  # fmt: skip
+    model_path = freed.path
     info = inspect_model(model_path)
     axes = stack_axes(info, batch_axes)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
@@ -150,6 +156,7 @@ def measure_profile(
             idle_extra_ms=idle,
             request_ms=round(request.ms, 5) if request.ms else 0.0,
             unmeasured=unmeasured,
+            batched_rewrite=freed.note,
             backend=backend,
             environment=fingerprint(threads=options.threads),
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from optistudio.core.backends import SessionOptions
+from optistudio.core.batching.fixed_batch import batchable
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
@@ -69,7 +70,13 @@ def measure_load(
     inputs_file: str | None = None,
     batch_axes: dict[str, int | None] | None = None,
 ) -> LoadRun:
-    """Serve the model with `settings` under the given arrivals and measure what happens."""
+    """Serve the model with `settings` under the given arrivals and measure what happens (a
+    batch fixed at 1 through its checked rewrite: `LoadRun.note` says so)."""
+    freed = batchable(
+        model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
+        batch_axes=batch_axes,
+    )  # fmt: skip
+    model_path = freed.path
     feeds = request_feeds(
         model_path,
         shapes,
@@ -83,7 +90,7 @@ def measure_load(
     )
     with loaded as pipeline:
         _warm_up(pipeline, feeds)
-        return run_load(
+        run = run_load(
             pipeline,
             feeds,
             process=process,
@@ -93,6 +100,8 @@ def measure_load(
             seconds=seconds,
             seed=seed,
         )
+    run.note = freed.note
+    return run
 
 
 def _warm_up(pipeline: Pipeline, feeds: list[dict[str, np.ndarray]]) -> None:

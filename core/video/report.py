@@ -121,6 +121,11 @@ class VideoReport(BaseModel):
         default=None, description="Batched fps over per-frame fps, same streams and pacing."
     )
     capacity: Capacity | None = None
+    batched_rewrite: str = Field(
+        default="",
+        description="Set when the model's batch was fixed at 1 and the run served its checked "
+        "rewrite with a free batch (optistudio.core.batching.fixed_batch): one line.",
+    )
 
     def metric_values(self) -> dict[str, float]:
         """The run's figures under the metric table's names, as Compare shows them beside

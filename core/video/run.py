@@ -17,6 +17,7 @@ from pathlib import Path
 
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.batching.applicability import require_batch_dim
+from optistudio.core.batching.fixed_batch import batchable
 from optistudio.core.batching.pipeline import Runner
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.images import ImagePreprocessing
@@ -50,6 +51,10 @@ def run_video(
     frame size when the model's is dynamic. `progress` hears of each phase as it starts (the
     batched run, the per-frame baseline, each capacity probe) and may raise Cancelled.
     """
+    original = Path(model_path)
+    one = {name: [1, *shape[1:]] for name, shape in (shapes or {}).items()}
+    freed = batchable(original, shapes=one or None)  # a batch fixed at 1: its checked rewrite
+    model_path = freed.path
     info = inspect_model(Path(model_path))
     require_batch_dim(info)
     spec = frame_input(info.inputs)
@@ -87,7 +92,8 @@ def run_video(
         loaded.close()
     return report.model_copy(
         update={
-            "model": Path(model_path).name,
+            "model": Path(original).name,
+            "batched_rewrite": freed.note,
             "backend": backend,
             "input_shape": [1, *_chw(spec, settings.preprocessing, size)],
             "threads": options.threads,

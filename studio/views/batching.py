@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
+from optistudio.core.batching.fixed_batch import FIXED_BATCH_NOTE, fixed_at_one
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
@@ -60,6 +61,8 @@ def render() -> None:
             "the model with a dynamic batch dimension, to batch requests."
         )
         return
+    if fixed_at_one(info, axes):
+        st.info(FIXED_BATCH_NOTE)
     profile_form(model_id)
     found = show_profile_job(model_id)
     if found is None:

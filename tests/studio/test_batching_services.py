@@ -140,9 +140,14 @@ def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
     assert config["instance_group"][0]["count"] == 2
 
 
-def test_model_without_batch_dim_is_explained(make_model) -> None:
-    problem = batching.batching_problem(inspect_model(make_model(batch=1)))
-    assert problem is not None and "fixed first dimension" in problem
+def test_a_batch_fixed_at_1_is_batched_through_its_rewrite_and_others_are_explained(
+    make_model,
+) -> None:
+    # At 1 the jobs batch the checked rewrite (optistudio.core.batching.fixed_batch); at 2 the
+    # model takes two rows per call and requests cannot stack.
+    assert batching.batching_problem(inspect_model(make_model(batch=1))) is None
+    problem = batching.batching_problem(inspect_model(make_model(batch=2)))
+    assert problem is not None and "fixed first dimension of 2" in problem
 
 
 @pytest.mark.parametrize(

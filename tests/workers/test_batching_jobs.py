@@ -83,11 +83,29 @@ def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> N
     assert typed.batches is not None and sum(n for n, _ in typed.batches.runner.values()) > 0
 
 
+def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
+    db_factory, stored
+) -> None:  # type: ignore[no-untyped-def]
+    model_id = stored(batch=1)
+    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
+    job = _run(db_factory, JobKind.batching_profile, model_id, spec.model_dump(), profile_job)
+
+    assert job.status == JobStatus.succeeded, job.message
+    assert "batch is fixed at 1: batched a rewrite" in job.message
+    assert LatencyProfile.model_validate(job.result["profile"]).batch_sizes == [1, 2, 4]
+    verify = BatchingVerifySpec(
+        settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=100, seconds=0.3
+    )
+    served = _run(db_factory, JobKind.batching_verify, model_id, verify.model_dump(), verify_job)
+    assert served.status == JobStatus.succeeded, served.message
+    assert "batch is fixed at 1" in served.message
+
+
 def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
     spec = BatchingProfileSpec(max_batch_size=4)
 
     job = _run(
-        db_factory, JobKind.batching_profile, stored(batch=1), spec.model_dump(), profile_job
+        db_factory, JobKind.batching_profile, stored(batch=2), spec.model_dump(), profile_job
     )
 
     assert job.status == JobStatus.failed

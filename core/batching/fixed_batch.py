@@ -1,0 +1,124 @@
+"""A model whose batch is fixed at 1 is batched through a checked rewrite with a free batch.
+
+Most real exports declare their batch as 1 (`optistudio.core.passes.dynamic_batch`). The
+batching jobs (profile, verify) and the video scenario call `batchable` first: for such a model
+it makes the rewrite, checks it at batch 3 against three runs at batch 1 on the job's own
+request inputs (`optistudio.core.passes.batch_check`), and hands back its path with one line
+saying so; for any other model the model itself. A rewrite is kept under the system's temporary
+folder by the original's digest, so the next job on the same file reuses it. A graph that mixes
+the batch is refused with the node or output named, and the batching does not apply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from optistudio.core.batching.applicability import stacking_problem
+from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
+from optistudio.core.errors import InvalidSpec, PassFailed
+from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.passes.batch_check import check_free_batch
+from optistudio.core.passes.dynamic_batch import BATCH_DIM as BATCH_NAME
+from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
+
+CHECK_BATCH = 3
+"""The batch a rewrite is checked at, against that many runs at batch 1."""
+CACHE_FOLDER = "optistudio-free-batch"
+FIXED_BATCH_NOTE = (
+    "This model's batch is fixed at 1. The batching and video jobs batch a rewrite of it with "
+    "a free batch, checked first at batch 3 against three runs at batch 1; a graph that mixes "
+    "the samples of a batch is refused, with the node named."
+)
+
+
+@dataclass(frozen=True)
+class Batchable:
+    """The model to batch, and the line that says it is a rewrite ('' for the model itself)."""
+
+    path: Path
+    note: str = ""
+
+
+def batchable(
+    model_path: Path,
+    *,
+    shapes: dict[str, list[int]] | None = None,
+    dims: dict[str, int] | None = None,
+    values: dict[str, InputValue] | None = None,
+    inputs_file: str | None = None,
+    batch_axes: dict[str, int | None] | None = None,
+    cache: Path | None = None,
+) -> Batchable:
+    """`model_path` itself, or for a batch fixed at 1 (and no batch axis moved), its checked
+    rewrite. Raises InvalidSpec when the batch cannot be freed, saying why."""
+    if batch_axes:
+        return Batchable(model_path)  # the user placed the batch: batched as told
+    model = onnx.load(str(model_path), load_external_data=False)
+    if not fixed_batch_inputs(model.graph):
+        return Batchable(model_path)
+    folder = cache or Path(tempfile.gettempdir()) / CACHE_FOLDER
+    digest = hashlib.sha256(model_path.read_bytes()).hexdigest()[:32]
+    target, sidecar = folder / f"{digest}.onnx", folder / f"{digest}.json"
+    if target.exists() and sidecar.exists():
+        return Batchable(target, json.loads(sidecar.read_text())["note"])
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        rewrite = free_batch(onnx.load(str(model_path)))
+        onnx.save(rewrite.model, str(target))
+        info = inspect_model(model_path)
+        arrays = read_input_arrays(inputs_file, info.inputs)
+        requests = [
+            requests_batch(
+                info.inputs, 1, shapes=shapes, dims=dims, values=values, arrays=arrays, seed=seed
+            )
+            for seed in range(CHECK_BATCH)
+        ]
+        check = check_free_batch(model_path, target, requests, rewrite.inputs)
+    except PassFailed as exc:
+        target.unlink(missing_ok=True)
+        raise InvalidSpec(
+            f"Dynamic batching does not apply to this model: its batch is fixed at 1. "
+            f"{exc.message}",
+            hint="Serve it at batch 1 with several instances, or export it again with a "
+            "dynamic batch axis.",
+        ) from exc
+    nodes = sum(edit.startswith("node ") for edit in rewrite.edits)
+    note = (
+        f"The model's batch is fixed at 1: batched a rewrite with a free batch ({nodes} "
+        f"node(s) that pinned it edited; {check.line()})."
+    )
+    sidecar.write_text(json.dumps({"note": note, "edits": rewrite.edits}))
+    return Batchable(target, note)
+
+
+def fixed_at_one(info: ModelInfo, batch_axes: dict[str, int | None] | None = None) -> bool:
+    """True when requests could stack but for a batch declared as 1 (on the inputs, and on
+    outputs too): what `batchable` frees. A batch axis the user moved is taken as told."""
+    if batch_axes or stacking_problem(info, batch_axes) is None:
+        return False
+    if not any(_at_one(spec) for spec in info.inputs):
+        return False
+    freed = info.model_copy(
+        update={
+            "inputs": [_freed(spec) for spec in info.inputs],
+            "outputs": [_freed(spec) for spec in info.outputs],
+        }
+    )
+    return stacking_problem(freed) is None
+
+
+def _at_one(spec: TensorSpec) -> bool:
+    return bool(spec.shape) and spec.shape[0] == 1
+
+
+def _freed(spec: TensorSpec) -> TensorSpec:
+    if not _at_one(spec):
+        return spec
+    return spec.model_copy(update={"shape": [BATCH_NAME, *spec.shape[1:]]})
