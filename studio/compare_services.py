@@ -38,6 +38,7 @@ from optistudio.db.selection import (
 from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
+from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
 from optistudio.studio.services import SendTask, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
@@ -85,7 +86,7 @@ def read_selection(params: Mapping[str, str]) -> Selection:
     """The selection in query parameters; malformed parts become problems, never errors."""
     selection = Selection()
     for part in filter(None, (params.get(PARAM_RESULTS) or "").split(",")):
-        if not KEY_PATTERN.fullmatch(part.strip()):
+        if not (KEY_PATTERN.fullmatch(part.strip()) or VARIANT_PATTERN.fullmatch(part.strip())):
             selection.problems.append(f"{part[:40]!r} in the link is not a result id; left out.")
         elif part.strip() not in selection.keys:
             selection.keys.append(part.strip())
@@ -138,7 +139,8 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
     with transaction(factory) as s:
         rows = result_index(s)
         runs = run_precisions(s, job_ids=sorted({r["job_id"] for r in rows}))
-    return {
+        variants = variant_options(s)
+    return variants | {
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
             f"#{r['job_id']} {r['model_name'] or 'deleted model'} "
             f"[{shown_precision(r['precision'], runs.get(r['job_id']))}] · "
@@ -166,33 +168,37 @@ def build_snapshot(
     title: str = "Comparison",
 ) -> tuple[CompareSnapshot, list[str]]:
     """The selected results as a snapshot, and the keys that are not stored (deleted, unknown)."""
-    job_ids = sorted({int(key.split(".", 1)[0]) for key in selection.keys})
+    benchmarks = [key for key in selection.keys if KEY_PATTERN.fullmatch(key)]
+    job_ids = sorted({int(key.split(".", 1)[0]) for key in benchmarks})
     with transaction(factory) as s:
-        measured = _by_key(stored_results(s, job_ids=job_ids), set(selection.keys))
+        measured = _by_key(stored_results(s, job_ids=job_ids), set(benchmarks))
         models = models_by_id(s, ids={r["model_id"] for r in measured.values() if r["model_id"]})
         parents = {m["parent_id"] for m in models.values() if m["parent_id"]}
         accuracy = variant_accuracy(s, original_ids=parents) if parents else {}
         originals = {i for i, m in models.items() if not m["parent_id"]}
         judged = {i: _task_metric_names(variant_accuracy(s, original_ids={i})) for i in originals}
         env_ids = {r["environment_id"] for r in measured.values() if r["environment_id"]}
-        environments = environments_by_id(s, ids=env_ids)
         runs = run_precisions(s, job_ids=job_ids)
-    rows = [
-        _row(key, measured[key], models, accuracy, judged, runs.get(measured[key]["job_id"]))
+        timed = variant_rows(s, selection.keys)
+        env_ids |= {r.environment_id for r in timed.values() if r.environment_id}
+        environments = environments_by_id(s, ids=env_ids)
+    made = {
+        key: _row(key, measured[key], models, accuracy, judged, runs.get(measured[key]["job_id"]))
         for key in selection.keys
         if key in measured
-    ]
+    }
+    rows = [made.get(key) or timed[key] for key in selection.keys if key in made or key in timed]
     snapshot = CompareSnapshot(
         title=title,
         created_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         rows=rows,
-        baseline=selection.baseline if selection.baseline in measured else None,
+        baseline=selection.baseline if selection.baseline in {r.key for r in rows} else None,
         budget_ms=selection.budget_ms,
         latency_metric=selection.latency_metric,
         quality_metric=selection.quality_metric,
         environments={str(k): v for k, v in environments.items()},
     )
-    return snapshot, [key for key in selection.keys if key not in measured]
+    return snapshot, [key for key in selection.keys if key not in made and key not in timed]
 
 
 def fit_axes(snapshot: CompareSnapshot, selection: Selection) -> list[str]:

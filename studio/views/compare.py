@@ -182,6 +182,8 @@ def pick(options: dict[str, str], wanted: Selection) -> Selection:
         format_func=options.get,
         key=SELECTED,
         placeholder="Pick stored results (model · backend · batch · threads)",
+        help="Benchmark results, and each optimize variant as its optimize run timed it "
+        "against its original ('optimize run': p50 and speedup only, no second benchmark).",
     )
     left, right = st.columns(2)
     baselines = [None, *keys]
