@@ -203,9 +203,14 @@ def test_a_second_load_is_refused_until_close(tiny_model: Path) -> None:
             optimizer.load(tiny_model)
 
 
-def test_a_model_without_a_batch_dim_is_refused(make_model) -> None:
-    with pytest.raises(InvalidSpec):
-        PipelineOptimizer().load(make_model(batch=1))
+def test_a_batch_fixed_at_1_is_served_through_its_rewrite_and_a_fixed_2_refused(
+    make_model,
+) -> None:
+    with PipelineOptimizer(max_batch_size=4).load(make_model(batch=1)) as optimizer:
+        assert "batch is fixed at 1" in optimizer.note
+        assert optimizer.predict({"x": np.ones((1, 16), dtype=np.float32)})[0].shape == (1, 8)
+    with pytest.raises(InvalidSpec, match="fixed first dimension of 2"):
+        PipelineOptimizer().load(make_model(batch=2))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.backends.predictor import pick_backend, session_options_from
+from optistudio.core.batching.fixed_batch import batchable
 from optistudio.core.batching.pipeline import Pipeline, PipelineStats, Response
 from optistudio.core.batching.settings import BatchingSettings, serving_options, settings_from
 from optistudio.core.errors import InvalidSpec
@@ -61,6 +62,8 @@ class PipelineOptimizer:
             {**{key: value for key, value in given.items() if value is not None}, **settings}
         )
         self._pipeline: Pipeline | None = None
+        self.note = ""
+        """Set by `load` when the model's batch was fixed at 1 and its checked rewrite serves."""
 
     def load(
         self,
@@ -74,8 +77,10 @@ class PipelineOptimizer:
 
         `backend` defaults to the first registered one that runs on `device`; `options` are
         SessionOptions fields (threads, precision, ...). The runtime's idle threads do not spin
-        unless spin_wait=True is given. Raises InvalidSpec when the model has no dynamic batch
-        dim or an option is bad, or when a model is loaded already. Returns this optimizer.
+        unless spin_wait=True is given. A model whose batch is fixed at 1 is served through its
+        checked rewrite with a free batch (`optistudio.core.batching.fixed_batch`; `note` says
+        so). Raises InvalidSpec when requests cannot stack or an option is bad, or when a model
+        is loaded already. Returns this optimizer.
         """
         if self._pipeline is not None:
             raise InvalidSpec(
@@ -85,9 +90,11 @@ class PipelineOptimizer:
         defaults = serving_options().model_dump(exclude_unset=True)
         session_options = session_options_from({**defaults, **options, "device": device})
         name = backend or pick_backend(session_options.device)
+        freed = batchable(Path(model))
         self._pipeline = Pipeline.load(
-            Path(model), self.settings, backend=name, options=session_options
+            freed.path, self.settings, backend=name, options=session_options
         )
+        self.note = freed.note
         return self
 
     def submit(self, inputs: Mapping[str, Any]) -> Future[Response]:
