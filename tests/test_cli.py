@@ -82,7 +82,7 @@ def test_bench_save_stores_model_and_result(tiny_model: Path, tmp_path: Path) ->
     assert len(p50) == 2  # batch 1 and 8
 
 
-def test_unset_dynamic_dim_warns_which(tmp_path: Path) -> None:
+def test_an_unset_dynamic_dim_runs_at_the_checked_proposal_and_says_so(tmp_path: Path) -> None:
     from optistudio.core.model.samples import build_sample
 
     model = build_sample("tiny_mlp_tokens", tmp_path)
@@ -90,7 +90,10 @@ def test_unset_dynamic_dim_warns_which(tmp_path: Path) -> None:
     done = optistudio("bench", str(model), "--batch", "1", *QUICK, data_dir=tmp_path / "d")
 
     assert done.returncode == 0, done.stderr
-    assert "warning: dynamic dim 'sequence' set to 16" in done.stderr
+    ran = "inputs: ran at input_ids=1,128 attention_mask=1,128: proposed, checked by a run"
+    assert ran in done.stderr
+    assert "set to 16" not in done.stderr  # no hidden default any more
+    assert "batch 1 inputs: input_ids [1, 128], attention_mask [1, 128]" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,17 @@ turns it into the `Work` that `optistudio.workers.jobs.run_job` runs: it parses 
 puts the model's input profile under the spec's own input settings (and records the spec so
 fed), and stores the outcome in one transaction (result as validated JSON, environment deduplicated,
 measurements replacing an earlier attempt's), so a redelivered job simply writes them again.
+
+A stored profile that still holds guesses no run confirmed (intake proposes it without running
+the model: the studio never runs one) is checked by one run here first, where the job would be
+fed by those guesses (`check_needed`, `check_profile`): the sizes that ran are stored as the
+model's profile, marked checked, so later jobs skip the check. When none runs, the job runs at
+the profile and fails in its own words (what failed may be no size at all, but a value).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -18,6 +25,9 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.data.probe import check_needed, check_profile
+from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import Job, Model
 from optistudio.db.queries import (
     MeasurementRow,
@@ -27,10 +37,12 @@ from optistudio.db.queries import (
     set_job_spec,
 )
 from optistudio.db.session import transaction
-from optistudio.services.input_profiles import with_profile
+from optistudio.services.input_profiles import profile_of, save_profile, with_profile
 from optistudio.services.jobkinds import JobKindInfo
+from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
 
+log = logging.getLogger(__name__)
 SpecT = TypeVar("SpecT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
 
@@ -63,12 +75,35 @@ def profiled(factory: sessionmaker[Session], job: Job, spec: SpecT) -> SpecT:
     the row then records (a redelivered job gets the same: its own settings win)."""
     if job.model is None:
         return spec
+    checked_first(factory, job, spec)
     with transaction(factory) as s:
         model = s.get(Model, job.model.id)
         fed = with_profile(s, model, spec) if model is not None else spec
         if fed is not spec:
             set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
     return fed
+
+
+def checked_first(factory: sessionmaker[Session], job: Job, spec: BaseModel) -> None:
+    """Check the job's model's stored profile by a run when it needs it (`check_needed`), out
+    of any transaction, and store the profile that ran. When no candidate runs the profile is
+    left as it is and the job runs at it, so its failure is recorded in its own words."""
+    assert job.model is not None
+    with transaction(factory) as s:
+        model = s.get(Model, job.model.id)
+        if model is None:
+            return
+        info, profile = ModelInfo.model_validate(model.info), profile_of(s, model)
+    if not check_needed(profile, info.inputs, spec):
+        return
+    path, _ = model_of(job)
+    try:
+        check = check_profile(path, info, profile)
+    except InvalidSpec as exc:  # maybe not the sizes (a value): the job's own run says what
+        log.warning("job %s: the stored input profile did not run: %s", job.id, exc.message)
+        return
+    if check.checked:
+        save_profile(factory, job.model.id, check.profile)
 
 
 def store(

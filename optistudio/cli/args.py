@@ -8,17 +8,24 @@ is wrong: a state [layers, batch, hidden] is state=1) and `--inputs FILE.npz` (a
 input name, used as given; their shapes become the shapes). They are read as text and checked
 by `input_options`, so a bad one is an expected failure that names the flag and the form, also
 under --json.
+
+A command on a model file (`args.model`) runs where the flags leave sizes free at the file's
+proposed input profile (`propose_profile`), checked by one run and corrected where a guess did
+not run (`check_profile`), applied under the flags as a worker applies a stored profile
+(`InputProfile.under`): no dim falls back to a hidden default. What it ran at goes to stderr in
+one line (never into --json's stdout) and, for a command's JSON, `resolved_inputs(args)`.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from optistudio.core.errors import InvalidSpec
 
@@ -65,6 +72,13 @@ class InputOptions:
     values: dict[str, Any] = field(default_factory=dict)
     inputs_file: str | None = None
     batch_axes: dict[str, int | None] = field(default_factory=dict)
+    resolved: Any = None
+    """The ProfileCheck the sizes left free came from (None: the flags gave them all)."""
+
+    def full_shapes(self) -> dict[str, list[int]]:
+        """Each input's full shape: the one the check ran at, under the flags' own shapes."""
+        ran = self.resolved.shapes if self.resolved is not None else {}
+        return {**ran, **self.shapes}
 
     def fields(self) -> dict[str, Any]:
         """The spec fields: shapes, dims, values, inputs_file and batch_axes."""
@@ -122,8 +136,52 @@ def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -
     )
 
 
-def input_options(args: argparse.Namespace) -> InputOptions:
-    """The input flags of `args`, checked; InvalidSpec names a bad flag and its form."""
+def input_options(args: argparse.Namespace, *, resolve: bool = True) -> InputOptions:
+    """The input flags of `args`, checked; InvalidSpec names a bad flag and its form. For a
+    command on a model file, the sizes they leave free come from its checked proposal
+    (`resolve=False`: not, e.g. when calibration data's shapes decide them)."""
+    given = _given_options(args)
+    if not resolve or given.inputs_file or not _model_file(args):
+        return given
+    cached: InputOptions | None = getattr(args, "_input_options", None)
+    if cached is None:  # a command may build several specs (bench --backend all): check once
+        cached = _resolved(args.model, given)
+        args._input_options = cached
+    return cached
+
+
+def resolved_inputs(args: argparse.Namespace) -> dict[str, Any] | None:
+    """What the command ran the model at and how (for its JSON), once `input_options` ran."""
+    options = getattr(args, "_input_options", None)
+    if options is None or options.resolved is None or not options.resolved.guesses:
+        return None
+    return cast(dict[str, Any], options.resolved.summary())
+
+
+def _model_file(args: argparse.Namespace) -> bool:
+    model = getattr(args, "model", None)
+    return isinstance(model, Path) and model.is_file()
+
+
+def _resolved(model: Path, given: InputOptions) -> InputOptions:
+    """`given` with the model's checked proposal under it; one line on stderr says where it
+    ran (nothing when the model and the flags fix every size)."""
+    from optistudio.core.data.probe import check_profile
+    from optistudio.core.data.profile import propose_profile
+    from optistudio.core.model.intake import inspect_model
+    from optistudio.services.settings import get_settings
+
+    info = inspect_model(model, max_bytes=get_settings().max_upload_bytes)
+    proposal = propose_profile(info.inputs, metadata_keys=info.metadata_keys)
+    check = check_profile(model, info, proposal, given=given)
+    if check.guesses:
+        print(f"inputs: {check.line()}", file=sys.stderr)
+    update = check.profile.under(info.inputs, given)
+    return replace(given, **update, resolved=check)
+
+
+def _given_options(args: argparse.Namespace) -> InputOptions:
+    """The input flags exactly as given."""
     from optistudio.core.data.profile import parse_batch_axes
 
     shapes = _assignments("--shape", args.shape, _sizes, "NAME=D1,D2,...", "input=1,3,224,224")

@@ -23,7 +23,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from optistudio.cli.args import add_input_flags, input_options, parse_int_list
+from optistudio.cli.args import add_input_flags, input_options, parse_int_list, resolved_inputs
 from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec, describe_validation_error, first_line
 
@@ -110,6 +110,7 @@ def command_batching(args: argparse.Namespace) -> int:
         "verify": _verify_command,
         "recommend": _recommend_command,
     }[args.action](args, settings)
+    payload["inputs"] = resolved_inputs(args)  # None: a saved profile, or nothing guessed
     if args.json:
         print_json(payload)
     else:
@@ -226,6 +227,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         served_extra_load=[list(point) for point in profile.served_extra_load],
         request_ms=profile.request_ms or None,
         unmeasured=profile.unmeasured,
+        batched_rewrite=profile.batched_rewrite or None,
         served_ceiling_throughput=profile.ceiling(
             settings.max_batch_size, with_handoff=True, instances=settings.instances
         )[0],
@@ -275,6 +277,8 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         **_request(args),
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
+    if run.note:
+        extra["batched_rewrite"] = run.note
     if args.profile is not None:
         profile = _profile(args, settings)
         extra |= _judged(args, settings, profile, run.result)
@@ -384,6 +388,8 @@ def _finite(value: float | None) -> float | None:
 
 def _print_summary(payload: dict[str, Any]) -> None:
     settings = payload["settings"]
+    if payload.get("batched_rewrite"):
+        print(payload["batched_rewrite"])
     print(
         f"{payload['kind']}: {payload['throughput']:.1f} req/s, p50 {payload['p50_ms']:.2f} ms, "
         f"p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "

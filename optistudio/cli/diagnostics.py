@@ -7,7 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from optistudio.cli.args import add_input_flags, input_options, parse_int_list, validated
+from optistudio.cli.args import (
+    add_input_flags,
+    input_options,
+    parse_int_list,
+    resolved_inputs,
+    validated,
+)
 from optistudio.cli.output import print_json
 
 TOP_N = 15
@@ -57,7 +63,7 @@ def command_profile(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="optistudio-profile-") as work:
         report = diagnose(args.model, spec, work_dir=Path(work), variant=args.variant, data=data)
     if args.json:
-        print_json(report.model_dump(mode="json"))
+        print_json(report.model_dump(mode="json") | {"inputs": resolved_inputs(args)})
     else:
         _print_profile(report, args.top)
     return 0
@@ -75,7 +81,7 @@ def command_soak(args: argparse.Namespace) -> int:
     } | input_options(args).fields()
     report = soak(args.model, validated(SoakSpec, fields, "soak"))
     if args.json:
-        print_json(report.model_dump(mode="json"))
+        print_json(report.model_dump(mode="json") | {"inputs": resolved_inputs(args)})
     else:
         print(report.sentence)
         print(

@@ -1,7 +1,9 @@
 """`optistudio inputs`: a model's input profile, the shapes and values every job runs it at.
 
 `optistudio inputs model.onnx [--inputs samples.npz]` shows the profile the studio would
-propose for a file (sizes it had to guess are named). `optistudio inputs --model-id N` shows a
+propose for a file (sizes it had to guess are named); with --check it runs the model once at
+it and tries other sizes for guesses that do not run (optistudio.core.data.probe), as every
+command on a file does before it runs the model. `optistudio inputs --model-id N` shows a
 stored model's profile; with --shape, --value (a number, or NAME=@FILE.npz: a small array),
 --values FILE.npz (every array in it), --batch-axis (NAME=K moves an input's batch axis, e.g.
 state=1 for a state [layers, batch, hidden]; NAME=none takes it off the batch) and --save it
@@ -60,6 +62,12 @@ def add_inputs_parser(commands: Any) -> None:
         metavar="FILE.npz",
         help="real samples by input name: their sizes replace guesses (a file's proposal)",
     )
+    inputs.add_argument(
+        "--check",
+        action="store_true",
+        help="a file's proposal: run the model once at it (ONNX Runtime, CPU) and try other "
+        "sizes for the guesses that do not run, as every command on a file does",
+    )
     inputs.add_argument("--save", action="store_true", help="store the edited profile")
     inputs.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -74,15 +82,22 @@ def command_inputs(args: argparse.Namespace) -> int:
                 hint="Store it first (the studio, or `optistudio bench --save`), then "
                 "`optistudio inputs --model-id N --shape ... --save`.",
             )
-        name, profile = _proposed_for_file(args)
+        name, profile, check = _proposed_for_file(args)
         saved = False
     else:
+        if args.check:
+            raise InvalidSpec("--check checks a file's proposal; give the .onnx file.")
         name, profile, saved = _stored(args)
+        check = None
     payload = {"model": name, "profile": profile.model_dump(mode="json"), "saved": saved}
+    if check is not None:
+        payload["check"] = check.summary()
     if args.json:
         print_json(payload | {"lines": profile.lines()})
         return 0
     print(f"Input profile of {name}{' (saved)' if saved else ''}:")
+    if check is not None:
+        print(f"  {check.line()}")
     for line in profile.lines():
         print(f"  {line}")
     for key, why in profile.guessed.items():
@@ -90,16 +105,21 @@ def command_inputs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any]:
+def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any, Any]:
+    """The file's name, its proposed profile and, with --check, the ProfileCheck (its profile
+    then the one that ran)."""
     from optistudio.core.data.inputs import read_input_arrays
+    from optistudio.core.data.probe import check_profile
     from optistudio.core.data.profile import propose_profile
     from optistudio.core.model.intake import inspect_model
 
     info = inspect_model(args.model)
     arrays = read_input_arrays(args.inputs, info.inputs)
-    return args.model.name, propose_profile(
-        info.inputs, arrays=arrays, metadata_keys=info.metadata_keys
-    )
+    profile = propose_profile(info.inputs, arrays=arrays, metadata_keys=info.metadata_keys)
+    if not args.check:
+        return args.model.name, profile, None
+    check = check_profile(args.model, info, profile)
+    return args.model.name, check.profile, check
 
 
 def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:

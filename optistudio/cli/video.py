@@ -15,7 +15,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from optistudio.cli.args import add_input_flags, input_options, parse_float_list, validated
+from optistudio.cli.args import (
+    add_input_flags,
+    input_options,
+    parse_float_list,
+    resolved_inputs,
+    validated,
+)
 from optistudio.cli.output import print_json
 
 
@@ -59,12 +65,12 @@ def command_video(args: argparse.Namespace) -> int:
         _settings(args),
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=False),
-        shapes=input_options(args).shapes,
+        shapes=input_options(args).full_shapes(),
         baseline=not args.no_baseline,
         capacity_streams=args.capacity,
         probe_seconds=args.probe_seconds,
     )
-    payload = video_payload(report)
+    payload = video_payload(report) | {"inputs": resolved_inputs(args)}
     if args.json:
         print_json(payload)
     else:
@@ -128,6 +134,7 @@ def video_payload(report: Any) -> dict[str, Any]:
             "p99_ms": max((s.p99_ms for s in report.per_frame.streams), default=0.0),
         },
         "speedup": report.speedup,
+        "batched_rewrite": report.batched_rewrite or None,
         "capacity": None if report.capacity is None else report.capacity.model_dump(mode="json"),
         "settings": {
             "max_batch_size": batched.max_batch_size,
@@ -147,6 +154,8 @@ def _stream(stream: Any) -> dict[str, Any]:
 
 def _print_summary(payload: dict[str, Any]) -> None:
     totals = payload["totals"]
+    if payload.get("batched_rewrite"):
+        print(payload["batched_rewrite"])
     print(
         f"{payload['model']} on {payload['backend']}, input {payload['input_shape']}, "
         f"decoder {payload['decoder']} ({payload['decoding']}), {payload['pacing']}"

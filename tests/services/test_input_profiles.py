@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 from audio_models import SAMPLE_RATE, build_anonymous_state_model, build_audio_model
+from sized_models import build_blocks
 
+from optistudio.core.data.probe import unchecked_guesses
 from optistudio.core.data.profile import InputProfile
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -15,6 +17,7 @@ from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile, proposed_profile, save_profile
+from optistudio.workers import outcome
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
 
@@ -135,3 +138,41 @@ def test_a_job_without_the_moved_axis_is_refused_in_one_sentence(  # type: ignor
 
     assert status == JobStatus.failed
     assert "fixed batch size of 2 (input 'state')" in message
+
+
+def test_a_stored_guess_that_does_not_run_is_checked_and_replaced_before_the_job(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    """Intake proposed 224 x 224 without running the model (sides must be multiples of 64):
+    the worker checks it by a run first, stores the 256 x 256 that ran, and the job runs."""
+    path = build_blocks(tmp_path / "k64.onnx", 64)
+    model_id = add_model_file(db_factory, app_settings, path, name="k64").model_id
+    assert unchecked_guesses(load_profile(db_factory, model_id)) == ["x.2", "x.3"]
+
+    status, message, spec = run_benchmark_job(
+        db_factory, model_id, BenchmarkSpec(batch_sizes=[1, 2], **QUICK)
+    )
+
+    assert status == JobStatus.succeeded, message
+    assert spec["dims"] == {"x.2": 256, "x.3": 256}
+    stored = load_profile(db_factory, model_id)
+    assert stored.shapes == {"x": [1, 1, 256, 256]} and unchecked_guesses(stored) == []
+
+
+def test_a_checked_profile_is_not_checked_again(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = build_blocks(tmp_path / "k64.onnx", 64)
+    model_id = add_model_file(db_factory, app_settings, path, name="k64").model_id
+    run_benchmark_job(db_factory, model_id, BenchmarkSpec(batch_sizes=[1], **QUICK))
+
+    def no_second_check(*args: object, **kwargs: object) -> None:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(outcome, "check_profile", no_second_check)
+    status, message, spec = run_benchmark_job(
+        db_factory, model_id, BenchmarkSpec(batch_sizes=[1], **QUICK)
+    )
+
+    assert status == JobStatus.succeeded, message
+    assert spec["dims"] == {"x.2": 256, "x.3": 256}
