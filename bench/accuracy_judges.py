@@ -41,9 +41,15 @@ Models (all offline, cached under data/bench-models/accuracy-judges/):
 Calibration and accuracy use the same data (there is no separate set); timing feeds synthetic
 inputs of the data's shapes. Speed is printed as ratios only.
 
+--builtin: the run a user without data gets (bench/builtin_check.py). The optimize run gets no
+data: every variant is judged on built-in samples at the data's sample sizes, the INT8 ones
+calibrated on other built-in samples, and Auto chooses among them; then each variant is judged
+again on the case's data (and labels), a last column, and Auto's pick is said to hold there or
+not. The anchors are timed in the same run as without --builtin.
+
 Run: .venv/bin/python bench/accuracy_judges.py [--models recognizer,detector,classifier,minilm]
      [--seconds 1] [--threads 1] [--lines 48] [--pages 12] [--page-size 320] [--pairs 16]
-     [--budget classifier:top1_drop=0.01]
+     [--budget classifier:top1_drop=0.01] [--builtin]
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+import builtin_check  # noqa: E402
 import ocr_data  # noqa: E402
 import reference_models  # noqa: E402
 import sentence_pairs as pairs_data  # noqa: E402
@@ -139,6 +146,8 @@ class Case:
     budgets: dict[str, float] = field(default_factory=dict)
     extra: Callable[[Case, VariantResult], str] | None = None
     extra_label: str = ""
+    builtin: bool = False
+    """No data for the run: built-in samples, each variant then judged on `data` too."""
 
 
 # --------------------------------------------------------------------------- models and data
@@ -280,13 +289,15 @@ def run_optimize(case: Case, recipes: list[str]) -> OptimizeReport:
         comparison=case.comparison,
         accuracy_output=case.output,
     )
+    if case.builtin:  # as a user without data: built-in samples at the data's sizes
+        spec = builtin_check.builtin_spec(case, spec)
     with quiet():
         return optimize(
             case.path,
             spec,
             out_dir=FOLDER / "runs" / case.name,
-            data=case.data,
-            labels_file=case.labels_file,
+            data=None if case.builtin else case.data,
+            labels_file=None if case.builtin else case.labels_file,
         )
 
 
@@ -324,7 +335,8 @@ def variant_rows(
     lines = [
         f"| variant | role | mean cosine (min) | cosine >= {COSINE_LIMIT} | task metrics "
         f"| task budget | speedup [95 % CI] |{extra}",
-        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if case.extra else ""),
+        "| --- | --- | --- | --- | --- | --- | --- |"
+        + (" --- |" * (case.extra_label.count("|") + 1) if case.extra else ""),
     ]
     for v in report.variants:
         role = " + ".join(
@@ -461,10 +473,11 @@ def run_case(case: Case) -> list[str]:
     report = run_optimize(case, recipes)
     pick = choose([v for v in report.variants if v.recipe.name in autos])
     budget = ", ".join(f"{k} {v:g}" for k, v in report.task_budget.items()) or "cosine/top-1"
+    data = f"{report.data}; then each variant on {case.data_note}" if case.builtin else None
     lines = [
         f"### {case.name}: {case.path.name}",
         "",
-        f"data: {case.data_note}. Task: {report.task} ({report.task_reason}); task budget: "
+        f"data: {data or case.data_note}. Task: {report.task} ({report.task_reason}); task budget: "
         f"{budget}; cosine on `{_judged(report)}`. Speedups vs FP32 on ONNX Runtime, "
         f"batch {case.comparison.batch_size}, {case.comparison.threads} thread(s).",
         "",
@@ -476,9 +489,10 @@ def run_case(case: Case) -> list[str]:
     if missing:
         lines.append(f"- anchors not run here: {', '.join(missing)}")
     text = against_anchors(case, report, pick)
-    lines += ["", f"**{case.name}: {text}**", "", f"({time.perf_counter() - t0:.0f} s)"]
+    held = [f"{case.name}: {builtin_check.pick_line(case, pick)}"] if case.builtin else []
+    lines += ["", f"**{case.name}: {text}**", *held, "", f"({time.perf_counter() - t0:.0f} s)"]
     print("\n".join(lines), flush=True)
-    return [f"{case.name}: {text}", f"{case.name}: {picks_line(report, autos, pick)}"]
+    return [f"{case.name}: {text}", f"{case.name}: {picks_line(report, autos, pick)}", *held]
 
 
 def _judged(report: OptimizeReport) -> str:
@@ -532,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--budget", action="append", default=[], help="MODEL:METRIC=LIMIT")
     parser.add_argument("--torch-python", default="/work/zoo-venv/bin/python")
+    parser.add_argument(
+        "--builtin", action="store_true", help="no data for the runs: built-in samples"
+    )
     args = parser.parse_args(argv)
     budgets = _budgets(args.budget)
     t0 = time.perf_counter()
@@ -548,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if name in budgets:
             case.budgets = budgets[name]
+        if args.builtin:
+            builtin_check.with_builtin(case)
         print(flush=True)
         with contextlib.chdir(FOLDER):  # nothing a quantizer writes lands in the checkout
             summary += run_case(case)

@@ -23,6 +23,7 @@ from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.numerics.evaluators.base import evaluators
 from optistudio.core.optimize.recipes import ANY
 from optistudio.core.optimize.run import NO_TASK
+from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.qat import QAT_RECIPE, QatConfig
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
@@ -246,6 +247,7 @@ def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
         "variants": variant_rows(result),
         "failures": variant_failures(result),
         "notes": list(result.notes),
+        "not_your_data": not_your_data(result),
         "inputs": fed_inputs(job.spec or {}),
         "task": task_line(result),
         "task_reasons": task_reasons(result),
@@ -328,6 +330,7 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
                     for name in result.task_budget
                 },
                 "budget": v.budget_note,
+                "samples": samples_of(v),
                 "random calibration": v.calibrated_on_random,
                 "backend": v.backend,
                 "precision": v.precision,
@@ -340,6 +343,26 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def not_your_data(result: OptimizeJobResult) -> str:
+    """The page's warning for a run judged on built-in samples or random inputs; '' on data."""
+    if any(v.builtin_samples for v in result.variants):
+        return (
+            "Judged on built-in samples, not your data: every variant's accuracy is agreement "
+            "with the original on them. Give 'Calibration / accuracy data' to confirm."
+        )
+    if any(v.calibrated_on_random for v in result.variants):
+        return "Judged on random inputs, not your data: INT8 calibrated on them is left out."
+    return ""
+
+
+def samples_of(variant: VariantResult) -> str:
+    """What the variant was calibrated and judged on, for its row: 'your data', 'calibrated
+    and judged on built-in samples, not your data', or 'calibrated on random inputs'."""
+    if variant.builtin_samples:
+        return variant.samples_note()
+    return "calibrated on random inputs" if variant.calibrated_on_random else "your data"
 
 
 def variant_failures(result: OptimizeJobResult) -> list[tuple[str, ErrorInfo]]:

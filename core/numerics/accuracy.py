@@ -61,6 +61,7 @@ from optistudio.core.numerics.samples import (
 from optistudio.core.progress import ProgressCallback
 
 SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
+BUILTIN_NOTE = "built-in samples, not your data: agreement with the original on real inputs; "
 UNLABELLED_NOTE = "no labels: top-1 is agreement with the original model, not task accuracy"
 LABELLED_NOTE = "top-1 accuracy measured against the given labels"
 NO_SIZE_LIMIT = 2**62
@@ -73,7 +74,9 @@ class AccuracyReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     samples: int = Field(description="Samples compared (samples fed, on the inputs' batch axis).")
-    data: Literal["synthetic", "user"] = Field(description="Where the inputs came from.")
+    data: Literal["synthetic", "user", "builtin"] = Field(
+        description="Where the inputs came from: random, the user's, or built-in samples."
+    )
     max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
     output: str = Field(default="", description="The output that cosine and top-1 judge.")
     output_role: Literal["classifier", "embedding", "other"] = Field(
@@ -300,6 +303,8 @@ def accuracy_report(
             model.close()
     report = tally.report(synthetic, names=names, role=role, backend=candidate_backend)
     report = report.model_copy(update={"candidate_precision": candidate_precision})
+    if getattr(data, "builtin", False):
+        report = report.model_copy(update={"data": "builtin", "note": BUILTIN_NOTE + report.note})
     if task is None or judge is None:
         return report
     score = task.score()

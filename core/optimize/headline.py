@@ -8,10 +8,13 @@ headline then names the fastest of them, its speedup and why, in this order:
 
 - it failed (after it was timed: it could not be stored, say): its error's message;
 - it missed the accuracy budget: by what, as the budget check said it;
-- it was calibrated on random (synthesised) inputs and the run is not speed-only: its INT8
-  ranges come from noise, so only the user's data can confirm it;
+- it was calibrated on random (synthesised) inputs, or on built-in samples with no task to
+  check it, and the run is not speed-only: only the user's data can confirm it
+  (optistudio.core.optimize.provenance);
 - its interval does not say "faster": not significantly faster (and, when the interval is wider
   than UNSTEADY of the speedup, the timing was too unsteady to tell).
+
+A variant judged on built-in samples says so in its reason too.
 
 A variant that failed before it was timed has no speedup and is never "left out": the run lists
 it as failed with its error. This module reads variants only (`VariantResult` of
@@ -26,19 +29,24 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.measure.compare import FASTER, ComparisonSpec
+from optistudio.core.optimize.provenance import (
+    RANDOM_REASON,
+    RANDOM_SUFFIX,
+    left_for_data,
+    plain_note,
+    why_for_data,
+)
 
 if TYPE_CHECKING:
     from optistudio.core.optimize.variant import VariantResult
 
 OVER_BUDGET = "over budget: "
 """How `within_budget`'s note starts for a variant that missed."""
-RANDOM_SUFFIX = "; calibrated on random inputs: Auto leaves it (give data)"
-"""What the run appends to the budget note of a variant calibrated on random inputs."""
-RANDOM_REASON = "calibrated on random inputs; give data to confirm"
+__all__ = ["RANDOM_REASON", "RANDOM_SUFFIX", "LeftOut", "headline", "left_out"]
 UNSTEADY = 0.1
+"""An interval wider than this share of the speedup says the timing was unsteady."""
 MARGIN: float = ComparisonSpec.model_fields["min_effect"].default
 """The timing's practical margin when the caller has no spec to read it from."""
-"""An interval wider than this share of the speedup says the timing was unsteady."""
 
 
 class LeftOut(BaseModel):
@@ -51,7 +59,8 @@ class LeftOut(BaseModel):
     speedup: float = Field(description="Its measured speedup over the original.")
     reason: str = Field(
         description="Why Auto left it out: failed, missed the accuracy budget (by what), "
-        "calibrated on random inputs, or not significantly faster."
+        "calibrated on random inputs (or on built-in samples with no task check), or not "
+        "significantly faster."
     )
     others: int = Field(
         default=0, description="How many more variants faster than the choice were left out."
@@ -97,10 +106,12 @@ def why_left_out(variant: VariantResult, *, speed_only: bool = False) -> str:
     reasons = []
     if not variant.within_budget:
         reasons.append(missed_by(variant))
-    if variant.calibrated_on_random and not speed_only:
-        reasons.append(RANDOM_REASON)
+    if left_for_data(variant, speed_only=speed_only):
+        reasons.append(why_for_data(variant) or "")
     if variant.verdict != FASTER:
         reasons.append(not_significant(variant))
+    if variant.builtin_samples and not any("built-in" in reason for reason in reasons):
+        reasons.append(variant.samples_note())
     return "; ".join(reasons) or "not chosen"
 
 
@@ -108,8 +119,11 @@ def missed_by(variant: VariantResult) -> str:
     """'missed the accuracy budget (mean cosine 0.97120 < 0.99)'."""
     if variant.accuracy is None:
         return "not judged against the accuracy budget"
-    note = variant.budget_note.removesuffix(RANDOM_SUFFIX).removeprefix(OVER_BUDGET)
-    return f"missed the accuracy budget ({note})" if note else "missed the accuracy budget"
+    note = plain_note(variant).removeprefix(OVER_BUDGET)
+    missed = "missed the accuracy budget" + (
+        " on built-in samples" if variant.builtin_samples else ""
+    )
+    return f"{missed} ({note})" if note else missed
 
 
 def not_significant(variant: VariantResult) -> str:
@@ -137,7 +151,7 @@ def headline(
     if best is None and not any(v.status == "made" for v in variants):
         return f"No variant could be made: {len(variants)} recipe(s) failed."
     lead = (
-        f"Chosen: {best.recipe.label}, {figures(best)}."
+        f"Chosen: {best.recipe.label}, {figures(best)}{_on_builtin(best)}."
         if best is not None
         else "Keep the original: no variant is significantly faster within the accuracy budget."
     )
@@ -154,6 +168,12 @@ def figures(variant: VariantResult) -> str:
     if variant.accuracy is not None:
         parts.append(f"cosine {variant.accuracy.mean_cosine:.4f}")
     return " ".join(parts)
+
+
+def _on_builtin(variant: VariantResult) -> str:
+    """', calibrated and judged on built-in samples, not your data' for such a choice."""
+    note = variant.samples_note()
+    return f", {note}" if note else ""
 
 
 def _interval(variant: VariantResult, lead: str = "") -> str:

@@ -1,9 +1,12 @@
 """The optimization run: apply each recipe to the original, then check and time every variant.
 
 For each recipe the passes run in order, each on the previous pass's output. The variant is then
-checked against the original on the accuracy data (the user's, or synthetic inputs, which
-measure agreement with the original rather than task accuracy) and timed against it with an
-interleaved comparison (optistudio.core.measure.compare), so its speedup carries a confidence interval.
+checked against the original on the accuracy data and timed against it with an interleaved
+comparison (optistudio.core.measure.compare), so its speedup carries a confidence interval. The
+data is the user's; without it, built-in samples (real photographs, text lines, sentences, audio
+or bytes made on the fly, optistudio.core.optimize.no_data), else random inputs; both measure
+agreement with the original, not task accuracy, and what a variant was calibrated and judged
+on decides whether Auto may choose it (optistudio.core.optimize.provenance).
 
 A recipe that fails with an expected error (a pass that cannot handle the model, a variant file
 the checks refuse, data the variant cannot run) is one variant with status "failed", its error
@@ -16,7 +19,9 @@ on its backend, the original staying FP32; the variant's precision says so ('bf1
 One that differs from an earlier recipe only in that precision times the earlier one's file.
 
 The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
-budget whose interval says "faster"; if none qualifies, the original stays the best choice.
+budget whose interval says "faster", leaving out, unless the run is speed-only, those calibrated
+on random inputs or on built-in samples with no task to check them; if none qualifies, the
+original stays the best choice.
 The report's headline says so in one line and names the fastest variant left out and why
 (optistudio.core.optimize.headline). Auto's QAT note counts as misses only the INT8 variants
 that were judged and timed; one that failed outright is named with its error.
@@ -31,15 +36,12 @@ ONNX Runtime".
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import onnx
-from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -65,16 +67,13 @@ from optistudio.core.errors import (
     Cancelled,
     DataMismatch,
     InvalidSpec,
-    ModelRejected,
     OptistudioError,
-    PassFailed,
     TimedOut,
     UnknownName,
     describe_validation_error,
 )
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.compare import FASTER, ComparisonSpec, compare_models
-from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
@@ -86,7 +85,15 @@ from optistudio.core.numerics.accuracy import (
 )
 from optistudio.core.numerics.evaluators.evidence import Confidence
 from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
-from optistudio.core.optimize.headline import RANDOM_SUFFIX, LeftOut, headline, left_out
+from optistudio.core.optimize.headline import LeftOut, headline, left_out
+from optistudio.core.optimize.making import (
+    check_variant,
+    made_earlier,
+    made_file,
+    run_precision,
+)
+from optistudio.core.optimize.no_data import RunData, without_data
+from optistudio.core.optimize.provenance import budget_suffix, data_notes, left_for_data, mark
 from optistudio.core.optimize.recipes import (
     ANY,
     AUTO,
@@ -95,7 +102,7 @@ from optistudio.core.optimize.recipes import (
     int8_notes,
     resolve_recipes,
 )
-from optistudio.core.optimize.variant import StepReport, VariantResult
+from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
@@ -103,8 +110,6 @@ from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 log = logging.getLogger(__name__)
 
 QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
-NO_SIZE_LIMIT = 2**62
-"""A variant is checked like an upload, but never refused for its size here (storing may)."""
 
 NO_TASK = "none"
 """OptimizeSpec.task that judges by cosine and top-1 alone."""
@@ -143,15 +148,19 @@ class OptimizeSpec(BaseModel):
     )
     speed_only: bool = Field(
         default=False,
-        description="Let Auto choose INT8 variants calibrated on random inputs (no data given); "
-        "their accuracy is then only agreement on random inputs.",
+        description="Let Auto choose INT8 variants calibrated on random inputs (no data given, "
+        "no built-in samples for the model's inputs), or on built-in samples with no task to "
+        "check them; their accuracy is then only agreement on those inputs.",
     )
     comparison: ComparisonSpec = Field(
         default_factory=lambda: QUICK_COMPARISON.model_copy(),
         description="How each variant is timed against the original (interleaved).",
     )
     accuracy_samples: int = Field(
-        default=32, ge=1, le=100_000, description="Synthetic samples when no data is given."
+        default=32,
+        ge=1,
+        le=100_000,
+        description="Built-in (else random) samples when no data is given.",
     )
     accuracy_output: str | None = Field(
         default=None,
@@ -273,16 +282,9 @@ def optimize(
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
-    source = data or SyntheticDataset(
-        info.inputs,
-        samples=spec.accuracy_samples,
-        dims=spec.dims,
-        shapes=spec.shapes,
-        values=spec.values,
-        arrays=read_input_arrays(spec.inputs_file, info.inputs),
-        batch_axes=spec.batch_axes,
-    )
     judge, task_budget, task_reasons = task_judge(model, spec, data, labels_file)
+    fed = run_data(model, info, spec, data, judge)
+    source, calibration = fed.judged, calibration or fed.calibration
     if labels is None and labels_file is not None:
         if judge is None:  # judged by cosine and top-1: the labels are class ids
             labels = load_labels(labels_file, samples=_sample_total(data))
@@ -327,15 +329,17 @@ def optimize(
             _variant(model, info, with_settings(qat, settings), timed, out_dir, judged, share)
         )
     chosen = choose(variants, speed_only=spec.speed_only)
+    pick = chosen.recipe.name if chosen else None
+    samples = {"speed_only": spec.speed_only, "chosen": pick, "why_random": fed.why_random}
     report(1.0, "Done")
     return OptimizeReport(
         spec=spec,
-        data=source.description,
+        data=fed.description,
         variants=variants,
-        chosen=chosen.recipe.name if chosen else None,
-        **told(variants, chosen.recipe.name if chosen else None, spec),
+        chosen=pick,
+        **told(variants, pick, spec),
         notes=int8_notes(recipes)
-        + _random_calibration_notes(variants, spec)
+        + data_notes(variants, **samples)
         + ([qat_note] if qat_note else []),
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,
@@ -465,20 +469,29 @@ def _sample_total(data: CalibrationSource) -> int:
     )
 
 
-def _random_calibration_notes(variants: Sequence[VariantResult], spec: OptimizeSpec) -> list[str]:
-    names = [v.recipe.label for v in variants if v.calibrated_on_random and v.status == "made"]
-    if not names:
-        return []
-    left = (
-        "the run is speed-only, so Auto may still choose them"
-        if spec.speed_only
-        else "Auto does not choose them"
+def run_data(
+    model: Path,
+    info: ModelInfo,
+    spec: OptimizeSpec,
+    data: CalibrationSource | None,
+    judge: TaskJudge | None,
+) -> RunData:
+    """The user's data; without it, built-in samples in the spec's shapes, else random inputs
+    (optistudio.core.optimize.no_data), the task's judged output probing the normalisation."""
+    if data is not None:
+        return RunData(data)
+    base = SyntheticDataset(
+        info.inputs,
+        samples=spec.accuracy_samples,
+        dims=spec.dims,
+        shapes=spec.shapes,
+        values=spec.values,
+        arrays=read_input_arrays(spec.inputs_file, info.inputs),
+        batch_axes=spec.batch_axes,
     )
-    return [
-        f"Calibrated on random inputs (no data given): {', '.join(names)}; {left}. Their "
-        "INT8 ranges come from noise, not your inputs: give data (an .npz of inputs, or a "
-        "folder or .zip of images with their preprocessing, and labels if you have them)."
-    ]
+    task = judge.recognition.task if judge else None
+    output = judge.recognition.outputs[0] if judge else spec.accuracy_output
+    return without_data(model, base, task, output)
 
 
 def timing_spec(
@@ -529,7 +542,8 @@ def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> R
 
 def choose(variants: Sequence[VariantResult], *, speed_only: bool = False) -> VariantResult | None:
     """The fastest made variant within budget whose speedup is significant, else None. A
-    variant calibrated on random inputs is left out unless the run is `speed_only`."""
+    variant calibrated on random inputs, or on built-in samples with no task to check it, is
+    left out unless the run is `speed_only` (optistudio.core.optimize.provenance)."""
     good = [
         v
         for v in variants
@@ -537,40 +551,9 @@ def choose(variants: Sequence[VariantResult], *, speed_only: bool = False) -> Va
         and v.within_budget
         and v.verdict == FASTER
         and v.ratio
-        and (speed_only or not v.calibrated_on_random)
+        and not left_for_data(v, speed_only=speed_only)
     ]
     return min(good, key=lambda v: (v.ratio, v.ratio_high), default=None)
-
-
-def run_recipe(
-    model: Path, recipe: Recipe, folder: Path, context: PassContext
-) -> tuple[Path, list[StepReport], str]:
-    """Apply the recipe's passes in order; returns the final file, step reports and precision."""
-    folder.mkdir(parents=True, exist_ok=True)
-    current, steps, precision = model, [], "fp32"
-    for number, step in enumerate(recipe.steps, start=1):
-        info = passes.get(step.step)
-        out = folder / f"{number:02d}-{step.step}.onnx"
-        result = info.run(current, out, step.config, context)
-        steps.append(StepReport(step=step.step, details=result.details, warnings=result.warnings))
-        current, precision = result.output, _precision(precision, info.produces_precision)
-    final = folder / f"model{current.suffix}"  # .tflite after a LiteRT conversion
-    copy_model(current, final)
-    return final, steps, precision
-
-
-def copy_model(source: Path, target: Path) -> None:
-    """Copy an .onnx file and the external data files it names (intake checked that they sit
-    inside its folder), so a recipe that leaves the model as it is keeps its weights."""
-    shutil.copyfile(source, target)
-    if source.parent.resolve() == target.parent.resolve() or source.suffix != ".onnx":
-        return
-    proto = onnx.load(source, load_external_data=False)
-    for location in {
-        ExternalDataInfo(t).location for t in model_tensors(proto) if uses_external_data(t)
-    }:
-        (target.parent / location).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source.parent / location, target.parent / location)
 
 
 def _backend_of(recipe: Recipe, spec: OptimizeSpec) -> str:
@@ -578,37 +561,6 @@ def _backend_of(recipe: Recipe, spec: OptimizeSpec) -> str:
     return recipe.backend or (
         REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
     )
-
-
-def made_earlier(
-    recipe: Recipe, backend: str, variants: Sequence[VariantResult]
-) -> VariantResult | None:
-    """An earlier made variant with the same passes on the same backend at the precision they
-    leave, when `recipe` differs from it only in its inference precision (int8_nncf_bf16 after
-    int8_nncf): that variant's file is timed at the new precision instead of quantizing again."""
-    if not recipe.steps or recipe.precision is None:
-        return None
-    return next(
-        (
-            v
-            for v in variants
-            if v.status == "made"
-            and v.path
-            and v.backend == backend
-            and v.recipe.precision is None
-            and v.recipe.steps == recipe.steps
-        ),
-        None,
-    )
-
-
-def run_precision(produced: str, runtime: str | None) -> str:
-    """What a variant computes in: the passes' precision ('int8') at the recipe's inference
-    precision: 'bf16' for a float model, 'int8+bf16' for a quantized one (its int8 layers stay
-    int8, the rest runs in bf16)."""
-    if runtime is None or runtime == produced:
-        return produced
-    return runtime if produced == "fp32" else f"{produced}+{runtime}"
 
 
 def _variant(
@@ -626,9 +578,8 @@ def _variant(
     source = judged.source
     calibration = judged.calibration or source
     result = VariantResult(recipe=recipe, precision=recipe.precision or "fp32", backend=backend)
-    result.calibrated_on_random = bool(getattr(calibration, "synthetic", False)) and any(
-        passes.get(step.step).needs_calibration for step in recipe.steps
-    )
+    calibrates = any(passes.get(step.step).needs_calibration for step in recipe.steps)
+    mark(result, source, calibration, calibrates=calibrates)
     context = PassContext(
         work_dir=out_dir / recipe.name,
         target_backend=backend,
@@ -636,7 +587,7 @@ def _variant(
         progress=scaled(share, 0.0, 0.5),
     )
     try:
-        path, result.steps, produced = _made(model, recipe, out_dir, context, earlier)
+        path, result.steps, produced = made_file(model, recipe, out_dir, context, earlier)
         result.precision = run_precision(produced, recipe.precision)
         check_variant(path, recipe)
         result.path = str(path)
@@ -654,8 +605,7 @@ def _variant(
         result.within_budget, result.budget_note = within_budget(
             result.accuracy, spec.budget, judged.budget
         )
-        if result.calibrated_on_random and not spec.speed_only:
-            result.budget_note += RANDOM_SUFFIX
+        result.budget_note += budget_suffix(result, speed_only=spec.speed_only)
         share(0.7, f"timing on {backend} against the original")
         baseline = REFERENCE_BACKEND if spec.target_backend == ANY else spec.target_backend
         timing = spec.comparison.model_copy(
@@ -672,37 +622,6 @@ def _variant(
         log.info("recipe %s failed: %s", recipe.name, exc)
         result.fail(exc.info())
     return result
-
-
-def _made(
-    model: Path,
-    recipe: Recipe,
-    out_dir: Path,
-    context: PassContext,
-    earlier: VariantResult | None,
-) -> tuple[Path, list[StepReport], str]:
-    """The recipe's file, step reports and the passes' precision: made by its passes, or the
-    file of `earlier` (made_earlier), its steps marked with the recipe that made it."""
-    if earlier is None or earlier.path is None:
-        return run_recipe(model, recipe, out_dir / recipe.name, context)
-    mark = {"file_of": earlier.recipe.name}
-    steps = [step.model_copy(update={"details": step.details | mark}) for step in earlier.steps]
-    return Path(earlier.path), steps, earlier.precision
-
-
-def check_variant(path: Path, recipe: Recipe) -> ModelInfo | None:
-    """Intake's checks on a file a recipe made; a refusal is the recipe's failure (PassFailed),
-    never advice to re-export the user's model. A .tflite is checked by loading it on litert."""
-    if path.suffix == ".tflite":
-        return None
-    try:
-        return inspect_model(path, max_bytes=NO_SIZE_LIMIT)
-    except ModelRejected as exc:
-        raise PassFailed(
-            f"The {recipe.label} recipe made a model that the checks refuse: {exc.message}",
-            hint="The recipe, not your model, is at fault: use the other variants, or report "
-            "this with the model.",
-        ) from exc
 
 
 def _timed(
@@ -723,10 +642,3 @@ def _timed(
     result.verdict = comparison.verdict
     result.speedup = 1.0 / comparison.ratio if comparison.ratio else None
     result.original_p50_ms, result.variant_p50_ms = comparison.a_p50_ms, comparison.b_p50_ms
-
-
-def _precision(current: str, produced: str) -> str:
-    order = {"fp32": 0, "fp16": 1, "int8": 1, "mixed": 2}
-    if current != "fp32" and produced not in ("fp32", current):
-        return "mixed"
-    return produced if order.get(produced, 0) >= order.get(current, 0) else current

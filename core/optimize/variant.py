@@ -14,6 +14,8 @@ from optistudio.core.numerics.accuracy import AccuracyReport
 from optistudio.core.optimize.recipes import REFERENCE_BACKEND, Recipe
 
 VariantStatus = Literal["made", "failed"]
+BuiltinUse = Literal["calibrated and judged", "judged"]
+"""What a variant did on the built-in samples (optistudio.core.data.builtin)."""
 
 
 class StepReport(BaseModel):
@@ -45,6 +47,12 @@ class VariantResult(BaseModel):
         default=False,
         description="Calibrated on synthetic (random) inputs: its INT8 ranges may not fit real "
         "data, so Auto leaves it unless the run is speed-only.",
+    )
+    builtin_samples: BuiltinUse | None = Field(
+        default=None,
+        description="Calibrated and judged, or only judged, on the built-in samples (real "
+        "photographs, text, audio... made on the fly), not the user's data; None: on the "
+        "user's data or on random inputs.",
     )
     ratio: float | None = Field(default=None, description="Variant / original latency (median).")
     ratio_low: float | None = None
@@ -83,6 +91,19 @@ class VariantResult(BaseModel):
         """Made, judged against the budget and timed: only such a variant can miss the budget
         (one that failed outright was never measured)."""
         return self.status == "made" and self.accuracy is not None and self.verdict is not None
+
+    @property
+    def unchecked_builtin(self) -> bool:
+        """Calibrated on the built-in samples but judged by no task (output cosine and top-1
+        only): Auto leaves it, as nothing the user's task cares for was checked."""
+        calibrated = self.builtin_samples == "calibrated and judged"
+        return calibrated and (self.accuracy is None or self.accuracy.task is None)
+
+    def samples_note(self) -> str:
+        """'calibrated and judged on built-in samples, not your data', or '' on the user's."""
+        if self.builtin_samples is None:
+            return ""
+        return f"{self.builtin_samples} on built-in samples, not your data"
 
     def fail(self, error: ErrorInfo) -> None:
         """Mark the variant failed with `error`; a failed variant has no file."""

@@ -112,7 +112,7 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "budgets": _budgets(args.budget),
         "speed_only": args.speed_only or None,
         "pass_settings": _qat_settings(args),
-    } | input_options(args).fields()
+    } | input_options(args, resolve=args.calib is None).fields()  # else the samples' shapes
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return validated(OptimizeJobSpec, fields, "optimize")
@@ -244,6 +244,18 @@ def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
     return files
 
 
+def _print_samples(report: OptimizeReport) -> None:
+    """A warning under the data line when the variants were judged on anything but the
+    user's data: the built-in samples, or random inputs."""
+    if any(v.builtin_samples for v in report.variants):
+        print(
+            "  not your data: every variant was judged on these built-in samples, the INT8 "
+            "ones calibrated on others; give --calib FILE to confirm"
+        )
+    elif any(v.calibrated_on_random for v in report.variants):
+        print("  not your data: random inputs; INT8 calibrated on them is left out (--calib FILE)")
+
+
 def _print_task(report: OptimizeReport) -> None:
     """The task judging the variants, how sure recognition was and its reasons; or why none."""
     if report.task:
@@ -261,6 +273,7 @@ def _print_task(report: OptimizeReport) -> None:
 
 def _print_variants(report: OptimizeReport) -> None:
     print(f"data: {report.data}")
+    _print_samples(report)
     _print_task(report)
     print(
         f"{'recipe':<34}{'prec':>6}{'speedup':>9}{'95% CI':>15}{'cosine':>9}{'budget':>8}  verdict"

@@ -42,6 +42,14 @@ QAT_WHERE = (
     "FP32 outputs; a .zip of images is read with the image preprocessing below."
 )
 DEFAULTS = form_defaults()
+NO_DATA_WARNING = (
+    "No data given: every variant is judged on built-in samples (real photographs, rendered "
+    "text, sentences, speech-like audio or file bytes in the model's shapes), the INT8 ones "
+    "calibrated on others, where the model's inputs have such a set; else on random inputs. "
+    "Accuracy then means agreement with the original on those samples, not on your data: "
+    "Auto may choose an INT8 variant calibrated on built-in samples when its task check "
+    "passes, and marks it so. Give your data above to confirm."
+)
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
 }
@@ -51,8 +59,9 @@ def render() -> None:
     st.title("Optimize")
     st.caption(
         "Each recipe makes one variant of the model. Every variant is checked against the "
-        "original on your data (or synthetic inputs) and timed against it interleaved, so its "
-        "speedup comes with a confidence interval."
+        "original on your data (without it, on built-in samples: real photographs, text, "
+        "sentences, audio or bytes made to the model's shapes; else random inputs) and timed "
+        "against it interleaved, so its speedup comes with a confidence interval."
     )
     choices = model_choices(state.session_factory())
     if not choices:
@@ -96,7 +105,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "Calibration / accuracy data (.npz or .zip of images, optional)",
             type=["npz", "zip"],
             help="An .npz of named input arrays (samples along the first axis), or a .zip of "
-            "images (set how they become inputs under 'Image preprocessing').",
+            "images (set how they become inputs under 'Image preprocessing'). Empty: built-in "
+            "samples stand in (real images, text, audio... not yours), else random inputs.",
         )
         labels = right.file_uploader(
             "Labels (optional)",
@@ -126,7 +136,8 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         speed_only = right.checkbox(
             "Speed only",
             help="Let Auto choose INT8 variants calibrated on random inputs when no data is "
-            "given (their accuracy is then agreement on random inputs only).",
+            "given, or on built-in samples with no task to check them (their accuracy is then "
+            "agreement on those inputs only).",
         )
         cols = st.columns(3)
         min_cosine = cols[0].number_input(
@@ -293,10 +304,7 @@ def submit(
         state.session_factory(), spec=spec, model_id=model_id, send=state.sender(queue)
     )
     if not data:
-        st.warning(
-            "No data given: accuracy will mean agreement with the original on synthetic "
-            "inputs, not task accuracy; static INT8 is calibrated on synthetic inputs."
-        )
+        st.warning(NO_DATA_WARNING)
     st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
     pages.link("jobs", "Follow it on the Jobs page")
 
@@ -337,6 +345,8 @@ def show_runs() -> None:
             with st.expander("How the task was read"):
                 for reason in run["task_reasons"]:
                     st.caption(reason)
+        if run["not_your_data"]:
+            st.warning(run["not_your_data"])
         for note in run["notes"]:
             st.caption(f"Note: {note}")
         table = pd.DataFrame(run["variants"])

@@ -308,9 +308,10 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later |= {"served_extra_load": [], "request_ms": 0.0}  # under load; with no model
         later |= {"serving_delays_rate": None, "serving_delays_load": []}  # answers' delays
         later |= {"unmeasured": {}}  # the probes that could not measure, and why
+        later |= {"batched_rewrite": ""}  # a batch fixed at 1 timed through its rewrite
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
-        return {"threads": None} | {
+        return {"threads": None, "batched_rewrite": ""} | {
             run: _video_run_now(STORED[kind][run]) for run in ("batched", "per_frame")
         }
     if kind is not JobKind.optimize:
@@ -356,6 +357,7 @@ def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
         "recipe": stored["recipe"] | {"precision": None},  # a recipe's inference precision too
         "accuracy": accuracy | judged if accuracy else accuracy,
         "calibrated_on_random": False,
+        "builtin_samples": None,  # judged (and calibrated) on built-in samples came later
         "verdict": stored["verdict"] or None,
         "status": "failed" if error else "made",
         "error": {"code": "failed", "message": error, "hint": None, "detail": None}

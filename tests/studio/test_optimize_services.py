@@ -233,3 +233,33 @@ def test_the_task_picker_and_budget_box_read_as_the_spec_fields() -> None:
         parse_budgets("string_agreement")
     defaults = [r for r in task_table() if r["default limit"]]
     assert {r["metric"] for r in defaults} >= {"string_agreement", "box_f1", "top1_disagreement"}
+
+
+def test_rows_and_the_warning_say_what_each_variant_was_calibrated_and_judged_on() -> None:
+    recipe = {"name": "int8_nncf", "label": "INT8 NNCF", "steps": []}
+    timed = {"precision": "int8", "ratio": 0.5, "ratio_low": 0.45, "ratio_high": 0.55}
+    stored = {
+        "spec": {"recipes": ["auto"]},
+        "data": "built-in samples: x: 32 crops",
+        "variants": [
+            {"recipe": recipe} | timed | {"builtin_samples": "calibrated and judged"},
+            {"recipe": recipe | {"name": "graph"}} | timed | {"builtin_samples": "judged"},
+        ],
+        "chosen": None,
+    }
+    result = OPTIMIZE.parse_result(stored)
+
+    rows = optimize.variant_rows(result)
+
+    assert [row["samples"] for row in rows] == [
+        "calibrated and judged on built-in samples, not your data",
+        "judged on built-in samples, not your data",
+    ]
+    assert "Calibration / accuracy data" in optimize.not_your_data(result)
+    own = result.model_copy(
+        update={
+            "variants": [v.model_copy(update={"builtin_samples": None}) for v in result.variants]
+        }
+    )
+    assert optimize.not_your_data(own) == ""
+    assert {row["samples"] for row in optimize.variant_rows(own)} == {"your data"}

@@ -10,8 +10,8 @@ from diagnostic_models import build_cnn, quantize_cnn
 from export_models import external_data_model
 
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.optimize.making import check_variant, run_recipe
 from optistudio.core.optimize.recipes import any_backend_candidates, auto_candidates, get_recipe
-from optistudio.core.optimize.run import check_variant, run_recipe
 from optistudio.core.passes.base import PassContext
 
 
