@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +235,8 @@ def pick_axes(snapshot: CompareSnapshot, selection: Selection) -> None:
 
 
 def _title(selection: Selection, options: dict[str, str]) -> str:
-    models = sorted({options[k].split(" · ")[0].split(" ", 1)[-1] for k in selection.keys})
+    names = (options[k].split(" · ")[0].split(" ", 1)[-1] for k in selection.keys)
+    models = sorted({re.sub(r" \[[^\]]*\]$", "", name) for name in names})  # no [precision]
     shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
     return f"{len(selection.keys)} results: {shown}"
 
