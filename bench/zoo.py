@@ -13,9 +13,11 @@ For each model, the stages a user's upload goes through, called as the workers c
 
 Each stage ends "ok", "said" (an OptistudioError: the engine says in a sentence what the model
 lacks or why it cannot), "bug" (any other exception: a traceback, which is the engine's fault)
-or "skipped" (an earlier stage refused the model). Stages take the user's inputs of the model
-(shapes, dims, values) exactly as the CLI's flags pass them. Budgets are small with --quick
-(the CI sweep in tests/zoo) and larger otherwise (the table in docs/BENCHMARKS.md).
+or "skipped" (an earlier stage refused the model; the build, when the model's wheel could not be
+downloaded: bench/zoo_wheels.py; with --quick, a stage the model runs in the full sweep only).
+Stages take the user's inputs of the model (shapes, dims, values) exactly as the CLI's flags
+pass them. Budgets are small with --quick (the CI sweep in tests/zoo) and larger otherwise (the
+table in docs/BENCHMARKS.md).
 
 Run:  .venv/bin/python bench/zoo.py [--quick] [--only NAME ...] [--json] [--workers N]
                                    [--torch-python /work/zoo-venv/bin/python]
@@ -43,6 +45,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import onnxruntime as ort  # noqa: E402
 from zoo_models import UserInputs, ZooModel, zoo  # noqa: E402
+from zoo_wheels import WheelUnavailable  # noqa: E402
 
 from optistudio.core.backends import SessionOptions  # noqa: E402
 from optistudio.core.backends.inventory import hardware_inventory  # noqa: E402
@@ -192,6 +195,8 @@ def run_stage(stage: str, work: Callable[[], tuple[str, dict[str, Any]]]) -> Out
         outcome = Outcome(stage, "ok", summary, detail=detail)
     except OptistudioError as exc:
         outcome = Outcome(stage, "said", exc.message, detail={"code": exc.code, "hint": exc.hint})
+    except WheelUnavailable as exc:  # the zoo's own download, not the engine: no network
+        outcome = Outcome(stage, "skipped", str(exc))
     except Exception as exc:  # the point of the zoo: anything else is a bug to report
         outcome = Outcome(
             stage,
@@ -214,8 +219,13 @@ def run_model(model: ZooModel, folder: Path, budgets: Budgets = QUICK) -> ModelR
     run.ort_loads, run.ort_runs, run.ort_reason = _ort_runs(context)
     run.outcomes.append(run_stage("intake", lambda: _intake(context)))
     for stage, work in _stages(context):
-        accepted = context.path is not None
-        run.outcomes.append(run_stage(stage, work) if accepted else Outcome(stage, "skipped"))
+        if context.path is None:
+            outcome = Outcome(stage, "skipped")
+        elif budgets.quick and stage.split(":")[0] in model.full_only:
+            outcome = Outcome(stage, "skipped", "run in the full sweep only (ZooModel.full_only)")
+        else:
+            outcome = run_stage(stage, work)
+        run.outcomes.append(outcome)
     return run
 
 
@@ -478,7 +488,7 @@ def markdown(runs: list[ModelRun]) -> str:
         notes += [
             f"- **{run.name}**, {o.stage} ({o.status}): {o.reason}"
             for o in run.outcomes
-            if o.status in ("said", "bug")
+            if o.status in ("said", "bug") or (o.status == "skipped" and o.reason)
         ]
         optimize = run.outcome("optimize")
         notes += [

