@@ -28,6 +28,7 @@ from typing import Any
 
 from optistudio.core.data.inputs import ArrayValue, dims_from_overrides
 from optistudio.core.data.profile import InputProfile
+from optistudio.core.model.declared_sizes import small_int_constants
 from optistudio.core.model.info import TensorSpec
 
 COMMON_SIDES = (224, 256, 320, 416, 512, 640)
@@ -308,24 +309,7 @@ def _squares_filling(shape: list[int], channels: Iterable[int]) -> list[tuple[in
 
 def _small_int_constants(graph: Any) -> dict[str, list[int]]:
     """INT64 vectors of at most 8 values stored in the graph (initializers, Constant nodes)."""
-    from onnx import AttributeProto, TensorProto, numpy_helper
-
-    tensors = [(tensor.name, tensor) for tensor in graph.initializer]
-    tensors += [
-        (node.output[0], attr.t)
-        for node in graph.node
-        if node.op_type == "Constant" and node.output
-        for attr in node.attribute
-        if attr.name == "value" and attr.type == AttributeProto.TENSOR
-    ]
-    return {
-        name: [int(v) for v in numpy_helper.to_array(tensor).ravel()]
-        for name, tensor in tensors
-        if tensor.data_type == TensorProto.INT64
-        and len(tensor.dims) <= 1
-        and math.prod(tensor.dims) <= 8
-        and tensor.data_location != TensorProto.EXTERNAL
-    }
+    return {name: v for name, v in small_int_constants(graph).items() if len(v) <= 8}
 
 
 def _channels(spec: TensorSpec) -> int | None:

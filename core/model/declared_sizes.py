@@ -126,7 +126,7 @@ def _dim_label(dim: onnx.TensorShapeProto.Dimension) -> int | str:
 def _check_constant_of_shape(graph: onnx.GraphProto, limit: int) -> None:
     """ConstantOfShape nodes whose shape operand is a small constant stored in the graph."""
     for sub in _subgraphs(graph):
-        constants = _small_int_constants(sub)
+        constants = small_int_constants(sub)
         for node in sub.node:
             if node.op_type == "ConstantOfShape" and node.input and node.input[0] in constants:
                 dtype = next((a.t.data_type for a in node.attribute if a.name == "value"), 1)
@@ -138,7 +138,8 @@ def _check_constant_of_shape(graph: onnx.GraphProto, limit: int) -> None:
                 )
 
 
-def _small_int_constants(graph: onnx.GraphProto) -> dict[str, list[int]]:
+def small_int_constants(graph: onnx.GraphProto) -> dict[str, list[int]]:
+    """INT64 vectors of at most 64 values stored in the graph (initializers, Constant nodes)."""
     named = [(tensor.name, tensor) for tensor in graph.initializer]
     named += [
         (node.output[0], attr.t)
