@@ -24,7 +24,7 @@ from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_
 from optistudio.core.errors import InvalidSpec, PassFailed
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.passes.batch_check import check_free_batch
+from optistudio.core.passes.batch_check import BatchCheck, check_free_batch
 from optistudio.core.passes.dynamic_batch import BATCH_DIM as BATCH_NAME
 from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
 
@@ -81,6 +81,7 @@ def batchable(
             for seed in range(CHECK_BATCH)
         ]
         check = check_free_batch(model_path, target, requests, rewrite.inputs)
+        _declare_outputs(target, check)
     except PassFailed as exc:
         target.unlink(missing_ok=True)
         raise InvalidSpec(
@@ -122,3 +123,20 @@ def _freed(spec: TensorSpec) -> TensorSpec:
     if not _at_one(spec):
         return spec
     return spec.model_copy(update={"shape": [BATCH_NAME, *spec.shape[1:]]})
+
+
+def _declare_outputs(path: Path, check: BatchCheck) -> None:
+    """Declare each output with the rank the runs returned, its batch axis named: a recognizer that
+    declares [1, seqlen] and returns [T, 1, C] is split back on axis 1, not 0."""
+    model = onnx.load(str(path))
+    for value in model.graph.output:
+        shape = check.shapes.get(value.name)
+        if shape is None:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        del dims[:]
+        for index in range(len(shape)):  # the other dims left free: they may follow the input
+            dim = dims.add()
+            if index == check.axes[value.name]:
+                dim.dim_param = BATCH_NAME
+    onnx.save(model, str(path))

@@ -10,7 +10,7 @@ merged into one, [1, 2A, 6] instead of [2, A, 6]) fails the check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,10 @@ class BatchCheck:
     batch: int
     max_abs_error: float
     tolerance: str = TOLERANCE
+    axes: dict[str, int] = field(default_factory=dict)
+    """Each output's batch axis as the runs showed it (1 for a time-major [T, N, C])."""
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    """Each output's shape at batch 1, as returned (declarations can disagree)."""
 
     def line(self) -> str:
         return (
@@ -50,11 +54,12 @@ def check_free_batch(
     singles = [_run(original, {**sample, **shared}, "the original") for sample in samples]
     stacked = {name: np.concatenate([s[name] for s in samples]) for name in batch_inputs}
     batched = _run(rewritten, {**stacked, **shared}, f"the rewrite at batch {len(samples)}")
-    worst = 0.0
+    worst, axes, shapes = 0.0, {}, {}
     for name, together in batched.items():
         rows = [single[name] for single in singles]
-        worst = max(worst, _compare(name, together, rows))
-    return BatchCheck(batch=len(samples), max_abs_error=worst)
+        error, axes[name] = _compare(name, together, rows)
+        worst, shapes[name] = max(worst, error), list(rows[0].shape)
+    return BatchCheck(batch=len(samples), max_abs_error=worst, axes=axes, shapes=shapes)
 
 
 def _run(model: Path, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
@@ -69,7 +74,7 @@ def _run(model: Path, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.n
     return {o.name: np.asarray(v) for o, v in zip(session.get_outputs(), outputs, strict=True)}
 
 
-def _compare(name: str, together: np.ndarray, rows: list[np.ndarray]) -> float:
+def _compare(name: str, together: np.ndarray, rows: list[np.ndarray]) -> tuple[float, int]:
     axis = batch_axis(rows[0].shape, together.shape, len(rows))
     if axis is None:
         raise PassFailed(
@@ -83,12 +88,12 @@ def _compare(name: str, together: np.ndarray, rows: list[np.ndarray]) -> float:
     if not np.issubdtype(expected.dtype, np.floating):
         if not np.array_equal(together, expected):
             raise _differs(name, "its values differ")
-        return 0.0
+        return 0.0, axis
     error = np.abs(together.astype(np.float64) - expected.astype(np.float64))
     scale = float(np.max(np.abs(expected))) if expected.size else 0.0
     if not np.all(error <= RTOL * np.abs(expected) + ATOL * max(scale, 1e-30)):
         raise _differs(name, f"max |difference| {float(error.max()):.3g} ({TOLERANCE})")
-    return float(error.max()) if error.size else 0.0
+    return (float(error.max()) if error.size else 0.0), axis
 
 
 def batch_axis(single: tuple[int, ...], together: tuple[int, ...], count: int) -> int | None:
