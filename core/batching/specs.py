@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-)
+from optistudio.core.data.model_inputs import ModelInputs
 
 
 def _spin_wait_field() -> Any:
@@ -26,33 +20,25 @@ def _spin_wait_field() -> Any:
     )
 
 
-class BatchingProfileSpec(BaseModel):
-    """Time the model at batch sizes 1, 2, 4, ... up to max_batch_size on one backend."""
+class BatchingProfileSpec(ModelInputs):
+    """Time the model at batch sizes 1, 2, 4, ... up to max_batch_size on one backend. Its
+    shapes and inputs file are one request's (a batch stacks requests)."""
 
     model_config = ConfigDict(extra="forbid")
 
     backend: BackendName = "onnxruntime"
     device: DeviceName = "cpu"
     max_batch_size: int = Field(default=16, ge=1, le=256, description="Largest batch to time.")
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full shape of one request per input, e.g. {'input_ids': [1, 128]}.",
-    )
     threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     min_seconds: float = Field(
         default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
     )
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = Field(
-        default=None, description="An .npz of one request's arrays by input name, used as given."
-    )
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
-class BatchingVerifySpec(BaseModel):
-    """Serve the model with the real Pipeline under the load generator and measure."""
+class BatchingVerifySpec(ModelInputs):
+    """Serve the model with the real Pipeline under the load generator and measure. Its
+    shapes and inputs file are one request's."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -67,18 +53,9 @@ class BatchingVerifySpec(BaseModel):
     )
     clients: int = Field(default=0, ge=0, le=1024, description="Concurrent clients (closed).")
     seconds: float = Field(default=10.0, gt=0, le=600, description="How long to send.")
-    shapes: InputShapes = Field(
-        default_factory=dict, description="Full shape of one request per input."
-    )
     threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     seed: int = Field(default=0, description="Seed of the arrival times.")
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = Field(
-        default=None, description="An .npz of one request's arrays by input name, used as given."
-    )
-    batch_axes: BatchAxesField = Field(default_factory=dict)
     profile_job: int | None = Field(
         default=None,
         ge=1,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.batch import batch_sizes_to_run
-from optistudio.core.data.inputs import InputValue, user_inputs
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.data.profile import InputProfile
 from optistudio.core.data.size_candidates import (
     GuessedDim,
@@ -56,17 +55,6 @@ _NODE_FAILED = re.compile(
 )
 _SOURCE_PLACE = re.compile(r"\S+\.(?:h|cc|cpp):\d+\s+(?:[\w:<>,&* ]*::\w+\([^)]*\)\s*)?")
 _ASSERTION = re.compile(r"^.*? was false\.\s*")
-
-
-@dataclass(frozen=True)
-class GivenInputs:
-    """A job's own input settings (what the CLI's flags say); nothing given by default."""
-
-    shapes: dict[str, list[int]] = field(default_factory=dict)
-    dims: dict[str, int] = field(default_factory=dict)
-    values: dict[str, InputValue] = field(default_factory=dict)
-    inputs_file: str | None = None
-    batch_axes: dict[str, int | None] = field(default_factory=dict)
 
 
 class ProfileCheck(BaseModel):
@@ -98,14 +86,14 @@ def check_profile(
     info: ModelInfo,
     profile: InputProfile,
     *,
-    given: Any = None,
+    given: ModelInputs | None = None,
     max_runs: int = MAX_RUNS,
     seconds: float = CHECK_SECONDS,
 ) -> ProfileCheck:
     """`profile` checked by a run under `given` (shapes, dims, values, inputs_file, batch_axes;
     default none), or the first candidate for its guesses that runs (see the module
     docstring). Raises InvalidSpec naming the inputs and the flag when no candidate runs."""
-    given = given if given is not None else GivenInputs()
+    given = given if given is not None else ModelInputs()
     specs = info.inputs
     dims = guessed_dims(specs, profile, given)
     if not dims:  # nothing to check: the job's own run validates what it was given
@@ -143,8 +131,7 @@ def check_needed(profile: InputProfile, specs: list[TensorSpec], job: Any) -> bo
     """Whether a stored `profile` should be checked by a run before `job` (a spec): it still
     holds guesses no run confirmed, and the job is fed by some of them (it takes inputs, gives
     no inputs file or data of its own, and leaves a guessed dim to the profile)."""
-    fields = ("shapes", "dims", "values", "inputs_file")
-    if not all(hasattr(job, name) for name in fields) or getattr(job, "data_path", None):
+    if not isinstance(job, ModelInputs) or getattr(job, "data_path", None):
         return False
     return bool(unchecked_guesses(profile)) and bool(guessed_dims(specs, profile, job))
 
@@ -180,27 +167,20 @@ def _trial(session: Any, feeds: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def _feeds(specs: list[TensorSpec], profile: InputProfile, given: Any) -> dict[str, np.ndarray]:
+def _feeds(
+    specs: list[TensorSpec], profile: InputProfile, given: ModelInputs
+) -> dict[str, np.ndarray]:
     """The inputs a job given `given` feeds under `profile`, at batch 1 (or the fixed batch)."""
-    fields = profile.under(specs, given)  # never {} here: an inputs file leaves nothing guessed
-    axes = fields.get("batch_axes", getattr(given, "batch_axes", {}))
+    # never unchanged here: an inputs file leaves nothing guessed
+    fed = given.model_inputs.model_copy(update=profile.under(specs, given))
     batch = batch_sizes_to_run(
-        specs, shapes=fields["shapes"], requested=None, default=[1], axes=axes
+        specs, shapes=fed.shapes, requested=None, default=[1], axes=fed.batch_axes
     )[0]
-    feeds, _, _ = user_inputs(
-        specs,
-        batch_size=batch,
-        dims=fields["dims"],
-        shapes=fields["shapes"],
-        values=fields["values"],
-        inputs_file=given.inputs_file,
-        batch_axes=axes,
-    )
-    return feeds
+    return fed.user_feeds(specs, batch_size=batch)[0]
 
 
 def _unchecked(
-    specs: list[TensorSpec], profile: InputProfile, given: Any, how: str, guesses: int
+    specs: list[TensorSpec], profile: InputProfile, given: ModelInputs, how: str, guesses: int
 ) -> ProfileCheck:
     shapes = _shapes(_feeds(specs, profile, given))
     return ProfileCheck(
@@ -211,7 +191,7 @@ def _unchecked(
 def _ran(
     specs: list[TensorSpec],
     profile: InputProfile,
-    given: Any,
+    given: ModelInputs,
     how: str,
     guesses: int,
     runs: int,

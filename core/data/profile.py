@@ -38,6 +38,7 @@ from optistudio.core.data.inputs import (
     InputValues,
     check_arrays,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import TensorSpec
 
@@ -82,24 +83,20 @@ class InputProfile(BaseModel):
     )
 
     def under(self, specs: list[TensorSpec], job: Any) -> dict[str, Any]:
-        """The input fields of `job` (a spec with shapes, dims, values, inputs_file) with this
-        profile under them: the job's own win, the profile fills the rest. {} when the job
-        gives arrays (they are the inputs) or takes no inputs. A job with data of its own
-        (`data_path`: calibration samples) leaves out the sizes the profile guessed, so the
-        data's shapes decide them."""
-        fields = ("shapes", "dims", "values", "inputs_file")
-        if not all(hasattr(job, name) for name in fields) or job.inputs_file:
+        """The input fields of `job` (a spec: its ModelInputs) with this profile under them:
+        the job's own win, the profile fills the rest. {} when the job gives arrays (they are
+        the inputs) or takes no inputs. A job with data of its own (`data_path`: calibration
+        samples) leaves out the sizes the profile guessed, so the data's shapes decide them."""
+        if not isinstance(job, ModelInputs) or job.inputs_file:
             return {}
         guesses = bool(getattr(job, "data_path", None))
         dims, shapes = self.job_dims(specs, skip_guessed=guesses), self.fixed_shapes(specs)
-        update = {
+        return {
             "shapes": {**_without(shapes, job.shapes), **job.shapes},
             "dims": {**_without(dims, _dims_of(specs, job.shapes)), **job.dims},
             "values": {**self.values, **job.values},
+            "batch_axes": {**self.moved_axes(specs), **job.batch_axes},
         }
-        if hasattr(job, "batch_axes"):
-            update["batch_axes"] = {**self.moved_axes(specs), **job.batch_axes}
-        return update
 
     def moved_axes(self, specs: list[TensorSpec]) -> dict[str, int | None]:
         """The batch axes that differ from the inferred ones (what a job must be told)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from optistudio.core.data.inputs import ArrayValue, dims_from_overrides
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.data.profile import InputProfile
 from optistudio.core.model.declared_sizes import small_int_constants
 from optistudio.core.model.info import TensorSpec
@@ -75,10 +76,12 @@ class ImpliedSizes:
     """Fixed sizes of the inputs by (rank, axis), for the other inputs' dims."""
 
 
-def guessed_dims(specs: list[TensorSpec], profile: InputProfile, given: Any) -> list[GuessedDim]:
-    """The dims `profile` guessed that `given` (the job's own inputs: shapes, dims, values,
-    inputs_file) leaves to it; none when the job gives an inputs file."""
-    if getattr(given, "inputs_file", None):
+def guessed_dims(
+    specs: list[TensorSpec], profile: InputProfile, given: ModelInputs
+) -> list[GuessedDim]:
+    """The dims `profile` guessed that `given` (the job's own inputs) leaves to it; none when
+    the job gives an inputs file."""
+    if given.inputs_file:
         return []
     by_name = {spec.name: spec for spec in specs}
     implied = dims_from_overrides(specs, dict(given.shapes))

@@ -13,9 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.data.images import ImagePreprocessing
-from optistudio.core.data.inputs import read_input_arrays
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.diagnose.explain_int8 import Finding, explain_int8
 from optistudio.core.diagnose.layer_report import layer_error_rows
@@ -52,11 +50,7 @@ class DiagnosticsSpec(ProfileSpec):
             images=images,
             postprocessing=self.postprocessing,
             threads=self.threads,
-            shapes=self.shapes,
-            dims=self.dims,
-            values=self.values,
-            inputs_file=self.inputs_file,
-            batch_axes=self.batch_axes,
+            **self.model_inputs.model_dump(),
         )
 
 
@@ -144,16 +138,7 @@ def _layer_errors(
         report.layer_error_note = "Per-layer error needs one float and one quantized model."
         return
     inputs = inspect_model(pair[0]).inputs
-    source = data or SyntheticDataset(
-        inputs,
-        samples=8 * spec.batch_size,
-        batch_size=spec.batch_size,
-        dims=spec.dims,
-        shapes=spec.shapes,
-        values=spec.values,
-        arrays=read_input_arrays(spec.inputs_file, inputs),
-        batch_axes=spec.batch_axes,
-    )
+    source = data or spec.dataset(inputs, samples=8 * spec.batch_size, batch_size=spec.batch_size)
     try:
         report.layer_errors = layer_error_rows(
             *pair, source, work_dir=work_dir / "layers", max_batches=spec.layer_error_batches

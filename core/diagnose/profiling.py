@@ -38,14 +38,7 @@ from optistudio.core.backends.openvino_backend import (
 )
 from optistudio.core.backends.reference import reference_session
 from optistudio.core.backends.target import Threads
-from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    user_inputs,
-)
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -162,7 +155,7 @@ class Profile(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ProfileSpec(BaseModel):
+class ProfileSpec(ModelInputs):
     """How to profile: backend, batch, inputs and how many runs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -173,21 +166,12 @@ class ProfileSpec(BaseModel):
     batch_size: int = Field(
         default=1, ge=1, le=4096, description="Batch size of the runs (of inputs without a shape)."
     )
-    dims: NamedDims = Field(default_factory=dict)
     threads: Threads = None
     warmup_runs: int = Field(default=5, ge=0, le=1000, description="Runs not counted.")
     runs: int = Field(
         default=30, ge=1, le=100_000, description="Profiled runs (and as many plain)."
     )
     seed: int = Field(default=0, description="Seed of the synthetic inputs.")
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full input shapes by input name, run exactly as given; the batch size "
-        "applies to the inputs without one.",
-    )
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 def profile_model(
@@ -240,16 +224,7 @@ def profile_inputs(
 ) -> tuple[dict[str, np.ndarray], int, list[str]]:
     """The inputs a profile runs on (the spec's arrays, shapes and values, the rest synthetic),
     their batch size (the spec's, or the one full shapes imply) and warnings about dims."""
-    return user_inputs(
-        info.inputs,
-        batch_size=spec.batch_size,
-        dims=spec.dims,
-        shapes=spec.shapes,
-        values=spec.values,
-        inputs_file=spec.inputs_file,
-        seed=spec.seed,
-        batch_axes=spec.batch_axes,
-    )
+    return spec.user_feeds(info.inputs, batch_size=spec.batch_size, seed=spec.seed)
 
 
 def signature(tensor: TensorSpec) -> str:

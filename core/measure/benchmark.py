@@ -21,15 +21,9 @@ from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_sizes_to_run
 from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    read_input_arrays,
     shapes_of,
-    synthesize_inputs,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.affinity import pinned_to
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
@@ -45,7 +39,7 @@ DEFAULT_BATCH_SIZES = (1, 8)
 MIB = 1024 * 1024
 
 
-class BenchmarkSpec(BaseModel):
+class BenchmarkSpec(ModelInputs):
     """What to measure and how long. Every field is shown, with its help, in the studio."""
 
     model_config = ConfigDict(extra="forbid")
@@ -77,15 +71,6 @@ class BenchmarkSpec(BaseModel):
         description="Batch sizes to measure. Empty: 1 and 8 when the batch dim is dynamic, "
         "else the model's fixed batch; with a full shape for every input, the batch it implies.",
     )
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}, run "
-        "exactly as given; the batch sizes apply to the inputs without one.",
-    )
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
     threads: Threads = None
     cpu_affinity: list[int] | None = Field(
         default=None,
@@ -206,7 +191,7 @@ def run_benchmark(
     """Measure a model on one backend for each batch size of the spec."""
     info = info or inspect_model(model_path)
     report_progress = progress or ignore_progress
-    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    arrays = spec.arrays(info.inputs)
     batch_sizes = resolve_batch_sizes(spec, info, arrays)
     backend = get_backend(spec.backend)
     options = SessionOptions(
@@ -258,16 +243,7 @@ def is_reference(spec: BenchmarkSpec) -> bool:
 def _feeds(
     info: ModelInfo, spec: BenchmarkSpec, batch_size: int, arrays: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    return synthesize_inputs(
-        info.inputs,
-        batch_size=batch_size,
-        dims=spec.dims,
-        overrides=spec.shapes,
-        seed=spec.seed,
-        values=spec.values,
-        arrays=arrays,
-        batch_axes=spec.batch_axes,
-    )
+    return spec.feeds(info.inputs, batch_size=batch_size, seed=spec.seed, arrays=arrays)
 
 
 def _check_outputs(

@@ -39,15 +39,9 @@ from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_of
 from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    read_input_arrays,
     shapes_of,
-    synthesize_inputs,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.stats import latency_summary
@@ -192,7 +186,7 @@ def _digits(low: float, high: float) -> int:
     return 4
 
 
-class ComparisonSpec(BaseModel):
+class ComparisonSpec(ModelInputs):
     """How to compare two models: one backend, one batch size, interleaved pairs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -219,12 +213,6 @@ class ComparisonSpec(BaseModel):
     batch_size: int = Field(
         default=1, ge=1, description="Batch size of every run (of the inputs without a shape)."
     )
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}, run "
-        "exactly as given; the batch size applies to the inputs without one.",
-    )
-    dims: NamedDims = Field(default_factory=dict)
     threads: Threads = None
     warmup_runs: int = Field(
         default=5, ge=0, le=10_000, description="Untimed runs of each model first."
@@ -250,9 +238,6 @@ class ComparisonSpec(BaseModel):
         description="Differences smaller than this share are reported as no significant "
         "difference, however narrow the interval (0.02 = 2 %).",
     )
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> ComparisonSpec:
@@ -322,7 +307,7 @@ def compare_models(
     """
     report = progress or ignore_progress
     info_a = info_a or inspect_model(path_a)
-    arrays = read_input_arrays(spec.inputs_file, info_a.inputs)
+    arrays = spec.arrays(info_a.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
     batch = batch_of(info_a.inputs, shapes, spec.batch_size, spec.batch_axes)
     spec = spec.model_copy(update={"batch_size": batch})
@@ -382,15 +367,8 @@ def compare_loaded(
 def _feeds(info: ModelInfo, spec: ComparisonSpec, arrays: Feeds) -> Feeds:
     dtypes = {tensor.name: tensor.dtype for tensor in info.inputs}
     own = {name: array.astype(dtypes.get(name, array.dtype)) for name, array in arrays.items()}
-    feeds, _warnings = synthesize_inputs(
-        info.inputs,
-        batch_size=spec.batch_size,
-        dims=spec.dims,
-        overrides=spec.shapes,
-        seed=spec.seed,
-        values=spec.values,
-        arrays=own,
-        batch_axes=spec.batch_axes,
+    feeds, _warnings = spec.feeds(
+        info.inputs, batch_size=spec.batch_size, seed=spec.seed, arrays=own
     )
     return feeds
 

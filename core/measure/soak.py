@@ -37,15 +37,9 @@ from optistudio.core.backends.target import BackendName, DeviceName, Threads
 from optistudio.core.data.batch import batch_dim_names, batch_sizes_to_run
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    read_input_arrays,
     shapes_of,
-    synthesize_inputs,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
@@ -61,7 +55,7 @@ T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 Verdict = Literal["leak suspected", "stable", "too short"]
 
 
-class SoakSpec(BaseModel):
+class SoakSpec(ModelInputs):
     """How long to soak and over which inputs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -94,16 +88,6 @@ class SoakSpec(BaseModel):
         description="Least growth per inference to call it a leak (a clean session drifts by a "
         "few bytes per inference).",
     )
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full input shapes by input name, kept in every variant (not cycled).",
-    )
-    dims: NamedDims = Field(
-        default_factory=dict, description="Sizes of named dynamic dims, kept (not cycled)."
-    )
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 class SoakReport(BaseModel):
@@ -156,7 +140,7 @@ def input_variants(
     """Feeds for every (batch size, dim size) the model accepts, made once up front.
 
     Inputs given a full shape, an array or named dims keep them in every variant."""
-    arrays = read_input_arrays(spec.inputs_file, info.inputs)
+    arrays = spec.arrays(info.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
     batches = batch_sizes_to_run(
         info.inputs,
@@ -179,15 +163,8 @@ def input_variants(
     variants, warnings = [], []
     for batch, size in itertools.product(batches, sizes):
         dims = {name: size for name in names} | spec.dims
-        feeds, notes = synthesize_inputs(
-            info.inputs,
-            batch_size=batch,
-            dims=dims,
-            overrides=spec.shapes,
-            values=spec.values,
-            arrays=arrays,
-            batch_axes=spec.batch_axes,
-        )
+        at_size = spec.model_inputs.model_copy(update={"dims": dims})
+        feeds, notes = at_size.feeds(info.inputs, batch_size=batch, arrays=arrays)
         variants.append(feeds)
         warnings.extend(notes)
     if not variants:

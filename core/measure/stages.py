@@ -23,14 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.target import Threads
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
-from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    user_inputs,
-)
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
@@ -40,7 +33,7 @@ StageName = Literal["pre-processing", "inference", "post-processing"]
 SYNTHETIC_IMAGE_SIZE = (640, 480)
 
 
-class PipelineSpec(BaseModel):
+class PipelineSpec(ModelInputs):
     """A user-declared serving pipeline around the model."""
 
     model_config = ConfigDict(extra="forbid")
@@ -61,11 +54,6 @@ class PipelineSpec(BaseModel):
         default_factory=list, description="Steps applied to the first output, in order."
     )
     threads: Threads = None
-    shapes: InputShapes = Field(default_factory=dict)
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
 
 class Stage(BaseModel):
@@ -122,15 +110,7 @@ def layered_breakdown(
 def _model_inputs(spec: PipelineSpec, info: ModelInfo) -> tuple[dict[str, np.ndarray], int]:
     """Inputs without a pre-processing stage (the spec's arrays, shapes and values, the rest
     synthetic) and their batch: the spec's, or the one full shapes imply."""
-    feeds, batch, _ = user_inputs(
-        info.inputs,
-        batch_size=spec.batch_size,
-        dims=spec.dims,
-        shapes=spec.shapes,
-        values=spec.values,
-        inputs_file=spec.inputs_file,
-        batch_axes=spec.batch_axes,
-    )
+    feeds, batch, _ = spec.user_feeds(info.inputs, batch_size=spec.batch_size)
     return feeds, batch
 
 

@@ -51,16 +51,11 @@ from pydantic import (
 )
 
 from optistudio.core.backends import backends
-from optistudio.core.data.datasets import SyntheticDataset, load_labels
+from optistudio.core.data.datasets import load_labels
 from optistudio.core.data.inputs import (
-    BatchAxesField,
-    InputsFile,
-    InputShapes,
-    InputValues,
-    NamedDims,
-    read_input_arrays,
     sample_dims,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import (
     BackendUnavailable,
@@ -115,7 +110,7 @@ NO_TASK = "none"
 """OptimizeSpec.task that judges by cosine and top-1 alone."""
 
 
-class OptimizeSpec(BaseModel):
+class OptimizeSpec(ModelInputs):
     """What to try and what the variants must keep."""
 
     model_config = ConfigDict(extra="forbid")
@@ -172,15 +167,6 @@ class OptimizeSpec(BaseModel):
         description="Settings per pass name, laid over every recipe step of that pass, e.g. "
         "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
     )
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="Full input shapes by input name for the timing and the synthetic accuracy "
-        "inputs, run exactly as given; empty with data = the data's sample shapes.",
-    )
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = None
-    batch_axes: BatchAxesField = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_target(self) -> OptimizeSpec:
@@ -480,15 +466,7 @@ def run_data(
     (optistudio.core.optimize.no_data), the task's judged output probing the normalisation."""
     if data is not None:
         return RunData(data)
-    base = SyntheticDataset(
-        info.inputs,
-        samples=spec.accuracy_samples,
-        dims=spec.dims,
-        shapes=spec.shapes,
-        values=spec.values,
-        arrays=read_input_arrays(spec.inputs_file, info.inputs),
-        batch_axes=spec.batch_axes,
-    )
+    base = spec.dataset(info.inputs, samples=spec.accuracy_samples)
     task = judge.recognition.task if judge else None
     output = judge.recognition.outputs[0] if judge else spec.accuracy_output
     return without_data(model, base, task, output)
@@ -501,17 +479,13 @@ def timing_spec(
     spec's shapes, dims, values and arrays, else the data's sample shapes (text lines of 48x320
     are timed at 48x320, not at the default size of a dynamic dim)."""
     own = spec.comparison
-    if own.shapes or own.dims or own.values or own.inputs_file or own.batch_axes:
+    if own.given():
         return own
-    given: dict[str, Any] = {
-        "shapes": spec.shapes,
-        "dims": spec.dims,
-        "values": spec.values,
-        "inputs_file": spec.inputs_file,
-    }
-    if not any(given.values()) and data is not None:
-        given["dims"] = sample_dims(info.inputs, next(iter(data.batches()), {}))
-    return own.model_copy(update={**given, "batch_axes": spec.batch_axes})
+    given = spec.model_inputs
+    if not given.given() and data is not None:
+        sampled = sample_dims(info.inputs, next(iter(data.batches()), {}))
+        given = given.model_copy(update={"dims": sampled})
+    return own.model_copy(update=given.model_dump())
 
 
 def available_backends(device: str = "cpu") -> list[str]:

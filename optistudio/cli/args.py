@@ -23,10 +23,10 @@ import math
 import sys
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 
 T = TypeVar("T")
@@ -63,15 +63,10 @@ def parse_float_list(text: str) -> list[float]:
         ) from None
 
 
-@dataclass(frozen=True)
-class InputOptions:
-    """What the input flags said, as the spec fields every model-running spec has."""
+class InputOptions(ModelInputs):
+    """What the input flags said: the inputs every model-running spec embeds (ModelInputs),
+    and the check the sizes they left free came from."""
 
-    shapes: dict[str, list[int]] = field(default_factory=dict)
-    dims: dict[str, int] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-    inputs_file: str | None = None
-    batch_axes: dict[str, int | None] = field(default_factory=dict)
     resolved: Any = None
     """The ProfileCheck the sizes left free came from (None: the flags gave them all)."""
 
@@ -82,13 +77,7 @@ class InputOptions:
 
     def fields(self) -> dict[str, Any]:
         """The spec fields: shapes, dims, values, inputs_file and batch_axes."""
-        return {
-            "shapes": self.shapes,
-            "dims": self.dims,
-            "values": self.values,
-            "inputs_file": self.inputs_file,
-            "batch_axes": self.batch_axes,
-        }
+        return {name: getattr(self, name) for name in ModelInputs.FIELDS}
 
 
 def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -> None:
@@ -177,7 +166,7 @@ def _resolved(model: Path, given: InputOptions) -> InputOptions:
     if check.guesses:
         print(f"inputs: {check.line()}", file=sys.stderr)
     update = check.profile.under(info.inputs, given)
-    return replace(given, **update, resolved=check)
+    return given.model_copy(update={**update, "resolved": check})
 
 
 def _given_options(args: argparse.Namespace) -> InputOptions:

@@ -26,7 +26,7 @@ from optistudio.core.backends.target import BackendName, Threads
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.data.datasets import open_dataset
 from optistudio.core.data.images import ImagePreprocessing
-from optistudio.core.data.inputs import InputsFile, InputShapes, InputValues, NamedDims
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.diagnose.diagnostics import DiagnosticsSpec
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
@@ -130,9 +130,11 @@ class ExportJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class VideoJobSpec(VideoSettings):
+class VideoJobSpec(VideoSettings, ModelInputs):
     """Streams of a clip played on the job's model, batched across streams, measured per
-    stream; optionally the search for how many real-time streams the machine holds."""
+    stream; optionally the search for how many real-time streams the machine holds. Its
+    `shapes` set the frame size of a model whose image size is dynamic (the image input's full
+    shape, e.g. {'x': [1, 3, 224, 224]}); frames are the input, so an inputs file is not used."""
 
     backend: BackendName = "onnxruntime"
     threads: Threads = None
@@ -153,16 +155,6 @@ class VideoJobSpec(VideoSettings):
     )
     probe_seconds: float = Field(
         default=3.0, gt=0, le=60, description="How long each capacity probe plays."
-    )
-    shapes: InputShapes = Field(
-        default_factory=dict,
-        description="The image input's full shape, e.g. {'x': [1, 3, 224, 224]}: sets the frame "
-        "size of a model whose size is dynamic.",
-    )
-    dims: NamedDims = Field(default_factory=dict)
-    values: InputValues = Field(default_factory=dict)
-    inputs_file: InputsFile = Field(
-        default=None, description="Not used by video (frames are the input); kept for profiles."
     )
 
     def settings(self) -> VideoSettings:

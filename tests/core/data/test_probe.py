@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from sized_models import build_blocks, build_counted, build_token_blocks
 
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.data.probe import (
     CHECKED,
-    GivenInputs,
     check_profile,
     unchecked_guesses,
 )
@@ -104,7 +104,7 @@ def test_the_trials_are_bounded(tmp_path: Path, limits: dict[str, float], tried:
 def test_what_the_user_gave_is_never_changed(tmp_path: Path) -> None:
     model = build_blocks(tmp_path / "k64.onnx", 64)
 
-    check = checked(model, given=GivenInputs(dims={"x.2": 64}))
+    check = checked(model, given=ModelInputs(dims={"x.2": 64}))
 
     assert check.shapes == {"x": [1, 1, 64, 256]}  # only the width was the profile's to try
     assert not check.profile.guessed["x.2"].endswith(CHECKED)
@@ -114,7 +114,7 @@ def test_what_the_user_gave_is_never_changed(tmp_path: Path) -> None:
 def test_full_shapes_given_leave_nothing_to_check(tmp_path: Path) -> None:
     model = build_blocks(tmp_path / "k64.onnx", 64)
 
-    check = checked(model, given=GivenInputs(shapes={"x": [1, 1, 128, 64]}))
+    check = checked(model, given=ModelInputs(shapes={"x": [1, 1, 128, 64]}))
 
     assert check.runs == 0 and check.guesses == 0 and not check.checked
     assert check.how == "no size guessed" and check.profile == propose_profile(

@@ -1,0 +1,134 @@
+"""How a job feeds its model, as one value: `ModelInputs`.
+
+Every spec that runs a model (benchmark, comparison, pipeline, soak, operator profile,
+optimize, the batching profile and verify, video) is a `ModelInputs`: it inherits the five
+fields below, declared here once, so a stored spec's JSON keeps them flat beside the spec's own
+fields, as it always had them, and specs stored before this class existed read back unchanged.
+What a field means is the same in every spec:
+
+- `shapes`: full shapes by input name, run exactly as given (a batch size applies only to the
+  inputs without one);
+- `dims`: sizes of named dynamic dims ('sequence') or of 'INPUT.INDEX' dims;
+- `values`: fixed values (a number filling the input, or one request's small array);
+- `inputs_file`: an .npz of arrays used as those inputs exactly as given;
+- `batch_axes`: batch axes where the inferred one is wrong (None: no batch axis).
+
+The engine's entry points take the value (`spec.model_inputs`) and make feeds through its
+methods, so there is one way from a spec to the arrays a model runs on (the rules are
+optistudio.core.data.inputs'). A model's stored input profile
+(optistudio.core.data.profile.InputProfile) fills the fields a job leaves empty before the job
+runs.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from optistudio.core.data.datasets import SyntheticDataset
+from optistudio.core.data.inputs import (
+    BatchAxesField,
+    InputsFile,
+    InputShapes,
+    InputValues,
+    NamedDims,
+    read_input_arrays,
+    synthesize_inputs,
+    user_inputs,
+)
+from optistudio.core.model.info import TensorSpec
+
+Feeds = dict[str, np.ndarray]
+
+
+class ModelInputs(BaseModel):
+    """The shapes, dims, values, arrays file and batch axes a model is run at."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("shapes", "dims", "values", "inputs_file", "batch_axes")
+
+    shapes: InputShapes = Field(
+        default_factory=dict,
+        description="Full input shapes by input name, e.g. {'input_ids': [1, 128]}, run "
+        "exactly as given; a batch size applies to the inputs without one.",
+    )
+    dims: NamedDims = Field(default_factory=dict)
+    values: InputValues = Field(default_factory=dict)
+    inputs_file: InputsFile = None
+    batch_axes: BatchAxesField = Field(default_factory=dict)
+
+    @property
+    def model_inputs(self) -> ModelInputs:
+        """These five fields alone, as a plain ModelInputs (of a spec: without its settings)."""
+        if type(self) is ModelInputs:
+            return self
+        return ModelInputs(**{name: getattr(self, name) for name in self.FIELDS})
+
+    def given(self) -> bool:
+        """Whether anything is set (an empty value lets a model's input profile decide)."""
+        return any(getattr(self, name) for name in self.FIELDS)
+
+    def arrays(self, specs: list[TensorSpec]) -> Feeds:
+        """The inputs file's arrays, checked against the model's inputs ({} without one)."""
+        return read_input_arrays(self.inputs_file, specs)
+
+    def feeds(
+        self,
+        specs: list[TensorSpec],
+        *,
+        batch_size: int,
+        seed: int = 0,
+        arrays: Feeds | None = None,
+    ) -> tuple[Feeds, list[str]]:
+        """One run's feeds at `batch_size` and the warnings about defaulted dims. `arrays` are
+        used as given (already read, e.g. the inputs file's); the rest follow these inputs."""
+        return synthesize_inputs(
+            specs,
+            batch_size=batch_size,
+            dims=self.dims,
+            overrides=self.shapes,
+            seed=seed,
+            values=self.values,
+            arrays=arrays,
+            batch_axes=self.batch_axes,
+        )
+
+    def user_feeds(
+        self, specs: list[TensorSpec], *, batch_size: int, seed: int = 0
+    ) -> tuple[Feeds, int, list[str]]:
+        """One run's feeds with the inputs file read, their batch size (the one asked, or the
+        one full shapes imply) and the warnings about defaulted dims."""
+        return user_inputs(
+            specs,
+            batch_size=batch_size,
+            dims=self.dims,
+            shapes=self.shapes,
+            values=self.values,
+            inputs_file=self.inputs_file,
+            seed=seed,
+            batch_axes=self.batch_axes,
+        )
+
+    def dataset(
+        self,
+        specs: list[TensorSpec],
+        *,
+        samples: int,
+        batch_size: int = 1,
+        seed: int = 0,
+    ) -> SyntheticDataset:
+        """Synthetic samples at these inputs (the inputs file's arrays in every batch)."""
+        return SyntheticDataset(
+            specs,
+            samples=samples,
+            batch_size=batch_size,
+            dims=self.dims,
+            seed=seed,
+            shapes=self.shapes,
+            values=self.values,
+            arrays=self.arrays(specs),
+            batch_axes=self.batch_axes,
+        )
