@@ -129,6 +129,10 @@ class Model(Base):
     input_profile: Mapped[dict[str, Any] | None]
     """How every job feeds this model (optistudio.core.data.profile.InputProfile as JSON); None
     until proposed. Variants use their original's."""
+    task: Mapped[str | None] = mapped_column(String(32))
+    """The task the user set on the card (an evaluator's name, or 'none' for cosine and top-1
+    alone) that every job judges the model in; None: recognized from its outputs. Variants
+    use their original's."""
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -118,6 +118,14 @@ def set_input_profile(s: Session, *, model_id: int, profile: dict[str, Any]) -> 
     model.input_profile = profile
 
 
+def set_model_task(s: Session, *, model_id: int, task: str | None) -> None:
+    """Store the task the user set on a model's card (None: recognize it)."""
+    model = s.get(Model, model_id)
+    if model is None:
+        raise LookupError(f"model {model_id} does not exist")
+    model.task = task
+
+
 def set_job_spec(s: Session, *, job_id: int, spec: dict[str, Any]) -> None:
     """Record the settings a job really ran with (its own, with the model's profile under)."""
     job = s.get(Job, job_id)

@@ -39,6 +39,7 @@ from optistudio.db.queries import (
 from optistudio.db.session import transaction
 from optistudio.services.input_profiles import profile_of, save_profile, with_profile
 from optistudio.services.jobkinds import JobKindInfo
+from optistudio.services.model_tasks import with_task
 from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
 
@@ -71,14 +72,15 @@ class JobWork(Generic[SpecT, ResultT]):
 
 
 def profiled(factory: sessionmaker[Session], job: Job, spec: SpecT) -> SpecT:
-    """The job's spec with its model's input profile under the job's own input settings, as
-    the row then records (a redelivered job gets the same: its own settings win)."""
+    """The job's spec with its model's input profile under the job's own input settings, and
+    the task set on the model's card where the job leaves it open, as the row then records (a
+    redelivered job gets the same: its own settings win)."""
     if job.model is None:
         return spec
     checked_first(factory, job, spec)
     with transaction(factory) as s:
         model = s.get(Model, job.model.id)
-        fed = with_profile(s, model, spec) if model is not None else spec
+        fed = with_task(s, model, with_profile(s, model, spec)) if model is not None else spec
         if fed is not spec:
             set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
     return fed
