@@ -9,6 +9,7 @@ functions may bring in heavy optional libraries, never a module of ours (that hi
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +71,7 @@ CORE_FLOORS = [
     {"batching"},
     {"video"},
     {"diagnose"},
+    {"llm"},
     {"report"},
     {"face"},
 ]
@@ -276,3 +278,53 @@ def test_the_circle_finder_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
 
     assert sorted(sorted(c) for c in strongly_connected(graph) if len(c) > 1) == [["a", "b", "c"]]
+
+
+def _doc_table(heading: str) -> dict[str, set[str]]:
+    """The rows of the docs/ARCHITECTURE.md table whose header's first cell is `heading`:
+    each first cell (`model/`) to the set of names in the second, comments in parentheses
+    left out."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    lines = text.split("\n")
+    start = lines.index(f"| {heading} | imports |")
+    rows: dict[str, set[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        name, cell = (part.strip() for part in line.strip("|").split("|")[:2])
+        plain = re.sub(r"\([^)]*\)", "", cell)
+        rows[name.strip("`").rstrip("/")] = {w.strip(" `") for w in plain.split(",") if w.strip()}
+    return rows
+
+
+def test_the_architecture_tables_say_who_imports_whom() -> None:
+    """docs/ARCHITECTURE.md's two tables are the graph: core's packages by their module-level
+    imports (the floor-0 modules read as 'leaves'), the rooms by every import of ours."""
+    core: dict[str, set[str]] = {}
+    for source, target in edges():
+        if source.startswith("optistudio.core.") and target.startswith("optistudio.core."):
+            a, b = (_core_package(m) for m in (source, target))
+            if a != b and a != "leaves":
+                core.setdefault(a, set()).add(b)
+    rooms: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        for name in [*imports(path, top_level=True), *imports(path, top_level=False)]:
+            if is_ours(name):
+                a, b = _room_name(module), _room_name(resolve(name))
+                if a != b and a != "core":
+                    rooms.setdefault(a, set()).add(b)
+
+    assert _doc_table("package") == core
+    assert _doc_table("room") == rooms
+
+
+def _core_package(module: str) -> str:
+    part = module.split(".")[2]
+    return "leaves" if part in CORE_FLOORS[0] else part
+
+
+def _room_name(module: str) -> str:
+    room = room_of(module)
+    if room == "optistudio":
+        return "optistudio/__init__.py"
+    return room.split(".")[1]
