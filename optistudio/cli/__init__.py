@@ -22,6 +22,7 @@ from optistudio.cli.args import (
     validated,
 )
 from optistudio.cli.batching import add_batching_parser, command_batching
+from optistudio.cli.compare import add_compare_parser, command_compare_report
 from optistudio.cli.diagnostics import add_diagnostics_parsers, command_profile, command_soak
 from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_optimize_parser(commands)
     add_diagnostics_parsers(commands)
     add_export_parser(commands)
+    add_compare_parser(commands)
     add_batching_parser(commands)
     add_inputs_parser(commands)
     add_video_parser(commands)
@@ -384,6 +386,8 @@ def _run(args: argparse.Namespace) -> int:
             return command_soak(args)
         if args.command == "export":
             return command_export(args)
+        if args.command == "compare":
+            return command_compare_report(args)
         if args.command == "batching":
             return command_batching(args)
         if args.command == "inputs":
