@@ -100,6 +100,11 @@ BUILTIN_RECIPES: dict[str, Recipe] = {
             ("simplify", {}),
             ("qat", {}),
         ),
+        # Not faster at batch 1 (never among Auto's candidates): it lets a model whose batch
+        # is fixed at 1 be batched, by the batching jobs and a server.
+        _recipe(
+            "dynamic_batch", "Dynamic batch (batch fixed at 1 made free)", ("dynamic_batch", {})
+        ),
     )
 }
 # The LiteRT conversions: their variants are .tflite files, timed on litert whatever the target.

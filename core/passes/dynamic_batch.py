@@ -22,6 +22,7 @@ against N runs of the original at batch 1, row for row.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,14 +330,31 @@ def run_dynamic_batch(
     rewrite = free_batch(onnx.load(str(model)))
     onnx.save(rewrite.model, str(out))
     context.progress(0.5, f"checking batch {config.check_batch} against runs at batch 1")
-    specs = inspect_model(model).inputs
-    samples = [
-        synthesize_inputs(specs, batch_size=1, dims=config.dims, seed=seed)[0]
-        for seed in range(config.check_batch)
-    ]
+    samples = _check_samples(model, config, context, rewrite.inputs)
     check = check_free_batch(model, out, samples, rewrite.inputs)
     details = {"edits": rewrite.edits, "batch_inputs": rewrite.inputs, "check": check.line()}
     return PassReport(output=out, details=details)
+
+
+def _check_samples(
+    model: Path, config: DynamicBatchConfig, context: PassContext, batched: list[str]
+) -> list[dict[str, np.ndarray]]:
+    """The batch-1 samples the rewrite is checked on: the run's calibration samples (real
+    inputs at the model's real shapes, as optimize gives them) when there are enough, else
+    inputs synthesised at `config.dims`."""
+    if context.calibration is not None:
+        samples = list(itertools.islice(context.calibration.batches(), config.check_batch))
+        if len(samples) >= 2 and all(_at_batch_1(sample, batched) for sample in samples):
+            return samples
+    specs = inspect_model(model).inputs
+    return [
+        synthesize_inputs(specs, batch_size=1, dims=config.dims, seed=seed)[0]
+        for seed in range(config.check_batch)
+    ]
+
+
+def _at_batch_1(sample: dict[str, np.ndarray], batched: list[str]) -> bool:
+    return all(name in sample and sample[name].shape[:1] == (1,) for name in batched)
 
 
 DYNAMIC_BATCH = PassInfo(

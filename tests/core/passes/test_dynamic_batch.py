@@ -218,3 +218,24 @@ def test_dynamic_quantization_is_refused_its_scale_would_mix_the_batch(tmp_path:
     graph = helper.make_graph([node], "dq", [value("x", [1, 4])], outputs)
     with pytest.raises(PassFailed, match="one quantization scale for the whole batch"):
         free_batch(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_optimize_writes_the_rewrite_as_a_variant_like_any_other(tmp_path: Path) -> None:
+    """`optistudio optimize MODEL --recipe dynamic_batch --out DIR --json`: a variant whose batch
+    is free, checked against batch-1 runs, judged and timed as every variant is."""
+    import json
+
+    from test_cli import optistudio
+
+    original = cnn_flatten_gemm(tmp_path)
+    done = optistudio("optimize", str(original), "--recipe", "dynamic_batch", "--seconds", "0.1",
+                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path / "d")  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    variant = report["variants"][0]
+    assert variant["status"] == "made", variant
+    assert variant["steps"][0]["details"]["check"].startswith("batch 3 matches 3 runs at batch 1")
+    freed = onnx.load(report["files"]["dynamic_batch"])
+    assert freed.graph.input[0].type.tensor_type.shape.dim[0].dim_param == BATCH_DIM
+    assert variant["accuracy"]["mean_cosine"] > 0.9999
