@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import build_matmul_model
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
@@ -27,14 +26,12 @@ from optistudio.workers import outcome
 
 
 @pytest.fixture
-def model_ids(db_factory, app_settings, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    original = add_model_file(
-        db_factory, app_settings, build_matmul_model(tmp_path / "m.onnx"), name="m"
-    ).model_id
+def model_ids(db_factory, app_settings, make_model) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    original = add_model_file(db_factory, app_settings, make_model("m.onnx"), name="m").model_id
     variant = add_model_file(
         db_factory,
         app_settings,
-        build_matmul_model(tmp_path / "v.onnx", features=8),
+        make_model("v.onnx", features=8),
         name="v",
         origin="variant",
         parent_id=original,
@@ -94,8 +91,8 @@ def test_a_job_that_leaves_the_task_open_runs_in_the_cards_and_records_it(  # ty
     assert OPTIMIZE.parse_spec(stored).task == "regression"
 
 
-def test_the_card_reads_what_recognition_finds_with_its_confidence(tmp_path: Path) -> None:
-    reading = recognized(build_matmul_model(tmp_path / "m.onnx"))
+def test_the_card_reads_what_recognition_finds_with_its_confidence(tiny_model: Path) -> None:
+    reading = recognized(tiny_model)
 
     assert reading.line().startswith(reading.label)
     if reading.task is None:

@@ -16,9 +16,8 @@ def task_card(model_id: int) -> None:
 
 
 def test_the_card_shows_the_reading_and_saves_the_task_for_every_job(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path
+    db_factory, app_settings, tiny_model
 ) -> None:
-    from conftest import build_matmul_model
     from streamlit.testing.v1 import AppTest
 
     from optistudio.services.catalog import add_model_file
@@ -27,8 +26,7 @@ def test_the_card_shows_the_reading_and_saves_the_task_for_every_job(  # type: i
 
     state.settings.clear()
     state.session_factory.clear()
-    path = build_matmul_model(tmp_path / "m.onnx")
-    model_id = add_model_file(db_factory, app_settings, path, name="m").model_id
+    model_id = add_model_file(db_factory, app_settings, tiny_model, name="m").model_id
 
     at = AppTest.from_function(task_card, kwargs={"model_id": model_id}, default_timeout=60)
     at.run()
