@@ -29,6 +29,7 @@ COMMANDS = {
     "backends": ["backends"],
     "recipes": ["recipes"],
     "jobs": ["jobs"],
+    "compare": ["compare", "--variant", "{optimize_job}"],
     "export": ["export", "{variant_id}", "--out", "{tmp}/bundle.zip"],
     "inputs": ["inputs", "{tiny}"],
     "inputs-stored": ["inputs", "--model-id", "{variant_id}"],
@@ -103,8 +104,10 @@ def test_batching_profile_prints_one_document(ran) -> None:  # type: ignore[no-u
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_every_json_command_prints_one_document(ran, name: str) -> None:  # type: ignore[no-untyped-def]
     tmp = ran["tmp"]
-    variant_id = one_document(ran["optimized"])["variants"][0]["model_id"]
+    optimized = one_document(ran["optimized"])
+    variant_id = optimized["variants"][0]["model_id"]
     fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": tmp / "profile.json"}
+    fill |= {"optimize_job": optimized["job_id"]}
     fill |= {"cnn": build_cnn(tmp / "cnn.onnx"), "clip": make_clip(tmp / "clip.mp4", seconds=1)}
     args = [arg.format(**fill, variant_id=variant_id) for arg in COMMANDS[name]]
 

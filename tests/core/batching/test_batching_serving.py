@@ -344,7 +344,12 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
         serving_delays_rate=250.0,
     )  # fmt: skip
 
-    point = measure_saturation(SLOW_PROBE, profiled)
+    # None also when too few steady batches ran (a neighbour can stall the sender that long on
+    # an overloaded machine); the pace is what is checked, so a short run is tried again
+    point = next(
+        filter(None, (measure_saturation(SLOW_PROBE, profiled, seed=s) for s in (9, 10, 11))),
+        None,
+    )
 
     assert point is not None
     pace, extra = point
