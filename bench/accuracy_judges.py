@@ -41,6 +41,20 @@ Models (all offline, cached under data/bench-models/accuracy-judges/):
 Calibration and accuracy use the same data (there is no separate set); timing feeds synthetic
 inputs of the data's shapes. Speed is printed as ratios only.
 
+--zoo (or zoo names in --models): the zoo's real models (bench/zoo_judges.py: YOLOv8 and YOLOX
+detectors, PicoDet, captcha recognizers, magika, Paddle classifiers...), which have no data: each
+run is the one a user without data gets (built-in samples at the zoo's inputs, as --builtin
+without its last column), and the row says whether the task was read right (the task right for
+the model, read in its package's code). Issue 30's target on them: Auto's pick >= 0.9x the
+fastest in-budget anchor of the same run.
+
+At the end a table, one row per model: the task read (right or not), Auto's pick and its speedup
+vs FP32 on ONNX Runtime, the fastest in-budget anchor and its speedup, their ratio and whether
+the 0.9x target holds, with the machine's load during the model's run (other processes' cores,
+steal: optistudio.core.machine.contention). --json prints that table as one JSON document on
+stdout (everything else goes to stderr). --quick bounds each model's run: shorter timings (0.5 s,
+at most 4 s a variant) and 16 built-in samples.
+
 --builtin: the run a user without data gets (bench/builtin_check.py). The optimize run gets no
 data: every variant is judged on built-in samples at the data's sample sizes, the INT8 ones
 calibrated on other built-in samples, and Auto chooses among them; then each variant is judged
@@ -49,7 +63,8 @@ not. The anchors are timed in the same run as without --builtin.
 
 Run: .venv/bin/python bench/accuracy_judges.py [--models recognizer,detector,classifier,minilm]
      [--seconds 1] [--threads 1] [--lines 48] [--pages 12] [--page-size 320] [--pairs 16]
-     [--budget classifier:top1_drop=0.01] [--builtin]
+     [--budget classifier:top1_drop=0.01] [--builtin] [--zoo] [--quick] [--json]
+     .venv/bin/python bench/accuracy_judges.py --zoo --quick --json > zoo-judges.json
 """
 
 from __future__ import annotations
@@ -57,6 +72,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import logging
 import os
 import subprocess
@@ -67,6 +83,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,9 +96,11 @@ import builtin_check  # noqa: E402
 import ocr_data  # noqa: E402
 import reference_models  # noqa: E402
 import sentence_pairs as pairs_data  # noqa: E402
+import zoo_judges  # noqa: E402
 
 from optistudio.core.data.datasets import NpzDataset  # noqa: E402
 from optistudio.core.data.inputs import sample_dims  # noqa: E402
+from optistudio.core.machine.contention import ContentionMonitor  # noqa: E402
 from optistudio.core.machine.environment import isa_flags  # noqa: E402
 from optistudio.core.machine.precisions import native_float  # noqa: E402
 from optistudio.core.measure.compare import (  # noqa: E402
@@ -104,6 +123,12 @@ from optistudio.core.optimize.run import (  # noqa: E402
 )
 
 MODELS = ("recognizer", "detector", "classifier", "minilm")
+RIGHT_TASKS = {
+    "recognizer": "ctc_text",
+    "detector": "detection_map",
+    "classifier": "classification",
+    "minilm": "embedding",
+}
 FOLDER = reference_models.DEFAULT_FOLDER / "accuracy-judges"
 COSINE_LIMIT = 0.99
 TARGET = 1.05
@@ -138,7 +163,8 @@ class Case:
 
     name: str
     path: Path
-    data: NpzDataset
+    data: NpzDataset | None
+    """None: a model without data (a zoo case), run on built-in samples at `inputs`."""
     data_note: str
     comparison: ComparisonSpec
     labels_file: Path | None = None
@@ -148,18 +174,49 @@ class Case:
     extra_label: str = ""
     builtin: bool = False
     """No data for the run: built-in samples, each variant then judged on `data` too."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """The spec's shapes and values for a case without data (the zoo's inputs)."""
+    right_task: str | None = None
+    """The task that is right for the model; None where it is not clear."""
+    samples: int = 32
+    """Built-in samples the run judges on when it has no data."""
 
 
 # --------------------------------------------------------------------------- models and data
 
 
 def _timing(args: argparse.Namespace, batch: int = 1) -> ComparisonSpec:
+    if args.quick:
+        return ComparisonSpec(
+            batch_size=batch,
+            threads=args.threads,
+            min_pairs=20,
+            min_seconds=min(args.seconds, 0.5),
+            max_seconds=4.0,
+        )
     return ComparisonSpec(
         batch_size=batch,
         threads=args.threads,
         min_pairs=30,
         min_seconds=args.seconds,
         max_seconds=max(8 * args.seconds, 8.0),
+    )
+
+
+def zoo_case(name: str, args: argparse.Namespace) -> Case:
+    """A zoo model with no data: built-in samples at the inputs its package feeds it."""
+    found = zoo_judges.zoo_case(name, FOLDER / "zoo", quick=args.quick)
+    flags = found.inputs.flags() or "the model's own sizes"
+    return Case(
+        name,
+        found.path,
+        None,
+        f"no data: built-in samples at {flags} ({found.kind})",
+        _timing(args),
+        builtin=True,
+        inputs={"shapes": found.inputs.shapes, "values": found.inputs.values},
+        right_task=found.right_task,
+        samples=16 if args.quick else 32,
     )
 
 
@@ -249,6 +306,16 @@ BUILDERS: dict[str, Callable[[argparse.Namespace], Case]] = {
 }
 
 
+def builder(name: str) -> Callable[[argparse.Namespace], Case]:
+    """The case's builder: one of BUILDERS, else a zoo model's (bench/zoo_judges.py)."""
+    if name in BUILDERS:
+        return BUILDERS[name]
+    if name in zoo_judges.RIGHT_TASKS:
+        return lambda args: zoo_case(name, args)
+    valid = ", ".join([*BUILDERS, *zoo_judges.RIGHT_TASKS])
+    raise SystemExit(f"--models: no case {name!r}; the cases: {valid}")
+
+
 def pair_shift(case: Case, variant: VariantResult) -> str:
     """The largest change of a pair's similarity, variant against FP32 (paraphrases and not),
     how many sentences keep FP32's nearest neighbour (the paraphrase), and how similar (in
@@ -289,7 +356,9 @@ def run_optimize(case: Case, recipes: list[str]) -> OptimizeReport:
         comparison=case.comparison,
         accuracy_output=case.output,
     )
-    if case.builtin:  # as a user without data: built-in samples at the data's sizes
+    if case.data is None:  # a zoo model: built-in samples at the inputs its package feeds
+        spec = spec.model_copy(update={**case.inputs, "accuracy_samples": case.samples})
+    elif case.builtin:  # as a user without data: built-in samples at the data's sizes
         spec = builtin_check.builtin_spec(case, spec)
     with quiet():
         return optimize(
@@ -419,22 +488,35 @@ def duel(case: Case, anchor: VariantResult, pick: VariantResult) -> Comparison:
 
 
 def report_spec(case: Case) -> ComparisonSpec:
-    """The timing the run used: the case's, at the data's sample sizes (as optimize does)."""
+    """The timing the run used: the case's, at the data's sample sizes (as optimize does), or
+    at the zoo's inputs for a case without data."""
+    if case.data is None:
+        return case.comparison.model_copy(update=case.inputs)
     info = inspect_model(case.path)
     dims = sample_dims(info.inputs, next(iter(case.data.batches())))
     return case.comparison.model_copy(update={"dims": dims})
 
 
-def against_anchors(case: Case, report: OptimizeReport, pick: VariantResult | None) -> str:
-    """Auto's pick against the fastest in-budget anchor, and whether the target holds."""
+def best_anchor(report: OptimizeReport) -> VariantResult | None:
+    """The fastest anchor within the task budget (by its speedup vs FP32 on ORT)."""
     anchors = [
         v
         for v in report.variants
         if v.recipe.name in ANCHORS and v.status == "made" and v.within_budget and v.ratio
     ]
-    best = max(anchors, key=lambda v: speed(v)[0], default=None)
+    return max(anchors, key=lambda v: speed(v)[0], default=None)
+
+
+def in_budget(pick: VariantResult | None) -> bool:
+    return pick is None or (pick.within_budget and not pick.calibrated_on_random)
+
+
+def against_anchors(case: Case, report: OptimizeReport, pick: VariantResult | None) -> str:
+    """Auto's pick against the fastest in-budget anchor, and whether the target holds."""
+    best = best_anchor(report)
     auto = f"Auto's pick {label(pick)} {speed_text(pick)}"
-    if pick is not None and not (pick.within_budget and not pick.calibrated_on_random):
+    if not in_budget(pick):
+        assert pick is not None
         return f"{auto}: OUTSIDE the budget ({pick.budget_note}), target MISSED"
     if best is None:
         return f"{auto}; no anchor is within the task budget"
@@ -458,8 +540,37 @@ def against_anchors(case: Case, report: OptimizeReport, pick: VariantResult | No
     return f"{line}: {word}, target {'met' if met else 'MISSED'}"
 
 
-def run_case(case: Case) -> list[str]:
+def summary_row(
+    case: Case, report: OptimizeReport, pick: VariantResult | None, machine: ContentionMonitor
+) -> zoo_judges.Row:
+    """The model's line of the summary table (bench/zoo_judges.py)."""
+    load = machine.report
+    best = best_anchor(report)
+    value, low, high = speed(pick)
+    return zoo_judges.Row(
+        model=case.name,
+        task=report.task,
+        right_task=case.right_task,
+        confidence=report.task_confidence,
+        pick=label(pick),
+        pick_speedup=value,
+        pick_interval=(low, high),
+        anchor=None if best is None else best.recipe.name,
+        anchor_speedup=None if best is None else speed(best)[0],
+        anchor_interval=None if best is None else speed(best)[1:],
+        in_budget=in_budget(pick),
+        other_cores=load.other_cores,
+        steal=load.steal_share,
+        contended=load.contended,
+        seconds=load.wall_s,
+        note=report.said(),
+    )
+
+
+def run_case(case: Case) -> tuple[list[str], zoo_judges.Row]:
     t0 = time.perf_counter()
+    machine = ContentionMonitor()
+    machine.start()
     usable = available_backends()
     recipes = ["auto", "int8_dynamic", "int8_static"]
     recipes += ["int8_nncf"] if "openvino" in usable else []
@@ -471,13 +582,16 @@ def run_case(case: Case) -> list[str]:
         )
     }
     report = run_optimize(case, recipes)
+    machine.stop()
     pick = choose([v for v in report.variants if v.recipe.name in autos])
     budget = ", ".join(f"{k} {v:g}" for k, v in report.task_budget.items()) or "cosine/top-1"
-    data = f"{report.data}; then each variant on {case.data_note}" if case.builtin else None
+    on_data = case.builtin and case.data is not None
+    data = f"{report.data}; then each variant on {case.data_note}" if on_data else None
+    task = f"{report.task} ({report.task_confidence or 'set'})" if report.task else "none"
     lines = [
         f"### {case.name}: {case.path.name}",
         "",
-        f"data: {data or case.data_note}. Task: {report.task} ({report.task_reason}); task budget: "
+        f"data: {data or case.data_note}. Task: {task}: {report.task_reason}; task budget: "
         f"{budget}; cosine on `{_judged(report)}`. Speedups vs FP32 on ONNX Runtime, "
         f"batch {case.comparison.batch_size}, {case.comparison.threads} thread(s).",
         "",
@@ -489,10 +603,11 @@ def run_case(case: Case) -> list[str]:
     if missing:
         lines.append(f"- anchors not run here: {', '.join(missing)}")
     text = against_anchors(case, report, pick)
-    held = [f"{case.name}: {builtin_check.pick_line(case, pick)}"] if case.builtin else []
+    held = [f"{case.name}: {builtin_check.pick_line(case, pick)}"] if on_data else []
     lines += ["", f"**{case.name}: {text}**", *held, "", f"({time.perf_counter() - t0:.0f} s)"]
     print("\n".join(lines), flush=True)
-    return [f"{case.name}: {text}", f"{case.name}: {picks_line(report, autos, pick)}", *held]
+    said = [f"{case.name}: {text}", f"{case.name}: {picks_line(report, autos, pick)}", *held]
+    return said, summary_row(case, report, pick, machine)
 
 
 def _judged(report: OptimizeReport) -> str:
@@ -505,8 +620,9 @@ def _budgets(values: list[str]) -> dict[str, dict[str, float]]:
     for value in values:
         model, _, rest = value.partition(":")
         metric, _, limit = rest.partition("=")
-        if model not in MODELS or not metric or not limit:
-            raise SystemExit(f"--budget {value!r}: use MODEL:METRIC=LIMIT, MODEL in {MODELS}")
+        known = (*MODELS, *zoo_judges.RIGHT_TASKS)
+        if model not in known or not metric or not limit:
+            raise SystemExit(f"--budget {value!r}: use MODEL:METRIC=LIMIT, MODEL in {known}")
         found.setdefault(model, {})[metric] = float(limit)
     return found
 
@@ -533,9 +649,10 @@ def header() -> list[str]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    parser.add_argument("--zoo", action="store_true", help="the zoo's real models issue 30 names")
     parser.add_argument("--seconds", type=float, default=1.0, help="least timed s per variant")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for timing")
     parser.add_argument("--lines", type=int, default=48, help="rendered text lines")
@@ -549,33 +666,62 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--builtin", action="store_true", help="no data for the runs: built-in samples"
     )
+    parser.add_argument("--quick", action="store_true", help="bounded timings, 16 samples")
+    parser.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
     args = parser.parse_args(argv)
+    if args.zoo and args.models == ",".join(MODELS):
+        args.models = ",".join(zoo_judges.ISSUE_CASES)
+    return args
+
+
+def build(name: str, args: argparse.Namespace, budgets: dict[str, dict[str, float]]) -> Case:
+    case = builder(name)(args)
+    case.right_task = case.right_task or RIGHT_TASKS.get(name)
+    if name in budgets:
+        case.budgets = budgets[name]
+    if args.builtin and case.data is not None:
+        builtin_check.with_builtin(case)
+    return case
+
+
+def run_all(args: argparse.Namespace) -> tuple[list[str], list[zoo_judges.Row]]:
+    """Every case named: the lines of the summary and the rows of its table."""
     budgets = _budgets(args.budget)
-    t0 = time.perf_counter()
-    print("\n".join(header()), flush=True)
-    FOLDER.mkdir(parents=True, exist_ok=True)
-    summary = []
+    summary: list[str] = []
+    rows: list[zoo_judges.Row] = []
     for name in [n.strip() for n in args.models.split(",") if n.strip()]:
         try:
-            case = BUILDERS[name](args)
-        except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-            line = f"{name}: skipped ({exc})"
+            case = build(name, args, budgets)
+        except (FileNotFoundError, subprocess.CalledProcessError, RuntimeError) as exc:
+            line = f"{name}: skipped ({' '.join(str(exc).split())[:300]})"
             print(f"\n{line}", flush=True)
             summary.append(line)
             continue
-        if name in budgets:
-            case.budgets = budgets[name]
-        if args.builtin:
-            builtin_check.with_builtin(case)
         print(flush=True)
         with contextlib.chdir(FOLDER):  # nothing a quantizer writes lands in the checkout
-            summary += run_case(case)
-    print("\nsummary")
-    for line in summary:
-        print(f"  {line}")
-    print(
-        f"total {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f} at the end"
-    )
+            said, row = run_case(case)
+        summary += said
+        rows.append(row)
+    return summary, rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    t0 = time.perf_counter()
+    stdout = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr if args.json else stdout):
+        print("\n".join(header()), flush=True)
+        FOLDER.mkdir(parents=True, exist_ok=True)
+        summary, rows = run_all(args)
+        print("\nsummary")
+        for line in summary:
+            print(f"  {line}")
+        print("", *zoo_judges.table(rows), "", sep="\n")
+        end = f"total {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}"
+        print(f"{end} at the end", flush=True)
+    if args.json:
+        document = {"environment": header(), "rows": [row.as_json() for row in rows]}
+        print(json.dumps(document, indent=2), file=stdout)
     return 0
 
 

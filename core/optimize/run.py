@@ -78,8 +78,14 @@ from optistudio.core.numerics.accuracy import (
     accuracy_report,
     within_budget,
 )
+from optistudio.core.numerics.evaluators.base import ModelFacts
 from optistudio.core.numerics.evaluators.evidence import Confidence
-from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
+from optistudio.core.numerics.evaluators.recognize import (
+    TaskReading,
+    as_run,
+    model_facts,
+    read_task,
+)
 from optistudio.core.optimize.headline import LeftOut, headline, left_out
 from optistudio.core.optimize.making import (
     check_variant,
@@ -97,6 +103,7 @@ from optistudio.core.optimize.recipes import (
     int8_notes,
     resolve_recipes,
 )
+from optistudio.core.optimize.run_shapes import output_shapes
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
@@ -417,6 +424,8 @@ def task_judge(
     outputs = [spec.accuracy_output] if spec.accuracy_output else None
     reading = read_task(facts, spec.task, outputs=outputs)
     if reading.found is None:
+        reading = _read_as_run(model, facts, spec, data, outputs) or reading
+    if reading.found is None:
         if spec.budgets:
             raise InvalidSpec(
                 "No task was recognized in this model's outputs, so a budget in task metrics "
@@ -445,6 +454,21 @@ def task_judge(
     return TaskChoice(
         TaskJudge(evaluator, recognition, task_labels), budget, tuple(reading.reasons)
     )
+
+
+def _read_as_run(
+    model: Path,
+    facts: ModelFacts,
+    spec: OptimizeSpec,
+    data: CalibrationSource | None,
+    outputs: list[str] | None,
+) -> TaskReading | None:
+    """The task read from the shapes one run returns, where they contradict the declared
+    ones (optistudio.core.optimize.run_shapes); None when none does or it finds no task."""
+    shapes = output_shapes(model, inspect_model(model), spec.model_inputs, data)
+    ran = as_run(facts, shapes)
+    reading = read_task(ran, None, outputs=outputs) if ran is not None else None
+    return reading if reading is not None and reading.found is not None else None
 
 
 def _sample_total(data: CalibrationSource) -> int:

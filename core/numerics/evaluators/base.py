@@ -137,6 +137,14 @@ class Recognition(BaseModel):
         "the model's 'character' metadata; None reads strings as class ids. Derived from the "
         "model, so left out of dumps: recognize again to get it back.",
     )
+    image_size: tuple[int, int] | None = Field(
+        default=None,
+        exclude=True,
+        repr=False,
+        description="Detection: the image input's height and width where the model fixes them, "
+        "on which PicoDet-style heads' cells are placed; None when they are not fixed. Derived "
+        "from the model, so left out of dumps.",
+    )
 
 
 class Case(BaseModel):

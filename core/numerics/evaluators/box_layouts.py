@@ -19,10 +19,11 @@ then read alike), never from the declared shapes:
   NMS: PicoDet exported with its decoding, SSD). When C equals K, [N, K, C] is assumed;
 - heads: per-head class scores [N, A_i, C] and box distributions [N, A_i, 4 (R + 1)], listed
   as pairs, scores first (PicoDet / GFL exported without post-processing; either may have its
-  anchors last). Assumed: each head is a square grid of sqrt(A_i) cells, the finest at stride 8
-  and the others at 8 x (finest side / their side), so 8, 16, 32, 64 for PicoDet; a side's
-  distance is the expectation of the softmax over its R + 1 bins, in strides, from the cell's
-  centre ((col + 0.5) x stride, (row + 0.5) x stride).
+  anchors last). Each head is a grid of ceil(H / s) x ceil(W / s) cells at stride s, H x W the
+  image's height and width when known, else the squarest grid the cell counts fit with the
+  finest head at stride 8 (`head_grids`); a side's distance is the expectation of the softmax
+  over its R + 1 bins, in strides, from the cell's centre ((col + 0.5) x stride,
+  (row + 0.5) x stride).
 
 Raw predictions and scores per class are suppressed as a deployment would: boxes scoring below
 `min_score` dropped, the best `MAX_CANDIDATES` kept, then non-maximum suppression per class
@@ -31,18 +32,17 @@ Raw predictions and scores per class are suppressed as a deployment would: boxes
 
 from __future__ import annotations
 
-from math import isqrt
 from typing import Literal
 
 import numpy as np
 
 from optistudio.core.errors import DataMismatch, OutputsDiffer
 from optistudio.core.numerics.evaluators.boxes import nms
+from optistudio.core.numerics.evaluators.head_grids import Grid, head_grids
 
 Layout = Literal["rows", "indexed_rows", "anchors", "channels", "split", "per_class", "heads"]
 MAX_CANDIDATES = 1000
 """Boxes NMS looks at per image, the best first (its memory grows with the square)."""
-BASE_STRIDE = 8
 LAYOUTS: dict[Layout, str] = {
     "rows": "NMS rows x1, y1, x2, y2, score(, class)",
     "indexed_rows": "NMS rows batch index, x1, y1, x2, y2, class, score",
@@ -52,8 +52,9 @@ LAYOUTS: dict[Layout, str] = {
     "objectness: YOLOv8 / v11), decoded and suppressed by NMS",
     "split": "boxes with a score (and class) each, after NMS",
     "per_class": "boxes with a score per class, suppressed by NMS",
-    "heads": "per-head class scores and box distributions (PicoDet-style), decoded assuming "
-    "square grids at strides 8, 16, 32, ... and suppressed by NMS",
+    "heads": "per-head class scores and box distributions (PicoDet-style), decoded on grids of "
+    "the image's height and width / stride (square ones at strides 8, 16, 32, ... when the size "
+    "is not known) and suppressed by NMS",
 }
 
 
@@ -162,10 +163,16 @@ def check_alike(layout: Layout, reference: list[np.ndarray], candidate: list[np.
 
 
 def read_images(
-    layout: Layout, arrays: list[np.ndarray], *, samples: int | None, min_score: float
+    layout: Layout,
+    arrays: list[np.ndarray],
+    *,
+    samples: int | None,
+    min_score: float,
+    image_size: tuple[int, int] | None = None,
 ) -> list[Detections]:
     """Each image's detections in `arrays` (the recognition's order); `samples` (the images
-    fed, when known) splits NMS rows that carry a batch index, images without rows included."""
+    fed, when known) splits NMS rows that carry a batch index, images without rows included;
+    `image_size` (height, width, when known) places PicoDet-style heads' cells."""
     if layout == "rows":
         return _rows(arrays[0])
     if layout == "indexed_rows":
@@ -173,7 +180,7 @@ def read_images(
     if layout in ("anchors", "channels"):
         return _raw(arrays[0], layout == "anchors", min_score)
     if layout == "heads":
-        return _heads(arrays, min_score)
+        return _heads(arrays, min_score, image_size)
     return _split(arrays, per_class=layout == "per_class", min_score=min_score)
 
 
@@ -249,15 +256,16 @@ def _anchors_first(array: np.ndarray, anchors: int, what: str) -> np.ndarray:
     )
 
 
-def _heads(arrays: list[np.ndarray], min_score: float) -> list[Detections]:
+def _heads(
+    arrays: list[np.ndarray], min_score: float, image_size: tuple[int, int] | None
+) -> list[Detections]:
     pairs = [_head(arrays[at], arrays[at + 1]) for at in range(0, len(arrays), 2)]
-    sides = [_grid_side(scores.shape[1]) for scores, _ in pairs]
-    strides = [BASE_STRIDE * max(sides) / side for side in sides]
+    grids = head_grids([scores.shape[1] for scores, _ in pairs], image_size)
     images: list[Detections] = []
     for image in range(pairs[0][0].shape[0]):
         parts = [
-            (_head_boxes(dist[image], side, stride), scores[image])
-            for (scores, dist), side, stride in zip(pairs, sides, strides, strict=True)
+            (_head_boxes(dist[image], grid), scores[image])
+            for (scores, dist), grid in zip(pairs, grids, strict=True)
         ]
         boxes = np.vstack([part[0] for part in parts])
         found = np.vstack([part[1] for part in parts]).astype(np.float64)
@@ -291,26 +299,16 @@ def _head(scores: np.ndarray, distributions: np.ndarray) -> tuple[np.ndarray, np
     return scores, distributions
 
 
-def _grid_side(cells: int) -> int:
-    side = isqrt(cells)
-    if side * side != cells:
-        raise DataMismatch(
-            f"A head of {cells} cells is no square grid: the cells cannot be placed.",
-            hint="Heads are read as square grids (a square input); export the model with its "
-            "decoding, or judge it by output cosine (task none).",
-        )
-    return side
-
-
-def _head_boxes(distributions: np.ndarray, side: int, stride: float) -> np.ndarray:
+def _head_boxes(distributions: np.ndarray, grid: Grid) -> np.ndarray:
     """Corner boxes [A, 4] of one head's cells from their side distributions [A, 4 (R + 1)]."""
     cells = len(distributions)
     logits = distributions.astype(np.float64).reshape(cells, 4, -1)
     logits -= logits.max(axis=2, keepdims=True)
     weights = np.exp(logits)
     weights /= weights.sum(axis=2, keepdims=True)
-    distances = (weights * np.arange(logits.shape[2])).sum(axis=2) * stride
+    distances = (weights * np.arange(logits.shape[2])).sum(axis=2) * grid.stride
     index = np.arange(cells)
-    cx, cy = (index % side + 0.5) * stride, (index // side + 0.5) * stride
+    cx = (index % grid.cols + 0.5) * grid.stride
+    cy = (index // grid.cols + 0.5) * grid.stride
     left, top, right, bottom = distances.T
     return np.stack([cx - left, cy - top, cx + right, cy + bottom], axis=1)

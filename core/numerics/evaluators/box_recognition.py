@@ -178,7 +178,8 @@ def heads_layout(facts: ModelFacts) -> Found | None:
     return [name for s, b, _ in pairs for name in (s.name, b.name)], (
         f"{len(pairs)} heads, {described}: per-cell class scores (after Sigmoid) and box "
         "distributions (4 sides x bins) of an anchor-free detector before decoding "
-        "(PicoDet-style; decoded on square grids at strides 8, 16, 32, ... and suppressed here)"
+        "(PicoDet-style; decoded on grids of the input's size / strides 8, 16, 32, ... and "
+        "suppressed here)"
     )
 
 

@@ -62,6 +62,7 @@ from optistudio.core.numerics.evaluators.boxes import (
     read_box_labels,
 )
 from optistudio.core.numerics.evaluators.evidence import STRONG, Evidence
+from optistudio.core.numerics.evaluators.input_kinds import fixed_image_size
 from optistudio.core.numerics.evaluators.label_metadata import label_evidence
 from optistudio.core.numerics.evaluators.outputs import checked, output_named, size
 from optistudio.core.numerics.evaluators.tallying import BaseTally
@@ -123,7 +124,12 @@ class DetectionBoxesEvaluator(Evaluator):
         if found is None:
             return None
         outputs, reason = found
-        return Recognition(task=self.info.name, reason=reason, outputs=outputs)
+        return Recognition(
+            task=self.info.name,
+            reason=reason,
+            outputs=outputs,
+            image_size=fixed_image_size(facts),
+        )
 
     def weigh(self, facts: ModelFacts) -> Case | None:
         """The layout found is STRONG; label names in the metadata count for (one per class
@@ -140,10 +146,10 @@ class DetectionBoxesEvaluator(Evaluator):
         heads = len(chosen.outputs) > 3 and len(chosen.outputs) % 2 == 0
         picked = chosen.outputs if heads else chosen.outputs[:3]
         checked(self.info.name, facts, picked, why_not_for(facts, picked))
-        return chosen.model_copy(update={"outputs": picked})
+        return chosen.model_copy(update={"outputs": picked, "image_size": fixed_image_size(facts)})
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
-        return BoxesTally(recognition.outputs, labels)
+        return BoxesTally(recognition.outputs, labels, image_size=recognition.image_size)
 
     def read_labels(self, path: Path, *, samples: int) -> list[np.ndarray]:
         """Label boxes: a .json list per sample of [x1, y1, x2, y2, class] rows."""
@@ -174,9 +180,16 @@ class BoxesTally(FedSamplesTally, BaseTally):
 
     task = "detection_boxes"
 
-    def __init__(self, outputs: list[str], labels: list[np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        outputs: list[str],
+        labels: list[np.ndarray] | None = None,
+        *,
+        image_size: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__(labels)
         self.outputs = outputs
+        self.image_size = image_size
         self.counts = MatchCounts()
         self.ap = {"reference": ApTally(), "candidate": ApTally()}
         self.layout: Layout | None = None
@@ -194,7 +207,13 @@ class BoxesTally(FedSamplesTally, BaseTally):
         layout = self.read_layout(ref_arrays)
         check_alike(layout, ref_arrays, cand_arrays)
         ref_images, cand_images = (
-            read_images(layout, arrays, samples=samples, min_score=self.min_score)
+            read_images(
+                layout,
+                arrays,
+                samples=samples,
+                min_score=self.min_score,
+                image_size=self.image_size,
+            )
             for arrays in (ref_arrays, cand_arrays)
         )
         if len(ref_images) != len(cand_images):
@@ -294,13 +313,25 @@ class BoxesTally(FedSamplesTally, BaseTally):
         return "; ".join(parts)
 
 
-def image_detections(outputs: list[str], arrays: dict[str, np.ndarray]) -> list[Detections]:
+def image_detections(
+    outputs: list[str],
+    arrays: dict[str, np.ndarray],
+    *,
+    image_size: tuple[int, int] | None = None,
+) -> list[Detections]:
     """Each image's boxes, scores and classes in a detector's `arrays`, read the way the
     tally reads them (`outputs`: the recognition's picked output names, in its order; raw
-    predictions decoded and suppressed by NMS)."""
-    tally = BoxesTally(outputs)
+    predictions decoded and suppressed by NMS; `image_size`: the input's height and width,
+    where PicoDet-style heads' cells sit)."""
+    tally = BoxesTally(outputs, image_size=image_size)
     found = tally.arrays(arrays)
-    return read_images(tally.read_layout(found), found, samples=None, min_score=SCORE_THRESHOLD)
+    return read_images(
+        tally.read_layout(found),
+        found,
+        samples=None,
+        min_score=SCORE_THRESHOLD,
+        image_size=image_size,
+    )
 
 
 def _listed(what: str, found: Detections, indices: list[int]) -> str:
@@ -321,7 +352,8 @@ DETECTION_BOXES = EvaluatorInfo(
     "score, class; or batch index, x1, y1, x2, y2, class, score), raw YOLO predictions "
     "([N, anchors, 5 + classes] read with objectness as YOLOv5 / YOLOX, [N, 4 + classes, "
     "anchors] without as YOLOv8 / v11: the smaller axis holds the values), separate boxes and "
-    "scores, and PicoDet-style heads (assumed square grids at strides 8, 16, 32, ...); raw "
+    "scores, and PicoDet-style heads (grids of the input's height and width / stride; square "
+    "ones at strides 8, 16, 32, ... when the size is not fixed); raw "
     "predictions are decoded and suppressed by NMS (IoU 0.45) first. The drill-down lists the "
     "images with boxes lost or added.",
     metrics=METRICS,

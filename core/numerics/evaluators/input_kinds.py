@@ -71,3 +71,14 @@ def _is(kind: str, name: str, shape: list, dtype: str) -> bool:
     if kind == "audio":
         return floating and len(shape) in (2, 3) and any(word in lowered for word in AUDIO_WORDS)
     return floating and len(shape) == (2 if kind == "features" else 3)
+
+
+def fixed_image_size(facts: ModelFacts) -> tuple[int, int] | None:
+    """The image input's height and width where the graph fixes both (NCHW or NHWC); None
+    for another input kind or a dynamic size."""
+    kind, name = input_kind(facts)
+    if kind != "image":
+        return None
+    shape = [size(dim) for dim in facts.input_shapes[name]]
+    height, width = shape[2:4] if shape[1] in CHANNELS else shape[1:3]
+    return (height, width) if height and width else None

@@ -267,3 +267,34 @@ def _dims(value: onnx.ValueInfoProto) -> list[Dim]:
         declared: Dim = dim.dim_value if dim.dim_value > 0 else (dim.dim_param or None)
         dims.append(None if is_anonymous(declared) else declared)
     return dims
+
+
+def as_run(facts: ModelFacts, shapes: Mapping[str, list[int]]) -> ModelFacts | None:
+    """The facts read at the shapes a run had (`shapes`, by input and output name) where the
+    declaration leaves them open or is contradicted: an output of another rank (ddddocr's
+    [1, seqlen] for [T, 1, C]) takes the run's shape, an open dim (a name, unknown) of an
+    output or an input the run's size (PP-OCRv6's map, declared with no dim fixed, is
+    [N, 1, H, W]; a PicoDet's heads count cells of the image fed). None when nothing changes."""
+    outputs = [_as_ran(output, shapes.get(output.name)) for output in facts.outputs]
+    inputs = {
+        name: _open_dims_filled(shape, shapes.get(name))
+        for name, shape in facts.input_shapes.items()
+    }
+    if outputs == facts.outputs and inputs == facts.input_shapes:
+        return None
+    return facts.model_copy(update={"outputs": outputs, "input_shapes": inputs})
+
+
+def _open_dims_filled(declared: list[Dim], ran: list[int] | None) -> list[Dim]:
+    if ran is None or len(ran) != len(declared):
+        return declared
+    return [dim if isinstance(dim, int) else seen for dim, seen in zip(declared, ran, strict=True)]
+
+
+def _as_ran(output: OutputFacts, ran: list[int] | None) -> OutputFacts:
+    if ran is None:
+        return output
+    if len(ran) != len(output.shape):
+        return output.model_copy(update={"shape": list(ran)})
+    shape = _open_dims_filled(output.shape, ran)
+    return output.model_copy(update={"shape": shape}) if shape != output.shape else output

@@ -10,7 +10,10 @@ node (Paddle's for some heads, hand-written layers, old opsets) write it out:
     y = Div(e, s)                  or Mul(e, Reciprocal(s))
 
 `softmax_chain` says whether a node ends such a chain: the numerator and the ReduceSum's input
-are the same Exp (past pass-through ops, as every producer is read). The axis is the ReduceSum's
+are the same Exp (past pass-through ops, as every producer is read). A sum or max reduced
+without keeping its axis and broadcast back (Reshape, then Expand: jax2tf writes softmax so, as
+magika's classifier has it) is the same sum, and so is a max floored by a constant first
+(Max(c, ReduceMax(x)): it only keeps exp finite). The axis is the ReduceSum's
 one axis (an attribute before opset 13, a constant input from it); None when it sums over
 several axes, all of them, or axes only known at run time.
 """
@@ -41,8 +44,8 @@ def softmax_chain(
     parts = _quotient(node, producer)
     if parts is None:
         return None
-    exp, total = parts
-    if exp.op_type != "Exp" or total.op_type != "ReduceSum" or not total.input:
+    exp, total = parts[0], _past_broadcast(parts[1], producer)
+    if exp.op_type != "Exp" or total is None or total.op_type != "ReduceSum" or not total.input:
         return None
     if not _same(producer(total.input[0]), exp):
         return None
@@ -50,6 +53,25 @@ def softmax_chain(
     ops = ["ReduceMax", "Sub"] if stabilised else []
     ops += ["Exp", "ReduceSum", "Div" if node.op_type == "Div" else "Reciprocal / Mul"]
     return Chain(_one_axis(total, constants), source, " / ".join(ops))
+
+
+def _past_broadcast(node: onnx.NodeProto | None, producer: Producer) -> onnx.NodeProto | None:
+    """The node past Expand ops (a value broadcast back to the shape it was reduced from)."""
+    seen = 0
+    while node is not None and node.op_type == "Expand" and node.input and seen < 8:
+        node = producer(node.input[0])
+        seen += 1
+    return node
+
+
+def _is_max(node: onnx.NodeProto | None, producer: Producer) -> bool:
+    """A ReduceMax, or a Max of one (floored by a constant: the other input is no node's)."""
+    if node is None or node.op_type == "ReduceMax":
+        return node is not None
+    if node.op_type != "Max" or len(node.input) != 2:
+        return False
+    fed = [_past_broadcast(producer(name), producer) for name in node.input]
+    return sum(f is not None and f.op_type == "ReduceMax" for f in fed) == 1 and None in fed
 
 
 def _same(node: onnx.NodeProto | None, other: onnx.NodeProto) -> bool:
@@ -82,8 +104,8 @@ def _exp_source(exp: onnx.NodeProto, producer: Producer) -> tuple[onnx.NodeProto
     fed = producer(exp.input[0]) if exp.input else None
     if fed is None or fed.op_type != "Sub" or len(fed.input) != 2:
         return fed, False
-    subtracted = producer(fed.input[1])
-    if subtracted is None or subtracted.op_type != "ReduceMax":
+    subtracted = _past_broadcast(producer(fed.input[1]), producer)
+    if not _is_max(subtracted, producer):
         return fed, False
     return producer(fed.input[0]), True
 

@@ -222,6 +222,51 @@ def picodet_heads_model(path: Path, cells: tuple[int, ...] = (16, 4), classes: i
     return save(path, nodes, inputs, outputs)
 
 
+def picodet_image_model(
+    path: Path,
+    height: int,
+    width: int,
+    strides: tuple[int, ...] = (8, 16),
+    classes: int = 3,
+    *,
+    dynamic: bool = False,
+) -> Path:
+    """A PicoDet-style detector on an image [1, 3, height, width]: per stride s a Conv of
+    kernel and stride s makes (height / s) x (width / s) cells of class logits and box
+    distributions (4 sides x 8 bins), reshaped to [1, cells, C] and sliced in two, the scores
+    through a Sigmoid. Seeded weights, so random images give boxes. `dynamic`: the image's
+    height and width, and so the cell counts, declared open."""
+    channels = classes + 32
+    constants = {
+        "cells_shape": [0, channels, -1],
+        "at_0": [0],
+        "at_classes": [classes],
+        "at_end": [channels],
+        "last_axis": [2],
+    }
+    initializers = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in constants.items()]
+    nodes, outputs = [], []
+    for head, stride in enumerate(strides):
+        cells = (height // stride) * (width // stride)
+        initializers.append(weight(f"w{head}", (channels, 3, stride, stride), seed=head))
+        nodes += [
+            helper.make_node("Conv", ["image", f"w{head}"], [f"map{head}"], strides=[stride] * 2),
+            helper.make_node("Reshape", [f"map{head}", "cells_shape"], [f"flat{head}"]),
+            helper.make_node("Transpose", [f"flat{head}"], [f"all{head}"], perm=[0, 2, 1]),
+            helper.make_node(
+                "Slice", [f"all{head}", "at_0", "at_classes", "last_axis"], [f"logit{head}"]
+            ),
+            helper.make_node("Sigmoid", [f"logit{head}"], [f"cls{head}"]),
+            helper.make_node(
+                "Slice", [f"all{head}", "at_classes", "at_end", "last_axis"], [f"reg{head}"]
+            ),
+        ]
+        count = f"cells{head}" if dynamic else cells
+        outputs += [tensor(f"cls{head}", [1, count, classes]), tensor(f"reg{head}", [1, count, 32])]
+    image = tensor("image", [1, 3, "H", "W"] if dynamic else [1, 3, height, width])
+    return save(path, nodes, [image], outputs, initializers=initializers)
+
+
 def argmax_ids_model(path: Path, classes: int = 37) -> Path:
     """A recognizer with the argmax inside: scores [N, T, C] -> ArgMax(axis=2) -> ids [N, T]."""
     return save(

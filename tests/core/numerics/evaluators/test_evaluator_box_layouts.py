@@ -187,12 +187,15 @@ def test_a_raw_variant_of_another_shape_is_the_variants_fault() -> None:
 BINS = 8
 
 
-def heads(found: list[tuple[int, int, tuple[int, int, int, int], int, float]]) -> Outputs:
-    """Two heads (4 x 4 cells at stride 8, 2 x 2 at stride 16), 3 classes; `found` lists
-    (head, cell, bins of left/top/right/bottom, class, score). Other cells: faint scores and
-    flat distributions."""
+def heads(
+    found: list[tuple[int, int, tuple[int, int, int, int], int, float]],
+    cells_per_head: tuple[int, ...] = (16, 4),
+) -> Outputs:
+    """Two heads (by default 4 x 4 cells at stride 8, 2 x 2 at stride 16), 3 classes; `found`
+    lists (head, cell, bins of left/top/right/bottom, class, score). Other cells: faint scores
+    and flat distributions."""
     arrays: Outputs = {}
-    for head, cells in enumerate((16, 4)):
+    for head, cells in enumerate(cells_per_head):
         scores = np.full((1, cells, 3), 0.01, np.float32)
         dist = np.zeros((1, cells, 4 * BINS), np.float32)
         for where, cell, sides, cls, score in found:
@@ -246,3 +249,30 @@ def test_heads_that_are_no_square_grid_are_refused_with_a_way_out() -> None:
 
     with pytest.raises(DataMismatch, match="12 cells is no square grid"):
         image_detections(["s", "b", "cls1", "reg1"], arrays)
+
+
+# a 48 x 32 input: heads of 6 x 4 cells at stride 8 and 3 x 2 at stride 16
+TALL_CELLS = (24, 6)
+TALL_BOXES = [(0, 9, (1, 1, 2, 2), 0, 0.9), (1, 3, (1, 0, 1, 2), 2, 0.8)]
+
+
+def test_heads_of_a_non_square_input_are_placed_on_its_grid() -> None:
+    arrays = heads(TALL_BOXES, TALL_CELLS)
+
+    (found,) = image_detections(HEAD_OUTPUTS, arrays, image_size=(48, 32))
+
+    order = np.argsort(found.classes)
+    # head 0, cell 9 = row 2, col 1 of 4 columns: centre (12, 20); sides 1, 1, 2, 2 x 8 px.
+    # head 1, cell 3 = row 1, col 1 of 2 columns at stride 16: centre (24, 24).
+    assert np.allclose(found.boxes[order], [[4, 12, 28, 36], [8, 24, 40, 56]], atol=1e-6)
+    assert found.classes[order].tolist() == [0, 2]
+
+
+def test_heads_of_a_non_square_grid_without_the_image_size_are_refused() -> None:
+    with pytest.raises(DataMismatch, match=r"24 cells is no square grid \(6 x 4 or 4 x 6"):
+        image_detections(HEAD_OUTPUTS, heads(TALL_BOXES, TALL_CELLS))
+
+
+def test_heads_that_do_not_fit_the_image_size_are_refused() -> None:
+    with pytest.raises(DataMismatch, match="24 cells is no grid of a 40 x 40 image"):
+        image_detections(HEAD_OUTPUTS, heads(TALL_BOXES, TALL_CELLS), image_size=(40, 40))

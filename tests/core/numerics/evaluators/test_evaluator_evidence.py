@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from evaluator_graphs import classifier_model, save, tensor, unknown_model, weight
 from onnx import TensorProto, helper
@@ -89,7 +90,8 @@ def primitive_softmax_classifier(path: Path, written: str, classes: int = 10) ->
     """An image classifier whose softmax is written out (as Paddle exports some): x [N, 3, 8, 8]
     -> GlobalAveragePool -> Flatten -> Gemm -> exp / sum(exp), `written` as
     'div' (opset 17, axes an input), 'stabilised' (the max subtracted first), 'opset11'
-    (axes an attribute) or 'reciprocal' (times 1 / sum)."""
+    (axes an attribute), 'reciprocal' (times 1 / sum) or 'jax2tf' (max floored by a constant
+    and sum reduced without their axis, each reshaped and expanded back, as magika's is)."""
     opset = 11 if written == "opset11" else 17
     head = [
         helper.make_node("GlobalAveragePool", ["x"], ["pooled"]),
@@ -104,6 +106,8 @@ def primitive_softmax_classifier(path: Path, written: str, classes: int = 10) ->
             helper.make_node("Sub", ["logits", "top"], ["shifted"]),
         ]
         exp_of = "shifted"
+    if written == "jax2tf":
+        return jax2tf_softmax(path, head, weights, classes)
     head.append(helper.make_node("Exp", [exp_of], ["e"]))
     if opset < 13:
         head.append(helper.make_node("ReduceSum", ["e"], ["s"], axes=[1], keepdims=1))
@@ -124,6 +128,37 @@ def primitive_softmax_classifier(path: Path, written: str, classes: int = 10) ->
         [tensor("probs", ["N", classes])],
         initializers=weights,
         opset=opset,
+    )
+
+
+def jax2tf_softmax(
+    path: Path, head: list[onnx.NodeProto], weights: list[onnx.TensorProto], classes: int
+) -> Path:
+    """The softmax as jax2tf writes it: reductions without keepdims broadcast back."""
+    weights += [
+        helper.make_tensor("floor", TensorProto.FLOAT, [], [-3.0e38]),
+        helper.make_tensor("column", TensorProto.INT64, [2], [-1, 1]),
+        helper.make_tensor("axes", TensorProto.INT64, [1], [1]),
+    ]
+    head += [
+        helper.make_node("Shape", ["logits"], ["shape"]),
+        helper.make_node("ReduceMax", ["logits"], ["top"], axes=[1], keepdims=0),
+        helper.make_node("Max", ["floor", "top"], ["safe_top"]),
+        helper.make_node("Reshape", ["safe_top", "column"], ["top_column"]),
+        helper.make_node("Expand", ["top_column", "shape"], ["top_wide"]),
+        helper.make_node("Sub", ["logits", "top_wide"], ["shifted"]),
+        helper.make_node("Exp", ["shifted"], ["e"]),
+        helper.make_node("ReduceSum", ["e", "axes"], ["s"], keepdims=0),
+        helper.make_node("Reshape", ["s", "column"], ["s_column"]),
+        helper.make_node("Expand", ["s_column", "shape"], ["s_wide"]),
+        helper.make_node("Div", ["e", "s_wide"], ["probs"]),
+    ]
+    return save(
+        path,
+        head,
+        [tensor("x", ["N", 3, 8, 8])],
+        [tensor("probs", ["N", classes])],
+        initializers=weights,
     )
 
 
@@ -232,8 +267,9 @@ def test_metadata_alone_on_an_ambiguous_graph_does_not_decide(
         ("stabilised", "ReduceMax / Sub / Exp / ReduceSum / Div"),
         ("opset11", "Exp / ReduceSum / Div"),
         ("reciprocal", "Exp / ReduceSum / Reciprocal / Mul"),
+        ("jax2tf", "ReduceMax / Sub / Exp / ReduceSum / Div"),
     ],
-    ids=["div", "max-subtracted", "opset-11-axes", "reciprocal"],
+    ids=["div", "max-subtracted", "opset-11-axes", "reciprocal", "jax2tf-broadcast-back"],
 )
 def test_a_softmax_written_in_primitive_ops_is_a_classifier(
     tmp_path: Path, written: str, chain: str

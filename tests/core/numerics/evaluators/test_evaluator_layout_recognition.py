@@ -14,6 +14,7 @@ from evaluator_graphs import (
     ctc_logits_model,
     indexed_rows_model,
     picodet_heads_model,
+    picodet_image_model,
     save,
     tensor,
     yolo_model,
@@ -170,3 +171,20 @@ def test_a_yolov8_variant_is_judged_by_its_boxes_end_to_end(
     assert ok is passes, why
     assert report.task_note.startswith("read as raw predictions [N, 4 + classes, anchors]")
     assert report.task_metrics["f1"] == (1.0 if passes else pytest.approx(0.0, abs=0.2))
+
+
+def test_a_picodet_on_a_non_square_input_is_judged_on_its_grid_end_to_end(
+    tmp_path: Path,
+) -> None:
+    model = picodet_image_model(tmp_path / "m.onnx", height=48, width=32)
+    found = recognize_task(model_facts(model))
+    assert found is not None and found[0] == DETECTION_BOXES
+    info, recognition = found
+    data = SyntheticDataset(inspect_model(model).inputs, samples=2)
+
+    report = accuracy_report(model, model, data, judge=TaskJudge(info.create(), recognition))
+
+    assert recognition.image_size == (48, 32)
+    assert recognition.outputs == ["cls0", "reg0", "cls1", "reg1"]
+    assert report.task_note.startswith("read as per-head class scores and box distributions")
+    assert report.task_metrics["f1"] == 1.0

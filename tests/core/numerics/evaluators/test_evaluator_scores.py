@@ -113,6 +113,17 @@ def test_outputs_of_different_shapes_are_the_variants_fault_not_the_users() -> N
     assert refused.value.info().code is ErrorCode.outputs_differ
 
 
+def test_the_same_values_in_another_shape_are_read_in_the_originals() -> None:
+    """A pass that re-declares an output (the simplifier flattening [T, 1, C] to [1, T x C])
+    leaves its values in order: they are judged, not refused."""
+    recognition = Recognition(task="classification", reason="test", outputs=["p"])
+    tally = evaluators.get("classification").create().tally(recognition)
+
+    tally.add({"p": SCORES}, {"p": SCORES.reshape(1, -1)}, first_sample=0)
+
+    assert tally.score().metrics["top1_disagreement"] == 0.0
+
+
 def test_a_real_classifier_run_end_to_end(tmp_path: Path) -> None:
     """Two ONNX Runtime runs: the original and a copy with other weights, recognized and
     judged; agreement is what counting argmaxes by hand gives."""
