@@ -94,13 +94,16 @@ class Recognized:
 
     def line(self) -> str:
         """'Object detection (boxes), high confidence' or 'none recognized: <why>'."""
-        if self.task is None:
-            return f"none recognized: {self.reasons[0]}" if self.reasons else "none recognized"
+        if self.task is None:  # an optimize job then reads the shapes one run returns
+            why = f": {self.reasons[0]}" if self.reasons else ""
+            return f"none recognized from the declared outputs{why} (a job reads them again from one run)"
         return f"{self.label}, {self.confidence} confidence" if self.confidence else self.label
 
 
 def recognized(path: Path) -> Recognized:
-    """The task recognition reads from the model at `path` (its outputs, graph and metadata)."""
+    """The task recognition reads from the model at `path` (its declared outputs, graph and
+    metadata; no run: the studio never runs a model). An optimize job whose declared shapes
+    show no task reads them again from one run (optistudio.core.optimize.run_shapes)."""
     reading = read_task(model_facts(path))
     if reading.found is None:
         return Recognized(None, "none recognized", None, tuple(reading.reasons))
