@@ -63,6 +63,7 @@ CORE_FLOORS = [
     {"data"},
     {"machine"},
     {"backends"},
+    {"llm"},
     {"numerics"},
     {"measure"},
     {"fusion", "torch_bridge"},

@@ -122,6 +122,10 @@ BUILTIN_RECIPES |= {
         _recipe("litert_int8", "LiteRT full-integer INT8", ("simplify", {}), ("litert_int8", {})),
     )
 }
+# A decoder's weights compressed by NNCF for OpenVINO (an IR), timed on OpenVINO.
+BUILTIN_RECIPES["int4_nncf"] = _recipe(
+    "int4_nncf", "INT4 weight-only NNCF (for OpenVINO)", ("nncf_weights", {"mode": "int4_asym"})
+).model_copy(update={"backend": "openvino"})
 # Precisions the target computes: the model (as it is, or NNCF's INT8) at OpenVINO's inference
 # precision. INT8 with the rest in BF16 is what OpenVINO runs a quantized model at by default on a
 # BF16 CPU. ONNX Runtime has no such setting (optistudio.core.optimize.applicability says why).

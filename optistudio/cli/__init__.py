@@ -205,6 +205,10 @@ def print_table(payload: dict[str, Any]) -> None:
 
 
 def command_bench(args: argparse.Namespace) -> int:
+    from optistudio.cli.llm import decoder_bench
+
+    if (code := decoder_bench(args)) is not None:  # a decoder: TTFT and tokens/s
+        return code
     from optistudio.core.backends.loadable import check_loads
     from optistudio.core.measure.benchmark import run_benchmark
     from optistudio.core.model.intake import inspect_model

@@ -30,6 +30,7 @@ from optistudio.core.numerics.evaluators.recognize import model_facts, recognize
 
 PRIORITY = [
     "detection_map",
+    "text_generation",
     "detection_boxes",
     "ctc_text",
     "segmentation",

@@ -17,6 +17,7 @@ BUILT_IN = {
     "embedding",
     "regression",
     "segmentation",
+    "text_generation",
 }
 RNG = np.random.default_rng(7)
 EXAMPLES = {  # task: (outputs, one batch of the original's outputs, labels or None)
@@ -35,6 +36,7 @@ EXAMPLES = {  # task: (outputs, one batch of the original's outputs, labels or N
     "embedding": (["e"], {"e": RNG.standard_normal((12, 4))}, None),
     "regression": (["v"], {"v": RNG.random((12, 1))}, RNG.random(12)),
     "segmentation": (["s"], {"s": RNG.random((2, 3, 8, 8))}, np.zeros((2, 8, 8), np.int64)),
+    "text_generation": (["logits"], {"logits": RNG.standard_normal((2, 5, 16))}, None),
 }
 
 
