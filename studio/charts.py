@@ -94,6 +94,16 @@ def run_name(job_id: object, runs: pd.DataFrame) -> str:
     return " · ".join(parts)
 
 
+CHART_RUNS = 12
+"""Runs drawn in the per-batch charts: past a dozen, lines and legend entries are unreadable."""
+
+
+def latest_runs(wide: pd.DataFrame, count: int = CHART_RUNS) -> pd.DataFrame:
+    """The rows of the newest `count` jobs of the wide results frame (what the charts draw)."""
+    newest = sorted({int(job) for job in wide["job_id"]}, reverse=True)[:count]
+    return wide[wide["job_id"].isin(newest)]
+
+
 def latency_by_batch(wide: pd.DataFrame) -> go.Figure:
     """Latency percentiles per batch size, one line per (job, percentile); p50 has p10-p90 bars."""
     figure = go.Figure()
@@ -221,31 +231,70 @@ def ratio_intervals(rows: list[dict[str, Any]]) -> go.Figure:
 VERDICT_COLOURS = {"faster": "#2e7d32", "slower": "#c62828", "no significant difference": "#616161"}
 
 
+LABEL_GAP = 0.12
+"""Points closer than this (as a share of each axis's span) would print their labels over each
+other: such points are named by the legend and on hover, not by a label beside them."""
+
+
+def accuracy_points(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The variants the speedup/accuracy chart can place: timed (a speedup) and judged (a
+    cosine). Empty for a run that made none: the page says so instead of drawing empty axes."""
+    return [v for v in variants if v.get("speedup") and v.get("mean cosine") is not None]
+
+
 def speed_vs_accuracy(variants: list[dict[str, Any]]) -> go.Figure:
-    """Speedup over the original against output cosine; the chosen variant is a star."""
-    rows = [v for v in variants if v.get("speedup") and v.get("mean cosine") is not None]
+    """Speedup over the original against output cosine; the chosen variant is a star.
+
+    One trace per variant, so the legend names every point; a label is printed beside a point
+    only when no other point is near it (`LABEL_GAP`), so labels never overlap."""
+    rows = accuracy_points(variants)
+    alone = isolated([(v["speedup"], v["mean cosine"]) for v in rows])
     figure = go.Figure(
-        go.Scatter(
-            x=[v["speedup"] for v in rows],
-            y=[v["mean cosine"] for v in rows],
-            mode="markers+text",
-            text=[v["recipe"] for v in rows],
-            textposition="top center",
-            cliponaxis=False,  # a label above the top point stays whole
-            marker={
-                "size": [16 if v["chosen"] else 10 for v in rows],
-                "symbol": ["star" if v["chosen"] else "circle" for v in rows],
-                "color": ["#2e7d32" if v["within budget"] else "#c62828" for v in rows],
-            },
-        )
+        [
+            go.Scatter(
+                x=[v["speedup"]],
+                y=[v["mean cosine"]],
+                name=str(v["recipe"]),
+                mode="markers+text" if apart else "markers",
+                text=[v["recipe"]] if apart else None,
+                textposition="top center",
+                cliponaxis=False,  # a label above the top point stays whole
+                marker={
+                    "size": 16 if v["chosen"] else 11,
+                    "symbol": "star" if v["chosen"] else "circle",
+                    "color": "#2e7d32" if v["within budget"] else "#c62828",
+                },
+                hovertemplate=f"{v['recipe']}: %{{x:.2f}}x, cosine %{{y:.5f}}<extra></extra>",
+            )
+            for v, apart in zip(rows, alone, strict=True)
+        ]
     )
     figure.add_vline(x=1.0, line_dash="dash", line_color="black")
     figure.update_layout(
         xaxis_title="speedup over the original (x)",
         yaxis_title="mean output cosine to the original",
+        legend_title="variant (green: within budget)",
         height=360,
     )
     return readable(figure)
+
+
+def isolated(points: list[tuple[float, float]], gap: float = LABEL_GAP) -> list[bool]:
+    """Per point: whether every other point is at least `gap` away from it on some axis, the
+    distance taken as a share of that axis's span (on an axis where all points have one value,
+    they are all near)."""
+    if not points:
+        return []
+    spans = [max(values) - min(values) for values in zip(*points, strict=True)]
+
+    def near(a: tuple[float, float], b: tuple[float, float]) -> bool:
+        pairs = zip(a, b, spans, strict=True)
+        return all(span == 0 or abs(p - q) / span < gap for p, q, span in pairs)
+
+    return [
+        not any(near(point, other) for j, other in enumerate(points) if j != i)
+        for i, point in enumerate(points)
+    ]
 
 
 def targets_bar(table: pd.DataFrame, latency_column: str) -> go.Figure:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import pandas as pd
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -39,6 +40,7 @@ from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
 from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
+from optistudio.studio.formatting import readable_frame
 from optistudio.studio.services import SendTask, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
@@ -295,6 +297,27 @@ def _reference_task_metrics(names: set[str]) -> dict[str, float | None]:
     for those."""
     values = {name: reference_value(name) for name in names}
     return {name: value for name, value in values.items() if value is not None}
+
+
+def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The head-to-head runs as the page lists them: the ratio, its interval and the verdict."""
+    return readable_frame(
+        {
+            "job": r["job"],
+            "A": r["A"],
+            "B": r["B"],
+            "batch": r["batch"],
+            "B/A ratio": None if r["ratio"] is None else round(r["ratio"], 4),
+            "95 % interval": _interval(r["low"], r["high"]),
+            "verdict": r["verdict"] + (", contended" if r["contended"] else ""),
+            "pairs": r["pairs"],
+        }
+        for r in rows
+    )
+
+
+def _interval(low: float | None, high: float | None) -> str | None:
+    return None if low is None or high is None else f"{low:.3f} – {high:.3f}"
 
 
 # -- share links ----------------------------------------------------------------------------

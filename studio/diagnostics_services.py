@@ -20,12 +20,25 @@ from optistudio.core.diagnose.profiling import Profile
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.measure.stages import Breakdown
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import list_jobs, list_models
+from optistudio.db.queries import list_models
 from optistudio.db.session import transaction
 from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
-from optistudio.studio.services import SendTask, submit_job
+from optistudio.studio.charts import readable
+from optistudio.studio.formatting import readable_frame
+from optistudio.studio.services import SendTask, jobs_of, submit_job
 from optistudio.studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
 
+TOP_OP_TYPES = 12
+"""Op types drawn one bar each; the rest share one bar."""
+TOP_FAMILIES = 15
+"""Op families in the FP32-vs-variant chart (all are in the table under it)."""
+TOP_LAYERS = 15
+"""Layers in the per-layer error chart (all are in the table under it)."""
+NAMES_SHOWN = 8
+"""Node names written in a sentence; the page lists the rest in an expander."""
+STAGE_MS = "time (ms)"
+QUEUE_WAIT_JOBS = 10
+"""Newest batching verifications read for a queue wait (the first that reads is used)."""
 CHANGE_COLOURS = {
     "faster": "#2ca02c",
     "slower": "#d62728",
@@ -87,10 +100,13 @@ def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> QueueWait | 
     with transaction(factory) as s:
         jobs = [
             (job.id, BATCHING_VERIFY.read_result(job.result))
-            for job in list_jobs(s, limit=500)
-            if job.model_id == model_id
-            and job.kind == JobKind.batching_verify
-            and job.status == JobStatus.succeeded
+            for job in jobs_of(
+                s,
+                kind=JobKind.batching_verify,
+                model_id=model_id,
+                status=JobStatus.succeeded,
+                limit=QUEUE_WAIT_JOBS,
+            )
         ]
     for job_id, result in jobs:
         if result is not None:
@@ -111,42 +127,60 @@ def top_nodes_frame(profile: Profile, n: int = 15) -> pd.DataFrame:
         }
         for node in profile.nodes[:n]
     ]
-    return pd.DataFrame(
-        rows, columns=["node", "graph node", "op type", "precision", "time (µs)", "share"]
-    )
+    columns = ["node", "graph node", "op type", "precision", "time (µs)", "share"]
+    return readable_frame(rows, columns=columns, keep=["share"])
 
 
-def op_type_figure(profile: Profile) -> go.Figure:
-    """Time per op type, slowest on top, with the precisions its nodes ran in."""
-    rows = list(reversed(profile.op_types[:20]))
+def op_type_figure(profile: Profile, top: int = TOP_OP_TYPES) -> go.Figure:
+    """Time per op type, slowest on top, with the precisions its nodes ran in; past `top` op
+    types the rest share one bar ('K more op types'), so the chart stays readable."""
+    shown, rest = profile.op_types[:top], profile.op_types[top:]
+    names = [r.op_type for r in shown]
+    times = [r.time_us for r in shown]
+    shares = [r.share for r in shown]
+    hover = [
+        f"{r.nodes} node(s); " + ", ".join(f"{k}: {v}" for k, v in r.precisions.items())
+        for r in shown
+    ]
+    if rest:
+        names.append(f"{len(rest)} more op types")
+        times.append(sum(r.time_us for r in rest))
+        shares.append(sum(r.share for r in rest))
+        hover.append(", ".join(r.op_type for r in rest))
     figure = go.Figure(
         go.Bar(
-            x=[r.time_us for r in rows],
-            y=[r.op_type for r in rows],
+            x=times,
+            y=names,
             orientation="h",
-            text=[f"{r.share:.0%}" for r in rows],
-            hovertext=[
-                f"{r.nodes} node(s); " + ", ".join(f"{k}: {v}" for k, v in r.precisions.items())
-                for r in rows
-            ],
+            text=[f"{share:.0%}" for share in shares],
+            textposition="outside",
+            cliponaxis=False,  # the slowest op's share stays whole beside its bar
+            hovertext=hover,
         )
     )
     figure.update_layout(
-        xaxis_title="time per inference (µs)",
-        margin={"t": 30, "b": 10},
-        height=max(260, 28 * len(rows) + 80),
+        xaxis={"title": "time per inference (µs)", "range": [0, max(times, default=1) * 1.15]},
+        yaxis={"autorange": "reversed", "type": "category"},
+        height=max(260, 28 * len(names) + 90),
     )
-    return figure
+    return readable(figure)
+
+
+def not_in_precision_line(names: list[str], precision: str, shown: int = NAMES_SHOWN) -> str:
+    """'Not in int8: conv1, conv2 and 40 more.' (the page lists them all in an expander)."""
+    first = ", ".join(names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"Not in {precision}: {first}{more}."
 
 
 def breakdown_frame(breakdown: Breakdown | None, wait: QueueWait | None) -> pd.DataFrame:
     """Stages of the layered breakdown; queue wait only when a batching run measured it."""
     stages = breakdown.stages if breakdown is not None else []
-    rows = [{"stage": s.stage, "ms": s.ms, "detail": s.detail} for s in stages]
+    rows = [{"stage": s.stage, STAGE_MS: s.ms, "detail": s.detail or None} for s in stages]
     if wait is not None:
         detail = f"mean queue wait measured by {wait.kind} job #{wait.job}"
-        rows.insert(0, {"stage": "queue wait", "ms": wait.queue_ms, "detail": detail})
-    return pd.DataFrame(rows, columns=["stage", "ms", "detail"])
+        rows.insert(0, {"stage": "queue wait", STAGE_MS: wait.queue_ms, "detail": detail})
+    return readable_frame(rows, columns=["stage", STAGE_MS, "detail"])
 
 
 def breakdown_figure(frame: pd.DataFrame) -> go.Figure:
@@ -154,15 +188,17 @@ def breakdown_figure(frame: pd.DataFrame) -> go.Figure:
     figure = go.Figure(
         [
             go.Bar(
-                x=[row["ms"]], y=["batch"], orientation="h", name=row["stage"], text=[row["stage"]]
+                x=[row[STAGE_MS]],
+                y=["batch"],
+                orientation="h",
+                name=row["stage"],
+                text=[row["stage"]],
             )
             for _, row in frame.iterrows()
         ]
     )
-    figure.update_layout(
-        barmode="stack", xaxis_title="ms per batch", height=200, margin={"t": 30, "b": 10}
-    )
-    return figure
+    figure.update_layout(barmode="stack", xaxis_title="ms per batch", height=220)
+    return readable(figure)
 
 
 def comparison_frame(comparison: ProfileComparison) -> pd.DataFrame:
@@ -177,14 +213,13 @@ def comparison_frame(comparison: ProfileComparison) -> pd.DataFrame:
         }
         for f in comparison.families
     ]
-    return pd.DataFrame(
-        rows, columns=["op family", "A (µs)", "B (µs)", "B / A", "change", "nodes A → B"]
-    )
+    columns = ["op family", "A (µs)", "B (µs)", "B / A", "change", "nodes A → B"]
+    return readable_frame(rows, columns=columns, numbers={"B / A": "{:.2f}"})
 
 
 def comparison_figure(comparison: ProfileComparison) -> go.Figure:
     """A and B time per op family side by side, B coloured by what changed."""
-    families = comparison.families[:15]
+    families = comparison.families[:TOP_FAMILIES]
     names = [f.family for f in families]
     figure = go.Figure(
         [
@@ -198,10 +233,8 @@ def comparison_figure(comparison: ProfileComparison) -> go.Figure:
             ),
         ]
     )
-    figure.update_layout(
-        barmode="group", yaxis_title="time per inference (µs)", height=360, margin={"t": 30}
-    )
-    return figure
+    figure.update_layout(barmode="group", yaxis_title="time per inference (µs)", height=380)
+    return readable(figure)
 
 
 def layer_error_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -213,22 +246,22 @@ def layer_error_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "node (original graph)": _short_label(r),
             "op type": r["op_type"],
             "graph index": r["graph_index"],
-            "fed by": ", ".join(shorten(name) for name in r["fed_by"]),
+            "fed by": ", ".join(shorten(name) for name in r["fed_by"]) or "the model's inputs",
             "SQNR (dB)": round(r["sqnr_db"], 2),
             "cosine": round(r["cosine"], 5),
             "noise added": r["noise_added"],
-            "exclude as": r["quantized_node"],
+            "exclude as": r["quantized_node"] or None,
             "full name": _label(r),
         }
         for r in rows
     ]
     columns = ["rank", "node (original graph)", "op type", "graph index", "fed by", "SQNR (dB)"]
-    return pd.DataFrame(
+    return readable_frame(
         table, columns=[*columns, "cosine", "noise added", "exclude as", "full name"]
     )
 
 
-def layer_error_figure(rows: list[dict[str, Any]], n: int = 25) -> go.Figure:
+def layer_error_figure(rows: list[dict[str, Any]], n: int = TOP_LAYERS) -> go.Figure:
     """SQNR of the worst `n` layers (ranked by noise added), one bar per row: the axis is keyed
     on each row's unique label and shows it shortened; the hover names it whole."""
     worst = list(reversed(rows[:n]))
@@ -254,10 +287,9 @@ def layer_error_figure(rows: list[dict[str, Any]], n: int = 25) -> go.Figure:
             "tickvals": keys,
             "ticktext": [_short_label(r) for r in worst],
         },
-        height=max(260, 24 * len(worst) + 80),
-        margin={"t": 30, "b": 10},
+        height=max(260, 26 * len(worst) + 90),
     )
-    return figure
+    return readable(figure)
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -284,7 +316,5 @@ def soak_figure(result: SoakReport) -> go.Figure:
                 x=[x[0], x[-1]], y=fit, mode="lines", name="fitted growth", line={"dash": "dash"}
             )
         )
-    figure.update_layout(
-        xaxis_title="inferences", yaxis_title="RSS (MiB)", height=340, margin={"t": 30, "b": 10}
-    )
-    return figure
+    figure.update_layout(xaxis_title="inferences", yaxis_title="RSS (MiB)", height=340)
+    return readable(figure)

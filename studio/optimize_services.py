@@ -10,9 +10,15 @@ pass's settings; the worker reads its own copy (workers.optimize_job.local_train
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
 from typing import Any, BinaryIO
 
+import pandas as pd
+from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.data.datasets import load_labels, open_dataset
@@ -20,22 +26,40 @@ from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.errors import DataMismatch, ErrorInfo
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.numerics.accuracy import AccuracyBudget
-from optistudio.core.numerics.evaluators.base import evaluators
+from optistudio.core.numerics.evaluators.base import EvaluatorInfo, evaluators
+from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
 from optistudio.core.optimize.recipes import ANY
 from optistudio.core.optimize.run import NO_TASK
 from optistudio.core.optimize.variant import VariantResult
+from optistudio.core.passes.base import PassInfo
 from optistudio.core.passes.qat import QAT_RECIPE, QatConfig
+from optistudio.core.report.metric_info import label_of
 from optistudio.db.models import Job, JobKind
-from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
 from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.services.jobresults import OptimizeJobResult
 from optistudio.services.settings import Settings
-from optistudio.studio.services import SendTask, submit_job
+from optistudio.studio.formatting import EMPTY, cell, readable_frame
+from optistudio.studio.services import SendTask, finished_of, submit_job
+
+log = logging.getLogger(__name__)
 
 TIMING_CAP_FACTOR = 10
 """A variant is timed for at least `seconds` and at most this many times as long."""
+TOP1_TASKS = frozenset({None, "classification"})
+"""Tasks whose variants are read by top-1 (no task: cosine and top-1); a detector's or a text
+recognizer's table and form leave top-1 out."""
+BUDGET_EXAMPLE = "string_agreement=0.99, cer=0.01"
+"""The budget box's example when no task is recognized for the model."""
+VARIANT_NUMBERS = {
+    "speedup": "{:.2f}x",
+    "mean cosine": "{:.4f}",
+    "top-1 agreement": "{:.3f}",
+    "top-1 drop": "{:.3f}",
+    "variant p50 (ms)": "{:.3f}",
+}
+TOP1_COLUMNS = ("top-1 agreement", "top-1 drop")
 
 
 @dataclass(frozen=True)
@@ -223,14 +247,17 @@ def submit_optimization(
     return submit_job(factory, kind=JobKind.optimize, model_id=model_id, spec=spec, send=send)
 
 
-def optimization_runs(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
-    """Finished optimize jobs, newest first: the original's name, the headline, one row per
-    variant and the failed variants' errors (a job whose stored result no longer reads is left
-    out, and logged). The message loses the headline it ends with, which the page shows apart."""
+def optimization_runs(
+    factory: sessionmaker[Session], *, model_id: int | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """Finished optimize jobs (of `model_id` when given), newest first: the original's name, the
+    headline, one row per variant and the failed variants' errors (a job whose stored result no
+    longer reads is left out, and logged). The message loses the headline it ends with, which
+    the page shows apart."""
     with transaction(factory) as s:
         jobs = [
             (job, OPTIMIZE.read_result(job.result))
-            for job in finished_jobs(s, kind=JobKind.optimize, limit=limit)
+            for job in finished_of(s, kind=JobKind.optimize, model_id=model_id, limit=limit)
         ]
         return [_run(job, result) for job, result in jobs if result is not None]
 
@@ -250,6 +277,8 @@ def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
         "not_your_data": not_your_data(result),
         "inputs": fed_inputs(job.spec or {}),
         "task": task_line(result),
+        "task_name": result.task,
+        "task_metrics": list(result.task_budget),
         "task_reasons": task_reasons(result),
         "drilldown": drilldown(result),
     }
@@ -343,6 +372,93 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def variants_table(
+    variants: list[dict[str, Any]], task: str | None = None, metrics: Iterable[str] = ()
+) -> pd.DataFrame:
+    """The variant rows as the page shows them: '—' where a variant has no figure (a failed
+    one), numbers with their unit, the task's `metrics` by their label, and top-1 only for a
+    task read by top-1 (a detector's table has its box metrics instead)."""
+    rows = [
+        {
+            **{name: None if value == "" else value for name, value in row.items()},
+            "within budget": _yes_no(row.get("within budget")),
+            "random calibration": _yes_no(row.get("random calibration")),
+            "model id": f"#{row['model id']}" if row.get("model id") else EMPTY,
+        }
+        for row in variants
+    ]
+    first = rows[0] if rows else {}
+    shown = [c for c in first if task in TOP1_TASKS or c not in TOP1_COLUMNS]
+    named = [m for m in metrics if m in shown and m not in VARIANT_NUMBERS]
+    numbers = VARIANT_NUMBERS | dict.fromkeys(named, "{:.4g}")
+    headers = {name: label_of(name) for name in named}
+    return readable_frame(rows, columns=shown, numbers=numbers, keep=["chosen"], headers=headers)
+
+
+def _yes_no(value: bool | None) -> str:
+    return EMPTY if value is None else ("yes" if value else "no")
+
+
+def pass_settings_table(info: PassInfo) -> pd.DataFrame:
+    """A pass's settings: each one's default as written in a form ('—' for none) and meaning."""
+    fields = info.config_class().model_fields
+    rows = [
+        {
+            "setting": name,
+            "default": "required"
+            if field.is_required()
+            else _default(field.get_default(call_default_factory=True)),
+            "meaning": field.description or "",
+        }
+        for name, field in fields.items()
+    ]
+    return readable_frame(rows, columns=["setting", "default", "meaning"])
+
+
+def _default(value: Any) -> str:
+    """A default as a person reads it: 'minmax', 'conv_relu, gemm_relu', '—' for none."""
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    cell_text = cell(value)
+    return cell_text if isinstance(cell_text, str) else str(cell_text)
+
+
+@dataclass(frozen=True)
+class TaskHint:
+    """What the form expects of a model before its run: the task its outputs read as (None:
+    none recognized), the budget to suggest, and whether top-1 fits it."""
+
+    task: str | None
+    label: str
+    budget_example: str
+    reads_top1: bool
+
+
+def task_hint(model_path: Path | None, task: str | None = None) -> TaskHint:
+    """The task the model's graph reads as (or `task`, the one set for it) and its budget
+    example; a model whose file cannot be read gets the generic hint."""
+    if task == NO_TASK:
+        return TaskHint(None, "none: cosine and top-1 only", BUDGET_EXAMPLE, True)
+    try:
+        info = evaluators.get(task) if task else _recognized(model_path)
+    except Exception as exc:  # a hint must never break the form: it falls back to the generic
+        log.info("no task hint for %s: %s", model_path, exc)
+        info = None
+    if info is None:
+        return TaskHint(None, "not recognized", BUDGET_EXAMPLE, True)
+    example = ", ".join(f"{name}={limit:g}" for name, limit in info.default_budget.items())
+    return TaskHint(info.name, info.label, example, info.name in TOP1_TASKS)
+
+
+def _recognized(model_path: Path | None) -> EvaluatorInfo | None:
+    if model_path is None:
+        return None
+    found = read_task(model_facts(model_path)).found
+    return found[0] if found else None
 
 
 def not_your_data(result: OptimizeJobResult) -> str:

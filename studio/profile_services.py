@@ -8,17 +8,27 @@ uploader) sets one.
 from __future__ import annotations
 
 import io
+import logging
 import zipfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 
+from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.data.inputs import ArrayValue, InputValue
 from optistudio.core.data.profile import BATCH_KEY, InputProfile, edited_profile
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.report.symbolic_dims import SymbolicDims, ellipsized
+from optistudio.studio.formatting import readable_frame
+
+log = logging.getLogger(__name__)
 
 NO_BATCH = "none"
 ARRAY = "array"
@@ -91,6 +101,75 @@ def profile_from_rows(
                     hint="Leave it empty to feed generated data.",
                 ) from None
     return edited_profile(info.inputs, shapes=shapes, batch_axes=axes, values=values, before=before)
+
+
+def tensor_table(tensors: list[TensorSpec], dims: SymbolicDims) -> pd.DataFrame:
+    """The card's inputs or outputs: name, dtype and a shape a person can read; a long symbolic
+    dim is written as its placeholder (`dims.legend()` has the full text) and a long shape is
+    cut with an ellipsis."""
+    return readable_frame(
+        {"name": t.name, "dtype": t.dtype, "shape": ellipsized(dims.shape(t.shape))}
+        for t in tensors
+    )
+
+
+def cut_shapes(tensors: list[TensorSpec], dims: SymbolicDims) -> pd.DataFrame:
+    """The tensors whose written shape the card cut, with the shape whole."""
+    written = [(t.name, dims.shape(t.shape)) for t in tensors]
+    return readable_frame(
+        {"name": name, "shape": shape} for name, shape in written if ellipsized(shape) != shape
+    )
+
+
+def symbolic_legend(dims: SymbolicDims) -> pd.DataFrame:
+    """Each placeholder a shape on the card uses, with the expression it stands for."""
+    return readable_frame(
+        {"dim": short, "stands for": full} for short, full in dims.legend().items()
+    )
+
+
+@dataclass(frozen=True)
+class BatchNote:
+    """What the card says about the batch: whether jobs may sweep it, and why not."""
+
+    dynamic: bool
+    fixed: int | None
+    """The declared batch when every input fixes it (1 for most exports), else None."""
+    freeable: bool
+    """A batch fixed at 1 that the dynamic_batch rewrite can free (the batching jobs do)."""
+
+    @property
+    def caption(self) -> str:
+        if self.dynamic:
+            return "the batch axis takes the batch sizes"
+        if self.freeable:
+            return (
+                "batch fixed at 1 by the model, so the benchmark runs at batch 1; make it "
+                "dynamic: the Batching page batches a checked rewrite with a free batch"
+            )
+        return f"batch fixed at {self.fixed or 'its declared size'} by the model"
+
+
+def batch_note(info: ModelInfo, batch_axes: dict[str, int | None] | None = None) -> BatchNote:
+    """The batch as the model declares it (dim 0 of its inputs), and whether it can be freed."""
+    leading = [t.shape[0] for t in info.inputs if t.shape]
+    dynamic = any(not isinstance(size, int) for size in leading)
+    fixed = leading[0] if leading and not dynamic and len(set(leading)) == 1 else None
+    return BatchNote(dynamic, fixed, not dynamic and fixed_at_one(info, batch_axes))
+
+
+def profile_flops(model_path: Path | None, profile: InputProfile) -> int | None:
+    """FLOPs of one sample at the input profile's shapes (intake's estimate sets every dynamic
+    dim to 1, which says nothing of a 48x320 text line), or None when they cannot be counted."""
+    if model_path is None or not profile.shapes:
+        return None
+    shapes = {name: tuple(shape) for name, shape in profile.shapes.items()}
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+        return estimate_flops(model, input_shapes=shapes)
+    except Exception:  # an estimate must never break the card; keep the traceback in the log
+        log.exception("FLOPs at the profile's shapes failed for %s", model_path)
+        return None
 
 
 def array_from_npz(name: str, data: bytes) -> ArrayValue:

@@ -8,18 +8,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, joinedload, sessionmaker
 
 from optistudio.core.backends.inventory import int8_mode, pick_queue, targets, trains_on
-from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget
+from optistudio.core.errors import ErrorCode, ErrorInfo, NoWorkerForTarget, OptistudioError
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.metrics import METRICS
 from optistudio.core.model.info import ModelInfo
-from optistudio.db.models import Job, JobKind, JobStatus
+from optistudio.db.models import Job, JobKind, JobStatus, Model
 from optistudio.db.queries import (
     create_job,
     finish_job,
@@ -36,6 +38,7 @@ from optistudio.db.queries import (
     set_task_id,
 )
 from optistudio.db.session import transaction
+from optistudio.services.artifact_store import store_for
 from optistudio.services.job_errors import error_columns
 from optistudio.services.jobkinds import (
     BENCHMARK,
@@ -45,6 +48,7 @@ from optistudio.services.jobkinds import (
     CompareJobSpec,
 )
 from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
+from optistudio.services.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -230,17 +234,58 @@ def submit_job(
     return job_id
 
 
+def data_version(factory: sessionmaker[Session]) -> tuple[Any, ...]:
+    """A stamp of what the pages list, from one cheap query: the jobs' count, newest id, latest
+    start and finish, and the models' count and newest id. It changes when a job is submitted,
+    starts or ends and when a model is added or removed, so a read cached under it is fresh."""
+    with transaction(factory) as s:
+        jobs = s.execute(
+            select(
+                func.count(Job.id),
+                func.max(Job.id),
+                func.max(Job.started_at),
+                func.max(Job.finished_at),
+            )
+        ).one()
+        models = s.execute(select(func.count(Model.id), func.max(Model.id))).one()
+    return (*jobs, *models)
+
+
+def jobs_of(
+    s: Session,
+    *,
+    kind: JobKind,
+    model_id: int | None = None,
+    status: JobStatus | None = None,
+    limit: int = 20,
+) -> list[Job]:
+    """The newest `limit` jobs of `kind` (of one model, in one status, when given), with their
+    model loaded: filtered in the query, so a page reads only the rows it shows.
+
+    (A query function that belongs with `optistudio.db.queries.finished_jobs`, which filters
+    by kind only; kept here until db grows its model filter.)"""
+    query = select(Job).options(joinedload(Job.model)).where(Job.kind == kind)
+    if model_id is not None:
+        query = query.where(Job.model_id == model_id)
+    if status is not None:
+        query = query.where(Job.status == status)
+    return list(s.scalars(query.order_by(Job.id.desc()).limit(limit)))
+
+
+def finished_of(
+    s: Session, *, kind: JobKind, model_id: int | None = None, limit: int = 50
+) -> list[Job]:
+    """Succeeded jobs of `kind` (of one model when given), newest first."""
+    return jobs_of(s, kind=kind, model_id=model_id, status=JobStatus.succeeded, limit=limit)
+
+
 def recent_jobs(
     factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
 ) -> list[dict[str, Any]]:
     """Recent jobs of `kind` (any status), newest first, with their result (the kind's result
     model; None while it has none, or if it no longer reads)."""
     with transaction(factory) as s:
-        jobs = [
-            job
-            for job in list_jobs(s, limit=500)
-            if job.kind == kind and (model_id is None or job.model_id == model_id)
-        ][:limit]
+        jobs = jobs_of(s, kind=kind, model_id=model_id, limit=limit)
         return [
             {
                 "job": job.id,
@@ -343,14 +388,26 @@ def model_choices(factory: sessionmaker[Session]) -> list[dict[str, Any]]:
                 "id": m.id,
                 "name": m.name,
                 "sha256": m.sha256,
+                "path": m.path,
                 "size_bytes": m.size_bytes,
                 "info": m.info,
                 "source": m.source,
                 "parent_id": m.parent_id,
+                "task": m.task,
                 "created_at": m.created_at,
             }
             for m in list_models(s)
         ]
+
+
+def model_file(settings: Settings, *, path: str, sha256: str) -> Path | None:
+    """A stored model's file on this machine (for reading its graph, never to run it), or None
+    when the artifact store cannot give it; why is logged."""
+    try:
+        return store_for(settings).local_model(path, sha256)
+    except OptistudioError as exc:
+        log.info("model file %s not readable here: %s", path, exc.message)
+        return None
 
 
 RESULT_KEYS = ["job_id", "model_id", "model_name", "backend", "batch_size", "threads"]

@@ -26,6 +26,7 @@ from optistudio.core.report.snapshot import (
 )
 from optistudio.studio import state
 from optistudio.studio.compare_services import shared_snapshot
+from optistudio.studio.formatting import header, readable_frame
 
 NOT_FOUND = "This shared comparison was not found. It may never have existed or be withdrawn."
 
@@ -87,11 +88,14 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
     right.plotly_chart(distribution_figure(snapshot), width="stretch")
     right.caption("Box p10–p90 with the p50 line, whiskers min–p99, from the stored percentiles.")
     with st.expander("Where the accuracy figures come from"):
-        st.dataframe(
-            pd.DataFrame([{"result": r.label, "accuracy": r.accuracy_note} for r in snapshot.rows]),
-            hide_index=True,
-            width="stretch",
-        )
+        st.dataframe(accuracy_sources(snapshot), hide_index=True, width="stretch")
+
+
+def accuracy_sources(snapshot: CompareSnapshot) -> pd.DataFrame:
+    """Where each result's accuracy figures come from (its note; '—' when it has none)."""
+    return readable_frame(
+        {"result": r.label, "accuracy": r.accuracy_note or None} for r in snapshot.rows
+    )
 
 
 def sweet_spot_box(snapshot: CompareSnapshot) -> None:
@@ -127,13 +131,19 @@ def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
         table[title] = [r[metric] for r in records]
         best[title] = [r[f"{metric} best"] for r in records]
         if snapshot.baseline is not None:
-            table[f"Δ {metric.removesuffix('_ms')}"] = [r[f"{metric} delta"] for r in records]
+            table[f"Δ {delta_name(metric)}"] = [r[f"{metric} delta"] for r in records]
     best = best.reindex(columns=table.columns, fill_value=False)
     styler = table.style.apply(lambda _: best.map(_green), axis=None)
     deltas = [c for c in table.columns if c.startswith("Δ ")]
     return styler.format("{:+.1%}", subset=deltas, na_rep="").format(
         _number, subset=[column_title(m) for m in metrics], na_rep=""
     )
+
+
+def delta_name(metric: str) -> str:
+    """The Δ column's name: the metric's short label ('p50', 'string agreement')."""
+    label = label_of(metric)
+    return header(label.removesuffix(" latency") if label != metric else metric)
 
 
 def _number(value: float) -> str:

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -16,22 +15,22 @@ from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.report.metric_info import column_title
 from optistudio.core.report.snapshot import CompareSnapshot, axis_choices
 from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
-from optistudio.studio import charts, pages, state
+from optistudio.studio import cached, charts, pages, state
 from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
+    comparison_table,
     export_rows,
     fit_axes,
     owned_shares,
     read_selection,
-    result_options,
     revoke,
     share_snapshot,
     submit_export,
     write_selection,
 )
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import comparison_rows, model_choices, submit_comparison
+from optistudio.studio.services import submit_comparison
 from optistudio.studio.share_view import download_buttons, show_snapshot
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}
@@ -42,7 +41,8 @@ def render() -> None:
     st.title("Compare")
     side_by_side()
     st.divider()
-    export_section()
+    choices = cached.model_choices()  # read once: the export and A/B forms
+    export_section(choices)
     st.divider()
     st.subheader("Head-to-head run")
     st.caption(
@@ -51,7 +51,6 @@ def render() -> None:
         "bootstrap confidence interval; a winner is named only when the whole interval lies "
         f"beyond the {DEFAULTS.min_effect:.0%} margin."
     )
-    choices = model_choices(state.session_factory())
     if len(choices) < 1:
         st.info("Add a model on the Models page first; then compare it with a variant or itself.")
     else:
@@ -105,27 +104,12 @@ def comparison_form(choices: list[dict[str, Any]]) -> None:
 
 @st.fragment(run_every="2s")
 def show_comparisons() -> None:
-    rows = comparison_rows(state.session_factory())
+    rows = cached.comparison_rows()
     if not rows:
         st.info("No comparisons yet.")
         return
     st.subheader("Results")
-    table = pd.DataFrame(
-        [
-            {
-                "job": r["job"],
-                "A": r["A"],
-                "B": r["B"],
-                "batch": r["batch"],
-                "B/A ratio": round(r["ratio"], 4),
-                "95 % interval": f"{r['low']:.3f} – {r['high']:.3f}",
-                "verdict": r["verdict"] + (", contended" if r["contended"] else ""),
-                "pairs": r["pairs"],
-            }
-            for r in rows
-        ]
-    )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(comparison_table(rows), hide_index=True, width="stretch")
     latest = rows[0]
     st.markdown(f"**Latest:** {latest['sentence']}")
     st.plotly_chart(charts.ratio_intervals(rows[:15]), width="stretch")
@@ -139,7 +123,7 @@ SELECTED = "compare_selected"
 def side_by_side() -> None:
     st.subheader("Stored results side by side")
     factory = state.session_factory()
-    options = result_options(factory)
+    options = cached.result_options()
     wanted = read_selection(st.query_params)
     for problem in wanted.problems:
         st.warning(problem)
@@ -286,7 +270,7 @@ def my_shares() -> None:
 # -- export bundles -------------------------------------------------------------------------
 
 
-def export_section() -> None:
+def export_section(choices: list[dict[str, Any]]) -> None:
     st.subheader("Export a deployable bundle")
     st.caption(
         "A worker writes a zip with the model, the recipe that reproduces it, accuracy and "
@@ -296,7 +280,6 @@ def export_section() -> None:
         "has TensorRT. Same as "
         "`optistudio export MODEL_ID --out bundle.zip`."
     )
-    choices = model_choices(state.session_factory())
     names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
     model_id = st.selectbox("Model or variant", list(names), format_func=names.get)
     if st.button("Build bundle", disabled=model_id is None):

@@ -15,10 +15,10 @@ from optistudio.db.models import JobKind
 from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
 from optistudio.services.jobresults import ProfileJobResult
+from optistudio.studio import cached, state
 from optistudio.studio import diagnostics_services as diag
-from optistudio.studio import state
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import model_choices
+from optistudio.studio.formatting import readable_frame
 from optistudio.studio.views.optimize import image_inputs
 
 SEVERITY_ICONS = {
@@ -36,7 +36,7 @@ def render() -> None:
         "why an INT8 variant is not faster; which layers quantization hurts most; and whether "
         "memory grows over a long run."
     )
-    choices = model_choices(state.session_factory())
+    choices = cached.model_choices()
     if not choices:
         st.info("Add a model on the Models page first, then profile it here.")
         return
@@ -63,6 +63,7 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
 def profile_form(model_id: int) -> None:
     variants = diag.variant_choices(state.session_factory(), model_id=model_id)
     labels = {v["id"]: v["label"] for v in variants}
+    upload_mb = state.settings().max_upload_mb
     with st.form("profile"):
         cols = st.columns([3, 2, 1, 1])
         variant = cols[0].selectbox(
@@ -78,10 +79,14 @@ def profile_form(model_id: int) -> None:
             images = st.checkbox("Time image pre-processing before the model", value=False)
             pre_settings = image_inputs()
             pre = pre_settings if images else None
-            image_zip = st.file_uploader("Images (.zip; empty = synthetic 640x480)", type=["zip"])
+            image_zip = st.file_uploader(
+                "Images (.zip; empty = synthetic 640x480)", type=["zip"], max_upload_size=upload_mb
+            )
             post = st.multiselect("Post-processing of the first output", POST_STEPS)
         data = st.file_uploader(
-            "Data for the per-layer error (.npz, optional; empty = synthetic inputs)", type=["npz"]
+            "Data for the per-layer error (.npz, optional; empty = synthetic inputs)",
+            type=["npz"],
+            max_upload_size=upload_mb,
         )
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:
@@ -212,11 +217,18 @@ def show_comparison(comparison: ProfileComparison) -> None:
         f"{comparison.a_model} ({comparison.b_ms:.3f} vs {comparison.a_ms:.3f} ms)."
     )
     st.plotly_chart(diag.comparison_figure(comparison), width="stretch", key="comparison")
+    if len(comparison.families) > diag.TOP_FAMILIES:
+        st.caption(
+            f"The chart shows the {diag.TOP_FAMILIES} slowest op families; the table lists all "
+            f"{len(comparison.families)}."
+        )
     st.dataframe(diag.comparison_frame(comparison), hide_index=True, width="stretch")
-    off = comparison.not_in_precision
-    if off:
-        names = ", ".join(n.graph_node or n.node for n in off)
-        st.warning(f"Not in {comparison.expected_precision}: {names}.")
+    names = [n.graph_node or n.node for n in comparison.not_in_precision]
+    if names:
+        st.warning(diag.not_in_precision_line(names, comparison.expected_precision))
+        if len(names) > diag.NAMES_SHOWN:
+            with st.expander(f"All {len(names)} nodes not in {comparison.expected_precision}"):
+                st.dataframe(readable_frame({"node": name} for name in names), hide_index=True)
 
 
 def show_findings(result: ProfileJobResult) -> None:
@@ -244,6 +256,11 @@ def show_layer_errors(result: ProfileJobResult) -> None:
         f"are shortened, and the last column holds them whole. {result.layer_error_note}"
     )
     st.plotly_chart(diag.layer_error_figure(rows), width="stretch", key="layers")
+    if len(rows) > diag.TOP_LAYERS:
+        st.caption(
+            f"The chart shows the {diag.TOP_LAYERS} layers that add the most noise, and "
+            f"{len(rows) - diag.TOP_LAYERS} more are in the table."
+        )
     st.dataframe(
         diag.layer_error_frame(rows),
         hide_index=True,

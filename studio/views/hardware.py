@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from optistudio.studio import state
+from optistudio.studio.formatting import readable_frame
 from optistudio.studio.services import worker_rows
 
 STATE_ORDER = {"live": 0, "stale": 1, "stopped": 2}
@@ -38,4 +38,4 @@ def live_table() -> None:
         return
     live = sum(row["state"] == "live" for row in rows)
     st.metric("Live workers", live, help=f"A worker is stale after {max_age:.0f} s without a beat.")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(readable_frame(rows), hide_index=True, width="stretch")

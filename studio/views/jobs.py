@@ -12,6 +12,7 @@ from optistudio.core.passes.qat_history import read_history
 from optistudio.db.queries import WORKER_LOST
 from optistudio.studio import pages, state
 from optistudio.studio.errors import show_error
+from optistudio.studio.formatting import readable_frame
 from optistudio.studio.services import cancel_job, check_workers, job_rows
 
 ACTIVE = {"queued", "running"}
@@ -128,20 +129,22 @@ def result_link(row: dict[str, Any]) -> None:
 
 
 def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
+    """Every job as a row; a job not finished yet reads 'not yet' in its finished cell."""
+    return readable_frame(
+        (
             {
                 "job": r["id"],
                 "status": r["status"],
-                "model": r["model"],
+                "model": r["model"] or None,
                 "kind": r["kind"],
                 "progress": r["progress"],
-                "message": r["message"],
-                "code": r["error_code"] or "",
+                "message": r["message"] or None,
+                "code": r["error_code"],
                 "created": r["created_at"],
-                "finished": r["finished_at"],
-                "worker": r["worker"],
+                "finished": r["finished_at"] or ("not yet" if r["status"] in ACTIVE else None),
+                "worker": r["worker"] or None,
             }
             for r in rows
-        ]
+        ),
+        keep=["progress"],
     )

@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
+from optistudio.core.data.profile import InputProfile
 from optistudio.core.errors import ErrorInfo, OptistudioError, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
+from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.catalog import add_sample, add_upload
 from optistudio.services.input_profiles import load_profile, save_profile
 from optistudio.services.jobkinds import BENCHMARK
-from optistudio.studio import charts, pages, state
+from optistudio.studio import cached, charts, pages, state
 from optistudio.studio.errors import show_error
-from optistudio.studio.formatting import human_bytes, human_count
+from optistudio.studio.formatting import human_bytes, human_count, prose
+from optistudio.studio.model_task import task_section
 from optistudio.studio.profile_services import (
     batch_axis_choices,
+    batch_note,
+    cut_shapes,
+    profile_flops,
     profile_from_rows,
     profile_rows,
+    symbolic_legend,
+    tensor_table,
 )
-from optistudio.studio.services import model_choices, submit_benchmark
+from optistudio.studio.services import model_file, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
+FLOPS_WARNINGS = ("the FLOPs estimate sets every dynamic dim to 1", "FLOPs could not be estimated")
+"""Intake's warnings about its FLOPs estimate, dropped once they are counted at the profile."""
+AT_PROFILE = "at the input profile's shapes"
 DEFAULTS = BenchmarkSpec()
 
 
@@ -41,10 +52,13 @@ def render() -> None:
         st.info("No models yet. Upload an `.onnx` file above, or add a sample model.")
         return
     info = ModelInfo.model_validate(chosen["info"])
-    model_card(chosen, info)
-    input_profile_section(chosen, info)
-    benchmark_form(chosen, info)
-    every_target(chosen, info)
+    profile = load_profile(state.session_factory(), chosen["id"])  # read once per rerun
+    targets = state.live_targets(info)
+    model_card(chosen, info, profile)
+    task_section(chosen)
+    input_profile_section(chosen, info, profile)
+    benchmark_form(chosen, info, profile, targets)
+    every_target(chosen, targets)
 
 
 def upload_section() -> None:
@@ -104,7 +118,7 @@ def show_outcome(outcome: str | ErrorInfo) -> None:
 
 
 def choose_model() -> dict[str, Any] | None:
-    choices = model_choices(state.session_factory())
+    choices = cached.model_choices()
     if not choices:
         return None
     by_id = {c["id"]: c for c in choices}
@@ -123,51 +137,88 @@ def choose_model() -> dict[str, Any] | None:
     return by_id[model_id]
 
 
-def model_card(chosen: dict[str, Any], info: ModelInfo) -> None:
+def model_card(chosen: dict[str, Any], info: ModelInfo, profile: InputProfile) -> None:
     st.subheader(f"Model card · {chosen['name']}")
     cols = st.columns(5)
     cols[0].metric("File size", human_bytes(info.size_bytes))
     cols[1].metric("Parameters", human_count(info.parameter_count))
+    flops, at = card_flops(chosen, info, profile)
+    at_profile = flops is not None and at.startswith(AT_PROFILE)
     cols[2].metric(
-        "FLOPs (batch 1)",
-        human_count(info.flops_estimate),
-        help="2 x multiply-adds of Conv/MatMul/Gemm for one sample, dynamic dims at 1.",
+        "FLOPs (one sample)",
+        human_count(flops),
+        help=f"2 x multiply-adds of Conv/MatMul/Gemm for one sample, {at}.",
     )
     cols[3].metric("Opset", info.opset)
     cols[4].metric("Nodes", info.node_count)
     st.caption(f"SHA-256 `{info.sha256}` · IR {info.ir_version} · producer {info.producer or '—'}")
+    dims = SymbolicDims()
     left, right = st.columns(2)
     with left:
         st.markdown("**Inputs**")
-        st.dataframe(tensor_table(info.inputs), hide_index=True, width="stretch")
+        st.dataframe(tensor_table(info.inputs, dims), hide_index=True, width="stretch")
         st.markdown("**Outputs**")
-        st.dataframe(tensor_table(info.outputs), hide_index=True, width="stretch")
+        st.dataframe(tensor_table(info.outputs, dims), hide_index=True, width="stretch")
+        if dims.placeholders:
+            with st.expander(f"Symbolic dims in full ({len(dims.placeholders)})"):
+                st.caption("Shape inference names these dims by the expression that sizes them.")
+                st.dataframe(symbolic_legend(dims), hide_index=True, width="stretch")
+                cut = cut_shapes([*info.inputs, *info.outputs], dims)
+                if not cut.empty:
+                    st.dataframe(cut, hide_index=True, width="stretch")
     with right:
         st.markdown("**Operators**")
         st.plotly_chart(charts.op_histogram(info.op_histogram), width="stretch")
     for warning in info.warnings:
-        st.warning(warning)
+        if not (at_profile and warning.startswith(FLOPS_WARNINGS)):
+            st.warning(prose(warning))
 
 
-def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
+def card_flops(
+    chosen: dict[str, Any], info: ModelInfo, profile: InputProfile
+) -> tuple[int | None, str]:
+    """The FLOPs the card shows and the shapes they were counted at: intake's estimate for a
+    model without dynamic dims, else the count at the input profile's shapes."""
+    if not any(t.dynamic_dims for t in info.inputs):
+        return info.flops_estimate, "at the model's fixed shapes"
+    shapes = json.dumps(profile.shapes, sort_keys=True)
+    counted = flops_at(chosen["sha256"], chosen["path"], shapes)
+    if counted is None:
+        return info.flops_estimate, "dynamic dims at 1 (the profile's shapes could not be counted)"
+    return counted, f"{AT_PROFILE} (" + "; ".join(profile.lines()) + ")"
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def flops_at(sha256: str, path: str, shapes: str) -> int | None:
+    """FLOPs of the model (its digest keys the cache) at these profile shapes (JSON)."""
+    stored = model_file(state.settings(), path=path, sha256=sha256)
+    return profile_flops(stored, InputProfile(shapes=json.loads(shapes)))
+
+
+def input_profile_section(chosen: dict[str, Any], info: ModelInfo, profile: InputProfile) -> None:
     """The shapes and values every job runs this model at, editable; guessed sizes named."""
     st.subheader("Input profile")
     done = st.session_state.pop("profile_saved", None)
     if done:
         st.success(done)
     factory = state.session_factory()
-    profile = load_profile(factory, chosen["id"])
     if chosen.get("parent_id"):
         st.caption(
             f"A variant is fed like the model it was made from (#{chosen['parent_id']}): "
             "editing this profile edits that model's."
         )
+    batch = batch_note(info, profile.moved_axes(info.inputs))
     st.caption(
         "Every job on this model (benchmark, optimize's timing and accuracy, profile, soak, "
-        "batching, export) runs at these shapes and values unless the job says otherwise. The "
-        "batch axis takes each job's batch sizes (a state [layers, batch, hidden] is batched on "
-        "axis 1); 'none' runs the input at its full shape. An empty value feeds generated data; "
-        "an .npz sets a small array as the value."
+        "batching, export) runs at these shapes and values unless the job says otherwise. "
+        + (
+            "The batch axis takes each job's batch sizes (a state [layers, batch, hidden] is "
+            "batched on axis 1); 'none' runs the input at its full shape. "
+            if batch.dynamic
+            else f"The model fixes its batch at {batch.fixed or 'its declared size'}, so jobs "
+            "run it at that batch. "
+        )
+        + "An empty value feeds generated data; an .npz sets a small array as the value."
     )
     if profile.guessed:
         st.warning(
@@ -207,6 +258,7 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
             upload = cols[3].file_uploader(
                 f"Array for {name} (.npz)",
                 type=["npz"],
+                max_upload_size=state.settings().max_upload_mb,
                 help="A small array (one request's value) as the fixed value, named after "
                 "the input or alone in the file.",
                 key=f"{key}_array",
@@ -229,23 +281,16 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.rerun()  # the card then shows the saved profile, its guesses gone
 
 
-def tensor_table(tensors: list[Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "name": t.name,
-                "dtype": t.dtype,
-                "shape": "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]",
-            }
-            for t in tensors
-        ]
-    )
-
-
-def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
+def benchmark_form(
+    chosen: dict[str, Any],
+    info: ModelInfo,
+    profile: InputProfile,
+    live: list[tuple[str, str, str]],
+) -> None:
     st.subheader("Benchmark")
-    batch_dynamic = any(t.shape and not isinstance(t.shape[0], int) for t in info.inputs)
-    targets = state.live_targets(info) or [("onnxruntime", "cpu", "fp32")]
+    batch = batch_note(info, profile.moved_axes(info.inputs))
+    batch_dynamic = batch.dynamic
+    targets = live or [("onnxruntime", "cpu", "fp32")]
     with st.form("benchmark"):
         target = st.selectbox(
             "Target (backend · device · precision)",
@@ -257,8 +302,8 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         cols = st.columns(4)
         batches = cols[0].text_input(
             "Batch sizes",
-            "1,8" if batch_dynamic else "",
-            help=HELP["batch_sizes"],
+            "1,8" if batch_dynamic else str(batch.fixed or ""),
+            help=HELP["batch_sizes"] if batch_dynamic else batch.caption.capitalize() + ".",
             disabled=not batch_dynamic,
         )
         threads = cols[1].number_input("Threads (0 = default)", 0, 256, 0, help=HELP["threads"])
@@ -278,10 +323,16 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
         cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"])
         st.caption(
             "Inputs: "
-            + "; ".join(load_profile(state.session_factory(), chosen["id"]).lines())
-            + " (the input profile above; the batch axis takes the batch sizes)."
+            + "; ".join(profile.lines())
+            + f" (the input profile above; {batch.caption})."
         )
         submitted = st.form_submit_button("Benchmark", type="primary")
+    if batch.freeable:
+        pages.link(
+            "batching",
+            "Batch fixed at 1: make it dynamic on the Batching page",
+            query={"model": str(chosen["id"])},
+        )
     if not submitted:
         return
     try:
@@ -313,9 +364,8 @@ def benchmark_form(chosen: dict[str, Any], info: ModelInfo) -> None:
     st.session_state["last_benchmark_spec"] = spec
 
 
-def every_target(chosen: dict[str, Any], info: ModelInfo) -> None:
+def every_target(chosen: dict[str, Any], targets: list[tuple[str, str, str]]) -> None:
     """One benchmark job per backend · precision on the chosen device, each to its worker."""
-    targets = state.live_targets(info)
     devices = sorted({device for _, device, _ in targets})
     if not devices:
         return

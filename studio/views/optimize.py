@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -17,19 +16,23 @@ from optistudio.core.optimize.recipes import ANY, AUTO, BUILTIN_RECIPES
 from optistudio.core.passes.base import passes
 from optistudio.core.passes.qat import QatConfig
 from optistudio.services.jobkinds import OPTIMIZE
-from optistudio.studio import charts, pages, state
+from optistudio.studio import cached, charts, pages, state
 from optistudio.studio.errors import show_error
+from optistudio.studio.formatting import readable_frame
 from optistudio.studio.optimize_services import (
     OptimizeForm,
+    TaskHint,
     budget_help,
     build_spec,
     form_defaults,
-    optimization_runs,
+    pass_settings_table,
     submit_optimization,
     task_choices,
+    task_hint,
     task_table,
+    variants_table,
 )
-from optistudio.studio.services import model_choices
+from optistudio.studio.services import model_file
 
 BUDGET_HELP = budget_help()
 QAT_WHERE = (
@@ -63,23 +66,40 @@ def render() -> None:
         "sentences, audio or bytes made to the model's shapes; else random inputs) and timed "
         "against it interleaved, so its speedup comes with a confidence interval."
     )
-    choices = model_choices(state.session_factory())
+    choices = cached.model_choices()
     if not choices:
         st.info("Add a model on the Models page first.")
         return
-    optimize_form(choices)
+    chosen = pick_model(choices)
+    optimize_form(chosen)
     with st.expander("Passes and their settings"):
         pass_catalogue()
-    show_runs()
+    show_runs(chosen["id"], chosen["name"])
 
 
-def optimize_form(choices: list[dict[str, Any]]) -> None:
-    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
+def pick_model(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The model the form optimizes and whose runs are listed (?model=ID in the URL)."""
+    by_id = {c["id"]: c for c in choices}
     wanted = st.query_params.get("model")
-    ids = list(names)
-    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
+    ids = list(by_id)
+    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in by_id else 0
+    model_id = st.selectbox(
+        "Model", ids, index=default, format_func=lambda i: f"#{i} · {by_id[i]['name']}"
+    )
+    st.query_params["model"] = str(model_id)
+    return by_id[model_id]
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def read_task_hint(sha256: str, path: str, task: str | None) -> TaskHint:
+    """The model's task hint, read from its graph once per file (the digest keys it)."""
+    return task_hint(model_file(state.settings(), path=path, sha256=sha256), task)
+
+
+def optimize_form(chosen: dict[str, Any]) -> None:
+    hint = read_task_hint(chosen["sha256"], chosen["path"], chosen.get("task"))
+    upload_mb = state.settings().max_upload_mb
     with st.form("optimize"):
-        model_id = st.selectbox("Model", ids, index=default, format_func=names.get)
         st.caption(
             "Variants are timed, checked and calibrated at the model's input profile (its shapes "
             "and values, set on the model card on the Models page); with data, the data's "
@@ -104,6 +124,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         data = left.file_uploader(
             "Calibration / accuracy data (.npz or .zip of images, optional)",
             type=["npz", "zip"],
+            max_upload_size=upload_mb,
             help="An .npz of named input arrays (samples along the first axis), or a .zip of "
             "images (set how they become inputs under 'Image preprocessing'). Empty: built-in "
             "samples stand in (real images, text, audio... not yours), else random inputs.",
@@ -111,6 +132,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
         labels = right.file_uploader(
             "Labels (optional)",
             type=["npy", "csv", "txt", "json"],
+            max_upload_size=upload_mb,
             help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
             "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
         )
@@ -124,12 +146,12 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             format_func=tasks.get,
             help="What the variants are judged by: the strings a recognizer reads, the boxes a "
             "detector finds, top-1 of a classifier... Recognized from the outputs unless set; "
-            "the page shows the reason.",
+            f"this model's outputs read as: {hint.label}.",
         )
         budgets = middle.text_input(
-            "Budget in the task's terms (empty = the task's default)",
+            f"Budget in the task's terms (empty = {_default_budget(hint)})",
             "",
-            placeholder="string_agreement=0.99, cer=0.01",
+            placeholder=hint.budget_example,
             help="METRIC=LIMIT, comma separated; the metric's direction decides the side. The "
             "tasks and their metrics are listed under 'Tasks and their metrics' below.",
         )
@@ -149,15 +171,21 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             format="%.3f",
             help=BUDGET_HELP.get("min_cosine"),
         )
-        max_drop = cols[1].number_input(
-            "Largest top-1 drop",
-            0.0,
-            1.0,
-            DEFAULTS.max_top1_drop,
-            step=0.005,
-            format="%.3f",
-            help=BUDGET_HELP.get("max_top1_drop"),
+        max_drop = (
+            cols[1].number_input(
+                "Largest top-1 drop",
+                0.0,
+                1.0,
+                DEFAULTS.max_top1_drop,
+                step=0.005,
+                format="%.3f",
+                help=BUDGET_HELP.get("max_top1_drop"),
+            )
+            if hint.reads_top1
+            else None
         )
+        if not hint.reads_top1:
+            cols[1].caption(f"No top-1 budget: a {hint.label.lower()} model is judged by its task.")
         seconds = cols[2].number_input(
             "Timing seconds per variant",
             0.2,
@@ -172,7 +200,7 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             "'sentence_embedding' rather than 'last_hidden_state'.",
         )
         with st.expander("Tasks and their metrics"):
-            st.dataframe(pd.DataFrame(task_table()), hide_index=True, width="stretch")
+            st.dataframe(readable_frame(task_table()), hide_index=True, width="stretch")
         with st.expander("Image preprocessing (for a .zip of images)"):
             image_settings = image_inputs()
         with st.expander("Pass settings: fusion patterns (enable and order), INT8 options"):
@@ -193,7 +221,12 @@ def optimize_form(choices: list[dict[str, Any]]) -> None:
             speed_only=speed_only,
             epochs=epochs,
         )
-        submit(choices[ids.index(model_id)], form, data, labels, train, train_labels)
+        submit(chosen, form, data, labels, train, train_labels)
+
+
+def _default_budget(hint: TaskHint) -> str:
+    """What an empty budget box means for this model: its task's default, or the generic one."""
+    return f"{hint.label}'s default, {hint.budget_example}" if hint.task else "the task's default"
 
 
 def training_inputs() -> tuple[Any, Any, int]:
@@ -202,13 +235,18 @@ def training_inputs() -> tuple[Any, Any, int]:
     st.caption(state.qat_places())
     help_of = {n: f.description for n, f in QatConfig.model_fields.items()}
     left, middle, right = st.columns([3, 2, 1])
+    upload_mb = state.settings().max_upload_mb
     train = left.file_uploader(
         "Training data for QAT (.npz or .zip of images)",
         type=["npz", "zip"],
         help=help_of["train_path"],
+        max_upload_size=upload_mb,
     )
     train_labels = middle.file_uploader(
-        "Training labels (optional)", type=["npy", "csv"], help=help_of["train_labels_path"]
+        "Training labels (optional)",
+        type=["npy", "csv"],
+        help=help_of["train_labels_path"],
+        max_upload_size=upload_mb,
     )
     epochs = right.number_input(
         "QAT epochs", 1, 1000, DEFAULTS.epochs, step=1, help=help_of["epochs"]
@@ -312,59 +350,50 @@ def submit(
 def pass_catalogue() -> None:
     for info in passes:
         st.markdown(f"**{info.label}** (`{info.name}`) — {info.description}")
-        fields = info.config_class().model_fields
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "setting": name,
-                        "default": repr(field.default),
-                        "meaning": field.description or "",
-                    }
-                    for name, field in fields.items()
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+        st.dataframe(pass_settings_table(info), hide_index=True, width="stretch")
 
 
 @st.fragment(run_every="3s")
-def show_runs() -> None:
-    runs = optimization_runs(state.session_factory())
+def show_runs(model_id: int, model_name: str) -> None:
+    runs = cached.optimization_runs(model_id)
     if not runs:
-        st.info("No optimization runs yet.")
+        st.info(f"No optimization run of {model_name} yet.")
         return
     for run in runs:
-        st.subheader(f"Job #{run['job']} · {run['model']}")
-        fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
-        st.markdown(f"**{run['headline']}**")
-        st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
-        st.markdown(run["task"])
-        if run["task_reasons"]:
-            with st.expander("How the task was read"):
-                for reason in run["task_reasons"]:
-                    st.caption(reason)
-        if run["not_your_data"]:
-            st.warning(run["not_your_data"])
-        for note in run["notes"]:
-            st.caption(f"Note: {note}")
-        table = pd.DataFrame(run["variants"])
-        st.dataframe(
-            table,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "chosen": st.column_config.CheckboxColumn("best"),
-                "speedup": st.column_config.NumberColumn(format="%.2fx"),
-                "mean cosine": st.column_config.NumberColumn(format="%.4f"),
-            },
+        show_run(run)
+
+
+def show_run(run: dict[str, Any]) -> None:
+    st.subheader(f"Job #{run['job']} · {run['model']}")
+    fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
+    st.markdown(f"**{run['headline']}**")
+    st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
+    st.markdown(run["task"])
+    if run["task_reasons"]:
+        with st.expander("How the task was read"):
+            for reason in run["task_reasons"]:
+                st.caption(reason)
+    if run["not_your_data"]:
+        st.warning(run["not_your_data"])
+    for note in run["notes"]:
+        st.caption(f"Note: {note}")
+    st.dataframe(
+        variants_table(run["variants"], run["task_name"], run["task_metrics"]),
+        hide_index=True,
+        width="stretch",
+        column_config={"chosen": st.column_config.CheckboxColumn("best")},
+    )
+    for label, error in run["failures"]:
+        show_error(error, prefix=f"{label} failed: ")
+    for part in run["drilldown"]:
+        with st.expander(f"Where {part['recipe']} and the original disagree most"):
+            st.dataframe(readable_frame(part["rows"]), hide_index=True, width="stretch")
+    if not charts.accuracy_points(run["variants"]):
+        st.info(
+            "No variant was made and timed, so there is no speedup/accuracy chart: each "
+            "recipe's reason is above."
         )
-        for label, error in run["failures"]:
-            show_error(error, prefix=f"{label} failed: ")
-        for part in run["drilldown"]:
-            with st.expander(f"Where {part['recipe']} and the original disagree most"):
-                st.dataframe(pd.DataFrame(part["rows"]), hide_index=True, width="stretch")
-        st.plotly_chart(
-            charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
-        )
+        return
+    st.plotly_chart(
+        charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
+    )

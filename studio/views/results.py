@@ -5,14 +5,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from optistudio.studio import charts, state
-from optistudio.studio.optimize_services import optimization_runs
-from optistudio.studio.services import display_table, model_choices, results_frame, side_by_side
+from optistudio.studio import cached, charts
+from optistudio.studio.formatting import readable_frame
+from optistudio.studio.optimize_services import variants_table
+from optistudio.studio.services import display_table, side_by_side
 
 
 def render() -> None:
     st.title("Results")
-    choices = model_choices(state.session_factory())
+    choices = cached.model_choices()
     options = [None] + [c["id"] for c in choices]
     names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
     wanted = st.query_params.get("model")
@@ -29,7 +30,7 @@ def render() -> None:
         st.query_params["model"] = str(model_id)
     if model_id is not None:
         variants_of(model_id)
-    wide = results_frame(state.session_factory(), model_id=model_id)
+    wide = cached.results_frame(model_id)
     if wide.empty:
         st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
         return
@@ -37,15 +38,22 @@ def render() -> None:
         backends_side_by_side(wide)
     st.subheader("Every measurement")
     contended_note(wide)
-    st.dataframe(display_table(wide), hide_index=True, width="stretch")
+    st.dataframe(readable_frame(display_table(wide)), hide_index=True, width="stretch")
     st.caption(
         "p50 ± half the p10–p90 spread. 'unstable' means the windows never agreed "
         "within the tolerance before the time cap."
     )
+    drawn = charts.latest_runs(wide)
+    runs = wide["job_id"].nunique()
     st.subheader("Latency percentiles per batch size")
-    st.plotly_chart(charts.latency_by_batch(wide), width="stretch")
+    if runs > charts.CHART_RUNS:
+        st.caption(
+            f"The charts draw the latest {charts.CHART_RUNS} of these {runs} runs; the table "
+            "above lists them all. Pick a model to chart its own."
+        )
+    st.plotly_chart(charts.latency_by_batch(drawn), width="stretch")
     st.subheader("Throughput per batch size")
-    st.plotly_chart(charts.throughput_by_batch(wide), width="stretch")
+    st.plotly_chart(charts.throughput_by_batch(drawn), width="stretch")
 
 
 def contended_note(wide: pd.DataFrame) -> None:
@@ -63,7 +71,7 @@ def contended_note(wide: pd.DataFrame) -> None:
 
 def variants_of(model_id: int) -> None:
     """The latest optimization run of this model: its variants beside the original."""
-    runs = [r for r in optimization_runs(state.session_factory()) if r["model_id"] == model_id]
+    runs = cached.optimization_runs(model_id, limit=1)
     if not runs:
         return
     latest = runs[0]
@@ -80,14 +88,12 @@ def variants_of(model_id: int) -> None:
         "within budget",
         "error",
     ]
+    table = variants_table(latest["variants"], latest["task_name"], latest["task_metrics"])
     st.dataframe(
-        pd.DataFrame(latest["variants"])[columns],
+        table[[c for c in columns if c in table]],
         hide_index=True,
         width="stretch",
-        column_config={
-            "chosen": st.column_config.CheckboxColumn("best"),
-            "speedup": st.column_config.NumberColumn(format="%.2fx"),
-        },
+        column_config={"chosen": st.column_config.CheckboxColumn("best")},
     )
 
 
@@ -100,7 +106,7 @@ def backends_side_by_side(wide: pd.DataFrame) -> None:
             "One target measured so far. On the Models page, **Run on every target** "
             "benchmarks this model on each backend and precision the workers offer."
         )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(readable_frame(table), hide_index=True, width="stretch")
     st.caption(
         "Each target's outputs are checked against ONNX Runtime FP32 on CPU on the same inputs, "
         "with a tolerance that fits its precision (cosine >= 0.99999 for FP32, 0.999 FP16, "

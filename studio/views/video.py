@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -13,10 +12,11 @@ from optistudio.core.backends import backends
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.services.jobkinds import VIDEO
 from optistudio.services.jobresults import VideoJobResult
-from optistudio.studio import pages, state
+from optistudio.studio import cached, pages, state
 from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import cancel_job, model_choices
+from optistudio.studio.formatting import readable_frame
+from optistudio.studio.services import cancel_job
 
 DEFAULT_BACKEND = "onnxruntime"
 DROP_POLICIES = {
@@ -32,7 +32,7 @@ def render() -> None:
         "inferred on the model, each stream measured on its own: fps, latency from the moment "
         "a frame is due to its result, and the frames dropped when inference falls behind."
     )
-    choices = model_choices(state.session_factory())
+    choices = cached.model_choices()
     if not choices:
         st.info("Add an image model on the Models page first, then play video on it here.")
         return
@@ -58,6 +58,7 @@ def video_form(model_id: int) -> None:
         clip = st.file_uploader(
             "Clip (optional)",
             type=video.CLIP_TYPES,
+            max_upload_size=state.settings().max_upload_mb,
             help="Every stream plays this file, each from its own offset. Without one, a "
             "generated clip of moving shapes (640x360, 25 fps) is played.",
         )
@@ -172,15 +173,15 @@ def show_result(job_id: int, message: str, result: VideoJobResult) -> None:
     if speedup:
         st.markdown(speedup)
     st.dataframe(
-        pd.DataFrame(video.stream_rows(result)),
+        readable_frame(video.stream_rows(result)),
         hide_index=True,
         width="stretch",
         column_config={
-            "offset_s": st.column_config.NumberColumn("offset (s)", format="%.2f"),
+            "offset (s)": st.column_config.NumberColumn(format="%.2f"),
             "fps": st.column_config.NumberColumn(format="%.1f"),
-            "p50_ms": st.column_config.NumberColumn("p50 (ms)", format="%.1f"),
-            "p99_ms": st.column_config.NumberColumn("p99 (ms)", format="%.1f"),
-            "boxes_per_frame": st.column_config.NumberColumn("boxes per frame", format="%.2f"),
+            "p50 (ms)": st.column_config.NumberColumn(format="%.1f"),
+            "p99 (ms)": st.column_config.NumberColumn(format="%.1f"),
+            "boxes per frame": st.column_config.NumberColumn(format="%.2f"),
         },
     )
     if result.batched.detector:

@@ -99,3 +99,43 @@ def test_every_figure_has_room_for_its_titles_and_labels(wide) -> None:
     for figure in figures:
         assert figure.layout.margin.b >= 40 and figure.layout.margin.l >= 40
         assert figure.layout.xaxis.automargin and figure.layout.yaxis.automargin
+
+
+def variant_point(recipe: str, speedup: float, cosine: float | None, chosen: bool = False) -> dict:
+    return {"recipe": recipe, "speedup": speedup, "mean cosine": cosine, "chosen": chosen} | {
+        "within budget": True
+    }
+
+
+def test_close_points_are_named_by_the_legend_not_by_overlapping_labels() -> None:
+    variants = [
+        variant_point("INT8 static (MinMax)", 2.00, 0.9990, chosen=True),
+        variant_point("INT8 static (Entropy)", 2.01, 0.9991),
+        variant_point("FP16", 1.10, 0.99999),
+    ]
+
+    figure = charts.speed_vs_accuracy(variants)
+
+    labelled = {trace.name: trace.mode for trace in figure.data}
+    assert set(labelled) == {v["recipe"] for v in variants}  # every variant is in the legend
+    assert labelled["INT8 static (MinMax)"] == labelled["INT8 static (Entropy)"] == "markers"
+    assert labelled["FP16"] == "markers+text"
+
+
+def test_a_run_without_timed_variants_has_no_points_to_chart() -> None:
+    failed = [variant_point("FP16", 0.0, None), {"recipe": "fp32", "speedup": None}]
+
+    assert charts.accuracy_points(failed) == []
+    assert charts.isolated([]) == []
+
+
+def test_the_charts_draw_the_newest_runs_only() -> None:
+    import pandas as pd
+
+    wide = pd.DataFrame(
+        {"job_id": [job for job in range(1, 21) for _ in (1, 2)], "batch_size": [1, 8] * 20}
+    )
+
+    drawn = charts.latest_runs(wide, count=3)
+
+    assert sorted(set(drawn["job_id"])) == [18, 19, 20] and len(drawn) == 6

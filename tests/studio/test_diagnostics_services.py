@@ -180,3 +180,35 @@ def test_layer_rows_stored_before_labels_still_draw_one_bar_each() -> None:
     figure = diag.layer_error_figure(rows)
 
     assert len(set(figure.data[0].y)) == 3
+
+
+def test_many_op_types_fold_into_one_bar_and_the_slowest_share_stays_whole() -> None:
+    from optistudio.core.diagnose.profiling import Profile
+
+    op_types = [
+        {"op_type": f"Op{i}", "time_us": 100.0 - i, "share": 0.05, "nodes": 1, "precisions": {}}
+        for i in range(diag.TOP_OP_TYPES + 5)
+    ]
+    profile = Profile.model_validate(
+        {"model": "m.onnx", "sha256": "0" * 64, "inputs": [], "outputs": [], "backend": "ort"}
+        | {"batch_size": 1, "runs": 3, "quantized": False, "node_total_us": 1.0}
+        | {"profiled_ms": 1.0, "plain_ms": 1.0, "overhead": 1.0, "nodes": []}
+        | {"op_types": op_types}
+    )
+
+    figure = diag.op_type_figure(profile)
+
+    bars = figure.data[0]
+    assert len(bars.y) == diag.TOP_OP_TYPES + 1 and bars.y[-1] == "5 more op types"
+    assert bars.y[0] == "Op0" and figure.layout.yaxis.autorange == "reversed"  # slowest on top
+    assert bars.cliponaxis is False and figure.layout.xaxis.range[1] > max(bars.x)
+    assert figure.layout.xaxis.automargin and figure.layout.yaxis.automargin
+
+
+def test_a_long_list_of_nodes_is_cut_in_the_sentence() -> None:
+    names = [f"conv{i}" for i in range(diag.NAMES_SHOWN + 3)]
+
+    line = diag.not_in_precision_line(names, "int8")
+
+    assert line.startswith("Not in int8: conv0, conv1") and line.endswith(" and 3 more.")
+    assert diag.not_in_precision_line(["conv0"], "int8") == "Not in int8: conv0."

@@ -48,3 +48,51 @@ def test_flagged_points_stand_out_in_the_latency_chart() -> None:
     assert list(p50.marker.symbol) == ["circle", "diamond-open"]
     assert list(p50.hovertext) == ["", "unstable, contended"]
     assert list(p50.error_y.array) == [pytest.approx(0.2), pytest.approx(3.0)]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("p50_ms", "p50 (ms)"),
+        ("mean_queue_ms", "mean queue (ms)"),
+        ("boxes_per_frame", "boxes per frame"),
+        ("offset_s", "offset (s)"),
+        ("p50 (ms)", "p50 (ms)"),
+        ("job", "job"),
+    ],
+    ids=["latency", "queue", "words", "seconds", "already-readable", "one-word"],
+)
+def test_a_field_name_becomes_a_header(name: str, text: str) -> None:
+    from optistudio.studio.formatting import header
+
+    assert header(name) == text
+
+
+def test_python_list_text_reads_as_prose_and_shapes_stay() -> None:
+    from optistudio.studio.formatting import prose
+
+    assert (
+        prose("dynamic dims ['batch', 'height', 'width'] on input x")
+        == "dynamic dims batch, height, width on input x"
+    )
+    assert prose("shape [1, 3, 224, 224]") == "shape [1, 3, 224, 224]"
+
+
+def test_missing_values_read_as_a_dash_and_full_number_columns_stay_numbers() -> None:
+    import math
+
+    from optistudio.studio.formatting import EMPTY, readable_frame
+
+    table = readable_frame(
+        [
+            {"p50_ms": 1.0, "speedup": 2.0, "dims": ["h", "w"]},
+            {"p50_ms": 2.0, "speedup": None, "dims": []},
+            {"p50_ms": 3.0, "speedup": math.nan, "dims": None},
+        ],
+        numbers={"speedup": "{:.2f}x"},
+    )
+
+    assert list(table.columns) == ["p50 (ms)", "speedup", "dims"]
+    assert table["p50 (ms)"].dtype.kind == "f"  # sorts as numbers
+    assert list(table["speedup"]) == ["2.00x", EMPTY, EMPTY]
+    assert list(table["dims"]) == ["h, w", EMPTY, EMPTY]

@@ -263,3 +263,49 @@ def test_rows_and_the_warning_say_what_each_variant_was_calibrated_and_judged_on
     )
     assert optimize.not_your_data(own) == ""
     assert {row["samples"] for row in optimize.variant_rows(own)} == {"your data"}
+
+
+def test_a_models_runs_are_its_own(db_factory, app_settings, make_model) -> None:  # type: ignore[no-untyped-def]
+    from optistudio.db.models import JobKind, JobStatus
+    from optistudio.db.queries import create_job, finish_job, set_job_result
+    from optistudio.db.session import transaction
+    from optistudio.services.catalog import add_model_file
+
+    first, second = (
+        add_model_file(db_factory, app_settings, make_model(f"{n}.onnx", features=f), name=n)
+        for n, f in (("first", 8), ("second", 12))
+    )
+    stored = {"spec": {"recipes": ["graph"]}, "data": "synthetic", "variants": [], "chosen": None}
+    with transaction(db_factory) as s:
+        for model_id in (first.model_id, second.model_id, first.model_id):
+            job = create_job(s, kind=JobKind.optimize, spec={}, model_id=model_id).id
+            set_job_result(s, job_id=job, result=stored)
+            finish_job(s, job_id=job, status=JobStatus.succeeded)
+
+    mine = optimize.optimization_runs(db_factory, model_id=first.model_id)
+    theirs = optimize.optimization_runs(db_factory, model_id=second.model_id, limit=1)
+
+    assert [run["model"] for run in mine] == ["first", "first"]
+    assert [run["job"] for run in mine] == [3, 1]  # newest first
+    assert [run["model"] for run in theirs] == ["second"]
+    assert len(optimize.optimization_runs(db_factory)) == 3
+
+
+def test_the_form_suggests_the_budget_of_the_task_the_model_reads_as(tiny_model: Path) -> None:
+    detector = optimize.task_hint(tiny_model, "detection_boxes")
+    missing = optimize.task_hint(tiny_model.with_name("gone.onnx"))
+
+    assert detector.budget_example == "f1=0.95" and not detector.reads_top1
+    assert "string_agreement" not in detector.budget_example
+    assert missing.task is None and missing.reads_top1  # an unreadable file: the generic form
+    assert optimize.task_hint(None, "none").reads_top1
+
+
+def test_a_pass_setting_without_a_default_reads_as_a_dash() -> None:
+    from optistudio.core.passes.base import passes
+
+    tables = [optimize.pass_settings_table(info) for info in passes]
+
+    defaults = [value for table in tables for value in table["default"]]
+    assert "None" not in defaults and "PydanticUndefined" not in defaults
+    assert all(isinstance(value, str) and value for value in defaults)

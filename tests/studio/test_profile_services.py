@@ -111,13 +111,14 @@ def card_section(model_id: int) -> None:
     from optistudio.core.model.info import ModelInfo
     from optistudio.db.queries import get_model
     from optistudio.db.session import transaction
+    from optistudio.services.input_profiles import load_profile
     from optistudio.studio import state
     from optistudio.studio.views.models import input_profile_section
 
     with transaction(state.session_factory()) as s:
         model = get_model(s, model_id=model_id)
         chosen, info = {"id": model.id}, ModelInfo.model_validate(model.info)
-    input_profile_section(chosen, info)
+    input_profile_section(chosen, info, load_profile(state.session_factory(), model_id))
 
 
 def test_the_card_saves_a_moved_batch_axis(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -144,3 +145,76 @@ def test_the_card_saves_a_moved_batch_axis(db_factory, app_settings, tmp_path) -
     assert not at.exception
     saved = load_profile(db_factory, model_id)
     assert saved.batch_axes["state"] is None and saved.shapes["state"] == [2, 4, 16]
+
+
+def conv_model(path, *, batch: int | str = "batch"):  # type: ignore[no-untyped-def]
+    """A 3x3 'same' convolution on an image of any height and width."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
+        "conv",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 3, "h", "w"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [weight],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_flops_are_counted_at_the_profiles_shapes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from optistudio.core.data.profile import InputProfile
+    from optistudio.studio.profile_services import profile_flops
+
+    path = conv_model(tmp_path / "conv.onnx")
+
+    small = profile_flops(path, InputProfile(shapes={"x": [1, 3, 16, 16]}))
+    large = profile_flops(path, InputProfile(shapes={"x": [1, 3, 32, 32]}))
+
+    assert small is not None and large == 4 * small  # a 'same' conv's work grows with h x w
+    assert profile_flops(None, InputProfile(shapes={"x": [1, 3, 16, 16]})) is None
+    assert profile_flops(tmp_path / "missing.onnx", InputProfile(shapes={"x": [1]})) is None
+
+
+@pytest.mark.parametrize(
+    ("batch", "dynamic", "freeable", "words"),
+    [
+        ("batch", True, False, "the batch axis takes the batch sizes"),
+        (1, False, True, "batch fixed at 1 by the model"),
+        (4, False, False, "batch fixed at 4 by the model"),
+    ],
+    ids=["dynamic", "fixed-at-one", "fixed-at-four"],
+)
+def test_the_card_says_what_the_batch_field_can_do(batch, dynamic, freeable, words) -> None:  # type: ignore[no-untyped-def]
+    from optistudio.studio.profile_services import batch_note
+
+    info = card(TensorSpec(name="x", dtype="float32", shape=[batch, 3, 8, 8]))
+    info.outputs = [TensorSpec(name="y", dtype="float32", shape=[batch, 10])]
+
+    note = batch_note(info)
+
+    assert (note.dynamic, note.freeable) == (dynamic, freeable)
+    assert words in note.caption
+    assert ("make it dynamic" in note.caption) == freeable
+
+
+def test_a_long_symbolic_dim_is_a_placeholder_with_its_text_kept() -> None:
+    from optistudio.core.report.symbolic_dims import MAX_SHAPE, SymbolicDims
+    from optistudio.studio.profile_services import symbolic_legend, tensor_table
+
+    expression = "floor((height + -1) / 32) * floor((width + -1) / 32) + 1" * 4
+    dims = SymbolicDims()
+    outputs = [
+        TensorSpec(name="boxes", dtype="float32", shape=["batch", expression, 6]),
+        TensorSpec(name="scores", dtype="float32", shape=["batch", expression]),
+    ]
+
+    shapes = list(tensor_table(outputs, dims)["shape"])
+    legend = symbolic_legend(dims)
+
+    assert shapes == ["[batch, s1, 6]", "[batch, s1]"]  # one expression, one placeholder
+    assert all(len(shape) <= MAX_SHAPE for shape in shapes)
+    assert legend.to_dict("records") == [{"dim": "s1", "stands for": expression}]

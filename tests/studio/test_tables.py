@@ -1,0 +1,215 @@
+"""Every table a page shows reads as written for people: no "None" cell, no snake_case header.
+
+Streamlit draws a missing value as the word "None", so a builder must write "—" (or a word)
+itself; a header is what the page shows, so it must not be a field name. Each builder below is
+fed the rows a real page gets, with the gaps they really have (a failed variant has no
+speedup, a queued job no finish time, a new op family no ratio).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pandas as pd
+import pytest
+
+from optistudio.core.diagnose.profile_compare import ProfileComparison
+from optistudio.core.diagnose.profiling import Profile
+from optistudio.core.measure.stages import Breakdown
+from optistudio.core.model.info import TensorSpec
+from optistudio.core.passes.base import passes
+from optistudio.core.report.symbolic_dims import SymbolicDims
+from optistudio.services.jobkinds import OPTIMIZE
+from optistudio.studio import compare_services, diagnostics_services, optimize_services
+from optistudio.studio.formatting import EMPTY, readable_frame
+from optistudio.studio.profile_services import cut_shapes, symbolic_legend, tensor_table
+from optistudio.studio.services import display_table, side_by_side
+from optistudio.studio.views.jobs import jobs_table
+
+SNAKE_CASE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+LONG_DIM = "floor((height + -1) / 32) + floor((width + -1) / 32) * 2 + 1" * 3
+
+
+def optimize_result(task: dict[str, object] | None = None) -> object:
+    """A run with a made variant (task figures, no top-1) and a failed one (no figures)."""
+    recipe = {"name": "int8_static", "label": "INT8 static (MinMax)", "steps": []}
+    accuracy = {"samples": 8, "data": "builtin", "max_abs_error": 0.02, "mean_abs_error": 0.001}
+    accuracy |= {"mean_cosine": 0.999, "min_cosine": 0.99, "top1_agreement": None}
+    accuracy |= {"nan_or_inf": False, "task_metrics": {"f1": 0.97}, "per_output_max_abs_error": {}}
+    return OPTIMIZE.parse_result(
+        {
+            "spec": {"recipes": ["auto"]},
+            "data": "builtin",
+            "variants": [
+                {"recipe": recipe, "precision": "int8", "ratio": 0.5, "ratio_low": 0.45}
+                | {"ratio_high": 0.55, "verdict": "faster", "speedup": 2.0, "within_budget": True}
+                | {"model_id": 7, "accuracy": accuracy},
+                {"recipe": recipe | {"name": "fp16", "label": "FP16"}, "precision": "fp16"}
+                | {"status": "failed", "error": {"code": "pass_failed", "message": "no"}},
+            ],
+            "chosen": "int8_static",
+        }
+        | (task or {})
+    )
+
+
+DETECTOR = {"task": "detection_boxes", "task_reason": "boxes", "task_budget": {"f1": 0.95}}
+
+
+def variants(task: dict[str, object] | None) -> pd.DataFrame:
+    result = optimize_result(task)
+    rows = optimize_services.variant_rows(result)  # type: ignore[arg-type]
+    return optimize_services.variants_table(rows, result.task, result.task_budget)  # type: ignore[attr-defined]
+
+
+def measurements() -> pd.DataFrame:
+    """Two jobs of the Results page, one of which measured no p95 (NaN in the wide frame)."""
+    wide = pd.DataFrame(
+        [
+            {"job_id": 2, "model_name": "cnn", "backend": "openvino", "batch_size": 1}
+            | {"threads": 2, "p50_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1, "p95_ms": 1.2}
+            | {"p99_ms": 1.3, "throughput": 1000.0, "stable": 1.0, "device": "cpu"}
+            | {"precision": "fp32", "outputs": "reference"},
+            {"job_id": 1, "model_name": "cnn", "backend": "onnxruntime", "batch_size": 1}
+            | {"threads": 2, "p50_ms": 2.0, "p10_ms": 1.9, "p90_ms": 2.2, "p95_ms": math.nan}
+            | {"p99_ms": 2.5, "throughput": 500.0, "stable": 0.0, "device": "cpu"}
+            | {"precision": "fp32", "outputs": "not checked"},
+        ]
+    )
+    return readable_frame(display_table(wide))
+
+
+def profile() -> Profile:
+    node = {"node": "conv1_kernel_time", "graph_node": "", "op_type": "Conv", "family": "Conv"}
+    node |= {"precision": "", "time_us": 120.0, "share": 0.8, "calls": 30}
+    op_type = {"op_type": "Conv", "time_us": 120.0, "share": 0.8, "nodes": 1, "precisions": {}}
+    return Profile.model_validate(
+        {"model": "cnn.onnx", "sha256": "0" * 64, "inputs": [], "outputs": [], "backend": "ort"}
+        | {"batch_size": 1, "runs": 30, "quantized": False, "node_total_us": 150.0}
+        | {"profiled_ms": 0.2, "plain_ms": 0.15, "overhead": 1.3}
+        | {"nodes": [node], "op_types": [op_type]}
+    )
+
+
+def comparison() -> ProfileComparison:
+    new = {"family": "QLinearConv", "a_us": 0.0, "b_us": 50.0, "ratio": None, "change": "new"}
+    return ProfileComparison.model_validate(
+        {"a_model": "cnn", "b_model": "cnn int8", "a_ms": 0.2, "b_ms": 0.1, "ratio": 0.5}
+        | {"families": [new | {"a_nodes": 0, "b_nodes": 2}], "expected_precision": "int8"}
+        | {"not_in_precision": []}
+    )
+
+
+def layer_errors() -> pd.DataFrame:
+    row = {"rank": 1, "node": "", "op_type": "Conv", "graph_index": 3, "fed_by": []}
+    row |= {"quantized_node": "", "sqnr_db": 30.0, "cosine": 0.999, "noise_added": 0.001}
+    return diagnostics_services.layer_error_frame([row])
+
+
+def stages() -> pd.DataFrame:
+    stage = {"stage": "inference", "ms": 1.5, "share": 1.0, "detail": ""}
+    breakdown = Breakdown.model_validate({"batch_size": 1, "stages": [stage]})
+    wait = diagnostics_services.QueueWait(job=4, kind="Batching verification", queue_ms=0.4)
+    return diagnostics_services.breakdown_frame(breakdown, wait)
+
+
+def jobs() -> pd.DataFrame:
+    row = {"id": 3, "status": "queued", "model": "cnn", "kind": "Benchmark", "progress": 0.0}
+    row |= {"message": "", "error_code": None, "created_at": datetime.now(UTC)}
+    row |= {"finished_at": None, "worker": ""}
+    done = row | {"id": 2, "status": "succeeded", "finished_at": datetime.now(UTC)}
+    return jobs_table([row, done, done | {"id": 1, "status": "failed", "error_code": "internal"}])
+
+
+def card_shapes() -> list[pd.DataFrame]:
+    dims = SymbolicDims()
+    inputs = [TensorSpec(name="image", dtype="float32", shape=["batch", 3, None, None])]
+    outputs = [
+        TensorSpec(name="boxes", dtype="float32", shape=["batch", LONG_DIM, 6]),
+        TensorSpec(name="features", dtype="float32", shape=["batch", *[1024] * 8]),
+    ]
+    return [tensor_table(inputs, dims), tensor_table(outputs, dims), symbolic_legend(dims)] + [
+        cut_shapes(outputs, dims)
+    ]
+
+
+def comparisons() -> pd.DataFrame:
+    row = {"job": 5, "A": "#1 cnn", "B": "#2 cnn int8", "ratio": 0.52, "low": 0.5, "high": 0.55}
+    row |= {"verdict": "faster", "pairs": 400, "batch": 1, "contended": True}
+    return compare_services.comparison_table([row])
+
+
+BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
+    "optimize variants": lambda: variants(None),
+    "optimize variants of a detector": lambda: variants(DETECTOR),
+    "optimize disagreements": lambda: readable_frame(
+        [{"sample": 3, "original": "HELLO", "variant": "HELL0", "label": "", "how far": 0.2}]
+    ),
+    "optimize tasks": lambda: readable_frame(optimize_services.task_table()),
+    "optimize pass settings": lambda: [optimize_services.pass_settings_table(p) for p in passes],
+    "results measurements": measurements,
+    "results side by side": lambda: readable_frame(
+        side_by_side(
+            pd.DataFrame(
+                [
+                    {"job_id": 1, "backend": "onnxruntime", "device": "cpu", "precision": "fp32"}
+                    | {"batch_size": 1, "p50_ms": 1.0, "p99_ms": math.nan, "throughput": 9.0}
+                    | {"outputs": "reference"}
+                ]
+            )
+        )
+    ),
+    "compare head-to-head": comparisons,
+    "diagnostics top nodes": lambda: diagnostics_services.top_nodes_frame(profile()),
+    "diagnostics op families": lambda: diagnostics_services.comparison_frame(comparison()),
+    "diagnostics layer errors": layer_errors,
+    "diagnostics stages": stages,
+    "jobs": jobs,
+    "model card shapes": card_shapes,
+}
+
+
+@pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
+def test_no_cell_reads_none_and_no_header_is_a_field_name(
+    build: Callable[[], pd.DataFrame | list[pd.DataFrame]],
+) -> None:
+    built = build()
+    tables = built if isinstance(built, list) else [built]
+
+    assert tables and all(not table.empty for table in tables)
+    for table in tables:
+        cells = [value for column in table.columns for value in table[column].tolist()]
+        assert not [c for c in cells if c is None or c is pd.NaT or str(c) in ("None", "nan")]
+        assert not [h for h in table.columns if SNAKE_CASE.match(str(h))]
+
+
+def test_a_detectors_variants_have_its_metrics_and_no_top1_columns() -> None:
+    detector, untasked = variants(DETECTOR), variants(None)
+
+    assert "top-1 drop" not in detector and "top-1 drop" in untasked
+    assert "Box F1" in detector and "f1" not in detector  # a task metric reads by its label
+    assert detector.iloc[0]["Box F1"] == "0.97"
+    failed = detector.iloc[1]
+    assert failed["speedup"] == failed["mean cosine"] == failed["speedup CI"] == EMPTY
+    assert detector.iloc[0]["speedup"] == "2.00x" and detector.iloc[0]["model id"] == "#7"
+
+
+def test_a_queued_jobs_finish_reads_not_yet() -> None:
+    table = jobs()
+
+    assert list(table["finished"])[0] == "not yet"
+    assert list(table["code"]) == [EMPTY, EMPTY, "internal"]
+
+
+@pytest.mark.parametrize(
+    ("metric", "name"),
+    [("p50_ms", "p50"), ("string_agreement", "String agreement"), ("made_up_x", "made up x")],
+    ids=["latency", "task-metric", "unknown"],
+)
+def test_a_delta_column_is_named_by_its_metrics_label(metric: str, name: str) -> None:
+    from optistudio.studio.share_view import delta_name
+
+    assert delta_name(metric).lower() == name.lower()
