@@ -79,7 +79,13 @@ runs whose p99 lies within +-20 % of the runs' own median: a band of the issue's
 by an oracle that knows the median. Where that share is under 90 %, no prediction from a
 profile can meet the band target on this machine. Prints the profile's predicted p99 beside.
 
-Run: .venv/bin/python bench/batching.py --serving [--rounds 3]
+Instances x max batch (`--instances`, issue 31): per model (default the zoo's slow PP-OCRv4
+recognizer and fast Paddle-style CNN), the throughput each of instances (1, 2, ... up to the
+cores) x max batch (1, and 4 or 8) holds within a p99 budget on the real Pipeline, as a ratio to
+batch 1 on one instance measured in the same run (bench/batching_instances.py).
+
+Run: .venv/bin/python bench/batching.py --instances [--models ppocr_rec,paddle_cnn] [--cell-seconds 4]
+     .venv/bin/python bench/batching.py --serving [--rounds 3]
      .venv/bin/python bench/batching.py --repeat [--rounds 6] [--cell-seconds 10] [--models ...]
      .venv/bin/python bench/batching.py --collector [--rounds 3]
      .venv/bin/python bench/batching.py --zoo [--quick] [--models ppocr_rec,opset21] [--out F]
@@ -159,6 +165,9 @@ def main() -> None:
         "--repeat", action="store_true", help="the zoo's run-to-run spread (see above)"
     )
     parser.add_argument(
+        "--instances", action="store_true", help="instances x max batch (see above)"
+    )
+    parser.add_argument(
         "--rounds", type=int, default=3,
         help="--serving, --collector: interleaved rounds; --repeat: runs per cell",
     )  # fmt: skip
@@ -172,6 +181,13 @@ def main() -> None:
         return
     if args.repeat:
         _zoo_repeat(args)
+        return
+    if args.instances:
+        from batching_instances import run  # type: ignore[import-not-found]
+
+        report = run(args, _zoo_models)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2, default=str))
         return
     if args.zoo or args.quick:
         _zoo_grid(args)

@@ -446,6 +446,17 @@ def finished_jobs(s: Session, *, kind: JobKind, limit: int = 50) -> list[Job]:
     return list(s.scalars(query))
 
 
+def newest_succeeded(s: Session, *, kind: JobKind, model_id: int) -> Job | None:
+    """The newest succeeded job of one kind on one model, or None."""
+    query = (
+        select(Job)
+        .where(Job.kind == kind, Job.status == JobStatus.succeeded, Job.model_id == model_id)
+        .order_by(Job.id.desc())
+        .limit(1)
+    )
+    return s.scalars(query).first()
+
+
 def finished_comparisons(s: Session, *, limit: int = 50) -> list[Job]:
     """Succeeded comparison jobs, newest first, with their baseline model loaded."""
     return finished_jobs(s, kind=JobKind.compare, limit=limit)

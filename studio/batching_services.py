@@ -37,7 +37,7 @@ from optistudio.core.batching.simulate import (
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.triton import triton_config
-from optistudio.core.batching.tuner import Candidate, Recommendation, capacity
+from optistudio.core.batching.tuner import Candidate, Recommendation, capacity, setting_line
 from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind
 from optistudio.db.queries import get_job, get_model
@@ -335,7 +335,7 @@ def _num(value: float) -> str:
 def speed_note(
     profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
 ) -> tuple[str, bool]:
-    """What the predicted p99 (`p99_ms`: the headline figure above the note, at `rate`) becomes
+    """What the predicted p99 (`p99_ms`: one long simulated run's at `rate`) becomes
     if the model runs SPEED_STEP slower or faster than profiled, and whether that moves it past
     KNEE (then the settings have no headroom, and one measurement of them is as uncertain as
     the machine's speed)."""
@@ -350,7 +350,7 @@ def speed_note(
         worse = _moved(slower.p99_ms, rise, up=True)
     better = _moved(faster.p99_ms, faster.p99_ms / p99_ms - 1, up=False)
     line = (
-        f"Against the predicted p99 of {p99_ms:.2f} ms: with the model {step} slower than "
+        f"Against the p99 of one long simulated run, {p99_ms:.2f} ms: with the model {step} slower than "
         f"profiled, {worse}; {step} faster, {better}."
     )
     if rise <= KNEE:
@@ -638,7 +638,7 @@ def candidates_figure(advice: Recommendation) -> go.Figure:
         hoverinfo="text",
     )
     figure.update_layout(
-        title="Settings tried (label: max batch size · timeout)",
+        title="Settings tried (label: max batch size · timeout ×instances)",
         xaxis_title="p99 (ms)",
         yaxis_title="throughput (req/s)",
         height=400,
@@ -667,16 +667,19 @@ def _spaced(candidates: list[Candidate], pick: BatchingSettings) -> set[int]:
 
 def _same_setting(candidate: Candidate, settings: BatchingSettings) -> bool:
     same_size = candidate.max_batch_size == settings.max_batch_size
-    return same_size and candidate.timeout_ms == settings.timeout_ms
+    same = same_size and candidate.instances == settings.instances
+    return same and candidate.timeout_ms == settings.timeout_ms
 
 
 def _candidate_label(setting: Candidate | BatchingSettings) -> str:
-    """A point's label: 'b8 · 2 ms' is max batch size 8 with a 2 ms timeout."""
-    return f"b{setting.max_batch_size} · {setting.timeout_ms:g} ms"
+    """A point's label: 'b8 · 2 ms' is max batch size 8 with a 2 ms timeout ('×2' after it:
+    on 2 instances)."""
+    label = f"b{setting.max_batch_size} · {setting.timeout_ms:g} ms"
+    return label + (f" ×{setting.instances}" if setting.instances > 1 else "")
 
 
 def _candidate_text(candidate: Candidate, margin: float) -> str:
-    text = f"max batch {candidate.max_batch_size}, timeout {candidate.timeout_ms:g} ms"
+    text = setting_line(candidate)
     if candidate.p99_slower_ms is not None:
         text += f"; p99 {candidate.p99_slower_ms:.1f} ms with the model {margin:.0%} slower"
     return text
@@ -688,6 +691,7 @@ def pipeline_json(name: str, backend: str, settings: BatchingSettings, shapes: d
         "model": name,
         "backend": backend,
         "shapes": shapes,
+        "instances": settings.instances,
         "batching": settings.model_dump(mode="json"),
     }
     return json.dumps(document, indent=2) + "\n"

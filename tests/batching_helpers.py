@@ -51,3 +51,18 @@ class Recorder:
 
 def row(value: float, length: int = 16, rows: int = 1) -> dict[str, np.ndarray]:
     return {"x": np.full((rows, length), value, dtype=np.float32)}
+
+
+def build_batch_mixing_model(path: Path) -> Path:
+    """y = mean over the batch of x [1, 4]: a batch fixed at 1 whose free-batch rewrite is
+    refused (the graph mixes the samples of a batch)."""
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)],
+        "mixing",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

@@ -20,11 +20,14 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     profile_file = tmp_path / "profile.json"
     run = optistudio(
         "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "500",
-        "--out", str(profile_file), "--json", data_dir=tmp_path,
+        "--instance-counts", "1,2", "--out", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     profiled = json.loads(run.stdout)
     assert profiled["profile"]["batch_sizes"] == [1, 2, 4]
+    assert profiled["instances"] == 1 and profiled["instance_counts"] == [1, 2]
+    assert [row["instances"] for row in profiled["instance_latency"]] == [2]
+    assert all(f > 0 for f in profiled["instance_latency"][0]["slowdown"])
     assert profiled["ceiling_throughput"] > 0 and profile_file.exists()
     # the per-batch cost, also in the saved profile, or absent with the reason
     assert (profiled["handoff_ms"] is None) == ("handoff_ms" in profiled["unmeasured"])
@@ -52,6 +55,7 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     )  # fmt: skip
     predicted = json.loads(run.stdout)
     assert predicted["kind"] == "predicted" and predicted["settings"]["max_batch_size"] == 4
+    assert predicted["instances"] == 1 and predicted["batched_rewrite"] is None  # a free batch
     assert predicted["throughput"] == pytest.approx(rate, rel=0.05)
     assert predicted["p50_ms"] <= predicted["p99_ms"]
     for figure in ("p50_ms", "p99_ms", "throughput"):  # the band beside each point
@@ -74,6 +78,7 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     advice = json.loads(run.stdout)
     assert advice["feasible"] and advice["p99_ms"] <= budget and advice["candidates"]
     assert advice["margin"] == 0.1  # the budget holds with the model 10 % slower too
+    assert {c["instances"] for c in advice["candidates"]} == {1, 2}  # the counts profiled
     chosen = [c for c in advice["candidates"] if c["feasible"]]
     assert chosen and all(c["p99_slower_ms"] <= budget for c in chosen)
 

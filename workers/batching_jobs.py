@@ -16,7 +16,11 @@ from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.profile import measure_profile
-from optistudio.core.batching.recalibrate import calibration_line, recalibrate, saturated_refit
+from optistudio.core.batching.recalibrate import (
+    calibration_line,
+    recalibrate_at_instances,
+    saturated_refit,
+)
 from optistudio.core.batching.results import Band, LoadResult, p99_halves
 from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
@@ -69,8 +73,10 @@ def profile_job(
     handoff = "" if profile.handoff_ms is None else f"; {profile.handoff_ms:.2f} ms hand-back"
     message = (
         f"Timed batch sizes {profile.batch_sizes}: up to {ceiling:.1f} req/s per instance "
-        f"at batch {best}{handoff}."
+        f"at batch {best}{handoff}.{instances_line(profile, spec.max_batch_size)}"
     )
+    if profile.batch_refused:
+        message += f" Served at batch 1 only: {profile.batch_refused}"
     if profile.unmeasured:  # what the predictions leave out, and why
         message += f" {profile.unmeasured_note()}"
     if profile.batched_rewrite:
@@ -115,8 +121,10 @@ def verify_job(
         prediction=prediction,
     )
     measured = run.result
+    served = spec.settings.instances
     message = (
-        f"Measured {measured.throughput:.1f} req/s, p50 {measured.p50_ms:.1f} ms, "
+        f"Measured on {served} instance{'s' if served > 1 else ''}: "
+        f"{measured.throughput:.1f} req/s, p50 {measured.p50_ms:.1f} ms, "
         f"p99 {measured.p99_ms:.1f} ms, mean batch {measured.mean_batch_size:.2f}."
     )
     if run.note:
@@ -187,8 +195,12 @@ def _refit(
     with what it predicts for the run (at the realised rate); None when no batch ran."""
     rests_on, predicted, band = before
     try:
-        calibrated = recalibrate(
-            profile, run, verify=f"Verify #{job.id}", timeout_ms=spec.settings.timeout_ms
+        calibrated = recalibrate_at_instances(
+            profile,
+            run,
+            instances=spec.settings.instances,
+            verify=f"Verify #{job.id}",
+            timeout_ms=spec.settings.timeout_ms,
         )
     except InvalidSpec:
         return None
@@ -212,7 +224,7 @@ def _refit(
             if sent
             else None
         ),
-        slowdown=overall_slowdown(run.batches, profile),
+        slowdown=overall_slowdown(run.batches, profile.at_instances(spec.settings.instances)),
         calibrated=calibrated,
         not_adopted=not_adopted,
         recalibrated=(
@@ -221,6 +233,24 @@ def _refit(
             else simulate(calibrated, spec.settings, rate=rate, **again)
         ),
     )
+
+
+def instances_line(profile: LatencyProfile, max_batch_size: int) -> str:
+    """' On 2 instances at once: each 1.62x as slow at batch 8, up to 98.0 req/s in all.'
+    per instance count the profile measured past one; '' without any."""
+    parts = []
+    for row in profile.instance_latency:
+        top, best = profile.ceiling(max_batch_size, instances=row.instances)
+        slowdown = (
+            row.slowdown[profile.batch_sizes.index(best)] if best in profile.batch_sizes else None
+        )
+        slower = f"each {slowdown:.2f}x as slow at batch {best}, " if slowdown else ""
+        parts.append(
+            f"on {row.instances} instances at once ({row.threads} thread(s) each): {slower}"
+            f"up to {top:.1f} req/s in all"
+        )
+    text = "; ".join(parts)
+    return f" {text[0].upper()}{text[1:]}." if parts else ""
 
 
 def _samples(run: LoadRun) -> RequestSamples:

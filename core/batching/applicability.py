@@ -135,3 +135,16 @@ def _output_axis(spec: TensorSpec, batch_names: frozenset[str]) -> int | None:
     if dynamic[0] == 0 or len(dynamic) == 1:
         return dynamic[0]
     return _UNCLEAR
+
+
+def one_row_axes(info: ModelInfo) -> StackAxes:
+    """The axes of a model whose batch is fixed at 1, served one request per batch (max batch
+    1): dim 0 of each input and output that is 1 or free (a batch of one is the request
+    itself), none for the others (shared, or the batch's whole answer)."""
+
+    def axis(spec: TensorSpec) -> int | None:
+        first = spec.shape[0] if spec.shape else None
+        return 0 if spec.shape and (first == 1 or not isinstance(first, int)) else None
+
+    inputs = {spec.name: axis(spec) for spec in info.inputs}
+    return StackAxes(inputs, tuple(axis(spec) for spec in info.outputs))

@@ -38,6 +38,11 @@ FIXED_BATCH_NOTE = (
 )
 
 
+class BatchRefused(InvalidSpec):
+    """The batch is fixed at 1 and its rewrite with a free batch was refused: the model is
+    served at max batch 1 only (more instances are what can help)."""
+
+
 @dataclass(frozen=True)
 class Batchable:
     """The model to batch, and the line that says it is a rewrite ('' for the model itself)."""
@@ -57,7 +62,8 @@ def batchable(
     cache: Path | None = None,
 ) -> Batchable:
     """`model_path` itself, or for a batch fixed at 1 (and no batch axis moved), its checked
-    rewrite. Raises InvalidSpec when the batch cannot be freed, saying why."""
+    rewrite. Raises BatchRefused (an InvalidSpec) when the batch cannot be freed, saying why:
+    such a model is still served at max batch 1 (`Pipeline.load` takes it as it is there)."""
     if batch_axes:
         return Batchable(model_path)  # the user placed the batch: batched as told
     model = onnx.load(str(model_path), load_external_data=False)
@@ -84,7 +90,7 @@ def batchable(
         _declare_outputs(target, check)
     except PassFailed as exc:
         target.unlink(missing_ok=True)
-        raise InvalidSpec(
+        raise BatchRefused(
             f"Dynamic batching does not apply to this model: its batch is fixed at 1. "
             f"{exc.message}",
             hint="Serve it at batch 1 with several instances, or export it again with a "

@@ -5,12 +5,19 @@ percentiles 0, 1, ..., 100 (`quantiles_ms`) and every run in the order it ran (`
 runtime's own cost per batch under load (`handoff_ms`). Between measured sizes latency is
 interpolated linearly; past the largest it is extrapolated along the last segment's slope
 (never falling). `optistudio.core.batching.profile` measures one.
+
+Those figures are one instance's. `instance_latency` holds how much slower a batch runs on one
+of N instances busy at once (measured N: 1, 2, 4, ... up to the cores); `at_instances(N)` is
+the profile as one of N instances sees it, which the simulator and the ceiling take
+(optistudio.core.batching.instances states the rule for a count that was not measured).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optistudio.core.batching.instances import InstanceLatency, instance_factors, instances_note
 
 QUANTILE_COUNT = 101
 """Percentiles kept per batch size: 0, 1, ..., 100."""
@@ -159,6 +166,19 @@ class LatencyProfile(BaseModel):
         description="Set when the model's batch was fixed at 1 and the profile timed its "
         "checked rewrite with a free batch (optistudio.core.batching.fixed_batch): one line.",
     )
+    batch_refused: str = Field(
+        default="",
+        description="Set when the model's batch is fixed at 1 and its rewrite with a free "
+        "batch was refused (the graph mixes the samples of a batch): why, in one line. Only "
+        "batch 1 was timed and it is served at max batch 1; more instances are what can help.",
+    )
+    instance_latency: list[InstanceLatency] = Field(
+        default_factory=list,
+        description="Per instance count N > 1 measured (ascending), the latency of a batch on "
+        "one of N instances running at once, each with its share of the threads, against the "
+        "one-instance figures above. Empty in profiles made before it was measured (and on one "
+        "core): only one instance was measured.",
+    )
     backend: str = ""
     environment: dict[str, object] = Field(default_factory=dict)
     calibration: Calibration | None = Field(
@@ -198,7 +218,48 @@ class LatencyProfile(BaseModel):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
             raise ValueError(f"idle gaps must be longer than {IDLE_FLOOR_MS} ms")
+        counts = [row.instances for row in self.instance_latency]
+        if counts != sorted(set(counts)):
+            raise ValueError("instance_latency's instance counts must be distinct and ascending")
+        if any(len(row.slowdown) != len(self.batch_sizes) for row in self.instance_latency):
+            raise ValueError("instance_latency needs one slowdown per batch size")
         return self
+
+    def instance_counts(self) -> list[int]:
+        """The instance counts this profile measured: 1 and each of `instance_latency`'s."""
+        return [1, *(row.instances for row in self.instance_latency)]
+
+    def at_instances(self, instances: int) -> LatencyProfile:
+        """The profile as one of `instances` busy instances sees it: every latency of the
+        model times that count's slowdown per batch size (the runtime's costs per batch stay);
+        without the table of measured counts it is itself (`instances_note` says how an
+        unmeasured count is taken)."""
+        factors = instance_factors(self.instance_latency, len(self.batch_sizes), instances)
+        if factors is None:
+            return self
+        by_size = dict(zip(self.batch_sizes, factors, strict=True))
+
+        def times(values: list[float]) -> list[float]:
+            return [ms * f for ms, f in zip(values, factors, strict=True)] if values else values
+
+        return self.model_copy(
+            update={
+                "mean_ms": times(self.mean_ms),
+                "p50_ms": times(self.p50_ms),
+                "p99_ms": times(self.p99_ms),
+                "quantiles_ms": [
+                    [ms * f for ms in row]
+                    for row, f in zip(self.quantiles_ms, factors, strict=False)
+                ],
+                "runs": [(size, ms * by_size[size]) for size, ms in self.runs],
+                "instance_latency": [],
+            }
+        )
+
+    def instances_note(self, instances: int) -> str:
+        """How `instances` instances are predicted when this profile did not measure that
+        count (one sentence), else ''."""
+        return instances_note(self.instance_latency, instances)
 
     def unmeasured_note(self) -> str:
         """One sentence per cost the profile could not measure (`unmeasured`), for the reasons
@@ -253,7 +314,12 @@ class LatencyProfile(BaseModel):
         """The best throughput `instances` alike instances can reach (rows/s) and the batch size
         giving it: the model's own (bare runs back to back), or with_handoff the runtime's, each
         batch also paying `handoff_ms` and `served_extra_ms`, and no more requests a second
-        than the serving machinery passes (1000 / `request_ms`, shared by the instances)."""
+        than the serving machinery passes (1000 / `request_ms`, shared by the instances).
+        Each instance's latency is the profile's `at_instances(instances)`."""
+        if instances > 1 and self.instance_latency:
+            return self.at_instances(instances).ceiling(
+                max_batch_size, with_handoff=with_handoff, instances=instances
+            )
         if not with_handoff:
             return self._ceiling_at(max_batch_size, 0.0, instances)
         cap = 1000.0 / self.request_ms if self.request_ms > 0 else float("inf")

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import StackAxes, stack_axes
+from optistudio.core.batching.applicability import StackAxes, one_row_axes, stack_axes
 from optistudio.core.batching.balancer import Balancer
+from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import (
     BatchingSettings,
@@ -170,13 +171,17 @@ class Pipeline:
         """Load `settings.instances` sessions of a model on a backend behind one pipeline,
         stacking requests on each input's batch axis (`batch_axes` wins over the inferred).
 
-        Raises InvalidSpec when requests cannot stack (`stack_axes`). Without options, the
+        Raises InvalidSpec when requests cannot stack (`stack_axes`); a model whose batch is
+        fixed at 1 is served as it is at max batch 1. Without options, the
         runtime's idle threads do not spin (`serving_options`); without explicit threads, the
         CPU cores but one are shared out between instances (`serving_threads`).
         """
         settings = settings or BatchingSettings()
         info = inspect_model(model_path)
-        axes = stack_axes(info, batch_axes)
+        if settings.max_batch_size == 1 and fixed_at_one(info, batch_axes):
+            axes = one_row_axes(info)  # a batch fixed at 1 served as it is, one row a batch
+        else:
+            axes = stack_axes(info, batch_axes)
         options = _instance_options(options or serving_options(), settings)
         runtime = get_backend(backend)
         loaded: list[LoadedModel] = []

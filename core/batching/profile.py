@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import stack_axes
-from optistudio.core.batching.fixed_batch import batchable
+from optistudio.core.batching.applicability import one_row_axes, stack_axes
+from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.handoff import (
     HANDOFF_UNMEASURED,
     SERVING_PROBE_SHARE,
@@ -47,6 +47,7 @@ from optistudio.core.batching.handoff import (
     measure_serving,
     probe_rate,
 )
+from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
@@ -90,25 +91,35 @@ def measure_profile(
     values: dict[str, InputValue] | None = None,
     inputs_file: str | None = None,
     batch_axes: dict[str, int | None] | None = None,
+    instances: list[int] | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
     threads get `serving_threads`, as the Pipeline gives them). `shapes` and `inputs_file`
     describe one request (see `optistudio.core.data.inputs.requests_batch`); `batch_axes`
-    moves an input's batch axis (a state [layers, batch, hidden]: 1).
+    moves an input's batch axis (a state [layers, batch, hidden]: 1). Then, for each count
+    of `instances` past 1 (default `instance_counts()`: 1, 2, 4, ... up to the cores), that
+    many sessions with their share of the threads time the sizes at once
+    (`instance_latency`, optistudio.core.batching.instances). A batch fixed at 1 whose rewrite
+    is refused is timed at batch 1 only, as it is (`batch_refused` says why).
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
-    freed = batchable(
-        model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
-        batch_axes=batch_axes,
-    )  # fmt: skip
+    refused = ""
+    try:
+        freed = batchable(
+            model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
+            batch_axes=batch_axes,
+        )  # fmt: skip
+    except BatchRefused as exc:
+        freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
     model_path = freed.path
     info = inspect_model(model_path)
-    axes = stack_axes(info, batch_axes)
+    axes = one_row_axes(info) if refused else stack_axes(info, batch_axes)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
-    options = with_serving_threads(options or serving_options())
+    given = options or serving_options()
+    options = with_serving_threads(given)
     request = {
         "shapes": shapes,
         "dims": dims,
@@ -126,6 +137,13 @@ def measure_profile(
             progress=progress,
         )  # fmt: skip
         rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
+        counts = instance_counts() if instances is None else instances
+        if progress and len(counts) > 1:
+            progress(0.85, f"batch sizes on {counts[1:]} instances running at once")
+        table = measure_instances(
+            model_path, backend, given, feeds, [float(np.mean(r)) for r in rows],
+            counts=counts, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
+        )  # fmt: skip
         if progress:
             progress(0.9, f"batch 1 after idle gaps of {', '.join(map(str, IDLE_GAPS_MS))} ms")
         idle = idle_extras(model, feeds[sizes[0]])
@@ -157,6 +175,8 @@ def measure_profile(
             request_ms=round(request.ms, 5) if request.ms else 0.0,
             unmeasured=unmeasured,
             batched_rewrite=freed.note,
+            batch_refused=refused,
+            instance_latency=table,
             backend=backend,
             environment=fingerprint(threads=options.threads),
         )

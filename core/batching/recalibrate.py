@@ -29,7 +29,7 @@ from them at and around that rate, so Verify runs at several rates build the del
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
@@ -260,3 +260,21 @@ def calibration_line(profile: LatencyProfile) -> str:
         f"recalibrated by {calibration.verify}{earlier} from {calibration.batches} batches: "
         f"p50 service time {moves}{delays}"
     )
+
+
+def recalibrate_at_instances(
+    profile: LatencyProfile, trace: Trace, *, instances: int, **kwargs: Any
+) -> LatencyProfile:
+    """`recalibrate` for a run served by `instances` instances: its batches are judged against
+    the profile as one of that many sees it (`at_instances`), and the refit's moves are carried
+    back to the one-instance figures, the table of instance slowdowns kept. The other arguments
+    as `recalibrate`'s."""
+    seen = profile.at_instances(instances)
+    refit = recalibrate(seen, trace, **kwargs)
+    if seen is profile:
+        return refit
+    undo = {
+        b: one / many
+        for b, one, many in zip(profile.batch_sizes, profile.mean_ms, seen.mean_ms, strict=True)
+    }
+    return _scaled(refit, undo).model_copy(update={"instance_latency": profile.instance_latency})

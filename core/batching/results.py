@@ -134,6 +134,13 @@ class Band(BaseModel):
     seconds: float | None = Field(
         default=None, description="The run length (s) the draws stand for (open loop)."
     )
+    p50_ms: float | None = Field(
+        default=None, description="The draws' median p50: a headline inside its band."
+    )
+    p99_ms: float | None = Field(
+        default=None, description="The draws' median p99 (None in bands stored before)."
+    )
+    throughput: float | None = Field(default=None, description="The draws' median throughput.")
 
     def holds_p99(self, p99_ms: float) -> bool:
         """Whether a measured p99 falls inside the band."""

@@ -1,6 +1,9 @@
 """Discrete-event simulation of the batching policy, driven by a measured latency profile.
 
-The simulated system is the runtime's (`optistudio.core.batching.pipeline`): each arrival goes to the
+The simulated system is the runtime's (`optistudio.core.batching.pipeline`): `settings.instances`
+servers, each running batches at the latencies one of that many busy instances was measured at
+(`LatencyProfile.at_instances`: with N instances on shared cores each runs slower than one
+alone, so c instances of service time D serve c / D_c, not c / D_1). Each arrival goes to the
 instance with the fewest rows queued or running (the balancer's choice when instances are
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
@@ -47,7 +50,8 @@ as the Verify (rate x seconds requests, at most BAND_REQUESTS / R) with its own 
 speed-trace offset, on the profile block-bootstrapped: its run sequence cut into blocks of
 BLOCK_RUNS consecutive runs (so slow spells stay whole), as many blocks drawn with replacement
 as fill the sequence again, and the mean per batch size recomputed from the draw. The band is
-the central `level` share (default 5 %-95 %) of the draws' p50, p99 and throughput. It holds:
+the central `level` share (default 5 %-95 %) of the draws' p50, p99 and throughput, and their
+median (`Band.p99_ms`, ...) a headline that always lies inside it. It holds:
 the model's own spread at each size (the resampled runs), the hand-back's spread (each draw's
 hand-back times resampled with replacement, their mean with them, and each batch's hand-back
 drawn from them), and the finite run length (each draw as many Poisson arrivals as the Verify
@@ -108,8 +112,11 @@ def simulate(
     service="measured" only differs from "mean" when the profile carries quantiles.
     `arrivals` (seconds, ascending) replays given send times instead of drawing them, e.g. the
     ones a load generator really achieved. `overhead_ms` is added to every batch; None takes
-    the profile's `handoff_ms` (0 for a profile without one).
+    the profile's `handoff_ms` (0 for a profile without one). Each of `settings.instances`
+    instances runs at the profile's `at_instances` latencies (its measured slowdown with that
+    many busy at once; `profile.instances_note` says how a count it did not measure is taken).
     """
+    profile = profile.at_instances(settings.instances)
     if arrivals is not None:
         times = np.asarray(arrivals, dtype=np.float64)
     elif process != "closed":
@@ -205,8 +212,11 @@ def simulate_band(
             for i in range(draws)
         ]
     )
-    low, high = np.percentile(figures, [50 * (1 - level), 50 * (1 + level)], axis=0)
+    low, middle, high = np.percentile(figures, [50 * (1 - level), 50, 50 * (1 + level)], axis=0)
     return Band(
+        p50_ms=float(middle[0]),
+        p99_ms=float(middle[1]),
+        throughput=float(middle[2]),
         p50_low_ms=float(low[0]),
         p50_high_ms=float(high[0]),
         p99_low_ms=float(low[1]),

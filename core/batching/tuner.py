@@ -1,19 +1,26 @@
 """Recommend batching settings from a latency profile, by simulation.
 
-Candidates are every max batch size in 1, 2, 4, ... up to the limit crossed with a ladder of
-timeouts (instances and the eager threshold stay as given). With an expected arrival rate, a
+Candidates are every instance count the profile measured (1, 2, 4, ... up to the cores:
+`LatencyProfile.instance_counts`; like Triton Model Analyzer's instance groups) crossed with
+every max batch size in 1, 2, 4, ... up to the limit and a ladder of timeouts (the eager
+threshold stays as given). Each count is simulated at the latencies measured with that many
+instances busy at once, so more instances win only where the machine serves more with them. A
+model whose batch is fixed at 1 and whose rewrite was refused (`batch_refused`) is swept over
+instances alone, at max batch 1 (a timeout has nothing to wait for there). With an expected arrival rate, a
 candidate is feasible when the simulated queue keeps up and its p99 is within the budget, both
 as profiled and with the model `margin` slower (default 10 %): served under load the model runs
 a few percent off its profiled speed (on a 2-core machine 0.88-1.20x from run to run), and near a
 setting's knee that is most of its tail, so a setting that only fits the budget at exactly the
 profiled speed would miss it when measured. Among the feasible ones the one with the highest
-capacity (instances * max_b b / (latency(b) + the profile's hand-back time per batch), the
+capacity (instances * max_b b / (latency_N(b) + the profile's hand-back time per batch), the
 headroom for bursts) wins, ties going to the lower p99. Without a rate ("max throughput"), each
 candidate's highest Poisson rate that is feasible in the same sense is found by bisection, and
 the highest wins.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +46,7 @@ class Candidate(BaseModel):
 
     max_batch_size: int
     timeout_ms: float
+    instances: int = Field(default=1, ge=1, description="Model instances (sessions).")
     rate: float
     capacity: float = Field(description="Highest throughput these settings can reach (req/s).")
     predicted: LoadResult
@@ -75,8 +83,10 @@ def recommend(
     requests: int = 4000,
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
+    instances: Sequence[int] | None = None,
 ) -> Recommendation:
-    """Search max batch size x timeout under a p99 budget (see the module docstring)."""
+    """Search instances x max batch size x timeout under a p99 budget (see the module
+    docstring); `instances` defaults to the counts the profile measured."""
     if p99_budget_ms <= 0 or (rate is not None and rate <= 0):
         raise InvalidSpec("The p99 budget and the arrival rate must be positive.")
     if not 0 <= margin < 1:
@@ -85,8 +95,19 @@ def recommend(
         )
     search = _Search(profile, p99_budget_ms, requests, seed, margin)
     base = base or BatchingSettings()
+    if profile.batch_refused:
+        max_batch_size, timeouts_ms = 1, (0.0,)
+    counts = sorted(set(instances or profile.instance_counts()))
     grid = [
-        base.model_copy(update={"max_batch_size": b, "timeout_ms": t, "preferred_batch_sizes": []})
+        base.model_copy(
+            update={
+                "instances": n,
+                "max_batch_size": b,
+                "timeout_ms": t,
+                "preferred_batch_sizes": [],
+            }
+        )
+        for n in counts
         for b in default_batch_sizes(max_batch_size)
         for t in timeouts_ms
     ]
@@ -94,10 +115,14 @@ def recommend(
         search.at_rate(s, rate) if rate is not None else search.best_rate(s) for s in grid
     ]
     chosen = _choose(candidates, grid, rate, p99_budget_ms, margin)
+    notes = [profile.instances_note(n) for n in counts]
+    if profile.batch_refused:
+        notes.insert(0, f"Only max batch 1 was tried: {profile.batch_refused}")
     if profile.unmeasured:  # a cost the predictions leave out is said, not hidden
-        chosen = chosen.model_copy(
-            update={"reason": f"{chosen.reason} {profile.unmeasured_note()}"}
-        )
+        notes.append(profile.unmeasured_note())
+    if any(notes):
+        reason = " ".join([chosen.reason, *(note for note in notes if note)])
+        chosen = chosen.model_copy(update={"reason": reason})
     return chosen
 
 
@@ -127,6 +152,7 @@ class _Search:
         return Candidate(
             max_batch_size=settings.max_batch_size,
             timeout_ms=settings.timeout_ms,
+            instances=settings.instances,
             rate=rate,
             capacity=capacity(self.profile, settings),
             predicted=predicted,
@@ -194,7 +220,7 @@ def _reason(
     budget: float,
     margin: float,
 ) -> str:
-    setting = f"max batch {chosen.max_batch_size}, timeout {chosen.timeout_ms:g} ms"
+    setting = setting_line(chosen)
     p99, total = chosen.predicted.p99_ms, len(candidates)
     feasible = sum(c.feasible for c in candidates)
     share = f"{margin:.0%}"
@@ -230,6 +256,12 @@ def _reason(
         f"{f' even with the model {share} slower' if margin else ''}; {setting} has the most "
         f"headroom (up to {chosen.capacity:.0f} req/s) at p99 {p99:.1f} ms{slower}."
     )
+
+
+def setting_line(setting: Candidate | BatchingSettings) -> str:
+    """'max batch 8, timeout 2 ms, 2 instances' (the instances only past one)."""
+    line = f"max batch {setting.max_batch_size}, timeout {setting.timeout_ms:g} ms"
+    return line + (f", {setting.instances} instances" if setting.instances > 1 else "")
 
 
 def _rate(rate: float) -> str:

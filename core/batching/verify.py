@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from optistudio.core.backends import SessionOptions
-from optistudio.core.batching.fixed_batch import batchable
+from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
@@ -70,12 +70,19 @@ def measure_load(
     inputs_file: str | None = None,
     batch_axes: dict[str, int | None] | None = None,
 ) -> LoadRun:
-    """Serve the model with `settings` under the given arrivals and measure what happens (a
-    batch fixed at 1 through its checked rewrite: `LoadRun.note` says so)."""
-    freed = batchable(
-        model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
-        batch_axes=batch_axes,
-    )  # fmt: skip
+    """Serve the model with `settings` (its `instances` sessions behind the balancer) under
+    the given arrivals and measure what happens (a batch fixed at 1 through its checked
+    rewrite: `LoadRun.note` says so; one whose rewrite is refused as it is, at max batch 1
+    only, else BatchRefused)."""
+    try:
+        freed = batchable(
+            model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
+            batch_axes=batch_axes,
+        )  # fmt: skip
+    except BatchRefused:
+        if settings.max_batch_size > 1:
+            raise
+        freed = Batchable(model_path, "The model's batch is fixed at 1: served as it is.")
     model_path = freed.path
     feeds = request_feeds(
         model_path,

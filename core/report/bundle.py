@@ -1,7 +1,10 @@
 """A deployable zip bundle for one model or variant, written streaming to disk.
 
-Contents: the model file(s), the recipe spec that reproduces it, accuracy and benchmark reports,
-`pipeline.json`, a Triton model repository (`triton/<name>/config.pbtxt`, `triton/<name>/1/`),
+Contents: the model file(s), the recipe spec that reproduces it (its command with the input
+flags the variant ran at), accuracy and benchmark reports, `pipeline.json` (long symbolic dims
+as short placeholders, their text under "symbolic_dims"), a Triton model repository
+(`triton/<name>/config.pbtxt`, `triton/<name>/1/`; served by the backend the variant is made
+for: ONNX Runtime, or OpenVINO for an OpenVINO variant),
 OpenVINO IR (`openvino/<name>.xml` + `.bin`), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
 made here, run on macOS / iOS only), `manifest.json` and `SHA256SUMS` (every other
 member's SHA-256, checkable with `sha256sum -c`). A part that cannot be built (a model without a
@@ -19,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import zipfile
@@ -35,10 +39,11 @@ from optistudio.core.backends.onnxruntime_backend import CANN_MISSING
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
-from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.progress import ProgressCallback
 from optistudio.core.report import coreml
 from optistudio.core.report import litert as litert_part
+from optistudio.core.report.symbolic_dims import SymbolicDims
 
 CHUNK = 1 << 20
 DEFAULT_QUEUE_DELAY_US = 100
@@ -75,6 +80,10 @@ class BundleSource:
     """Core ML packages to make (empty: none, listed as skipped)."""
     litert_precisions: list[str] = field(default_factory=list)
     """LiteRT files to make (litert_part.PRECISIONS for an export; empty: listed as skipped)."""
+    serving: dict[str, Any] | None = None
+    """The batching settings a Verify served and measured (`BatchingSettings` as JSON, and
+    "verify_job": its id): the Triton config's dynamic batcher and instance_group count, and
+    pipeline.json's "serving", take them. None: the measured batch sizes, one instance."""
 
 
 @dataclass
@@ -196,7 +205,44 @@ def _steps(
 
 
 def _recipe(source: BundleSource) -> dict[str, Any]:
-    return {"recipe": source.recipe, "precision": source.precision, **source.reproduce}
+    """recipe.json: the recipe, and how to make the variant again at the inputs it ran at."""
+    reproduce = dict(source.reproduce)
+    if reproduce.get("command"):
+        fed = reproduce.get("optimize_spec") or {}
+        reproduce["command"] += input_flags(fed, source.input_profile)
+    return {"recipe": source.recipe, "precision": source.precision, **reproduce}
+
+
+def input_flags(spec: dict[str, Any], profile: dict[str, Any] | None = None) -> str:
+    """' --shape x=1,3,48,320 --dim x.3=320 --value sr=16000': what the optimize job fed (its
+    row records the spec with the input profile under it), else the profile's shapes; an array
+    value is named with the file it would need ('--value NAME=@NAME.npz')."""
+    shapes = spec.get("shapes") or (profile or {}).get("shapes") or {}
+    dims = spec.get("dims") or {}
+    values = spec.get("values") or (profile or {}).get("values") or {}
+    flags = [
+        f"--shape {_assigned(name, ','.join(map(str, shape)))}" for name, shape in shapes.items()
+    ]
+    flags += [f"--dim {_assigned(name, str(size))}" for name, size in dims.items()]
+    flags += [f"--value {_assigned(name, _value(name, value))}" for name, value in values.items()]
+    return "".join(f" {flag}" for flag in flags)
+
+
+def _assigned(name: str, value: str) -> str:
+    return shlex.quote(f"{name}={value}")
+
+
+def _value(name: str, value: Any) -> str:
+    """A number as written; an array as the .npz it is read from (arrays are not inlined)."""
+    return f"@{safe_name(name)}.npz" if isinstance(value, dict) else f"{value:g}"
+
+
+def served_backend(source: BundleSource) -> str:
+    """The backend the model is made for: its recipe's, else its optimize run's target (an
+    original, or a run for any backend: ONNX Runtime, where it was measured)."""
+    target = ((source.reproduce or {}).get("optimize_spec") or {}).get("target_backend")
+    backend = (source.recipe or {}).get("backend") or target
+    return backend if backend and backend != "any" else "onnxruntime"
 
 
 def _reference_accuracy(source: BundleSource) -> dict[str, Any]:
@@ -205,6 +251,12 @@ def _reference_accuracy(source: BundleSource) -> dict[str, Any]:
     return {"note": "No accuracy report is stored for this variant."}
 
 
+TRITON_BACKENDS = {
+    "onnxruntime": 'platform: "onnxruntime_onnx"',
+    "openvino": 'backend: "openvino"\ndefault_model_filename: "model.onnx"',
+}
+"""How config.pbtxt names the Triton backend that serves a variant made for each backend (the
+OpenVINO backend reads the .onnx itself); others are served by ONNX Runtime."""
 RUNS_ON = {
     "model": "ONNX Runtime (CPU, CUDA, ...): the format measured here",
     "triton": "Triton Inference Server's onnxruntime backend (Linux servers)",
@@ -220,44 +272,78 @@ def pipeline(
 ) -> dict[str, Any]:
     """How to serve the model: its tensors, precision, preprocessing and where each format is
     and runs; `parts` adds what the format converters made (e.g. "coreml": its packages)."""
+    dims = SymbolicDims()
     return {
         "name": name,
         "model": f"model/{source.model_path.name}",
         "format": "onnx",
         "precision": source.precision,
+        "backend": served_backend(source),
         "opsets": source.info.opsets,
-        "inputs": [t.model_dump() for t in source.info.inputs],
-        "outputs": [t.model_dump() for t in source.info.outputs],
+        "inputs": [_tensor(t, dims) for t in source.info.inputs],
+        "outputs": [_tensor(t, dims) for t in source.info.outputs],
+        "symbolic_dims": dims.legend(),
         "preprocessing": source.preprocessing,
         "measured_batch_sizes": source.batch_sizes,
         "input_profile": source.input_profile,
         "triton": f"triton/{name}",
         "openvino": f"openvino/{name}.xml",
-        "runs_on": RUNS_ON,
+        "runs_on": RUNS_ON | {"triton": _triton_runs_on(served_backend(source))},
+        "serving": source.serving,
         **(parts or {}),
     }
 
 
+def _tensor(spec: TensorSpec, dims: SymbolicDims) -> dict[str, Any]:
+    """A tensor for pipeline.json: a long symbolic dim as its placeholder (see symbolic_dims,
+    the full text in pipeline.json's "symbolic_dims")."""
+    return spec.model_dump() | {"shape": dims.dims(spec.shape)}
+
+
+def _triton_runs_on(backend: str) -> str:
+    served = backend if backend in TRITON_BACKENDS else "onnxruntime"
+    return f"Triton Inference Server's {served} backend (Linux servers)"
+
+
 def _triton(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
-    sizes = sorted({b for b in source.batch_sizes if b >= 1}) or [1]
-    max_batch = max(max(sizes), 1)
     try:
-        config = triton_config(
-            name,
-            source.info,
-            max_batch_size=max_batch,
-            preferred_batch_sizes=[b for b in sizes if b > 1] or [max_batch],
-            max_queue_delay_us=DEFAULT_QUEUE_DELAY_US,
-        )
+        config = triton_config(name, source.info, **_triton_batching(source))
     except OptistudioError as exc:
         skipped["triton"] = f"No Triton config: {exc.message}"
         return
-    writer.add_text(f"triton/{name}/config.pbtxt", config)
+    writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, served_backend(source)))
     folder = source.model_path.parent.resolve()
     for path in model_files(source.model_path, source.info):
         relative = path.resolve().relative_to(folder)
         target = "model.onnx" if path == source.model_path else str(relative)
         writer.add_file(f"triton/{name}/1/{target}", path)
+
+
+def _triton_batching(source: BundleSource) -> dict[str, Any]:
+    """The dynamic batcher and instance count of the Triton config: as a Verify served them
+    (`source.serving`), else the measured batch sizes on one instance."""
+    serving = source.serving
+    if serving:
+        largest = int(serving["max_batch_size"])
+        return {
+            "max_batch_size": largest,
+            "preferred_batch_sizes": serving.get("preferred_batch_sizes") or [largest],
+            "max_queue_delay_us": round(float(serving["timeout_ms"]) * 1000),
+            "instances": int(serving.get("instances", 1)),
+        }
+    sizes = sorted({b for b in source.batch_sizes if b >= 1}) or [1]
+    max_batch = max(max(sizes), 1)
+    return {
+        "max_batch_size": max_batch,
+        "preferred_batch_sizes": [b for b in sizes if b > 1] or [max_batch],
+        "max_queue_delay_us": DEFAULT_QUEUE_DELAY_US,
+    }
+
+
+def _served_by(config: str, backend: str) -> str:
+    """The config naming the Triton backend for `backend` (ONNX Runtime's platform otherwise)."""
+    line = TRITON_BACKENDS.get(backend)
+    return config if line is None else config.replace(TRITON_BACKENDS["onnxruntime"], line, 1)
 
 
 def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:

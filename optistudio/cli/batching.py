@@ -1,10 +1,12 @@
 """`optistudio batching profile|simulate|verify|recommend MODEL.onnx`: the batching tuner.
 
 profile   times the model per batch size and the runtime's hand-back time per batch under load
-          (added to every simulated batch), and predicts the given setting from it;
+          (added to every simulated batch), then the sizes on 2, 4, ... instances at once
+          (--instance-counts), and predicts the given setting (--instances) from it;
 simulate  predicts throughput and latency of a setting (from --profile FILE, or a fresh profile);
 verify    serves the model with the real Pipeline under the load generator and measures;
-recommend searches max batch size x timeout under --p99-budget-ms at --rate (none: max rate),
+recommend searches instances x max batch size x timeout under --p99-budget-ms at --rate (none:
+          max rate; the instance counts the profile measured),
           keeping the budget with the model --margin percent slower than profiled (default 10).
 Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings; a
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
@@ -58,7 +60,13 @@ def add_batching_parser(commands: Any) -> None:
     add("--timeout-ms", type=float, default=2.0)
     add("--eager", type=int, help="send at once when this many requests wait")
     add("--preferred", type=parse_int_list, help="preferred batch sizes, e.g. 4,8")
-    add("--instances", type=int, default=1)
+    add("--instances", type=int, default=1, help="model instances (sessions) served")
+    add(
+        "--instance-counts",
+        type=parse_int_list,
+        help="profile: instance counts to time at once, e.g. 1,2 (default: 1, 2, 4, ... up to "
+        "the cores)",
+    )
     add("--max-queue", type=int, default=1024)
     add("--rate", type=float, help="arrival rate, requests/s (recommend: omit = max throughput)")
     add("--process", choices=("poisson", "constant", "closed"), default="poisson")
@@ -144,8 +152,21 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
         max_batch_size=settings.max_batch_size,
         backend=args.backend,
         options=options,
+        instances=args.instance_counts,
         **_request(args),
     )
+
+
+def _instances(profile: Any, settings: Any) -> dict[str, Any]:
+    """What the profile knows of the instances: the counts measured, each one's slowdown, and
+    how the served count is predicted when it was not measured."""
+    return {
+        "instance_counts": profile.instance_counts(),
+        "instance_latency": [row.model_dump() for row in profile.instance_latency],
+        "instances_note": profile.instances_note(settings.instances) or None,
+        "batched_rewrite": profile.batched_rewrite or None,
+        "batch_refused": profile.batch_refused or None,
+    }
 
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
@@ -198,6 +219,7 @@ def _payload(
             head[f"{stem}_high{unit}"] = getattr(band, f"{stem}_high{unit}")
     if band is not None:
         extra["band"] = band.model_dump()
+    head["instances"] = settings.instances
     return {**head, "settings": settings.model_dump(), **figures, **extra}
 
 
@@ -213,21 +235,21 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     profile = _profile(args, settings, fresh=True)
     if args.out is not None:
         args.out.write_text(profile.model_dump_json(indent=2))
-    ceiling, best = profile.ceiling(settings.max_batch_size)
+    ceiling, best = profile.ceiling(settings.max_batch_size, instances=settings.instances)
     return _payload(
         "predicted",
         settings,
         _predict(args, settings, profile),
         _band(args, settings, profile, args.rate),
         profile=profile.model_dump(),
-        ceiling_throughput=ceiling * settings.instances,
+        ceiling_throughput=ceiling,
         ceiling_batch_size=best,
         handoff_ms=profile.handoff_ms,
         served_extra_ms=profile.served_extra_ms,
         served_extra_load=[list(point) for point in profile.served_extra_load],
         request_ms=profile.request_ms or None,
         unmeasured=profile.unmeasured,
-        batched_rewrite=profile.batched_rewrite or None,
+        **_instances(profile, settings),
         served_ceiling_throughput=profile.ceiling(
             settings.max_batch_size, with_handoff=True, instances=settings.instances
         )[0],
@@ -251,7 +273,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     profile = _profile(args, settings)
-    return _predicted(args, settings, profile, args.rate)
+    return _predicted(args, settings, profile, args.rate) | _instances(profile, settings)
 
 
 def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -282,6 +304,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     if args.profile is not None:
         profile = _profile(args, settings)
         extra |= _judged(args, settings, profile, run.result)
+        extra["instances_note"] = profile.instances_note(settings.instances) or None
         if args.recalibrate is not None:
             extra["recalibrated"] = _recalibrated(args, settings, profile, run)
     return _payload("measured", settings, run.result, **extra)
@@ -367,6 +390,7 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
         p99_slower_ms=_finite(advice.p99_slower_ms),
         reason=advice.reason,
         candidates=[_candidate(c) for c in advice.candidates],
+        **_instances(profile, advice.settings),
     )
 
 
@@ -433,8 +457,17 @@ def _print_summary(payload: dict[str, Any]) -> None:
     if "ceiling_throughput" in payload:
         print(
             f"ceiling: {payload['ceiling_throughput']:.1f} req/s at batch "
-            f"{payload['ceiling_batch_size']}"
+            f"{payload['ceiling_batch_size']} on {payload['instances']} instance(s)"
         )
+    for row in payload.get("instance_latency") or []:
+        slowdown = ", ".join(f"{f:.2f}x" for f in row["slowdown"])
+        print(
+            f"{row['instances']} instances at once, {row['threads']} thread(s) each: per batch "
+            f"size {slowdown} one instance's latency"
+        )
+    for key in ("instances_note", "batch_refused"):
+        if payload.get(key):
+            print(payload[key])
     if payload.get("handoff_ms") is not None:
         print(
             f"per-batch hand-back under load: {payload['handoff_ms']:.2f} ms, "

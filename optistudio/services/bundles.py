@@ -11,7 +11,8 @@ from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.report.bundle import TENSORRT_SKIPPED, BundleSource
 from optistudio.core.report.litert import PRECISIONS as LITERT_PRECISIONS
-from optistudio.db.queries import get_model, list_workers
+from optistudio.db.models import JobKind
+from optistudio.db.queries import get_model, list_workers, newest_succeeded
 from optistudio.db.selection import stored_results, variant_origin
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
@@ -44,6 +45,8 @@ def bundle_source(
         info, name = ModelInfo.model_validate(model.info), model.name
         precision, recipe = model.precision, model.recipe
         profile = profile_of(s, model).model_dump(mode="json")
+        verify = newest_succeeded(s, kind=JobKind.batching_verify, model_id=model.id)
+        serving = _served(verify.id, verify.spec) if verify is not None else None
         parent_card = (
             {"id": parent.id, "name": parent.name, "sha256": parent.sha256} if parent else None
         )
@@ -63,7 +66,15 @@ def bundle_source(
         tensorrt_note=_tensorrt_note(inventories),
         input_profile=profile,
         litert_precisions=list(LITERT_PRECISIONS),  # made where the litert extra is installed
+        serving=serving,
     )
+
+
+def _served(job_id: int, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The batching settings the model's newest successful Verify served and measured (what
+    the bundle's Triton config and pipeline.json take), with that job's id; None without."""
+    settings = (spec or {}).get("settings")
+    return {**settings, "verify_job": job_id} if settings else None
 
 
 def _reproduce(

@@ -26,6 +26,7 @@ from optistudio.services.input_profiles import load_profile
 from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY, JOB_KINDS
 from optistudio.services.jobresults import BatchingProfileJobResult, BatchingVerifyJobResult
 from optistudio.studio import batching_services as batching
+from optistudio.studio import batching_whatif as whatif
 from optistudio.studio import state
 from optistudio.studio.errors import show_error
 from optistudio.studio.services import model_choices
@@ -73,7 +74,7 @@ def render() -> None:
     )
     profile, rests_on = batching.profile_in_use(profile_job, measured, verify_jobs)
     st.caption(rests_on)
-    settings, rate = sliders(profile)
+    settings, rate = sliders(profile, measured)
     if settings is None:
         return
     show_prediction(profile, settings, rate)
@@ -85,7 +86,7 @@ def render() -> None:
     with tabs[1]:
         best_settings(profile, rate)
     with tabs[2]:
-        export(name, info, settings, served)
+        export(name, info, settings, served, verify_jobs)
 
 
 def pick_model(choices: list[dict[str, Any]]) -> int:
@@ -199,10 +200,16 @@ def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
     )
 
 
-def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
+def sliders(
+    profile: LatencyProfile, measured: LatencyProfile
+) -> tuple[BatchingSettings | None, float]:
+    """The what-if's sliders; their ranges come from the profile as `measured` (a Verify's
+    refit of `profile` does not move them, so it resets nothing)."""
     largest = profile.batch_sizes[-1]
-    ceiling = profile.ceiling(largest)[0]
-    _defaults(largest, ceiling, profile.ceiling(min(8, largest))[0])
+    bounds = whatif.rate_bounds(measured, largest)
+    most = whatif.most_instances(measured)
+    default = measured.ceiling(min(8, largest), with_handoff=True)[0] * 0.6
+    _defaults(largest, bounds, most, default)
     st.subheader("What if")
     cols = st.columns(5)
     max_batch = cols[0].slider("Max batch size", 1, largest, key=KEYS["max_batch_size"])
@@ -214,8 +221,17 @@ def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
         key=KEYS["eager_threshold"],
         help="Send a batch at once when this many requests wait.",
     )
-    instances = cols[3].slider("Instances", 1, 8, key=KEYS["instances"])
-    rate = cols[4].slider("Arrival rate (req/s)", 1.0, _top_rate(ceiling), key=KEYS["rate"])
+    instances = cols[3].slider(
+        "Instances",
+        1,
+        max(2, most),
+        key=KEYS["instances"],
+        help="Model instances (sessions), each with its share of the threads; predicted at "
+        "the latency measured with that many running at once.",
+    )
+    low, high, step = bounds
+    rate = cols[4].slider("Arrival rate (req/s)", low, high, step=step, key=KEYS["rate"])
+    st.session_state["batching_rate_kept"] = rate
     values = {"max_batch_size": max_batch, "timeout_ms": timeout, "instances": instances}
     _to_url(values | {"eager_threshold": eager, "rate": rate})
     try:
@@ -223,39 +239,47 @@ def sliders(profile: LatencyProfile) -> tuple[BatchingSettings | None, float]:
     except ValidationError as exc:
         st.error(f"These settings do not fit together: {describe_validation_error(exc)}")
         return None, rate
-    if instances > 1:
-        st.caption(
-            "Several instances are predicted as independent copies of the profiled one; on a CPU "
-            "they share cores, so verify before trusting that gain."
-        )
+    note = whatif.instances_caption(profile, instances)
+    if note:
+        st.caption(note)
     return settings, rate
 
 
-def _defaults(largest: int, ceiling: float, default_capacity: float) -> None:
+def _defaults(
+    largest: int, bounds: tuple[float, float, float], most: int, default_rate: float
+) -> None:
     """First values from the URL, else max batch 8 (or less), 2 ms and 60 % of what that
-    setting can serve; a value out of this profile's range falls back to its default."""
+    setting can serve; a value out of this profile's range falls back to its default, but
+    the rate is kept (pulled into range) whenever the slider's range changes."""
+    default = whatif.kept_rate(default_rate, bounds, bounds[0])
     defaults: dict[str, int | float] = {
         "max_batch_size": min(8, largest),
         "timeout_ms": 2.0,
         "eager_threshold": 0,
         "instances": 1,
-        "rate": float(max(1, round(default_capacity * 0.6))),
+        "rate": default,
     }
     limits = {
         "max_batch_size": (1, largest),
         "timeout_ms": (0.0, 50.0),
         "eager_threshold": (0, largest),
-        "instances": (1, 8),
-        "rate": (1.0, _top_rate(ceiling)),
+        "instances": (1, max(2, most)),
+        "rate": bounds[:2],
     }
-    for field, default in defaults.items():
+    for field, default_value in defaults.items():
         key = KEYS[field]
         if key not in st.session_state:
-            from_url = _from_url(field, type(default))
-            st.session_state[key] = default if from_url is None else from_url
+            from_url = _from_url(field, type(default_value))
+            st.session_state[key] = default_value if from_url is None else from_url
         low, high = limits[field]
-        if not low <= st.session_state[key] <= high:
-            st.session_state[key] = default  # e.g. another model's profile was shorter
+        if field == "rate":
+            moved = st.session_state.get("batching_rate_bounds") != bounds
+            kept = st.session_state.get("batching_rate_kept", st.session_state[key])
+            if moved or not low <= st.session_state[key] <= high:
+                st.session_state[key] = whatif.kept_rate(kept, bounds, default)
+        elif not low <= st.session_state[key] <= high:
+            st.session_state[key] = default_value  # e.g. another model's profile was shorter
+    st.session_state["batching_rate_bounds"] = bounds
 
 
 def _from_url(field: str, cast: type) -> int | float | None:
@@ -270,10 +294,6 @@ def _to_url(values: dict[str, int | float]) -> None:
     for field, value in values.items():
         if st.query_params.get(field) != str(value):
             st.query_params[field] = str(value)
-
-
-def _top_rate(ceiling: float) -> float:
-    return float(max(2, round(ceiling * 8 * 1.5)))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -307,14 +327,18 @@ def _sweep(profile_json: str, settings_json: str) -> Any:
 def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> None:
     predicted = _predict(profile.model_dump_json(), settings.model_dump_json(), rate)
     st.session_state["batching_predicted"] = predicted
+    band = Band.model_validate(
+        _band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
+    )
+    point = LoadResult.model_validate(predicted)
+    figures = whatif.headline(band, point)  # from the band's own draws: inside it
     cols = st.columns(5)
-    cols[0].metric("Throughput (req/s)", f"{predicted['throughput']:.1f}")
-    cols[1].metric("p50 latency (ms)", f"{predicted['p50_ms']:.2f}")
-    cols[2].metric("p99 latency (ms)", f"{predicted['p99_ms']:.2f}")
-    cols[3].metric("Mean batch size", f"{predicted['mean_batch_size']:.2f}")
-    cols[4].metric("Mean queue wait (ms)", f"{predicted['mean_queue_ms']:.2f}")
-    band = _band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
-    st.caption(batching.band_line(LoadResult.model_validate(predicted), Band.model_validate(band)))
+    cols[0].metric("Throughput (req/s)", f"{figures['throughput']:.1f}")
+    cols[1].metric("p50 latency (ms)", f"{figures['p50_ms']:.2f}")
+    cols[2].metric("p99 latency (ms)", f"{figures['p99_ms']:.2f}")
+    cols[3].metric("Mean batch size", f"{figures['mean_batch_size']:.2f}")
+    cols[4].metric("Mean queue wait (ms)", f"{figures['mean_queue_ms']:.2f}")
+    st.caption(batching.band_line(point.model_copy(update=figures), band))
     if predicted["saturated"]:
         most = batching.capacity(profile, settings)
         st.warning(
@@ -329,6 +353,19 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
         (st.warning if knee else st.caption)(line)
     frame = _sweep(profile.model_dump_json(), settings.model_dump_json())
     st.plotly_chart(batching.sweep_figure(frame, rate), width="stretch", key="sweep")
+    with st.expander("By instance count (these settings, this rate)"):
+        st.dataframe(
+            _by_instances(profile.model_dump_json(), settings.model_dump_json(), rate),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _by_instances(profile_json: str, settings_json: str, rate: float) -> Any:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.by_instances(profile, settings, rate)
 
 
 def verify_form(
@@ -341,14 +378,15 @@ def verify_form(
     threads = (
         f"{served.threads} threads"
         if served.threads
-        else "the default threads (the worker's cores but one)"
+        else "the default threads (the worker's cores but one, shared out between instances)"
     )
     st.caption(
         "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
         "and measures every request; the result is plotted beside the prediction, and the "
         "profile is refitted from the run's own batches for the next prediction. It serves as "
-        f"the profile was made: {served.backend} on {served.device}, {threads} per instance, "
-        f"and sends the requests the profile timed: {batching.request_line(served)}."
+        f"the profile was made: {served.backend} on {served.device}, {threads} per instance "
+        f"(here {settings.instances} instance(s), as the what-if sets them), and sends the "
+        f"requests the profile timed: {batching.request_line(served)}."
     )
     with st.form("batching_verify"):
         cols = st.columns([1, 4])
@@ -408,7 +446,8 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
     frame = batching.comparison_frame(predicted, result.measured, band, at_realised)
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
-        f"{spec.settings.timeout_ms:g} ms, {spec.rate:g} req/s · {job['message']}"
+        f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
+        f"{spec.rate:g} req/s · {job['message']}"
     )
     st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
     if stored is not None and stored.not_adopted:
@@ -482,7 +521,7 @@ def best_settings(profile: LatencyProfile, rate: float) -> None:
             st.info("Set a p99 budget and press **Find best settings**.")
             return
     else:
-        with st.spinner("Simulating every max batch size x timeout..."):
+        with st.spinner("Simulating every instance count x max batch size x timeout..."):
             advice = recommend(
                 profile,
                 p99_budget_ms=budget,
@@ -500,12 +539,25 @@ def _apply(settings: BatchingSettings) -> None:
     st.session_state[KEYS["max_batch_size"]] = settings.max_batch_size
     st.session_state[KEYS["timeout_ms"]] = float(settings.timeout_ms)
     st.session_state[KEYS["eager_threshold"]] = settings.eager_threshold or 0
+    st.session_state[KEYS["instances"]] = settings.instances
 
 
-def export(name: str, info: Any, settings: BatchingSettings, served: BatchingProfileSpec) -> None:
+def export(
+    name: str,
+    info: Any,
+    sliders_settings: BatchingSettings,
+    served: BatchingProfileSpec,
+    verify_jobs: list[dict[str, Any]],
+) -> None:
+    settings, source = whatif.verified_settings(
+        sliders_settings,
+        verify_jobs,
+        lambda job_id: batching.job_spec(state.session_factory(), job_id=job_id),
+    )
     st.caption(
-        "The chosen settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
-        "['batching']))`) or for Triton Inference Server's dynamic batcher."
+        "The settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
+        "['batching']))`) or for Triton Inference Server's dynamic batcher (instance_group "
+        f"count = the instances). {source}"
     )
     cols = st.columns(2)
     cols[0].download_button(

@@ -221,7 +221,9 @@ def test_the_page_warns_when_a_setting_sits_at_its_knee() -> None:
     knee = batching.predict(PROFILE, settings, rate=460)  # rho 0.92: 0.97 with 5 % slower
 
     line, warned = batching.speed_note(PROFILE, settings, rate=150, p99_ms=calm.p99_ms)
-    assert not warned and line.startswith(f"Against the predicted p99 of {calm.p99_ms:.2f} ms: ")
+    assert not warned and line.startswith(
+        f"Against the p99 of one long simulated run, {calm.p99_ms:.2f} ms: "
+    )
     assert_agrees(line, calm.p99_ms)
     line, warned = batching.speed_note(PROFILE, settings, rate=460, p99_ms=knee.p99_ms)
     assert warned and "sit at their knee" in line
@@ -249,9 +251,9 @@ def noisy_profile() -> LatencyProfile:
 
 
 def assert_agrees(line: str, headline_p99: float) -> None:
-    """The note names the headline's p99 and every change it gives has the sign of its words:
+    """The note names the long run's p99 and every change it gives has the sign of its words:
     up when the model is slower, down when faster."""
-    assert f"predicted p99 of {headline_p99:.2f} ms" in line
+    assert f"one long simulated run, {headline_p99:.2f} ms" in line
     slower, faster = line.split("; ", 1)
     for part, sign in ((slower, "+"), (faster, "-")):
         change = re.search(r"p99 ([0-9.]+) ms \(([-+])", part)

@@ -136,3 +136,76 @@ def test_unzipped_files_are_readable_by_other_users(tiny_model: Path, tmp_path: 
         modes = {info.filename: (info.external_attr >> 16) & 0o777 for info in z.infolist()}
 
     assert set(modes.values()) == {0o644}  # `unzip` applies these; zip's default is 0600
+
+
+def read_json(bundle: Path, member: str) -> dict:  # type: ignore[type-arg]
+    import json
+
+    with zipfile.ZipFile(bundle) as z:
+        return dict(json.loads(z.read(member)))
+
+
+@pytest.mark.parametrize(
+    ("recipe", "target", "served"),
+    [
+        ({"name": "int8_nncf", "backend": "openvino"}, "any", "openvino"),
+        ({"name": "int8_nncf", "backend": None}, "openvino", "openvino"),
+        ({"name": "int8_static", "backend": None}, "any", "onnxruntime"),
+    ],
+    ids=["recipe-for-openvino", "run-for-openvino", "onnxruntime"],
+)
+def test_the_triton_config_names_the_backend_the_variant_is_made_for(  # type: ignore[no-untyped-def]
+    tiny_model: Path, tmp_path: Path, recipe, target, served
+) -> None:
+    reproduce = {"optimize_spec": {"target_backend": target}}
+    source = source_of(
+        tiny_model, batch_sizes=[1, 4], recipe=recipe, reproduce=reproduce, coreml_precisions=[]
+    )
+
+    bundle = write_bundle(source, tmp_path / "b.zip").path
+
+    with zipfile.ZipFile(bundle) as z:
+        config = parse_pbtxt(z.read("triton/tiny_int8/config.pbtxt").decode())
+    if served == "openvino":
+        assert config["backend"] == "openvino" and "platform" not in config
+        assert config["default_model_filename"] == "model.onnx"  # the file in 1/ it serves
+    else:
+        assert config["platform"] == "onnxruntime_onnx" and "backend" not in config
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4]  # batching left as it was
+    assert read_json(bundle, "pipeline.json")["backend"] == served
+
+
+def test_the_reproduce_command_runs_at_the_inputs_the_variant_ran_at(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    fed = {"shapes": {"x": [1, 16]}, "dims": {"x.0": 4}, "values": {"sr": 16000.0}}
+    reproduce = {"command": "optistudio optimize tiny.onnx --recipe graph --out variants/"}
+    source = source_of(
+        tiny_model, reproduce=reproduce | {"optimize_spec": fed}, coreml_precisions=[]
+    )
+
+    bundle = write_bundle(source, tmp_path / "b.zip").path
+
+    command = read_json(bundle, "recipe.json")["command"]
+    assert command.startswith(reproduce["command"])
+    assert command.endswith(" --shape x=1,16 --dim x.0=4 --value sr=16000")
+
+
+def test_pipeline_json_writes_a_long_symbolic_dim_as_a_placeholder(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    expression = "floor((sequence + -1) / 2) + floor((sequence + -1) / 4) + 1" * 5
+    info = inspect_model(tiny_model)
+    output = info.outputs[0].model_copy(update={"shape": ["batch", expression]})
+    source = BundleSource(
+        name="tiny",
+        model_path=tiny_model,
+        info=info.model_copy(update={"outputs": [output]}),
+        coreml_precisions=[],
+    )
+
+    pipeline = read_json(write_bundle(source, tmp_path / "b.zip").path, "pipeline.json")
+
+    assert pipeline["outputs"][0]["shape"] == ["batch", "s1"]
+    assert pipeline["symbolic_dims"] == {"s1": expression}
+    assert pipeline["inputs"][0]["shape"] == [d for d in info.inputs[0].shape]
