@@ -37,7 +37,10 @@ from optistudio.core.machine.affinity import available_cores
 
 MAX_RUNS_PER_INSTANCE = 5000
 STRAGGLE = 10.0
-"""A concurrent measurement stops after this many times its planned seconds, runs or not."""
+"""A concurrent measurement stops after this many times its planned seconds once every session
+finished a round of its sizes."""
+FIRST_ROUND_CAP_S = 30.0
+"""The longest it waits for that first round; a count with a size left untimed is dropped."""
 
 
 class InstanceLatency(BaseModel):
@@ -134,7 +137,10 @@ def measure_instances(
         finally:
             for model in models:
                 model.close()
-        means = [float(np.mean([ms for b, ms in runs if b == size])) for size in feeds]
+        timed = [[ms for b, ms in runs if b == size] for size in feeds]
+        if not all(timed):  # a size no instance finished in time: the count stays unmeasured
+            continue
+        means = [float(np.mean(values)) for values in timed]
         rows.append(
             InstanceLatency(
                 instances=count,
@@ -186,8 +192,15 @@ def concurrent_runs(
     try:
         start.wait()
         began = time.perf_counter()
-        while not failures and time.perf_counter() - began < min_seconds * STRAGGLE:
-            if time.perf_counter() - began >= min_seconds and min(done) >= min_runs:
+        while not failures:
+            elapsed = time.perf_counter() - began
+            if elapsed >= min_seconds and min(done) >= min_runs:
+                break
+            # past the straggle allowance, one whole round of each will do (a loaded machine
+            # can hold a session back that long); never more than FIRST_ROUND_CAP_S for it
+            if elapsed >= min_seconds * STRAGGLE and (
+                min(done) >= 1 or elapsed >= FIRST_ROUND_CAP_S
+            ):
                 break
             time.sleep(0.01)
     except threading.BrokenBarrierError:

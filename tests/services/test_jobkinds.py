@@ -309,6 +309,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later |= {"serving_delays_rate": None, "serving_delays_load": []}  # answers' delays
         later |= {"unmeasured": {}}  # the probes that could not measure, and why
         later |= {"batched_rewrite": ""}  # a batch fixed at 1 timed through its rewrite
+        later |= {"batch_refused": "", "instance_latency": []}  # instances measured later
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         return {"threads": None, "batched_rewrite": ""} | {
