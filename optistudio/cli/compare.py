@@ -173,10 +173,11 @@ def _row_summary(row: Any, devices: dict[int, str]) -> dict[str, Any]:
 def _print(
     snapshot: Any, devices: dict[int, str], environment: str, notes: list[str], html: Path | None
 ) -> None:
+    from optistudio.core.report.metric_info import label_of
     from optistudio.core.report.snapshot import environment_differences, table_records
 
     metric = snapshot.latency_metric
-    print(f"{'result':<64} {'device':>6} {metric:>14}  flags")
+    print(f"{'result':<64} {'device':>6} {label_of(metric)[:14]:>14}  flags")
     for row, record in zip(snapshot.rows, table_records(snapshot), strict=True):
         value = record.get(metric)
         shown = "—" if value is None else f"{value:.3f}"

@@ -356,8 +356,11 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
     assert 0 < pace < 510  # sleep(4 ms) never takes less than 4 ms: 500 rows/s at most
     assert extra == pytest.approx(2000 / pace - 1.5 - 0.1, abs=0.01)
     saturated = with_saturation(profiled, point)
-    assert saturated.served_extra_load == [(250.0, 0.0), point]  # the light point before it
-    assert saturated.ceiling(2, with_handoff=True)[0] == pytest.approx(pace, rel=0.02)
+    if pace > 250.0:  # faster than the light probe's rate: the point joins, the light one first
+        assert saturated.served_extra_load == [(250.0, 0.0), point]
+        assert saturated.ceiling(2, with_handoff=True)[0] == pytest.approx(pace, rel=0.02)
+    else:  # a loaded machine's sleeps overran below the light rate: nothing to correct there
+        assert saturated == profiled
     # slower per row at batch 2 than at 1: the ceiling is at batch 1, which the full batches
     # of 2 do not time, so no point
     per_row = profiled.model_copy(update={"mean_ms": [1.0, 3.0]})
