@@ -14,6 +14,8 @@ the profile as one of N instances sees it, which the simulator and the ceiling t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -238,23 +240,7 @@ class LatencyProfile(BaseModel):
         if factors is None:
             return self
         by_size = dict(zip(self.batch_sizes, factors, strict=True))
-
-        def times(values: list[float]) -> list[float]:
-            return [ms * f for ms, f in zip(values, factors, strict=True)] if values else values
-
-        return self.model_copy(
-            update={
-                "mean_ms": times(self.mean_ms),
-                "p50_ms": times(self.p50_ms),
-                "p99_ms": times(self.p99_ms),
-                "quantiles_ms": [
-                    [ms * f for ms in row]
-                    for row, f in zip(self.quantiles_ms, factors, strict=False)
-                ],
-                "runs": [(size, ms * by_size[size]) for size, ms in self.runs],
-                "instance_latency": [],
-            }
-        )
+        return self.scaled_by(by_size).model_copy(update={"instance_latency": []})
 
     def instances_note(self, instances: int) -> str:
         """How `instances` instances are predicted when this profile did not measure that
@@ -298,13 +284,26 @@ class LatencyProfile(BaseModel):
         runtime's hand-back time per batch is not the model's and stays)."""
         if factor <= 0:
             raise ValueError(f"a speed factor must be positive, got {factor}")
+        sizes = {*self.batch_sizes, *(size for size, _ in self.runs)}
+        return self.scaled_by(dict.fromkeys(sizes, factor))
+
+    def scaled_by(self, factors: Mapping[int, float]) -> LatencyProfile:
+        """Every latency of the model at each batch size times that size's factor (the
+        runtime's costs per batch stay): a refit, one of N busy instances, a slower model."""
+        row = [factors[size] for size in self.batch_sizes]
+
+        def times(values: list[float]) -> list[float]:
+            return [ms * f for ms, f in zip(values, row, strict=True)] if values else values
+
         return self.model_copy(
             update={
-                "mean_ms": [ms * factor for ms in self.mean_ms],
-                "p50_ms": [ms * factor for ms in self.p50_ms],
-                "p99_ms": [ms * factor for ms in self.p99_ms],
-                "quantiles_ms": [[ms * factor for ms in row] for row in self.quantiles_ms],
-                "runs": [(size, ms * factor) for size, ms in self.runs],
+                "mean_ms": times(self.mean_ms),
+                "p50_ms": times(self.p50_ms),
+                "p99_ms": times(self.p99_ms),
+                "quantiles_ms": [
+                    [ms * f for ms in q] for q, f in zip(self.quantiles_ms, row, strict=False)
+                ],
+                "runs": [(size, ms * factors[size]) for size, ms in self.runs],
             }
         )
 

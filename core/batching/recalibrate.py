@@ -77,7 +77,7 @@ def recalibrate(
     weights = _weights(profile)
     seen = _observed(profile, runner)
     factors = _factors(profile, seen, weights)
-    refitted = _scaled(profile, factors)
+    refitted = profile.scaled_by(factors)
     before = profile.p50_ms or profile.mean_ms
     after = refitted.p50_ms or refitted.mean_ms
     previous = profile.calibration
@@ -200,26 +200,6 @@ def _factors(
     return {b: factors.get(b, elsewhere) for b in profile.batch_sizes}
 
 
-def _scaled(profile: LatencyProfile, factors: dict[int, float]) -> LatencyProfile:
-    """Every latency of the profile at each size times that size's factor."""
-    row = [factors[b] for b in profile.batch_sizes]
-
-    def times(values: list[float]) -> list[float]:
-        return [ms * f for ms, f in zip(values, row, strict=True)] if values else values
-
-    return profile.model_copy(
-        update={
-            "mean_ms": times(profile.mean_ms),
-            "p50_ms": times(profile.p50_ms),
-            "p99_ms": times(profile.p99_ms),
-            "quantiles_ms": [
-                [ms * f for ms in q] for q, f in zip(profile.quantiles_ms, row, strict=False)
-            ],
-            "runs": [(size, ms * factors[size]) for size, ms in profile.runs],
-        }
-    )
-
-
 def saturated_refit(run: LoadResult, refit: LatencyProfile, profile: LatencyProfile) -> str | None:
     """Why a refit from this run is not adopted, or None when it may be.
 
@@ -277,4 +257,4 @@ def recalibrate_at_instances(
         b: one / many
         for b, one, many in zip(profile.batch_sizes, profile.mean_ms, seen.mean_ms, strict=True)
     }
-    return _scaled(refit, undo).model_copy(update={"instance_latency": profile.instance_latency})
+    return refit.scaled_by(undo).model_copy(update={"instance_latency": profile.instance_latency})
