@@ -112,9 +112,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.loadgen import run_load  # noqa: E402
 from optistudio.core.batching.pipeline import Pipeline  # noqa: E402
-from optistudio.core.batching.profile import measure_profile  # noqa: E402
 from optistudio.core.batching.results import LoadResult, p99_halves  # noqa: E402
 from optistudio.core.batching.settings import BatchingSettings, serving_threads  # noqa: E402
 from optistudio.core.batching.simulate import simulate, simulate_band  # noqa: E402
@@ -200,7 +200,7 @@ def main() -> None:
         f"threads {args.threads or f'default ({serving_threads()})'}, spinning {'on' if args.spin else 'off'}"
     )
     started = time.time()
-    profile = measure_profile(
+    profile = measure_latency_profile(
         model, max_batch_size=args.max_batch, shapes=shapes, min_seconds=2.0, options=args.options
     )
     print(
@@ -460,7 +460,7 @@ def _case(model, shapes, settings, load, args) -> dict:
     DISTURBED off the profile's speed (a neighbour's load came or went between the two)."""
     attempts = []
     for _ in range(args.tries):
-        profile = measure_profile(
+        profile = measure_latency_profile(
             model, max_batch_size=settings.max_batch_size, shapes=shapes,
             min_seconds=args.profile_seconds, options=args.options,
         )  # fmt: skip
@@ -635,7 +635,7 @@ def _zoo_grid(args) -> None:
         entry = models[name]
         inputs = (entry.quick_inputs if quick and entry.quick_inputs else entry.inputs).fields()
         path = entry.build(folder / name)
-        profile = measure_profile(
+        profile = measure_latency_profile(
             path, max_batch_size=max_batch, options=args.options, min_runs=5 if quick else 10,
             min_seconds=0.1 if quick else args.profile_seconds, **inputs,
         )  # fmt: skip
@@ -714,7 +714,7 @@ def _zoo_repeat(args) -> None:
         entry = models[name]
         inputs = entry.inputs.fields()
         path = entry.build(folder / name)
-        profile = measure_profile(
+        profile = measure_latency_profile(
             path, max_batch_size=ZOO_MAX_BATCH, options=args.options,
             min_seconds=args.profile_seconds, **inputs,
         )  # fmt: skip

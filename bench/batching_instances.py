@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from optistudio.core.batching.instances import instance_counts
-from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.settings import BatchingSettings, serving_threads
 from optistudio.core.batching.tuner import recommend
 from optistudio.core.batching.verify import measure_load
@@ -67,7 +67,7 @@ def run(args, zoo_models) -> dict:
 
 def _model_grid(name: str, path: Path, inputs: dict, seconds: float, args) -> dict:
     largest = MAX_BATCH.get(name, 8)
-    profile = measure_profile(
+    profile = measure_latency_profile(
         path, max_batch_size=largest, options=args.options, min_runs=5,
         min_seconds=args.profile_seconds / 4, **inputs,
     )  # fmt: skip

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from batching import _model  # noqa: E402
 
 from optistudio.core.backends import SessionOptions  # noqa: E402
-from optistudio.core.batching.profile import measure_profile  # noqa: E402
+from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import BatchingSettings  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
 from optistudio.core.batching.verify import measure_load  # noqa: E402
@@ -56,7 +56,7 @@ def main() -> None:
 
 
 def _round(model: Path, options: SessionOptions, seed: int) -> tuple[float, float]:
-    profile = measure_profile(
+    profile = measure_latency_profile(
         model, max_batch_size=4, shapes=SHAPES, min_seconds=1.0, options=options
     )
     ceiling = profile.ceiling(4)[0]
@@ -73,7 +73,7 @@ def _round(model: Path, options: SessionOptions, seed: int) -> tuple[float, floa
 
 def _spells(model: Path) -> None:
     options = SETTINGS["one thread"]
-    profile = measure_profile(
+    profile = measure_latency_profile(
         model, max_batch_size=1, shapes=SHAPES, min_seconds=4.0, options=options
     )
     single = BatchingSettings(max_batch_size=1, timeout_ms=0)

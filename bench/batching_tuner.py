@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from batching import _model  # noqa: E402
 
 from optistudio.core.backends import SessionOptions  # noqa: E402
-from optistudio.core.batching.profile import measure_profile  # noqa: E402
+from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import serving_threads  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend  # noqa: E402
@@ -61,7 +61,7 @@ def main() -> None:
     )
     held: dict[float, list[bool]] = {0.0: [], DEFAULT_MARGIN: []}
     for round_ in range(args.rounds):
-        profile = measure_profile(
+        profile = measure_latency_profile(
             model, max_batch_size=MAX_BATCH, shapes=SHAPES,
             min_seconds=args.profile_seconds, options=options,
         )  # fmt: skip

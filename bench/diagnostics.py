@@ -1,6 +1,6 @@
 """What the diagnostics cost and what they can see.
 
-1. Profiler overhead: `optistudio.core.diagnose.profiling.profile_model` runs the plain (unprofiled) session and the
+1. Profiler overhead: `optistudio.core.diagnose.operator_profile.profile_model` runs the plain (unprofiled) session and the
    profiled one alternately, same model, same inputs, same process; the ratio of their median
    wall times is the profiler's overhead. Rounds are repeated and the median ratio printed, for
    ONNX Runtime (Chrome-trace JSON) and OpenVINO (PERF_COUNT), on the tiny_cnn sample (batch 8)
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend  # noqa: E402
-from optistudio.core.diagnose.profiling import ProfileSpec, profile_model  # noqa: E402
+from optistudio.core.diagnose.operator_profile import OperatorProfileSpec, measure_operator_profile  # noqa: E402
 from optistudio.core.measure.soak import SoakSpec, input_variants, soak_loaded  # noqa: E402
 from optistudio.core.model.intake import inspect_model  # noqa: E402
 from optistudio.core.model.samples import build_sample  # noqa: E402
@@ -41,11 +41,13 @@ BUFFER_BYTES = 4 * 2**30
 
 def overhead(model: Path, dims: dict[str, int], batch: int, rounds: int) -> None:
     for backend in ("onnxruntime", "openvino"):
-        spec = ProfileSpec(backend=backend, batch_size=batch, dims=dims, runs=30, warmup_runs=5)
+        spec = OperatorProfileSpec(
+            backend=backend, batch_size=batch, dims=dims, runs=30, warmup_runs=5
+        )
         ratios, plain, profiled = [], [], []
         with tempfile.TemporaryDirectory() as work:
             for _ in range(rounds):
-                result = profile_model(model, spec, work_dir=Path(work))
+                result = measure_operator_profile(model, spec, work_dir=Path(work))
                 ratios.append(result.overhead)
                 plain.append(result.plain_ms)
                 profiled.append(result.profiled_ms)

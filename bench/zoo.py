@@ -50,7 +50,7 @@ from zoo_wheels import WheelUnavailable  # noqa: E402
 from optistudio.core.backends import SessionOptions  # noqa: E402
 from optistudio.core.backends.inventory import hardware_inventory  # noqa: E402
 from optistudio.core.backends.loadable import check_loads  # noqa: E402
-from optistudio.core.batching.profile import measure_profile  # noqa: E402
+from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import settings_from  # noqa: E402
 from optistudio.core.batching.simulate import simulate  # noqa: E402
 from optistudio.core.data.inputs import user_inputs  # noqa: E402
@@ -401,7 +401,7 @@ def _soak(context: _Context) -> tuple[str, dict[str, Any]]:
 def _batching(context: _Context) -> tuple[str, dict[str, Any]]:
     assert context.path is not None
     settings = settings_from({"max_batch_size": 4, "timeout_ms": 2.0})
-    profile = measure_profile(
+    profile = measure_latency_profile(
         context.path,
         max_batch_size=4,
         options=SessionOptions(threads=context.budgets.threads, spin_wait=False),

@@ -127,7 +127,7 @@ class Model(Base):
     """The recipe that produced this variant from its parent (enough to reproduce it)."""
     precision: Mapped[str] = mapped_column(String(16), default="fp32", server_default="fp32")
     input_profile: Mapped[dict[str, Any] | None]
-    """How every job feeds this model (optistudio.core.data.profile.InputProfile as JSON); None
+    """How every job feeds this model (optistudio.core.data.input_profile.InputProfile as JSON); None
     until proposed. Variants use their original's."""
     task: Mapped[str | None] = mapped_column(String(32))
     """The task the user set on the card (an evaluator's name, or 'none' for cosine and top-1

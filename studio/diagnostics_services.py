@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.diagnose.layer_report import shorten
+from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.diagnose.profiling import Profile
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.measure.stages import Breakdown
 from optistudio.db.models import JobKind, JobStatus
@@ -114,7 +114,7 @@ def queue_wait(factory: sessionmaker[Session], *, model_id: int) -> QueueWait | 
     return None
 
 
-def top_nodes_frame(profile: Profile, n: int = 15) -> pd.DataFrame:
+def top_nodes_frame(profile: OperatorProfile, n: int = 15) -> pd.DataFrame:
     """The `n` slowest nodes as a table with units in the headers."""
     rows = [
         {
@@ -131,7 +131,7 @@ def top_nodes_frame(profile: Profile, n: int = 15) -> pd.DataFrame:
     return readable_frame(rows, columns=columns, keep=["share"])
 
 
-def op_type_figure(profile: Profile, top: int = TOP_OP_TYPES) -> go.Figure:
+def op_type_figure(profile: OperatorProfile, top: int = TOP_OP_TYPES) -> go.Figure:
     """Time per op type, slowest on top, with the precisions its nodes ran in; past `top` op
     types the rest share one bar ('K more op types'), so the chart stays readable."""
     shown, rest = profile.op_types[:top], profile.op_types[top:]

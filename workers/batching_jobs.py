@@ -14,8 +14,8 @@ import numpy as np
 
 from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import LoadRun
-from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.recalibrate import (
     calibration_line,
     recalibrate_at_instances,
@@ -55,7 +55,7 @@ def profile_job(
 ) -> Done[BatchingProfileJobResult]:
     """Time the job's model at each batch size."""
     model_path, _ = model_of(job)
-    profile = measure_profile(
+    profile = measure_latency_profile(
         model_path,
         max_batch_size=spec.max_batch_size,
         backend=spec.backend,

@@ -4,7 +4,7 @@ A profile holds, per measured batch size, the mean latency of one run, its p50/p
 percentiles 0, 1, ..., 100 (`quantiles_ms`) and every run in the order it ran (`runs`), plus the
 runtime's own cost per batch under load (`handoff_ms`). Between measured sizes latency is
 interpolated linearly; past the largest it is extrapolated along the last segment's slope
-(never falling). `optistudio.core.batching.profile` measures one.
+(never falling). `optistudio.core.batching.latency_profile` measures one.
 
 Those figures are one instance's. `instance_latency` holds how much slower a batch runs on one
 of N instances busy at once (measured N: 1, 2, 4, ... up to the cores); `at_instances(N)` is

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.profile import default_batch_sizes
+from optistudio.core.batching.latency_profile import default_batch_sizes
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate

@@ -16,7 +16,7 @@ What a field means is the same in every spec:
 The engine's entry points take the value (`spec.model_inputs`) and make feeds through its
 methods, so there is one way from a spec to the arrays a model runs on (the rules are
 optistudio.core.data.inputs'). A model's stored input profile
-(optistudio.core.data.profile.InputProfile) fills the fields a job leaves empty before the job
+(optistudio.core.data.input_profile.InputProfile) fills the fields a job leaves empty before the job
 runs.
 """
 

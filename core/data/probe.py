@@ -27,8 +27,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.batch import batch_sizes_to_run
+from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.data.model_inputs import ModelInputs
-from optistudio.core.data.profile import InputProfile
 from optistudio.core.data.size_candidates import (
     GuessedDim,
     SizeUnit,

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.data.inputs import ArrayValue, dims_from_overrides
 from optistudio.core.data.model_inputs import ModelInputs
-from optistudio.core.data.profile import InputProfile
 from optistudio.core.model.declared_sizes import small_int_constants
 from optistudio.core.model.info import TensorSpec
 

@@ -17,15 +17,19 @@ from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.diagnose.explain_int8 import Finding, explain_int8
 from optistudio.core.diagnose.layer_report import layer_error_rows
+from optistudio.core.diagnose.operator_profile import (
+    OperatorProfile,
+    OperatorProfileSpec,
+    measure_operator_profile,
+)
 from optistudio.core.diagnose.profile_compare import ProfileComparison, compare_profiles
-from optistudio.core.diagnose.profiling import Profile, ProfileSpec, profile_model
 from optistudio.core.errors import OptistudioError
 from optistudio.core.measure.stages import Breakdown, PipelineSpec, PostStep, layered_breakdown
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress
 
 
-class DiagnosticsSpec(ProfileSpec):
+class DiagnosticsSpec(OperatorProfileSpec):
     """A profile, and the pipeline around the model whose stages are timed."""
 
     image_preprocessing: ImagePreprocessing | None = Field(
@@ -38,8 +42,8 @@ class DiagnosticsSpec(ProfileSpec):
         default=4, ge=1, le=64, description="Batches compared for the per-layer error."
     )
 
-    def profile_spec(self) -> ProfileSpec:
-        return ProfileSpec(**self.model_dump(include=set(ProfileSpec.model_fields)))
+    def profile_spec(self) -> OperatorProfileSpec:
+        return OperatorProfileSpec(**self.model_dump(include=set(OperatorProfileSpec.model_fields)))
 
     def pipeline(self, images: str | None = None) -> PipelineSpec:
         return PipelineSpec(
@@ -57,8 +61,8 @@ class DiagnosticsSpec(ProfileSpec):
 class DiagnosticsReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    profile: Profile
-    variant: Profile | None = None
+    profile: OperatorProfile
+    variant: OperatorProfile | None = None
     comparison: ProfileComparison | None = None
     explained: str | None = Field(default=None, description="File name the findings are about.")
     findings: list[Finding] = Field(default_factory=list)
@@ -85,13 +89,15 @@ def diagnose(
     report_progress = progress or ignore_progress
     report_progress(0.0, f"Profiling {model.name} on {spec.backend}")
     report = DiagnosticsReport(
-        profile=profile_model(model, spec.profile_spec(), work_dir=work_dir / "a")
+        profile=measure_operator_profile(model, spec.profile_spec(), work_dir=work_dir / "a")
     )
     if names:
         report.profile.model = names[0]
     if variant is not None:
         report_progress(0.3, f"Profiling {variant.name}")
-        report.variant = profile_model(variant, spec.profile_spec(), work_dir=work_dir / "b")
+        report.variant = measure_operator_profile(
+            variant, spec.profile_spec(), work_dir=work_dir / "b"
+        )
         if names:
             report.variant.model = names[1]
         report.comparison = compare_profiles(report.profile, report.variant)

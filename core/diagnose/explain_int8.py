@@ -27,14 +27,14 @@ from typing import Literal
 import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.diagnose.profiling import (
+from optistudio.core.diagnose.operator_profile import (
     COMPUTE_FAMILIES,
     LAYOUT_OPS,
     QDQ_OPS,
-    Profile,
+    OperatorProfile,
     op_family,
 )
+from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.machine.environment import isa_flags
 
 Severity = Literal["high", "medium", "info"]
@@ -74,7 +74,7 @@ class Finding(BaseModel):
 def explain_int8(
     quantized_model: Path,
     *,
-    profile: Profile | None = None,
+    profile: OperatorProfile | None = None,
     comparison: ProfileComparison | None = None,
     isa: list[str] | None = None,
 ) -> list[Finding]:
@@ -132,7 +132,7 @@ def _cpu_int8(flags: list[str]) -> list[Finding]:
     ]
 
 
-def _dynamic_conv(graph: onnx.GraphProto, profile: Profile | None) -> list[Finding]:
+def _dynamic_conv(graph: onnx.GraphProto, profile: OperatorProfile | None) -> list[Finding]:
     convs = [node for node in graph.node if node.op_type == "ConvInteger"]
     if not convs:
         return []
@@ -163,7 +163,7 @@ def _dynamic_conv(graph: onnx.GraphProto, profile: Profile | None) -> list[Findi
     ]
 
 
-def _unfused_qdq(graph: onnx.GraphProto, profile: Profile | None) -> list[Finding]:
+def _unfused_qdq(graph: onnx.GraphProto, profile: OperatorProfile | None) -> list[Finding]:
     producers = {out: node for node in graph.node for out in node.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -219,7 +219,7 @@ def _neighbours(
     return before + after
 
 
-def _float_compute(graph: onnx.GraphProto, profile: Profile | None) -> list[Finding]:
+def _float_compute(graph: onnx.GraphProto, profile: OperatorProfile | None) -> list[Finding]:
     producers = {out: node for node in graph.node for out in node.output}
     in_graph = [
         node.name or node.op_type
@@ -261,7 +261,7 @@ def _float_compute(graph: onnx.GraphProto, profile: Profile | None) -> list[Find
     ]
 
 
-def _layout(profile: Profile | None) -> list[Finding]:
+def _layout(profile: OperatorProfile | None) -> list[Finding]:
     if profile is None:
         return []
     nodes = [n for n in profile.nodes if n.op_type in LAYOUT_OPS]
@@ -287,7 +287,7 @@ def _layout(profile: Profile | None) -> list[Finding]:
     ]
 
 
-def _conversions(profile: Profile | None) -> list[Finding]:
+def _conversions(profile: OperatorProfile | None) -> list[Finding]:
     if profile is None:
         return []
     nodes = [n for n in profile.nodes if n.family == op_family("QuantizeLinear")]
@@ -359,7 +359,9 @@ def _not_faster(comparison: ProfileComparison | None) -> list[Finding]:
     ]
 
 
-def _time_of(profile: Profile | None, names: Iterable[str]) -> tuple[float | None, float | None]:
+def _time_of(
+    profile: OperatorProfile | None, names: Iterable[str]
+) -> tuple[float | None, float | None]:
     if profile is None:
         return None, None
     wanted = set(names)

@@ -1,6 +1,6 @@
 """Two profiles of one model (e.g. FP32 and its INT8 variant) compared op family by op family.
 
-Op types are folded into families first (`optistudio.core.diagnose.profiling.op_family`: QLinearConv, ConvInteger and
+Op types are folded into families first (`optistudio.core.diagnose.operator_profile.op_family`: QLinearConv, ConvInteger and
 Conv are all 'Conv'), so a row compares what the layers compute, not how each graph spells it.
 For each family: ratio = time_B / time_A per inference; 'faster' when ratio < 1 - margin,
 'slower' when ratio > 1 + margin, 'new' / 'gone' when only one side has it. Node times come
@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.diagnose.profiling import COMPUTE_FAMILIES, NodeTime, Profile
+from optistudio.core.diagnose.operator_profile import COMPUTE_FAMILIES, NodeTime, OperatorProfile
 from optistudio.core.errors import InvalidSpec
 
 DEFAULT_MARGIN = 0.05
@@ -53,7 +53,11 @@ class ProfileComparison(BaseModel):
 
 
 def compare_profiles(
-    a: Profile, b: Profile, *, expected_precision: str | None = None, margin: float = DEFAULT_MARGIN
+    a: OperatorProfile,
+    b: OperatorProfile,
+    *,
+    expected_precision: str | None = None,
+    margin: float = DEFAULT_MARGIN,
 ) -> ProfileComparison:
     """Compare B against A. Refuses profiles of different models or different batch sizes.
 
@@ -77,7 +81,7 @@ def compare_profiles(
     )
 
 
-def _check_comparable(a: Profile, b: Profile) -> None:
+def _check_comparable(a: OperatorProfile, b: OperatorProfile) -> None:
     if not (_alike(a.inputs, b.inputs) and _alike(a.outputs, b.outputs)):
         raise InvalidSpec(
             f"{a.model} and {b.model} are different models (inputs {a.inputs} -> {a.outputs} "
@@ -110,7 +114,7 @@ def _alike_one(a: str, b: str) -> bool:
     )
 
 
-def _families(a: Profile, b: Profile, margin: float) -> list[FamilyChange]:
+def _families(a: OperatorProfile, b: OperatorProfile, margin: float) -> list[FamilyChange]:
     a_sums, b_sums = _family_sums(a.nodes), _family_sums(b.nodes)
     rows = []
     for family in sorted(set(a_sums) | set(b_sums)):

@@ -37,8 +37,8 @@ import numpy as np
 import onnx
 
 from optistudio.core.backends.coreml_backend import RUNS_ON
+from optistudio.core.data.input_profile import InputProfile, propose_input_profile
 from optistudio.core.data.inputs import synthesize_inputs
-from optistudio.core.data.profile import InputProfile, propose_profile
 from optistudio.core.errors import OptistudioError, PassFailed, first_line
 from optistudio.core.model.info import Dim, ModelInfo, TensorSpec
 from optistudio.core.numerics.crosscheck import check_outputs, reference_outputs
@@ -204,7 +204,7 @@ def example_inputs(info: ModelInfo, input_profile: dict[str, Any] | None) -> dic
     profile = (
         InputProfile.model_validate(input_profile)
         if input_profile
-        else propose_profile(info.inputs, metadata_keys=info.metadata_keys)
+        else propose_input_profile(info.inputs, metadata_keys=info.metadata_keys)
     )
     shapes = {name: shape for name, shape in profile.shapes.items() if shape}
     examples, _ = synthesize_inputs(

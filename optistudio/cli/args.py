@@ -155,13 +155,13 @@ def _model_file(args: argparse.Namespace) -> bool:
 def _resolved(model: Path, given: InputOptions) -> InputOptions:
     """`given` with the model's checked proposal under it; one line on stderr says where it
     ran (nothing when the model and the flags fix every size)."""
+    from optistudio.core.data.input_profile import propose_input_profile
     from optistudio.core.data.probe import check_profile
-    from optistudio.core.data.profile import propose_profile
     from optistudio.core.model.intake import inspect_model
     from optistudio.services.settings import get_settings
 
     info = inspect_model(model, max_bytes=get_settings().max_upload_bytes)
-    proposal = propose_profile(info.inputs, metadata_keys=info.metadata_keys)
+    proposal = propose_input_profile(info.inputs, metadata_keys=info.metadata_keys)
     check = check_profile(model, info, proposal, given=given)
     if check.guesses:
         print(f"inputs: {check.line()}", file=sys.stderr)
@@ -171,7 +171,7 @@ def _resolved(model: Path, given: InputOptions) -> InputOptions:
 
 def _given_options(args: argparse.Namespace) -> InputOptions:
     """The input flags exactly as given."""
-    from optistudio.core.data.profile import parse_batch_axes
+    from optistudio.core.data.input_profile import parse_batch_axes
 
     shapes = _assignments("--shape", args.shape, _sizes, "NAME=D1,D2,...", "input=1,3,224,224")
     dims = _assignments("--dim", args.dim, _size, "NAME=N", "sequence=128")

@@ -131,7 +131,7 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
 
     from optistudio.core.backends import SessionOptions
     from optistudio.core.batching.latency import LatencyProfile
-    from optistudio.core.batching.profile import measure_profile
+    from optistudio.core.batching.latency_profile import measure_latency_profile
 
     if args.profile is not None and not fresh:
         try:
@@ -147,7 +147,7 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
                 hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
             ) from None
     options = SessionOptions(threads=args.threads, spin_wait=args.spin)
-    return measure_profile(
+    return measure_latency_profile(
         args.model,
         max_batch_size=settings.max_batch_size,
         backend=args.backend,

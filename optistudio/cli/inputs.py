@@ -108,14 +108,14 @@ def command_inputs(args: argparse.Namespace) -> int:
 def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any, Any]:
     """The file's name, its proposed profile and, with --check, the ProfileCheck (its profile
     then the one that ran)."""
+    from optistudio.core.data.input_profile import propose_input_profile
     from optistudio.core.data.inputs import read_input_arrays
     from optistudio.core.data.probe import check_profile
-    from optistudio.core.data.profile import propose_profile
     from optistudio.core.model.intake import inspect_model
 
     info = inspect_model(args.model)
     arrays = read_input_arrays(args.inputs, info.inputs)
-    profile = propose_profile(info.inputs, arrays=arrays, metadata_keys=info.metadata_keys)
+    profile = propose_input_profile(info.inputs, arrays=arrays, metadata_keys=info.metadata_keys)
     if not args.check:
         return args.model.name, profile, None
     check = check_profile(args.model, info, profile)
@@ -124,7 +124,7 @@ def _proposed_for_file(args: argparse.Namespace) -> tuple[str, Any, Any]:
 
 def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
     from optistudio.cli.args import array_values
-    from optistudio.core.data.profile import edited_profile, parse_batch_axes
+    from optistudio.core.data.input_profile import edited_input_profile, parse_batch_axes
     from optistudio.core.model.info import ModelInfo
     from optistudio.db.queries import get_model
     from optistudio.db.session import make_session_factory, transaction
@@ -153,7 +153,7 @@ def _stored(args: argparse.Namespace) -> tuple[str, Any, bool]:
         if args.save:
             raise InvalidSpec("Nothing to save: give --shape, --value, --values or --batch-axis.")
         return name, profile, False
-    edited = edited_profile(
+    edited = edited_input_profile(
         info.inputs,
         shapes={**profile.shapes, **given.shapes},
         batch_axes={**profile.batch_axes, **axes},

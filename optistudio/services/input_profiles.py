@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.data.profile import InputProfile, propose_profile
+from optistudio.core.data.input_profile import InputProfile, propose_input_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
@@ -26,7 +26,7 @@ SpecT = TypeVar("SpecT", bound=BaseModel)
 def proposed_profile(info: ModelInfo, *, sample: str | None = None) -> InputProfile:
     """The profile intake proposes: a sample's known shapes, else conventions (guesses named)."""
     known = {s.name: s.input_shapes for s in list_samples()}.get(sample or "", {})
-    return propose_profile(info.inputs, known=known, metadata_keys=info.metadata_keys)
+    return propose_input_profile(info.inputs, known=known, metadata_keys=info.metadata_keys)
 
 
 def profile_of(s: Session, model: Model) -> InputProfile:

@@ -7,8 +7,8 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
+from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.diagnose.profiling import Profile
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.db.models import JobKind
@@ -193,7 +193,7 @@ def _finished(job: dict[str, Any]) -> bool:
     return True
 
 
-def show_profile(profile: Profile, *, title: str) -> None:
+def show_profile(profile: OperatorProfile, *, title: str) -> None:
     st.markdown(
         f"**{title}** on {profile.backend}, batch {profile.batch_size}"
         + "".join(f", {name} {shape}" for name, shape in profile.input_shapes.items())

@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
-from optistudio.core.data.profile import InputProfile
+from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.errors import ErrorInfo, OptistudioError, describe_validation_error
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
@@ -20,8 +20,7 @@ from optistudio.services.jobkinds import BENCHMARK
 from optistudio.studio import cached, charts, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count, prose
-from optistudio.studio.model_task import task_section
-from optistudio.studio.profile_services import (
+from optistudio.studio.input_profile_services import (
     batch_axis_choices,
     batch_note,
     cut_shapes,
@@ -31,6 +30,7 @@ from optistudio.studio.profile_services import (
     symbolic_legend,
     tensor_table,
 )
+from optistudio.studio.model_task import task_section
 from optistudio.studio.services import model_file, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}

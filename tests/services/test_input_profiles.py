@@ -8,8 +8,8 @@ import pytest
 from audio_models import SAMPLE_RATE, build_anonymous_state_model, build_audio_model
 from sized_models import build_blocks
 
+from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.data.probe import unchecked_guesses
-from optistudio.core.data.profile import InputProfile
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.db.models import JobKind, JobStatus

@@ -183,13 +183,13 @@ def test_layer_rows_stored_before_labels_still_draw_one_bar_each() -> None:
 
 
 def test_many_op_types_fold_into_one_bar_and_the_slowest_share_stays_whole() -> None:
-    from optistudio.core.diagnose.profiling import Profile
+    from optistudio.core.diagnose.operator_profile import OperatorProfile
 
     op_types = [
         {"op_type": f"Op{i}", "time_us": 100.0 - i, "share": 0.05, "nodes": 1, "precisions": {}}
         for i in range(diag.TOP_OP_TYPES + 5)
     ]
-    profile = Profile.model_validate(
+    profile = OperatorProfile.model_validate(
         {"model": "m.onnx", "sha256": "0" * 64, "inputs": [], "outputs": [], "backend": "ort"}
         | {"batch_size": 1, "runs": 3, "quantized": False, "node_total_us": 1.0}
         | {"profiled_ms": 1.0, "plain_ms": 1.0, "overhead": 1.0, "nodes": []}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from optistudio.core.data.profile import propose_profile
+from optistudio.core.data.input_profile import propose_input_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo, TensorSpec
-from optistudio.studio.profile_services import profile_from_rows, profile_rows
+from optistudio.studio.input_profile_services import profile_from_rows, profile_rows
 
 
 def card(*inputs: TensorSpec) -> ModelInfo:
@@ -31,7 +31,7 @@ REC = card(
 
 
 def test_the_table_shows_the_guesses_and_reads_back_as_the_same_profile():
-    profile = propose_profile(REC.inputs)
+    profile = propose_input_profile(REC.inputs)
 
     rows = profile_rows(profile, REC)
 
@@ -43,7 +43,7 @@ def test_the_table_shows_the_guesses_and_reads_back_as_the_same_profile():
 
 
 def test_an_edited_width_is_no_longer_a_guess_and_a_cleared_value_feeds_data():
-    profile = propose_profile(REC.inputs)
+    profile = propose_input_profile(REC.inputs)
     rows = profile_rows(profile, REC).to_dict("records")
     rows[0]["shape"] = "1x3x48x640"
     rows[1]["value"] = ""
@@ -64,7 +64,7 @@ def test_an_edited_width_is_no_longer_a_guess_and_a_cleared_value_feeds_data():
     ],
 )
 def test_a_bad_cell_names_the_input_and_what_to_type(column, text, words):
-    profile = propose_profile(REC.inputs)
+    profile = propose_input_profile(REC.inputs)
     rows = profile_rows(profile, REC).to_dict("records")
     rows[0][column] = text
 
@@ -85,9 +85,9 @@ def test_the_card_moves_a_batch_axis_and_takes_an_uploaded_array() -> None:
     import numpy as np
 
     from optistudio.core.data.inputs import ArrayValue
-    from optistudio.studio.profile_services import batch_axis_choices
+    from optistudio.studio.input_profile_services import batch_axis_choices
 
-    profile = propose_profile(STATEFUL.inputs)
+    profile = propose_input_profile(STATEFUL.inputs)
     rows = profile_rows(profile, STATEFUL).to_dict("records")
     assert rows[1]["batch axis"] == "1" and "batch axis 1: a state" in rows[1]["how it was set"]
     assert batch_axis_choices(STATEFUL.inputs[1]) == ["none", "0", "1", "2"]
@@ -166,8 +166,8 @@ def conv_model(path, *, batch: int | str = "batch"):  # type: ignore[no-untyped-
 
 
 def test_flops_are_counted_at_the_profiles_shapes(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from optistudio.core.data.profile import InputProfile
-    from optistudio.studio.profile_services import profile_flops
+    from optistudio.core.data.input_profile import InputProfile
+    from optistudio.studio.input_profile_services import profile_flops
 
     path = conv_model(tmp_path / "conv.onnx")
 
@@ -189,7 +189,7 @@ def test_flops_are_counted_at_the_profiles_shapes(tmp_path) -> None:  # type: ig
     ids=["dynamic", "fixed-at-one", "fixed-at-four"],
 )
 def test_the_card_says_what_the_batch_field_can_do(batch, dynamic, freeable, words) -> None:  # type: ignore[no-untyped-def]
-    from optistudio.studio.profile_services import batch_note
+    from optistudio.studio.input_profile_services import batch_note
 
     info = card(TensorSpec(name="x", dtype="float32", shape=[batch, 3, 8, 8]))
     info.outputs = [TensorSpec(name="y", dtype="float32", shape=[batch, 10])]
@@ -203,7 +203,7 @@ def test_the_card_says_what_the_batch_field_can_do(batch, dynamic, freeable, wor
 
 def test_a_long_symbolic_dim_is_a_placeholder_with_its_text_kept() -> None:
     from optistudio.core.report.symbolic_dims import MAX_SHAPE, SymbolicDims
-    from optistudio.studio.profile_services import symbolic_legend, tensor_table
+    from optistudio.studio.input_profile_services import symbolic_legend, tensor_table
 
     expression = "floor((height + -1) / 32) * floor((width + -1) / 32) + 1" * 4
     dims = SymbolicDims()

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
+from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.diagnose.profiling import Profile
 from optistudio.core.measure.stages import Breakdown
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.passes.base import passes
@@ -25,7 +25,7 @@ from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import compare_services, diagnostics_services, optimize_services
 from optistudio.studio.formatting import EMPTY, readable_frame
-from optistudio.studio.profile_services import cut_shapes, symbolic_legend, tensor_table
+from optistudio.studio.input_profile_services import cut_shapes, symbolic_legend, tensor_table
 from optistudio.studio.services import display_table, side_by_side
 from optistudio.studio.views.jobs import jobs_table
 
@@ -82,11 +82,11 @@ def measurements() -> pd.DataFrame:
     return readable_frame(display_table(wide))
 
 
-def profile() -> Profile:
+def profile() -> OperatorProfile:
     node = {"node": "conv1_kernel_time", "graph_node": "", "op_type": "Conv", "family": "Conv"}
     node |= {"precision": "", "time_us": 120.0, "share": 0.8, "calls": 30}
     op_type = {"op_type": "Conv", "time_us": 120.0, "share": 0.8, "nodes": 1, "precisions": {}}
-    return Profile.model_validate(
+    return OperatorProfile.model_validate(
         {"model": "cnn.onnx", "sha256": "0" * 64, "inputs": [], "outputs": [], "backend": "ort"}
         | {"batch_size": 1, "runs": 30, "quantized": False, "node_total_us": 150.0}
         | {"profiled_ms": 0.2, "plain_ms": 0.15, "overhead": 1.3}

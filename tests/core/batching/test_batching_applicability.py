@@ -9,7 +9,7 @@ import pytest
 from export_models import rows_not_batch_model, zipmap_model
 
 from optistudio.core.batching.applicability import batch_dim_problem
-from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.intake import inspect_model
 
@@ -26,6 +26,6 @@ def test_an_output_that_is_not_one_row_per_request_is_the_reason(tmp_path: Path)
     model = rows_not_batch_model(tmp_path / "rows.onnx")
 
     with pytest.raises(InvalidSpec, match="No request was served: .*cannot be split back") as e:
-        measure_profile(model, max_batch_size=2, min_runs=2, min_seconds=0.0)
+        measure_latency_profile(model, max_batch_size=2, min_runs=2, min_seconds=0.0)
 
     assert "lower the rate" not in e.value.message

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.profile import IDLE_GAPS_MS, idle_extras, measure_profile
+from optistudio.core.batching.latency_profile import (
+    IDLE_GAPS_MS,
+    idle_extras,
+    measure_latency_profile,
+)
 from optistudio.core.batching.recalibrate import recalibrate
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -72,7 +76,7 @@ def test_recalibration_takes_the_expected_idle_extra_off_before_refitting() -> N
 
 @pytest.mark.timing
 def test_the_profiler_measures_the_idle_extra_on_a_real_model(tiny_model) -> None:  # type: ignore[no-untyped-def]
-    profile = measure_profile(tiny_model, max_batch_size=2, min_runs=3, min_seconds=0.02)
+    profile = measure_latency_profile(tiny_model, max_batch_size=2, min_runs=3, min_seconds=0.02)
 
     assert [gap for gap, _ in profile.idle_extra_ms] == list(IDLE_GAPS_MS)
     assert all(abs(extra) < 50 for _, extra in profile.idle_extra_ms)  # ms, a tiny model

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from optistudio.core.batching import profile as profile_module
-from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching import latency_profile as profile_module
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.verify import request_feeds
 from optistudio.core.model.samples import build_sample
@@ -46,7 +46,7 @@ def test_the_profile_times_each_batch_of_the_request_shape(tokens: Path, monkeyp
 
     monkeypatch.setattr(profile_module, "interleaved_runs", spy)
 
-    measure_profile(
+    measure_latency_profile(
         tokens, max_batch_size=4, shapes={"input_ids": [1, 9]}, min_runs=2, min_seconds=0
     )
 

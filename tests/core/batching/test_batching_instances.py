@@ -20,8 +20,8 @@ from optistudio.core.batching.instances import (
     instance_counts,
 )
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import LoadRun
-from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.recalibrate import recalibrate, recalibrate_at_instances
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate
@@ -191,7 +191,7 @@ def test_a_refused_rewrite_is_served_as_it_is_at_batch_one(tmp_path: Path) -> No
 def test_a_refused_rewrite_is_profiled_at_batch_one(tmp_path: Path) -> None:
     model = build_batch_mixing_model(tmp_path / "mixing.onnx")
 
-    profile = measure_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.02)
+    profile = measure_latency_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.02)
 
     assert profile.batch_sizes == [1] and "ReduceMean" in profile.batch_refused
     assert profile.instance_counts() == instance_counts()  # 1, 2, 4, ... up to these cores

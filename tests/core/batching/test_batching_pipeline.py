@@ -276,8 +276,8 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
     double: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from optistudio.core.backends import SessionOptions, get_backend
+    from optistudio.core.batching import latency_profile as profile_module
     from optistudio.core.batching import pipeline as pipeline_module
-    from optistudio.core.batching import profile as profile_module
 
     loaded: list[SessionOptions] = []
 
@@ -296,7 +296,7 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
         assert pipe.infer(row(1.0)).outputs[0][0][0] == 2.0
     with Pipeline.load(double, BatchingSettings(), options=SessionOptions(spin_wait=True)):
         pass
-    profile_module.measure_profile(double, max_batch_size=2, min_runs=2, min_seconds=0.01)
+    profile_module.measure_latency_profile(double, max_batch_size=2, min_runs=2, min_seconds=0.01)
 
     assert [options.spin_wait for options in loaded] == [False, True, False]
     assert [options.threads for options in loaded] == [serving_threads()] * 3

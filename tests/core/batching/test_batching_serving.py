@@ -25,9 +25,9 @@ from optistudio.core.batching.handoff import (
     serving_delays,
 )
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency_profile import measure_latency_profile, with_saturation
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.profile import measure_profile, with_saturation
 from optistudio.core.batching.recalibrate import calibration_line, recalibrate
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -269,7 +269,7 @@ def test_the_request_probe_gives_a_pace_or_says_why_it_could_not(
 def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
     tiny_model: Path,
 ) -> None:
-    profile = measure_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
 
     assert profile.served_extra_ms >= 0
     assert 0 < len(profile.serving_delays_ms) <= SERVING_DELAYS

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.profile import default_batch_sizes
+from optistudio.core.batching.latency_profile import default_batch_sizes
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_speed_moves
 from optistudio.core.batching.tuner import recommend
@@ -231,9 +231,9 @@ def test_a_batch_runs_at_the_speed_of_the_stretch_it_spans() -> None:
 
 
 def test_profile_interleaves_the_sizes_and_keeps_every_run(tiny_model) -> None:
-    from optistudio.core.batching.profile import measure_profile
+    from optistudio.core.batching.latency_profile import measure_latency_profile
 
-    profile = measure_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
 
     sizes = [size for size, _ in profile.runs]
     assert len(sizes) == 15

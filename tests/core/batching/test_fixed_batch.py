@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.batching.fixed_batch import batchable, fixed_at_one
-from optistudio.core.batching.profile import measure_profile
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.verify import measure_load
 from optistudio.core.errors import InvalidSpec
@@ -83,7 +83,7 @@ def test_a_graph_that_mixes_the_batch_is_refused_naming_the_node(tmp_path: Path)
 
 def test_the_profile_and_a_served_load_run_the_fixed_batch_model(tmp_path: Path) -> None:
     model = fixed_head(tmp_path)
-    profile = measure_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.05)
+    profile = measure_latency_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.05)
     assert profile.batch_sizes == [1, 2, 4]
     assert "batch is fixed at 1" in profile.batched_rewrite
 

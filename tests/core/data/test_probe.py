@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 from sized_models import build_blocks, build_counted, build_token_blocks
 
+from optistudio.core.data.input_profile import InputProfile, propose_input_profile
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.data.probe import (
     CHECKED,
     check_profile,
     unchecked_guesses,
 )
-from optistudio.core.data.profile import InputProfile, propose_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.intake import inspect_model
 
 
 def checked(path: Path, **kwargs: object):  # type: ignore[no-untyped-def]
     info = inspect_model(path)
-    proposal = propose_profile(info.inputs, metadata_keys=info.metadata_keys)
+    proposal = propose_input_profile(info.inputs, metadata_keys=info.metadata_keys)
     return check_profile(path, info, proposal, **kwargs)  # type: ignore[arg-type]
 
 
@@ -117,7 +117,7 @@ def test_full_shapes_given_leave_nothing_to_check(tmp_path: Path) -> None:
     check = checked(model, given=ModelInputs(shapes={"x": [1, 1, 128, 64]}))
 
     assert check.runs == 0 and check.guesses == 0 and not check.checked
-    assert check.how == "no size guessed" and check.profile == propose_profile(
+    assert check.how == "no size guessed" and check.profile == propose_input_profile(
         inspect_model(model).inputs
     )
 
@@ -150,7 +150,7 @@ def test_a_profile_without_guesses_is_not_run(tmp_path: Path) -> None:
 def test_a_model_onnx_runtime_cannot_load_is_not_checked(tmp_path: Path) -> None:
     model = build_blocks(tmp_path / "k64.onnx", 64)
     info = inspect_model(model)
-    proposal = propose_profile(info.inputs)
+    proposal = propose_input_profile(info.inputs)
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(model.read_bytes()[:40])
 

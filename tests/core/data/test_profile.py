@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from audio_models import SAMPLE_RATE, build_audio_model
 
-from optistudio.core.data.profile import (
+from optistudio.core.data.input_profile import (
     InputProfile,
-    edited_profile,
+    edited_input_profile,
     parse_batch_axes,
-    propose_profile,
+    propose_input_profile,
 )
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark
@@ -30,7 +30,7 @@ def spec(name: str, dtype: str, shape: list) -> TensorSpec:
 def test_a_text_recognizer_with_question_mark_dims_gets_a_48x320_line():
     rec = [spec("x", "float32", ["?", 3, 48, "?"])]
 
-    profile = propose_profile(rec)
+    profile = propose_input_profile(rec)
 
     assert profile.shapes == {"x": [1, 3, 48, 320]}
     assert profile.batch_axes == {"x": 0}
@@ -41,7 +41,7 @@ def test_a_text_recognizer_with_question_mark_dims_gets_a_48x320_line():
 def test_a_paddle_image_input_with_negative_dims_gets_an_image_side():
     det = [spec("x", "float32", [-1, 3, -1, -1])]
 
-    profile = propose_profile(det)
+    profile = propose_input_profile(det)
 
     assert profile.shapes == {"x": [1, 3, 224, 224]}
     assert set(profile.guessed) == {"x.2", "x.3"}
@@ -53,8 +53,8 @@ def test_token_inputs_share_their_named_sequence_and_a_sample_shape_is_not_a_gue
         spec("attention_mask", "int64", ["batch", "sequence"]),
     ]
 
-    guessed = propose_profile(bert)
-    known = propose_profile(bert, known={"input_ids": [1, 64]})
+    guessed = propose_input_profile(bert)
+    known = propose_input_profile(bert, known={"input_ids": [1, 64]})
 
     assert guessed.shapes == {"input_ids": [1, 128], "attention_mask": [1, 128]}
     assert set(guessed.guessed) == {"input_ids.1", "attention_mask.1"}
@@ -66,7 +66,7 @@ def test_real_arrays_decide_their_sizes():
     rec = [spec("x", "float32", [None, 3, 48, None])]
     samples = {"x": np.zeros((4, 3, 48, 640), np.float32)}
 
-    profile = propose_profile(rec, arrays=samples)
+    profile = propose_input_profile(rec, arrays=samples)
 
     assert profile.shapes == {"x": [1, 3, 48, 640]} and profile.guessed == {}
 
@@ -74,7 +74,7 @@ def test_real_arrays_decide_their_sizes():
 def test_a_stateful_audio_model_keeps_its_state_batched_on_axis_1_and_a_sample_rate(tmp_path):
     info = inspect_model(build_audio_model(tmp_path / "audio.onnx"))
 
-    profile = propose_profile(info.inputs)
+    profile = propose_input_profile(info.inputs)
 
     assert profile.batch_axes == {"input": 0, "state": 1, "sr": None}
     assert profile.shapes == {"input": [1, 16], "state": [2, 1, 16], "sr": []}
@@ -89,7 +89,7 @@ def test_the_profile_runs_a_stateful_model_at_every_batch_size(tmp_path: Path):
     info = inspect_model(path)
     job = BenchmarkSpec(batch_sizes=[1, 3], **QUICK)
 
-    fed = job.model_copy(update=propose_profile(info.inputs).under(info.inputs, job))
+    fed = job.model_copy(update=propose_input_profile(info.inputs).under(info.inputs, job))
     report = run_benchmark(path, fed, info=info)
 
     assert fed.values == {"sr": SAMPLE_RATE}
@@ -126,7 +126,7 @@ def test_a_jobs_own_settings_win_over_the_profile():
 
 def test_a_job_with_calibration_data_leaves_the_guessed_sizes_to_the_data():
     rec = [spec("x", "float32", [None, 3, 48, None])]
-    profile = propose_profile(rec)
+    profile = propose_input_profile(rec)
 
     class WithData(OptimizeSpec):
         data_path: str | None = None
@@ -137,7 +137,7 @@ def test_a_job_with_calibration_data_leaves_the_guessed_sizes_to_the_data():
 
 def test_an_input_taken_off_the_batch_runs_at_its_full_shape():
     specs = [spec("x", "float32", ["batch", 8]), spec("table", "float32", ["rows", 4])]
-    profile = edited_profile(
+    profile = edited_input_profile(
         specs,
         shapes={"x": [1, 8], "table": [5, 4]},
         batch_axes={"x": 0, "table": None},
@@ -163,14 +163,14 @@ def test_an_edited_profile_that_does_not_fit_the_model_says_why(edit, words):
     given = {"shapes": {}, "batch_axes": {}, "values": {}, **edit}
 
     with pytest.raises(InvalidSpec, match=words):
-        edited_profile(specs, **given)
+        edited_input_profile(specs, **given)
 
 
 def test_an_edit_keeps_the_guesses_the_user_left_alone():
     rec = [spec("x", "float32", [None, 3, None, None])]
-    before = propose_profile(rec)
+    before = propose_input_profile(rec)
 
-    after = edited_profile(
+    after = edited_input_profile(
         rec, shapes={"x": [1, 3, 640, 224]}, batch_axes={"x": 0}, values={}, before=before
     )
 
@@ -187,7 +187,7 @@ def test_a_recognizer_that_lists_its_characters_reads_48x320_lines():
     """PaddleOCR's recognizers declare [?, 3, ?, ?] and carry their alphabet as metadata."""
     rec = [spec("x", "float32", ["p2o.DynamicDimension.0", 3, "?", "p2o.DynamicDimension.1"])]
 
-    profile = propose_profile(rec, metadata_keys=["character"])
+    profile = propose_input_profile(rec, metadata_keys=["character"])
 
     assert profile.shapes == {"x": [1, 3, 48, 320]}
     assert "text recognizer" in profile.guessed["x.2"]

@@ -16,21 +16,21 @@ import pytest
 from audio_models import SAMPLE_RATE, build_anonymous_state_model
 
 from optistudio.core.batching.applicability import stack_axes
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.profile import measure_profile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.data.batch import batch_sizes_to_run
+from optistudio.core.data.input_profile import (
+    InputProfile,
+    edited_input_profile,
+    parse_batch_axes,
+    propose_input_profile,
+)
 from optistudio.core.data.inputs import (
     MAX_VALUE_ELEMENTS,
     ArrayValue,
     requests_batch,
     synthesize_inputs,
-)
-from optistudio.core.data.profile import (
-    InputProfile,
-    edited_profile,
-    parse_batch_axes,
-    propose_profile,
 )
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
@@ -51,7 +51,7 @@ def specs(model: Path):  # type: ignore[no-untyped-def]
 
 
 def test_the_state_convention_proposes_axis_1_and_says_why(specs) -> None:  # type: ignore[no-untyped-def]
-    profile = propose_profile(specs)
+    profile = propose_input_profile(specs)
 
     assert profile.batch_axes == {"input": 0, "state": 1, "sr": None}
     assert profile.shapes["state"] == [2, 1, 16]
@@ -61,7 +61,7 @@ def test_the_state_convention_proposes_axis_1_and_says_why(specs) -> None:  # ty
 
 
 def test_jobs_get_the_moved_axis_and_their_own_wins(specs) -> None:  # type: ignore[no-untyped-def]
-    profile = propose_profile(specs)
+    profile = propose_input_profile(specs)
 
     assert profile.under(specs, BenchmarkSpec())["batch_axes"] == MOVED
     own = BenchmarkSpec(batch_axes={"state": None}, shapes={"state": [2, 3, 16]})
@@ -89,8 +89,8 @@ def test_an_axis_is_checked_against_the_input(specs) -> None:  # type: ignore[no
     given = {"shapes": {}, "values": {}}
 
     with pytest.raises(InvalidSpec, match="has 3 axes"):
-        edited_profile(specs, batch_axes={"state": 3}, **given)
-    edited = edited_profile(specs, shapes={"state": [2, 5, 16]}, batch_axes=MOVED, values={})
+        edited_input_profile(specs, batch_axes={"state": 3}, **given)
+    edited = edited_input_profile(specs, shapes={"state": [2, 5, 16]}, batch_axes=MOVED, values={})
     assert edited.shapes["state"] == [2, 1, 16]  # a profile's shape is at batch 1
     assert parse_batch_axes(["state=1", "sr=none"]) == {"state": 1, "sr": None}
     with pytest.raises(InvalidSpec, match="NAME=AXIS or NAME=none"):
@@ -109,9 +109,9 @@ def test_an_array_value_is_one_requests_and_repeats_along_the_batch(specs) -> No
 
 def test_an_array_value_is_stored_as_json_and_capped(specs) -> None:  # type: ignore[no-untyped-def]
     initial = np.linspace(0, 1, 32, dtype=np.float32).reshape(2, 1, 16)
-    profile = edited_profile(
+    profile = edited_input_profile(
         specs,
-        shapes=propose_profile(specs).shapes,
+        shapes=propose_input_profile(specs).shapes,
         batch_axes=MOVED,
         values={"state": ArrayValue.of("state", initial), **RATE},
     )
@@ -124,7 +124,7 @@ def test_an_array_value_is_stored_as_json_and_capped(specs) -> None:  # type: ig
     with pytest.raises(InvalidSpec, match=f"at most {MAX_VALUE_ELEMENTS}.*--inputs"):
         ArrayValue.of("state", too_big)
     with pytest.raises(Exception, match="input 'state' expects float32"):
-        edited_profile(
+        edited_input_profile(
             specs,
             shapes={},
             batch_axes=MOVED,
@@ -166,9 +166,9 @@ def test_the_pipeline_splits_each_request_its_own_state(model: Path) -> None:
 
 def test_a_batching_profile_runs_with_the_axis_moved(model: Path) -> None:
     with pytest.raises(InvalidSpec, match="fixed first dimension of 2"):
-        measure_profile(model, max_batch_size=2, values=RATE, min_runs=2, min_seconds=0.0)
+        measure_latency_profile(model, max_batch_size=2, values=RATE, min_runs=2, min_seconds=0.0)
 
-    profile = measure_profile(
+    profile = measure_latency_profile(
         model, max_batch_size=4, values=RATE, batch_axes=MOVED, min_runs=2, min_seconds=0.0
     )
 

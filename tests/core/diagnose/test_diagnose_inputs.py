@@ -7,7 +7,7 @@ from pathlib import Path
 from audio_models import SAMPLE_RATE, build_audio_model
 
 from optistudio.core.diagnose.diagnostics import DiagnosticsSpec, diagnose
-from optistudio.core.diagnose.profiling import ProfileSpec
+from optistudio.core.diagnose.operator_profile import OperatorProfileSpec
 
 GIVEN = {"input": [3, 512], "state": [2, 3, 16]}
 
@@ -37,4 +37,4 @@ def test_profile_spec_carries_the_input_fields() -> None:
             {"sr": 1.0},
             "a",
         )
-    assert isinstance(profile, ProfileSpec)
+    assert isinstance(profile, OperatorProfileSpec)

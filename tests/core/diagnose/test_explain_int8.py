@@ -6,17 +6,17 @@ import pytest
 from diagnostic_models import build_cnn, build_qdq_erf, quantize_cnn
 
 from optistudio.core.diagnose.explain_int8 import explain_int8
-from optistudio.core.diagnose.profile_compare import compare_profiles
-from optistudio.core.diagnose.profiling import (
+from optistudio.core.diagnose.operator_profile import (
     NodeTime,
-    Profile,
-    ProfileSpec,
+    OperatorProfile,
+    OperatorProfileSpec,
+    measure_operator_profile,
     op_family,
-    profile_model,
 )
+from optistudio.core.diagnose.profile_compare import compare_profiles
 
 VNNI = ["avx2", "avx512f", "avx512_vnni"]
-SPEC = ProfileSpec(batch_size=2, runs=5, warmup_runs=2)
+SPEC = OperatorProfileSpec(batch_size=2, runs=5, warmup_runs=2)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def _rules(path: Path, **kwargs: object) -> dict[str, object]:
 def test_dynamic_quantized_convolutions_are_flagged_with_their_profile_time(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
-    profile = profile_model(models["dynamic"], SPEC, work_dir=tmp_path)
+    profile = measure_operator_profile(models["dynamic"], SPEC, work_dir=tmp_path)
 
     finding = _rules(models["dynamic"], profile=profile)["dynamic_conv"]
 
@@ -78,7 +78,7 @@ def test_convolutions_run_in_float_by_the_runtime_are_named(
     models: dict[str, Path], tmp_path: Path
 ) -> None:
     spec = SPEC.model_copy(update={"backend": "openvino"})
-    profile = profile_model(models["dynamic"], spec, work_dir=tmp_path)
+    profile = measure_operator_profile(models["dynamic"], spec, work_dir=tmp_path)
 
     finding = _rules(models["dynamic"], profile=profile)["float_compute"]
 
@@ -104,9 +104,9 @@ def test_a_float_model_is_said_not_to_be_quantized(models: dict[str, Path]) -> N
     assert [f.rule for f in findings] == ["not_quantized"]
 
 
-def _profile(nodes: list[tuple[str, str, float]]) -> Profile:
+def _profile(nodes: list[tuple[str, str, float]]) -> OperatorProfile:
     total = sum(t for _, _, t in nodes)
-    return Profile(
+    return OperatorProfile(
         model="m.onnx", sha256="0", inputs=["x"], outputs=["y"], backend="onnxruntime",
         batch_size=1, runs=1, quantized=True, node_total_us=total, profiled_ms=1.0,
         plain_ms=1.0, overhead=1.0, op_types=[],

@@ -7,8 +7,8 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
+from optistudio.core.diagnose.operator_profile import OperatorProfileSpec, measure_operator_profile
 from optistudio.core.diagnose.profile_compare import compare_profiles
-from optistudio.core.diagnose.profiling import ProfileSpec, profile_model
 
 
 def _model(path: Path, output_shape: list[int | str]) -> Path:
@@ -25,9 +25,13 @@ def _model(path: Path, output_shape: list[int | str]) -> Path:
 
 
 def test_a_refined_output_shape_still_compares(tmp_path: Path) -> None:
-    spec = ProfileSpec(runs=2, warmup_runs=1)
-    a = profile_model(_model(tmp_path / "a.onnx", ["batch", "n"]), spec, work_dir=tmp_path / "a")
-    b = profile_model(_model(tmp_path / "b.onnx", ["batch", 4]), spec, work_dir=tmp_path / "b")
+    spec = OperatorProfileSpec(runs=2, warmup_runs=1)
+    a = measure_operator_profile(
+        _model(tmp_path / "a.onnx", ["batch", "n"]), spec, work_dir=tmp_path / "a"
+    )
+    b = measure_operator_profile(
+        _model(tmp_path / "b.onnx", ["batch", 4]), spec, work_dir=tmp_path / "b"
+    )
 
     comparison = compare_profiles(a, b)
 

@@ -128,7 +128,7 @@ class OpTypeTime(BaseModel):
     precisions: dict[str, int] = Field(description="Precision -> nodes of this op type in it.")
 
 
-class Profile(BaseModel):
+class OperatorProfile(BaseModel):
     """A model's per-node profile on one backend, with the plain (unprofiled) timing beside it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -155,7 +155,7 @@ class Profile(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ProfileSpec(ModelInputs):
+class OperatorProfileSpec(ModelInputs):
     """How to profile: backend, batch, inputs and how many runs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -174,16 +174,16 @@ class ProfileSpec(ModelInputs):
     seed: int = Field(default=0, description="Seed of the synthetic inputs.")
 
 
-def profile_model(
-    path: Path, spec: ProfileSpec, *, work_dir: Path, info: ModelInfo | None = None
-) -> Profile:
+def measure_operator_profile(
+    path: Path, spec: OperatorProfileSpec, *, work_dir: Path, info: ModelInfo | None = None
+) -> OperatorProfile:
     """Profile `path` with its runtime's profiler; plain runs interleave for the overhead.
 
     Raises ModelRejected / ModelLoadError (with the runtime's reason) for a model that does not
     load, InvalidSpec for inputs that cannot be made.
     """
     info = info or inspect_model(path)
-    feeds, batch_size, warnings = profile_inputs(info, spec)
+    feeds, batch_size, warnings = operator_profile_inputs(info, spec)
     # Two sessions share the process: idle threads must not spin and steal the other's cores.
     options = SessionOptions(threads=spec.threads, spin_wait=False)
     plain = get_backend(spec.backend).load(path, options)
@@ -197,7 +197,7 @@ def profile_model(
     finally:
         plain.close()
     nodes = _with_graph_names(_shares(raw), _GraphNames(path))
-    return Profile(
+    return OperatorProfile(
         model=path.name,
         sha256=info.sha256,
         inputs=[signature(t) for t in info.inputs],
@@ -219,8 +219,8 @@ def profile_model(
     )
 
 
-def profile_inputs(
-    info: ModelInfo, spec: ProfileSpec
+def operator_profile_inputs(
+    info: ModelInfo, spec: OperatorProfileSpec
 ) -> tuple[dict[str, np.ndarray], int, list[str]]:
     """The inputs a profile runs on (the spec's arrays, shapes and values, the rest synthetic),
     their batch size (the spec's, or the one full shapes imply) and warnings about dims."""
@@ -241,7 +241,7 @@ def is_quantized(op_histogram: dict[str, int]) -> bool:
 
 
 def _interleaved(
-    plain: Any, profiled: Any, feeds: dict[str, np.ndarray], spec: ProfileSpec
+    plain: Any, profiled: Any, feeds: dict[str, np.ndarray], spec: OperatorProfileSpec
 ) -> tuple[float, float]:
     """Warm-up, then plain and profiled runs alternately; median wall ms of each."""
     for _ in range(spec.warmup_runs):

@@ -76,7 +76,7 @@ def default_batch_sizes(max_batch_size: int) -> list[int]:
     return [*sizes, max_batch_size]
 
 
-def measure_profile(
+def measure_latency_profile(
     model_path: Path,
     *,
     max_batch_size: int,

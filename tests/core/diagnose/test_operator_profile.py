@@ -5,15 +5,15 @@ from pathlib import Path
 import pytest
 from diagnostic_models import build_cnn, build_unloadable, quantize_cnn
 
-from optistudio.core.diagnose.profile_compare import compare_profiles
-from optistudio.core.diagnose.profiling import (
-    Profile,
-    ProfileSpec,
+from optistudio.core.diagnose.operator_profile import (
+    OperatorProfile,
+    OperatorProfileSpec,
     by_op_type,
+    measure_operator_profile,
     op_family,
     parse_ort_profile,
-    profile_model,
 )
+from optistudio.core.diagnose.profile_compare import compare_profiles
 from optistudio.core.errors import InvalidSpec, ModelLoadError, ModelRejected
 
 SPEC = {"batch_size": 2, "runs": 6, "warmup_runs": 2}
@@ -34,8 +34,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def profiles(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
     work = tmp_path_factory.mktemp("work")
     return {
-        (name, backend): profile_model(
-            models[name], ProfileSpec(backend=backend, **SPEC), work_dir=work
+        (name, backend): measure_operator_profile(
+            models[name], OperatorProfileSpec(backend=backend, **SPEC), work_dir=work
         )
         for name in ("fp32", "qdq")
         for backend in ("onnxruntime", "openvino")
@@ -44,7 +44,7 @@ def profiles(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
 def test_fp32_profile_names_graph_nodes_and_runs_in_fp32(profiles: dict, backend: str) -> None:
-    profile: Profile = profiles[("fp32", backend)]
+    profile: OperatorProfile = profiles[("fp32", backend)]
 
     convs = [n for n in profile.nodes if n.family == "Conv"]
     assert {n.graph_node for n in convs} == {"conv1", "conv2"}
@@ -57,7 +57,7 @@ def test_fp32_profile_names_graph_nodes_and_runs_in_fp32(profiles: dict, backend
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
 def test_qdq_profile_shows_int8_convolutions(profiles: dict, backend: str) -> None:
-    profile: Profile = profiles[("qdq", backend)]
+    profile: OperatorProfile = profiles[("qdq", backend)]
 
     convs = [n for n in profile.nodes if n.family == "Conv"]
     assert len(convs) == 2
@@ -68,7 +68,7 @@ def test_qdq_profile_shows_int8_convolutions(profiles: dict, backend: str) -> No
 
 
 def test_ort_calls_count_only_runs_after_warmup(profiles: dict) -> None:
-    profile: Profile = profiles[("fp32", "onnxruntime")]
+    profile: OperatorProfile = profiles[("fp32", "onnxruntime")]
 
     assert {n.calls for n in profile.nodes} == {SPEC["runs"]}
 
@@ -116,7 +116,7 @@ def test_parse_ort_profile_refuses_a_profile_without_runs() -> None:
 
 
 def test_op_types_and_families_fold_precisions(profiles: dict) -> None:
-    profile: Profile = profiles[("qdq", "onnxruntime")]
+    profile: OperatorProfile = profiles[("qdq", "onnxruntime")]
 
     rows = by_op_type(profile.nodes)
 
@@ -165,7 +165,9 @@ def test_profile_of_a_model_that_does_not_load_says_why(tmp_path: Path, backend:
     model = build_unloadable(tmp_path / "custom.onnx")
 
     with pytest.raises(ModelLoadError, match="could not load this model"):
-        profile_model(model, ProfileSpec(backend=backend, runs=1), work_dir=tmp_path)
+        measure_operator_profile(
+            model, OperatorProfileSpec(backend=backend, runs=1), work_dir=tmp_path
+        )
 
 
 def test_profile_of_a_file_that_is_not_a_model_is_rejected(tmp_path: Path) -> None:
@@ -173,10 +175,10 @@ def test_profile_of_a_file_that_is_not_a_model_is_rejected(tmp_path: Path) -> No
     junk.write_bytes(b"not a model at all")
 
     with pytest.raises(ModelRejected):
-        profile_model(junk, ProfileSpec(runs=1), work_dir=tmp_path)
+        measure_operator_profile(junk, OperatorProfileSpec(runs=1), work_dir=tmp_path)
 
 
 def test_profile_leaves_no_profiler_file_behind(models: dict[str, Path], tmp_path: Path) -> None:
-    profile_model(models["fp32"], ProfileSpec(runs=2), work_dir=tmp_path)
+    measure_operator_profile(models["fp32"], OperatorProfileSpec(runs=2), work_dir=tmp_path)
 
     assert list(tmp_path.glob("*.json")) == []

@@ -152,7 +152,7 @@ class InputProfile(BaseModel):
         return out
 
 
-def propose_profile(
+def propose_input_profile(
     specs: list[TensorSpec],
     *,
     known: Mapping[str, list[int]] | None = None,
@@ -208,7 +208,7 @@ def propose_profile(
     return profile
 
 
-def edited_profile(
+def edited_input_profile(
     specs: list[TensorSpec],
     *,
     shapes: Mapping[str, list[int]],

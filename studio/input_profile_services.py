@@ -20,8 +20,8 @@ import onnx
 import pandas as pd
 
 from optistudio.core.batching.fixed_batch import fixed_at_one
+from optistudio.core.data.input_profile import BATCH_KEY, InputProfile, edited_input_profile
 from optistudio.core.data.inputs import ArrayValue, InputValue
-from optistudio.core.data.profile import BATCH_KEY, InputProfile, edited_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -100,7 +100,9 @@ def profile_from_rows(
                     f"Value of {name!r} must be a number, not {text!r}.",
                     hint="Leave it empty to feed generated data.",
                 ) from None
-    return edited_profile(info.inputs, shapes=shapes, batch_axes=axes, values=values, before=before)
+    return edited_input_profile(
+        info.inputs, shapes=shapes, batch_axes=axes, values=values, before=before
+    )
 
 
 def tensor_table(tensors: list[TensorSpec], dims: SymbolicDims) -> pd.DataFrame:
