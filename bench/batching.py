@@ -120,6 +120,7 @@ from optistudio.core.batching.settings import BatchingSettings, serving_threads 
 from optistudio.core.batching.simulate import simulate, simulate_band  # noqa: E402
 from optistudio.core.batching.trace import handoff_ms, overall_slowdown, replay  # noqa: E402
 from optistudio.core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
 from optistudio.core.machine.contention import ContentionMonitor  # noqa: E402
 from optistudio.core.machine.environment import fingerprint  # noqa: E402
 
@@ -201,7 +202,11 @@ def main() -> None:
     )
     started = time.time()
     profile = measure_latency_profile(
-        model, max_batch_size=args.max_batch, shapes=shapes, min_seconds=2.0, options=args.options
+        model,
+        max_batch_size=args.max_batch,
+        inputs=ModelInputs(shapes=shapes),
+        min_seconds=2.0,
+        options=args.options,
     )
     print(
         "profile (batch: mean ms):",
@@ -243,7 +248,7 @@ def _saturation(model: Path, profile, shapes, args) -> dict:
     for name, settings in (("batching", batched), ("no_batching", single)):
         run = measure_load(
             model, settings, rate=None, process="closed", clients=clients,
-            seconds=args.seconds, shapes=shapes, options=args.options,
+            seconds=args.seconds, inputs=ModelInputs(shapes=shapes), options=args.options,
         )  # fmt: skip
         runs[name] = run.result
         handoff[name] = handoff_ms(run.batches)
@@ -461,7 +466,7 @@ def _case(model, shapes, settings, load, args) -> dict:
     attempts = []
     for _ in range(args.tries):
         profile = measure_latency_profile(
-            model, max_batch_size=settings.max_batch_size, shapes=shapes,
+            model, max_batch_size=settings.max_batch_size, inputs=ModelInputs(shapes=shapes),
             min_seconds=args.profile_seconds, options=args.options,
         )  # fmt: skip
         attempts.append(_compare(model, profile, shapes, settings, load, args))
@@ -482,7 +487,12 @@ def _compare(model, profile, shapes, settings, load, args) -> dict:
         kwargs = {"process": "poisson", "rate": capacity * int(load[-3:-1]) / 100}
     load_before = os.getloadavg()[0]
     run = measure_load(
-        model, settings, seconds=args.seconds, shapes=shapes, options=args.options, **kwargs
+        model,
+        settings,
+        seconds=args.seconds,
+        inputs=ModelInputs(shapes=shapes),
+        options=args.options,
+        **kwargs,
     )
     measured = run.result
     sent = [ms / 1000 for ms in run.sent_ms]
@@ -637,14 +647,14 @@ def _zoo_grid(args) -> None:
         path = entry.build(folder / name)
         profile = measure_latency_profile(
             path, max_batch_size=max_batch, options=args.options, min_runs=5 if quick else 10,
-            min_seconds=0.1 if quick else args.profile_seconds, **inputs,
+            min_seconds=0.1 if quick else args.profile_seconds, inputs=ModelInputs(**inputs),
         )  # fmt: skip
         lat1 = profile.latency_ms(1)
         middle = BatchingSettings(max_batch_size=max_batch, timeout_ms=lat1 * ZOO_TIMEOUT_SHARES[1])
         rate = ZOO_RATE_SHARES[1] * profile.ceiling(max_batch, with_handoff=True)[0]
         verify = measure_load(
             path, middle, rate=rate, seconds=2 * cell_seconds, options=args.options, seed=99,
-            **inputs,
+            inputs=ModelInputs(**inputs),
         )  # fmt: skip
         calibrated = recalibrate(
             profile, verify, verify="the recalibrating Verify", timeout_ms=middle.timeout_ms
@@ -716,7 +726,7 @@ def _zoo_repeat(args) -> None:
         path = entry.build(folder / name)
         profile = measure_latency_profile(
             path, max_batch_size=ZOO_MAX_BATCH, options=args.options,
-            min_seconds=args.profile_seconds, **inputs,
+            min_seconds=args.profile_seconds, inputs=ModelInputs(**inputs),
         )  # fmt: skip
         settings = BatchingSettings(max_batch_size=ZOO_MAX_BATCH, timeout_ms=0)
         top = profile.ceiling(ZOO_MAX_BATCH, with_handoff=True)[0]
@@ -726,7 +736,7 @@ def _zoo_repeat(args) -> None:
                 with ContentionMonitor() as machine:
                     run = measure_load(
                         path, settings, rate=share * top, seconds=cell_seconds,
-                        options=args.options, seed=round_, **inputs,
+                        options=args.options, seed=round_, inputs=ModelInputs(**inputs),
                     )  # fmt: skip
                 runs[share].append((run.result.p99_ms, machine.report.steal_share or 0.0))
         print(f"\n{name}: batch-1 {profile.latency_ms(1):.2f} ms, ceiling {top:.0f} req/s")
@@ -770,7 +780,13 @@ def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, 
     """One grid cell: a load run, judged by the measured and by the recalibrated profile."""
     with ContentionMonitor() as machine:
         run = measure_load(
-            path, settings, rate=rate, seconds=seconds, options=args.options, seed=seed, **inputs
+            path,
+            settings,
+            rate=rate,
+            seconds=seconds,
+            options=args.options,
+            seed=seed,
+            inputs=ModelInputs(**inputs),
         )
     steal = machine.report.steal_share or 0.0
     measured, sent = run.result, [ms / 1000 for ms in run.sent_ms]

@@ -28,6 +28,7 @@ from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.settings import BatchingSettings, serving_threads
 from optistudio.core.batching.tuner import recommend
 from optistudio.core.batching.verify import measure_load
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 
 MODELS = ("ppocr_rec", "paddle_cnn")
@@ -69,7 +70,7 @@ def _model_grid(name: str, path: Path, inputs: dict, seconds: float, args) -> di
     largest = MAX_BATCH.get(name, 8)
     profile = measure_latency_profile(
         path, max_batch_size=largest, options=args.options, min_runs=5,
-        min_seconds=args.profile_seconds / 4, **inputs,
+        min_seconds=args.profile_seconds / 4, inputs=ModelInputs(**inputs),
     )  # fmt: skip
     budget = max(BUDGET_TIMES * profile.latency_ms(1), BUDGET_FLOOR_MS)
     slowdown = {
@@ -124,7 +125,7 @@ def _held(path, inputs, profile, settings, budget, seconds, args) -> dict:
         with ContentionMonitor() as machine:
             run = measure_load(
                 path, settings, rate=rate, seconds=max(seconds, MIN_REQUESTS / rate),
-                options=args.options, seed=attempt, **inputs,
+                options=args.options, seed=attempt, inputs=ModelInputs(**inputs),
             )  # fmt: skip
         steal.append(machine.report.steal_share or 0.0)
         result = run.result

@@ -32,8 +32,11 @@ from optistudio.core.batching.latency_profile import measure_latency_profile  # 
 from optistudio.core.batching.settings import BatchingSettings  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
 from optistudio.core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
 
-SHAPES = {name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
+REQUEST = ModelInputs(
+    shapes={name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
+)
 SETTINGS = {
     "all cores, spinning": SessionOptions(spin_wait=True),
     "all cores, no spinning": SessionOptions(spin_wait=False),
@@ -57,16 +60,16 @@ def main() -> None:
 
 def _round(model: Path, options: SessionOptions, seed: int) -> tuple[float, float]:
     profile = measure_latency_profile(
-        model, max_batch_size=4, shapes=SHAPES, min_seconds=1.0, options=options
+        model, max_batch_size=4, inputs=REQUEST, min_seconds=1.0, options=options
     )
     ceiling = profile.ceiling(4)[0]
     poisson = measure_load(
         model, BatchingSettings(max_batch_size=4, timeout_ms=2), rate=0.5 * ceiling,
-        process="poisson", seconds=10, shapes=SHAPES, options=options, seed=seed,
+        process="poisson", seconds=10, inputs=REQUEST, options=options, seed=seed,
     )  # fmt: skip
     closed = measure_load(
         model, BatchingSettings(max_batch_size=4, timeout_ms=5), rate=None, process="closed",
-        clients=8, seconds=6, shapes=SHAPES, options=options,
+        clients=8, seconds=6, inputs=REQUEST, options=options,
     )  # fmt: skip
     return overall_slowdown(poisson.batches, profile), closed.result.throughput / ceiling
 
@@ -74,16 +77,16 @@ def _round(model: Path, options: SessionOptions, seed: int) -> tuple[float, floa
 def _spells(model: Path) -> None:
     options = SETTINGS["one thread"]
     profile = measure_latency_profile(
-        model, max_batch_size=1, shapes=SHAPES, min_seconds=4.0, options=options
+        model, max_batch_size=1, inputs=REQUEST, min_seconds=4.0, options=options
     )
     single = BatchingSettings(max_batch_size=1, timeout_ms=0)
     closed = measure_load(
-        model, single, rate=None, process="closed", clients=16, seconds=10, shapes=SHAPES,
+        model, single, rate=None, process="closed", clients=16, seconds=10, inputs=REQUEST,
         options=options,
     )  # fmt: skip
     poisson = measure_load(
         model, single, rate=0.5 * profile.ceiling(1)[0], process="poisson", seconds=10,
-        shapes=SHAPES, options=options,
+        inputs=REQUEST, options=options,
     )  # fmt: skip
     rows = {
         "bare (the profile)": [ms for _, ms in profile.runs],

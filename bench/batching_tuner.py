@@ -37,8 +37,11 @@ from optistudio.core.batching.settings import serving_threads  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend  # noqa: E402
 from optistudio.core.batching.verify import measure_load  # noqa: E402
+from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
 
-SHAPES = {name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
+REQUEST = ModelInputs(
+    shapes={name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
+)
 MAX_BATCH = 8
 SCENARIOS = (("Poisson 50 %", 0.5, 2.0), ("Poisson 70 %", 0.7, 3.0), ("max throughput", None, 3.0))
 
@@ -62,7 +65,7 @@ def main() -> None:
     held: dict[float, list[bool]] = {0.0: [], DEFAULT_MARGIN: []}
     for round_ in range(args.rounds):
         profile = measure_latency_profile(
-            model, max_batch_size=MAX_BATCH, shapes=SHAPES,
+            model, max_batch_size=MAX_BATCH, inputs=REQUEST,
             min_seconds=args.profile_seconds, options=options,
         )  # fmt: skip
         ceiling = profile.ceiling(MAX_BATCH, with_handoff=True)[0]
@@ -81,7 +84,7 @@ def main() -> None:
                 if key not in measured_picks:  # the same pick at the same rate: measured once
                     run = measure_load(
                         model, advice.settings, rate=served_rate, seconds=args.seconds,
-                        shapes=SHAPES, options=options,
+                        inputs=REQUEST, options=options,
                     )  # fmt: skip
                     measured_picks[key] = (
                         run.result.p99_ms,

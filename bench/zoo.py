@@ -54,6 +54,7 @@ from optistudio.core.batching.latency_profile import measure_latency_profile  # 
 from optistudio.core.batching.settings import settings_from  # noqa: E402
 from optistudio.core.batching.simulate import simulate  # noqa: E402
 from optistudio.core.data.inputs import user_inputs  # noqa: E402
+from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
 from optistudio.core.diagnose.diagnostics import DiagnosticsSpec, diagnose  # noqa: E402
 from optistudio.core.errors import OptistudioError, first_line  # noqa: E402
 from optistudio.core.measure.benchmark import BenchmarkSpec, run_benchmark  # noqa: E402
@@ -407,7 +408,7 @@ def _batching(context: _Context) -> tuple[str, dict[str, Any]]:
         options=SessionOptions(threads=context.budgets.threads, spin_wait=False),
         min_runs=3,
         min_seconds=context.budgets.batching_min_seconds,
-        **context.inputs,
+        inputs=ModelInputs(**context.inputs),
     )
     ceiling, best = profile.ceiling(4, with_handoff=True)
     predicted = simulate(profile, settings, rate=0.7 * ceiling, requests=2000)

@@ -60,13 +60,9 @@ def profile_job(
         max_batch_size=spec.max_batch_size,
         backend=spec.backend,
         options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
-        shapes=spec.shapes,
+        inputs=spec.model_inputs,
         min_seconds=spec.min_seconds,
         progress=context.progress,
-        dims=spec.dims,
-        values=spec.values,
-        inputs_file=spec.inputs_file,
-        batch_axes=spec.batch_axes,
     )
     ceiling, best = profile.ceiling(spec.max_batch_size)
     result = BatchingProfileJobResult(profile=profile, ceiling=ceiling, best_batch=best)
@@ -102,12 +98,8 @@ def verify_job(
         seconds=spec.seconds,
         backend=spec.backend,
         options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
-        shapes=spec.shapes,
+        inputs=spec.model_inputs,
         seed=spec.seed,
-        dims=spec.dims,
-        values=spec.values,
-        inputs_file=spec.inputs_file,
-        batch_axes=spec.batch_axes,
     )
     prediction = _refit(job, spec, run, before, *in_use) if in_use and before else None
     result = BatchingVerifyJobResult(

@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 
 from optistudio.core.batching.applicability import stacking_problem
-from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec, PassFailed
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
@@ -53,18 +53,15 @@ class Batchable:
 
 def batchable(
     model_path: Path,
+    inputs: ModelInputs | None = None,
     *,
-    shapes: dict[str, list[int]] | None = None,
-    dims: dict[str, int] | None = None,
-    values: dict[str, InputValue] | None = None,
-    inputs_file: str | None = None,
-    batch_axes: dict[str, int | None] | None = None,
     cache: Path | None = None,
 ) -> Batchable:
     """`model_path` itself, or for a batch fixed at 1 (and no batch axis moved), its checked
     rewrite. Raises BatchRefused (an InvalidSpec) when the batch cannot be freed, saying why:
     such a model is still served at max batch 1 (`Pipeline.load` takes it as it is there)."""
-    if batch_axes:
+    inputs = inputs or ModelInputs()
+    if inputs.batch_axes:
         return Batchable(model_path)  # the user placed the batch: batched as told
     model = onnx.load(str(model_path), load_external_data=False)
     if not fixed_batch_inputs(model.graph):
@@ -79,12 +76,9 @@ def batchable(
         rewrite = free_batch(onnx.load(str(model_path)))
         onnx.save(rewrite.model, str(target))
         info = inspect_model(model_path)
-        arrays = read_input_arrays(inputs_file, info.inputs)
+        arrays = inputs.arrays(info.inputs)
         requests = [
-            requests_batch(
-                info.inputs, 1, shapes=shapes, dims=dims, values=values, arrays=arrays, seed=seed
-            )
-            for seed in range(CHECK_BATCH)
+            inputs.requests(info.inputs, 1, arrays=arrays, seed=seed) for seed in range(CHECK_BATCH)
         ]
         check = check_free_batch(model_path, target, requests, rewrite.inputs)
         _declare_outputs(target, check)

@@ -50,7 +50,7 @@ from optistudio.core.batching.handoff import (
 from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
-from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.intake import inspect_model
@@ -82,22 +82,18 @@ def measure_latency_profile(
     max_batch_size: int,
     backend: str = "onnxruntime",
     options: SessionOptions | None = None,
-    shapes: dict[str, list[int]] | None = None,
+    inputs: ModelInputs | None = None,
     batch_sizes: list[int] | None = None,
     min_runs: int = 10,
     min_seconds: float = 0.3,
     progress: ProgressCallback | None = None,
-    dims: dict[str, int] | None = None,
-    values: dict[str, InputValue] | None = None,
-    inputs_file: str | None = None,
-    batch_axes: dict[str, int | None] | None = None,
     instances: list[int] | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
-    threads get `serving_threads`, as the Pipeline gives them). `shapes` and `inputs_file`
-    describe one request (see `optistudio.core.data.inputs.requests_batch`); `batch_axes`
-    moves an input's batch axis (a state [layers, batch, hidden]: 1). Then, for each count
+    threads get `serving_threads`, as the Pipeline gives them). `inputs` describe one request
+    (`ModelInputs.requests`); their `batch_axes` move an input's batch axis (a state
+    [layers, batch, hidden]: 1). Then, for each count
     of `instances` past 1 (default `instance_counts()`: 1, 2, 4, ... up to the cores), that
     many sessions with their share of the threads time the sizes at once
     (`instance_latency`, optistudio.core.batching.instances). A batch fixed at 1 whose rewrite
@@ -107,31 +103,23 @@ def measure_latency_profile(
     optistudio.core.errors.Cancelled to stop.
     """
     refused = ""
+    inputs = inputs or ModelInputs()
     try:
-        freed = batchable(
-            model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
-            batch_axes=batch_axes,
-        )  # fmt: skip
+        freed = batchable(model_path, inputs)
     except BatchRefused as exc:
         freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
     model_path = freed.path
     info = inspect_model(model_path)
-    axes = one_row_axes(info) if refused else stack_axes(info, batch_axes)
+    axes = one_row_axes(info) if refused else stack_axes(info, inputs.batch_axes)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     given = options or serving_options()
     options = with_serving_threads(given)
-    request = {
-        "shapes": shapes,
-        "dims": dims,
-        "values": values,
-        "arrays": read_input_arrays(inputs_file, info.inputs),
-        "batch_axes": batch_axes,
-    }
+    arrays = inputs.arrays(info.inputs)
     model = get_backend(backend).load(model_path, options)
     monitor = ContentionMonitor()
     monitor.start()
     try:
-        feeds = {size: requests_batch(info.inputs, size, **request) for size in sizes}
+        feeds = {size: inputs.requests(info.inputs, size, arrays=arrays) for size in sizes}
         runs = interleaved_runs(
             model, feeds, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
             progress=progress,
@@ -150,7 +138,8 @@ def measure_latency_profile(
         if progress:
             progress(0.93, f"hand-back time per batch under load at batch {sizes[-1]}")
         requests = [
-            requests_batch(info.inputs, 1, **request, seed=seed) for seed in range(HANDOFF_REQUESTS)
+            inputs.requests(info.inputs, 1, arrays=arrays, seed=seed)
+            for seed in range(HANDOFF_REQUESTS)
         ]
         gaps = measure_handoff_gaps(
             model, info.inputs, requests, max_batch_size=sizes[-1],

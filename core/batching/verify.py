@@ -18,38 +18,20 @@ from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import Process
-from optistudio.core.data.inputs import InputValue, read_input_arrays, requests_batch
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.model.intake import inspect_model
 
 DISTINCT_REQUESTS = 8
 
 
 def request_feeds(
-    model_path: Path,
-    shapes: dict[str, list[int]] | None = None,
-    count: int = DISTINCT_REQUESTS,
-    *,
-    dims: dict[str, int] | None = None,
-    values: dict[str, InputValue] | None = None,
-    inputs_file: str | None = None,
-    batch_axes: dict[str, int | None] | None = None,
+    model_path: Path, inputs: ModelInputs | None = None, count: int = DISTINCT_REQUESTS
 ) -> list[dict[str, np.ndarray]]:
     """`count` distinct one-row requests for the model (one row on each input's batch axis)."""
+    inputs = inputs or ModelInputs()
     info = inspect_model(model_path)
-    arrays = read_input_arrays(inputs_file, info.inputs)
-    return [
-        requests_batch(
-            info.inputs,
-            1,
-            shapes=shapes,
-            dims=dims,
-            values=values,
-            arrays=arrays,
-            seed=seed,
-            batch_axes=batch_axes,
-        )
-        for seed in range(count)
-    ]
+    arrays = inputs.arrays(info.inputs)
+    return [inputs.requests(info.inputs, 1, arrays=arrays, seed=seed) for seed in range(count)]
 
 
 def measure_load(
@@ -63,37 +45,24 @@ def measure_load(
     requests: int | None = None,
     backend: str = "onnxruntime",
     options: SessionOptions | None = None,
-    shapes: dict[str, list[int]] | None = None,
+    inputs: ModelInputs | None = None,
     seed: int = 0,
-    dims: dict[str, int] | None = None,
-    values: dict[str, InputValue] | None = None,
-    inputs_file: str | None = None,
-    batch_axes: dict[str, int | None] | None = None,
 ) -> LoadRun:
     """Serve the model with `settings` (its `instances` sessions behind the balancer) under
     the given arrivals and measure what happens (a batch fixed at 1 through its checked
     rewrite: `LoadRun.note` says so; one whose rewrite is refused as it is, at max batch 1
     only, else BatchRefused)."""
     try:
-        freed = batchable(
-            model_path, shapes=shapes, dims=dims, values=values, inputs_file=inputs_file,
-            batch_axes=batch_axes,
-        )  # fmt: skip
+        freed = batchable(model_path, inputs)
     except BatchRefused:
         if settings.max_batch_size > 1:
             raise
         freed = Batchable(model_path, "The model's batch is fixed at 1: served as it is.")
     model_path = freed.path
-    feeds = request_feeds(
-        model_path,
-        shapes,
-        dims=dims,
-        values=values,
-        inputs_file=inputs_file,
-        batch_axes=batch_axes,
-    )
+    inputs = inputs or ModelInputs()
+    feeds = request_feeds(model_path, inputs)
     loaded = Pipeline.load(
-        model_path, settings, backend=backend, options=options, batch_axes=batch_axes
+        model_path, settings, backend=backend, options=options, batch_axes=inputs.batch_axes
     )
     with loaded as pipeline:
         _warm_up(pipeline, feeds)

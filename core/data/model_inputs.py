@@ -35,6 +35,7 @@ from optistudio.core.data.inputs import (
     InputValues,
     NamedDims,
     read_input_arrays,
+    requests_batch,
     synthesize_inputs,
     user_inputs,
 )
@@ -130,5 +131,27 @@ class ModelInputs(BaseModel):
             shapes=self.shapes,
             values=self.values,
             arrays=self.arrays(specs),
+            batch_axes=self.batch_axes,
+        )
+
+    def requests(
+        self,
+        specs: list[TensorSpec],
+        batch_size: int,
+        *,
+        seed: int = 0,
+        arrays: Feeds | None = None,
+    ) -> Feeds:
+        """Feeds of `batch_size` requests stacked on each input's batch axis, for a server that
+        batches them (optistudio.core.data.inputs.requests_batch): these inputs describe one
+        request; `arrays` (already read, e.g. `self.arrays(specs)`) are its arrays."""
+        return requests_batch(
+            specs,
+            batch_size,
+            shapes=self.shapes,
+            dims=self.dims,
+            values=self.values,
+            arrays=arrays,
+            seed=seed,
             batch_axes=self.batch_axes,
         )

@@ -21,6 +21,7 @@ from optistudio.core.batching.fixed_batch import batchable
 from optistudio.core.batching.pipeline import Runner
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.images import ImagePreprocessing
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
@@ -53,7 +54,7 @@ def run_video(
     """
     original = Path(model_path)
     one = {name: [1, *shape[1:]] for name, shape in (shapes or {}).items()}
-    freed = batchable(original, shapes=one or None)  # a batch fixed at 1: its checked rewrite
+    freed = batchable(original, ModelInputs(shapes=one))  # a batch fixed at 1: its checked rewrite
     model_path = freed.path
     info = inspect_model(Path(model_path))
     require_batch_dim(info)

@@ -152,8 +152,8 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
         max_batch_size=settings.max_batch_size,
         backend=args.backend,
         options=options,
+        inputs=input_options(args).model_inputs,
         instances=args.instance_counts,
-        **_request(args),
     )
 
 
@@ -167,11 +167,6 @@ def _instances(profile: Any, settings: Any) -> dict[str, Any]:
         "batched_rewrite": profile.batched_rewrite or None,
         "batch_refused": profile.batch_refused or None,
     }
-
-
-def _request(args: argparse.Namespace) -> dict[str, Any]:
-    """One request's inputs from the input flags: shapes, dims, values and the arrays file."""
-    return input_options(args).fields()
 
 
 def _predict(
@@ -295,8 +290,8 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         seconds=args.seconds,
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=args.spin),
+        inputs=input_options(args).model_inputs,
         seed=args.seed,
-        **_request(args),
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
     if run.note:

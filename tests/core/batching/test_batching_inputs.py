@@ -11,6 +11,7 @@ from optistudio.core.batching import latency_profile as profile_module
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.verify import request_feeds
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.model.samples import build_sample
 
 
@@ -20,7 +21,9 @@ def tokens(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_requests_have_one_row_of_the_request_shape_and_the_values(tokens: Path) -> None:
-    feeds = request_feeds(tokens, {"input_ids": [1, 9]}, 2, values={"input_ids": 7})
+    feeds = request_feeds(
+        tokens, ModelInputs(shapes={"input_ids": [1, 9]}, values={"input_ids": 7}), 2
+    )
 
     for request in feeds:
         assert request["input_ids"].shape == (1, 9) and (request["input_ids"] == 7).all()
@@ -31,7 +34,7 @@ def test_requests_are_the_arrays_of_an_inputs_file(tokens: Path, tmp_path: Path)
     ids = np.array([[3, 1, 4, 1, 5]], np.int64)
     np.savez(tmp_path / "request.npz", input_ids=ids, attention_mask=np.ones_like(ids))
 
-    feeds = request_feeds(tokens, count=2, inputs_file=str(tmp_path / "request.npz"))
+    feeds = request_feeds(tokens, ModelInputs(inputs_file=str(tmp_path / "request.npz")), count=2)
 
     assert all(np.array_equal(request["input_ids"], ids) for request in feeds)
 
@@ -47,7 +50,11 @@ def test_the_profile_times_each_batch_of_the_request_shape(tokens: Path, monkeyp
     monkeypatch.setattr(profile_module, "interleaved_runs", spy)
 
     measure_latency_profile(
-        tokens, max_batch_size=4, shapes={"input_ids": [1, 9]}, min_runs=2, min_seconds=0
+        tokens,
+        max_batch_size=4,
+        inputs=ModelInputs(shapes={"input_ids": [1, 9]}),
+        min_runs=2,
+        min_seconds=0,
     )
 
     assert seen == {1: (1, 9), 2: (2, 9), 4: (4, 9)}

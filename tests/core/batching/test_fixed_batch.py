@@ -14,6 +14,7 @@ from optistudio.core.batching.fixed_batch import batchable, fixed_at_one
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.verify import measure_load
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.intake import inspect_model
 
@@ -71,7 +72,7 @@ def test_a_free_batch_or_a_placed_batch_axis_is_batched_as_it_is(
     assert batchable(tiny_model, cache=tmp_path).path == tiny_model
     assert not fixed_at_one(inspect_model(tiny_model))
     fixed = fixed_head(tmp_path)
-    assert batchable(fixed, batch_axes={"x": None}, cache=tmp_path).path == fixed
+    assert batchable(fixed, ModelInputs(batch_axes={"x": None}), cache=tmp_path).path == fixed
     assert not fixed_at_one(inspect_model(fixed), {"x": None})
 
 

@@ -32,6 +32,7 @@ from optistudio.core.data.inputs import (
     requests_batch,
     synthesize_inputs,
 )
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.intake import inspect_model
@@ -166,10 +167,16 @@ def test_the_pipeline_splits_each_request_its_own_state(model: Path) -> None:
 
 def test_a_batching_profile_runs_with_the_axis_moved(model: Path) -> None:
     with pytest.raises(InvalidSpec, match="fixed first dimension of 2"):
-        measure_latency_profile(model, max_batch_size=2, values=RATE, min_runs=2, min_seconds=0.0)
+        measure_latency_profile(
+            model, max_batch_size=2, inputs=ModelInputs(values=RATE), min_runs=2, min_seconds=0.0
+        )
 
     profile = measure_latency_profile(
-        model, max_batch_size=4, values=RATE, batch_axes=MOVED, min_runs=2, min_seconds=0.0
+        model,
+        max_batch_size=4,
+        inputs=ModelInputs(values=RATE, batch_axes=MOVED),
+        min_runs=2,
+        min_seconds=0.0,
     )
 
     assert profile.batch_sizes == [1, 2, 4]
