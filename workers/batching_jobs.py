@@ -2,10 +2,10 @@
 time per batch under load), and a measured verification run.
 
 Both store their figures as the job's result; the studio simulates from the profile. A Verify
-also checks and refits the profile: before it serves, it predicts its own run (with the band)
-from the profile in use, the newest profile job's profile as refitted by the Verify runs since;
-after, it refits that profile from its own batches (optistudio.core.batching.recalibrate) and
-stores the calibrated profile in its result, where the next Verify and the page take it up.
+also checks and refits the profile by the policy in optistudio.core.batching.verify_policy
+(predict before, refit after, adopt unless saturated): this module only fetches the rows it
+needs and stores the calibrated profile in the result, where the next Verify and the page take
+it up.
 """
 
 from __future__ import annotations
@@ -13,20 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from optistudio.core.backends import SessionOptions
+from optistudio.core.batching import verify_policy
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import LoadRun
-from optistudio.core.batching.recalibrate import (
-    calibration_line,
-    recalibrate_at_instances,
-    saturated_refit,
-)
-from optistudio.core.batching.results import Band, LoadResult, p99_halves
-from optistudio.core.batching.simulate import simulate, simulate_band
+from optistudio.core.batching.results import p99_halves
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from optistudio.core.batching.trace import handoff_ms, overall_slowdown, runner_summary
+from optistudio.core.batching.trace import handoff_ms, runner_summary
 from optistudio.core.batching.verify import measure_load
-from optistudio.core.errors import InvalidSpec
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
@@ -36,7 +30,6 @@ from optistudio.services.jobresults import (
     BatchingVerifyJobResult,
     RequestSamples,
     VerifyBatches,
-    VerifyPrediction,
 )
 from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
@@ -44,8 +37,6 @@ from optistudio.workers.outcome import Done
 
 SAMPLE_POINTS = 2000
 """Most per-request rows kept in a verification result (evenly spaced), for the charts."""
-PREDICT_REQUESTS = 5000
-"""Requests behind a Verify's point predictions (as behind the page's sliders)."""
 LOOKBACK = 200
 """Finished jobs of a kind searched for the profile in use."""
 
@@ -87,7 +78,7 @@ def verify_job(
     settings under load and measure, then refit the profile from the run's batches."""
     model_path, _ = model_of(job)
     in_use = profile_in_use(context, job, spec)
-    before = _before(spec, *in_use) if in_use else None
+    before = verify_policy.predict_before(spec, *in_use) if in_use else None
     context.progress(0.0, f"serving for {spec.seconds:g} s")
     run = measure_load(
         model_path,
@@ -101,7 +92,11 @@ def verify_job(
         inputs=spec.model_inputs,
         seed=spec.seed,
     )
-    prediction = _refit(job, spec, run, before, *in_use) if in_use and before else None
+    prediction = (
+        verify_policy.refit_after(spec, run, before, *in_use, verify=f"Verify #{job.id}")
+        if in_use and before
+        else None
+    )
     result = BatchingVerifyJobResult(
         measured=run.result,
         requests=_samples(run),
@@ -141,7 +136,8 @@ def profile_in_use(
     context: JobContext, job: Job, spec: BatchingVerifySpec
 ) -> tuple[int, LatencyProfile] | None:
     """The profile job this run checks (the spec's, else the model's newest succeeded one) and
-    its profile as refitted by the newest earlier Verify of it; None without a profile job."""
+    its profile in use (`verify_policy.profile_in_use`: as refitted by the newest earlier
+    Verify of it); None without a profile job."""
     with transaction(context.factory) as s:
         profiles = [
             row
@@ -151,80 +147,15 @@ def profile_in_use(
         if not profiles:
             return None
         source = profiles[0]
-        for row in finished_jobs(s, kind=JobKind.batching_verify, limit=LOOKBACK):
-            if row.model_id != job.model_id or not source.id < row.id < job.id:
-                continue
-            earlier = BATCHING_VERIFY.read_result(row.result)
-            if earlier and earlier.prediction and earlier.prediction.profile_job == source.id:
-                return source.id, earlier.prediction.calibrated
-        return source.id, BATCHING_PROFILE.parse_result(source.result).profile
-
-
-def _before(
-    spec: BatchingVerifySpec, profile_job: int, profile: LatencyProfile
-) -> tuple[str, LoadResult, Band] | None:
-    """What the profile in use predicts for this run, with its band, before it runs."""
-    kwargs = {"rate": spec.rate, "process": spec.process, "clients": spec.clients}
-    try:
-        predicted = simulate(profile, spec.settings, requests=PREDICT_REQUESTS, **kwargs)
-        band = simulate_band(profile, spec.settings, seconds=spec.seconds, **kwargs)
-    except InvalidSpec:
-        return None
-    refits = calibration_line(profile)
-    rests_on = f"the profile from job #{profile_job}, {refits or 'as measured'}"
-    return rests_on, predicted, band
-
-
-def _refit(
-    job: Job,
-    spec: BatchingVerifySpec,
-    run: LoadRun,
-    before: tuple[str, LoadResult, Band],
-    profile_job: int,
-    profile: LatencyProfile,
-) -> VerifyPrediction | None:
-    """The prediction made before the run, and the profile refitted from the run's batches
-    with what it predicts for the run (at the realised rate); None when no batch ran."""
-    rests_on, predicted, band = before
-    try:
-        calibrated = recalibrate_at_instances(
-            profile,
-            run,
-            instances=spec.settings.instances,
-            verify=f"Verify #{job.id}",
-            timeout_ms=spec.settings.timeout_ms,
-        )
-    except InvalidSpec:
-        return None
-    not_adopted = saturated_refit(run.result, calibrated, profile)
-    if not_adopted:
-        calibrated = profile
-    realised = run.result.realised_rate if spec.process != "closed" else None
-    again = {"process": spec.process, "clients": spec.clients, "requests": PREDICT_REQUESTS}
-    rate = realised or spec.rate
-    sent = [ms / 1000 for ms in run.sent_ms] if realised else None
-    replayed = {"rate": spec.rate, "arrivals": sent}
-    return VerifyPrediction(
-        profile_job=profile_job,
-        rests_on=rests_on,
-        predicted=predicted,
-        band=band,
-        at_realised=simulate(profile, spec.settings, rate=rate, **again) if realised else None,
-        on_arrivals=simulate(profile, spec.settings, **replayed) if sent else None,
-        arrivals_band=(
-            simulate_band(profile, spec.settings, seconds=spec.seconds, **replayed)
-            if sent
-            else None
-        ),
-        slowdown=overall_slowdown(run.batches, profile.at_instances(spec.settings.instances)),
-        calibrated=calibrated,
-        not_adopted=not_adopted,
-        recalibrated=(
-            simulate(calibrated, spec.settings, **replayed)
-            if sent
-            else simulate(calibrated, spec.settings, rate=rate, **again)
-        ),
-    )
+        verifies = [
+            (row.id, earlier.prediction if earlier else None)
+            for row in finished_jobs(s, kind=JobKind.batching_verify, limit=LOOKBACK)
+            if row.model_id == job.model_id
+            for earlier in [BATCHING_VERIFY.read_result(row.result)]
+        ]
+        measured = BATCHING_PROFILE.parse_result(source.result).profile
+    profile, _ = verify_policy.profile_in_use(source.id, measured, verifies, before_job=job.id)
+    return source.id, profile
 
 
 def instances_line(profile: LatencyProfile, max_batch_size: int) -> str:

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends.base import Precision
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.results import Band, LoadResult
+from optistudio.core.batching.results import LoadResult
+from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport
 from optistudio.core.measure.compare import Comparison
 from optistudio.core.numerics.crosscheck import OutputCheck
@@ -105,45 +106,6 @@ class VerifyBatches(BaseModel):
         description="Per batch size (rows): how many batches ran and their mean runner ms."
     )
     handoff_ms: float | None = Field(default=None, description="Mean hand-back per batch.")
-
-
-class VerifyPrediction(BaseModel):
-    """What a Verify job predicted before it ran, and the profile it refitted from its own
-    batches afterwards (optistudio.core.batching.recalibrate); the Batching page predicts from
-    the newest `calibrated`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    profile_job: int = Field(description="The profile job the chain of refits starts from.")
-    rests_on: str = Field(description="The profile the prediction rested on, in words.")
-    predicted: LoadResult = Field(description="At the offered rate (closed loop: clients).")
-    band: Band
-    at_realised: LoadResult | None = Field(
-        default=None, description="The same profile at the arrival rate the run realised."
-    )
-    on_arrivals: LoadResult | None = Field(
-        default=None,
-        description="The same profile replaying the run's own send times: no arrival luck.",
-    )
-    arrivals_band: Band | None = Field(
-        default=None, description="The band of `on_arrivals` (every draw on those send times)."
-    )
-    slowdown: float = Field(
-        description="The run's runner time over what the profile predicted for its batches."
-    )
-    calibrated: LatencyProfile = Field(
-        description="The profile refitted by this run (the profile in use, unchanged, when the "
-        "refit was not adopted)."
-    )
-    not_adopted: str | None = Field(
-        default=None,
-        description="Why this run's refit was not adopted (a saturated run), with how far it "
-        "would have moved the service time; None when it was.",
-    )
-    recalibrated: LoadResult | None = Field(
-        default=None,
-        description="The refitted profile's prediction for this run (at the realised rate).",
-    )
 
 
 class BatchingVerifyJobResult(BaseModel):
