@@ -145,7 +145,12 @@ BF16_ANCHORS = ["bf16", "int8_nncf_bf16"]
 SHOWN = {  # the task metrics printed beside cosine, the budget's first
     "ctc_text": ("string_agreement", "cer", "accuracy_candidate", "accuracy_drop"),
     "detection_map": ("box_f1", "map_iou", "box_recall", "box_precision"),
-    "classification": ("top1_drop", "top1_disagreement", "top1_accuracy_candidate"),
+    "classification": (
+        "top1_drop",
+        "clear_top1_disagreement",
+        "top1_disagreement",
+        "top1_accuracy_candidate",
+    ),
     "embedding": ("recall_at_10", "min_cosine"),
 }
 DIGITS = """

@@ -11,7 +11,9 @@ token or audio input counts WEAK support. For sample i with the original's score
 variant's c_i, top1(x) = argmax x and top5(x) the five largest:
 
     top1_agreement    = mean_i [top1(c_i) == top1(r_i)]
-    top1_disagreement = 1 - top1_agreement           (the default budget: <= 0.01)
+    top1_disagreement = 1 - top1_agreement           (the default budget: <= 0.05)
+    clear_top1_disagreement = mean_i [top1(c_i) != top1(r_i) and gap(r_i) >= NEAR_TIE]
+                                                     (the default budget: <= 0.01)
     top5_agreement    = mean_i [top1(r_i) in top5(c_i)]     (C >= 5: the original's pick is
                                                              still among the variant's five)
 
@@ -21,6 +23,13 @@ With labels y_i (class ids in [0, C)), each model's accuracy and the drop, in po
     top1_accuracy_m = mean_i [top1(m_i) == y_i],   top1_drop = top1_accuracy_reference
                                                               - top1_accuracy_candidate
     top5_drop       = mean_i [y_i in top5(r_i)] - mean_i [y_i in top5(c_i)]
+
+where gap(r) is the original's probability of its top class minus that of its second (the
+softmax of the row when it does not hold probabilities). A flip on a near-tie (gap < NEAR_TIE)
+says little: the original itself all but split the sample, so by its own probabilities the
+flip moves the chance of a right answer by less than NEAR_TIE. The default budget lets such
+flips pass up to 5 % of the samples and clear ones up to 1 %, so by the original's
+probabilities the expected top-1 loss stays within 1 + 0.1 x 5 = 1.5 points.
 
 Without labels, top1_disagreement bounds the drop from above: a sample can only lose its label
 where the two disagree. Budgets with labels are set on top1_drop (the integrator's choice).
@@ -64,6 +73,9 @@ from optistudio.core.numerics.evaluators.outputs import (
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
 TOP5 = 5
+NEAR_TIE = 0.1
+"""A sample is a near-tie when the original's top two classes are closer than this in
+probability."""
 PROBABILITIES = frozenset({"Softmax", "LogSoftmax"})
 CLASS_WORDS = ("logit", "prob", "class", "softmax")
 
@@ -80,6 +92,13 @@ METRICS = [
         higher_is_better=False,
         description="1 - top-1 agreement: the fraction of samples whose top-1 class flipped; "
         "an upper bound on the accuracy drop when there are no labels.",
+    ),
+    MetricInfo(
+        name="clear_top1_disagreement",
+        label="Top-1 flips beyond near-ties",
+        higher_is_better=False,
+        description=f"The fraction of samples whose top-1 class flipped where the original "
+        f"was clear: its top class at least {NEAR_TIE:g} more probable than its second.",
     ),
     MetricInfo(
         name="top5_agreement",
@@ -207,6 +226,7 @@ class ClassificationTally(BaseTally):
         self.output = output
         self.classes = 0
         self.agree = {1: 0, TOP5: 0}
+        self.clear_flips, self.near_ties = 0, 0
         self.correct = {(1, "reference"): 0, (1, "candidate"): 0}
         self.correct |= {(TOP5, "reference"): 0, (TOP5, "candidate"): 0}
 
@@ -222,6 +242,9 @@ class ClassificationTally(BaseTally):
         self.classes = ref.shape[1]
         ref_top, cand_top = ref.argmax(axis=1), cand.argmax(axis=1)
         self.agree[1] += int(np.count_nonzero(ref_top == cand_top))
+        tied = _gaps(ref) < NEAR_TIE
+        self.near_ties += int(np.count_nonzero(tied))
+        self.clear_flips += int(np.count_nonzero((ref_top != cand_top) & ~tied))
         if self.classes >= TOP5:
             self.agree[TOP5] += int(np.count_nonzero(_in_top5(cand, ref_top)))
         expected = self._labels(first_sample, len(ref))
@@ -263,12 +286,24 @@ class ClassificationTally(BaseTally):
         if self.samples == 0:
             return self.finished({})
         agreement = self.agree[1] / self.samples
-        metrics = {"top1_agreement": agreement, "top1_disagreement": 1.0 - agreement}
+        metrics = {
+            "top1_agreement": agreement,
+            "top1_disagreement": 1.0 - agreement,
+            "clear_top1_disagreement": self.clear_flips / self.samples,
+        }
         if self.classes >= TOP5:
             metrics["top5_agreement"] = self.agree[TOP5] / self.samples
         if self.labels is not None:
             metrics |= self._accuracy()
-        return self.finished(metrics, _note(self.labels is not None, self.classes))
+        note = _note(self.labels is not None, self.classes)
+        flips = self.samples - self.agree[1]
+        if flips > self.clear_flips:
+            note += (
+                f"; {flips - self.clear_flips} of the {flips} flips were near-ties "
+                f"(the original's top two within {NEAR_TIE:g} in probability; "
+                f"{self.near_ties} of {self.samples} samples were)"
+            )
+        return self.finished(metrics, note)
 
     def _accuracy(self) -> dict[str, float]:
         share = {key: count / self.samples for key, count in self.correct.items()}
@@ -299,6 +334,21 @@ def _flip(sample: int, ref: np.ndarray, cand: np.ndarray, label: int | None) -> 
         label=None if label is None else f"class {label}",
         severity=1.0 if confidence is None else confidence,
     )
+
+
+def _gaps(scores: np.ndarray) -> np.ndarray:
+    """Per row: its top class's probability minus its second's (the rows' own values when they
+    hold probabilities, else their softmax); a row with NaN or Inf gets 1 (never a tie)."""
+    values = scores.astype(np.float64)
+    finite = np.isfinite(values).all(axis=1)
+    values = np.where(finite[:, None], values, 0.0)
+    if values.size and not (values.min() >= 0 and values.max() <= 1):
+        values = np.exp(values - values.max(axis=1, keepdims=True))
+        values /= values.sum(axis=1, keepdims=True)
+    top2 = -np.partition(-values, 1, axis=1)[:, :2] if values.shape[1] > 1 else None
+    if top2 is None:
+        return np.ones(len(values))
+    return np.where(finite, top2[:, 0] - top2[:, 1], 1.0)
 
 
 def _confidence(row: np.ndarray, cls: int) -> float | None:
@@ -335,7 +385,7 @@ CLASSIFICATION = EvaluatorInfo(
     "original, and with labels (class ids) each model's top-1 accuracy and the drop. The "
     "drill-down lists the samples whose top-1 flipped, with both classes and confidences.",
     metrics=METRICS,
-    default_budget={"top1_disagreement": 0.01},
+    default_budget={"clear_top1_disagreement": 0.01, "top1_disagreement": 0.05},
     labels_budget={"top1_drop": 0.01},
     implementation="optistudio.core.numerics.evaluators.classification:ClassificationEvaluator",
     priority=50,

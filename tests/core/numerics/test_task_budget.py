@@ -100,5 +100,5 @@ def test_labels_switch_the_default_budget_to_accuracy_against_them(tmp_path: Pat
     plain = task_judge(model, OptimizeSpec(), data, None)[1]
     labelled = task_judge(model, OptimizeSpec(), data, tmp_path / "y.npy")[1]
 
-    assert plain.limits == {"top1_disagreement": 0.01}
+    assert plain.limits == {"clear_top1_disagreement": 0.01, "top1_disagreement": 0.05}
     assert labelled.limits == {"top1_drop": 0.01}

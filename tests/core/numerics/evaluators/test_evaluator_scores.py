@@ -64,6 +64,32 @@ def test_a_flipped_class_costs_one_sample_of_agreement() -> None:
     assert score.mode == "agreement" and score.samples == 4
 
 
+def test_a_flip_where_the_original_all_but_split_the_sample_is_a_near_tie() -> None:
+    reference = SCORES.copy()
+    reference[1] = [0.05, 0.45, 0.40, 0.05, 0.03, 0.02]  # classes 1 and 2 within 0.05
+    candidate = reference.copy()
+    candidate[1] = [0.05, 0.40, 0.45, 0.05, 0.03, 0.02]  # near-tie flipped
+    candidate[2] = flipped()[2]  # a clear flip: the original gave class 2 0.91
+
+    score = judge("classification", ["p"], {"p": reference}, {"p": candidate})
+    tied = judge("classification", ["p"], {"p": reference}, {"p": reference})
+
+    assert score.metrics["top1_disagreement"] == pytest.approx(0.5)
+    assert score.metrics["clear_top1_disagreement"] == pytest.approx(0.25)
+    assert "1 of the 2 flips were near-ties" in score.note
+    assert tied.metrics["clear_top1_disagreement"] == 0.0 and "near-ties" not in tied.note
+
+
+def test_near_ties_are_read_from_logits_by_their_softmax() -> None:
+    logits = np.log(np.array([[0.48, 0.47, 0.05], [0.90, 0.05, 0.05]]))
+    swapped = logits[:, [1, 0, 2]]
+
+    score = judge("classification", ["p"], {"p": logits * 1.0}, {"p": swapped})
+
+    assert score.metrics["top1_disagreement"] == pytest.approx(1.0)
+    assert score.metrics["clear_top1_disagreement"] == pytest.approx(0.5)
+
+
 def test_top5_agreement_drops_when_the_original_pick_leaves_the_top_five() -> None:
     candidate = SCORES.copy()
     candidate[0] = [0.0, 0.2, 0.2, 0.2, 0.2, 0.2]  # class 0 from first to last
