@@ -102,4 +102,5 @@ def summary(report: VideoReport) -> str:
             "stream(s)"
         )
     said = ", ".join(parts) + "."
-    return f"{said} {report.batched_rewrite}" if report.batched_rewrite else said
+    served = report.batched_rewrite or report.batch_refused
+    return f"{said} {served}" if served else said

@@ -21,13 +21,14 @@ import functools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.pipeline import Pipeline, Response, Runner
 from optistudio.core.data.images import preprocess
 from optistudio.core.errors import InvalidSpec, OptistudioError
@@ -194,7 +195,7 @@ class _Player:
 
 
 def play(
-    runner: Runner,
+    runners: Runner | Sequence[Runner],
     inputs: list[TensorSpec],
     sources: list[Path],
     settings: VideoSettings,
@@ -202,16 +203,21 @@ def play(
     size: tuple[int, int],
     on_result: OnResult | None = None,
     boxes: BoxReader | None = None,
+    axes: StackAxes | None = None,
 ) -> VideoRun:
-    """Play `settings.streams` streams of `sources` (round robin) through a Pipeline on
-    `runner`; each stream on a file starts at its own offset (k/m of the file for the k-th of
-    m streams on it). `size` is the frames' (height, width) after preprocessing. With `boxes`
-    (a detector), every frame's boxes are read and suppressed per frame of its stream."""
+    """Play `settings.streams` streams of `sources` (round robin) through a Pipeline on the
+    first `settings.batching.instances` of `runners` (one session each); each stream on a file
+    starts at its own offset (k/m of the file for the k-th of m streams on it). `size` is the
+    frames' (height, width) after preprocessing. With `boxes` (a detector), every frame's boxes
+    are read and suppressed per frame of its stream. `axes`: where frames stack (the
+    Pipeline's default: dim 0)."""
     spec = frame_input(inputs)
+    serving = ([runners] if callable(runners) else list(runners))[: settings.batching.instances]
     streams = [_Stream(i, source) for i, source in enumerate(_sources(sources, settings))]
-    _warm_up(runner, spec, settings, size)
+    for runner in serving:
+        _warm_up(runner, spec, settings, size)
     process_cpu = time.process_time()
-    with Pipeline([runner], inputs, settings.batching) as pipeline:
+    with Pipeline(serving, inputs, settings.batching, axes=axes) as pipeline:
         player = _Player(pipeline, spec, size, settings, on_result, boxes)
         start = player.play(streams)
     process_cpu = time.process_time() - process_cpu

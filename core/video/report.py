@@ -126,6 +126,12 @@ class VideoReport(BaseModel):
         description="Set when the model's batch was fixed at 1 and the run served its checked "
         "rewrite with a free batch (optistudio.core.batching.fixed_batch): one line.",
     )
+    instances: int = Field(default=1, ge=1, description="Sessions of the model served at once.")
+    batch_refused: str = Field(
+        default="",
+        description="Set when the model's batch is fixed at 1 and its rewrite was refused: "
+        "why, and that the run served it at batch 1 on `instances` sessions instead.",
+    )
 
     def metric_values(self) -> dict[str, float]:
         """The run's figures under the metric table's names, as Compare shows them beside

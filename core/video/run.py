@@ -12,12 +12,13 @@ frame's boxes and runs NMS on them per frame of its stream, so that cost is meas
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from optistudio.core.backends import SessionOptions, get_backend
-from optistudio.core.batching.applicability import require_batch_dim
-from optistudio.core.batching.fixed_batch import batchable
+from optistudio.core.batching.applicability import StackAxes, one_row_axes, require_batch_dim
+from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
+from optistudio.core.batching.instances import instance_counts
 from optistudio.core.batching.pipeline import Runner
 from optistudio.core.batching.settings import serving_options, with_serving_threads
 from optistudio.core.data.images import ImagePreprocessing
@@ -54,19 +55,31 @@ def run_video(
     """
     original = Path(model_path)
     one = {name: [1, *shape[1:]] for name, shape in (shapes or {}).items()}
-    freed = batchable(original, ModelInputs(shapes=one))  # a batch fixed at 1: its checked rewrite
+    refused = ""
+    try:  # a batch fixed at 1: its checked rewrite
+        freed = batchable(original, ModelInputs(shapes=one))
+    except BatchRefused as exc:  # else at batch 1 on several sessions
+        freed, settings = Batchable(original), on_instances(settings)
+        refused = (
+            f"{exc.message} Served at batch 1 on {settings.batching.instances} instance(s) instead."
+        )
     model_path = freed.path
     info = inspect_model(Path(model_path))
-    require_batch_dim(info)
+    axes = one_row_axes(info) if refused else None
+    if not refused:
+        require_batch_dim(info)
     spec = frame_input(info.inputs)
     size = frame_size(spec, settings.preprocessing, (shapes or {}).get(spec.name))
     boxes = box_reader(Path(model_path))
-    options = with_serving_threads(options or serving_options())
-    loaded = get_backend(backend).load(Path(model_path), options)
+    count = settings.batching.instances
+    options = with_serving_threads(options or serving_options(), count)
+    runtime = get_backend(backend)
+    loaded = [runtime.load(Path(model_path), options) for _ in range(count)]
+    runners = [model.run for model in loaded]
     try:
         measured = scaled(progress, 0.0, 0.5 if capacity_streams else 1.0)
         report = measure(
-            loaded.run,
+            runners,
             info.inputs,
             sources,
             settings,
@@ -74,12 +87,13 @@ def run_video(
             baseline=baseline,
             boxes=boxes,
             progress=measured,
+            axes=axes,
         )
         if capacity_streams:
             searching = scaled(progress, 0.5, 1.0)
             searching(0.0, f"capacity search: up to {capacity_streams} real-time streams")
             report.capacity = capacity(
-                loaded.run,
+                runners,
                 info.inputs,
                 sources,
                 settings,
@@ -88,13 +102,17 @@ def run_video(
                 probe_seconds,
                 on_probe=_probe_progress(searching, capacity_streams),
                 boxes=boxes,
+                axes=axes,
             )
     finally:
-        loaded.close()
+        for model in loaded:
+            model.close()
     return report.model_copy(
         update={
             "model": Path(original).name,
             "batched_rewrite": freed.note,
+            "instances": count,
+            "batch_refused": refused,
             "backend": backend,
             "input_shape": [1, *_chw(spec, settings.preprocessing, size)],
             "threads": options.threads,
@@ -103,7 +121,7 @@ def run_video(
 
 
 def measure(
-    runner: Runner,
+    runners: Runner | Sequence[Runner],
     inputs: list[TensorSpec],
     sources: list[Path],
     settings: VideoSettings,
@@ -113,23 +131,33 @@ def measure(
     on_result: OnResult | None = None,
     boxes: BoxReader | None = None,
     progress: ProgressCallback = ignore_progress,
+    axes: StackAxes | None = None,
 ) -> VideoReport:
-    """The batched run and, with `baseline`, the same streams at max batch 1."""
+    """The batched run and, with `baseline`, the same streams at max batch 1 on one session."""
     progress(0.0, f"batched run: {settings.streams} stream(s) for {settings.seconds:g} s")
-    batched = play(runner, inputs, sources, settings, size=size, on_result=on_result, boxes=boxes)
+    batched = play(
+        runners, inputs, sources, settings, size=size, on_result=on_result, boxes=boxes,
+        axes=axes,
+    )  # fmt: skip
     per_frame = None
     if baseline:
         single = settings.batching.model_copy(
-            update={"max_batch_size": 1, "preferred_batch_sizes": [], "eager_threshold": None}
+            update={
+                "max_batch_size": 1,
+                "preferred_batch_sizes": [],
+                "eager_threshold": None,
+                "instances": 1,
+            }
         )
-        progress(0.5, f"per-frame baseline (max batch 1) for {settings.seconds:g} s")
+        progress(0.5, f"per-frame baseline (max batch 1, one session) for {settings.seconds:g} s")
         per_frame = play(
-            runner,
+            runners,
             inputs,
             sources,
             settings.model_copy(update={"batching": single}),
             size=size,
             boxes=boxes,
+            axes=axes,
         )
     speedup = batched.fps / per_frame.fps if per_frame and per_frame.fps else None
     return VideoReport(
@@ -138,7 +166,7 @@ def measure(
 
 
 def capacity(
-    runner: Runner,
+    runners: Runner | Sequence[Runner],
     inputs: list[TensorSpec],
     sources: list[Path],
     settings: VideoSettings,
@@ -148,6 +176,7 @@ def capacity(
     *,
     on_probe: Callable[[int, VideoRun], None] | None = None,
     boxes: BoxReader | None = None,
+    axes: StackAxes | None = None,
 ) -> Capacity:
     """The most real-time streams that hold (module docstring), up to `max_streams`."""
     tried: dict[int, bool] = {}
@@ -157,7 +186,7 @@ def capacity(
             probe = settings.model_copy(
                 update={"streams": count, "seconds": probe_seconds, "realtime": True}
             )
-            run = play(runner, inputs, sources, probe, size=size, boxes=boxes)
+            run = play(runners, inputs, sources, probe, size=size, boxes=boxes, axes=axes)
             tried[count] = run.holds_realtime()
             if on_probe is not None:
                 on_probe(count, run)
@@ -192,6 +221,21 @@ def _probe_progress(
         progress(min(len(done) / expected, 0.99), f"capacity probe: {count} stream(s) {held}")
 
     return report
+
+
+def on_instances(settings: VideoSettings) -> VideoSettings:
+    """`settings` for a model served at batch 1 as it is: max batch 1 on the instances asked
+    for, or, when one was, on as many as `instance_counts` measures here (one per core)."""
+    count = settings.batching.instances
+    batching = settings.batching.model_copy(
+        update={
+            "max_batch_size": 1,
+            "preferred_batch_sizes": [],
+            "eager_threshold": None,
+            "instances": count if count > 1 else instance_counts()[-1],
+        }
+    )
+    return settings.model_copy(update={"batching": batching})
 
 
 def frame_size(

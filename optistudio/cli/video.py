@@ -135,6 +135,8 @@ def video_payload(report: Any) -> dict[str, Any]:
         },
         "speedup": report.speedup,
         "batched_rewrite": report.batched_rewrite or None,
+        "instances": report.instances,
+        "batch_refused": report.batch_refused or None,
         "capacity": None if report.capacity is None else report.capacity.model_dump(mode="json"),
         "settings": {
             "max_batch_size": batched.max_batch_size,
@@ -154,8 +156,9 @@ def _stream(stream: Any) -> dict[str, Any]:
 
 def _print_summary(payload: dict[str, Any]) -> None:
     totals = payload["totals"]
-    if payload.get("batched_rewrite"):
-        print(payload["batched_rewrite"])
+    for served in ("batched_rewrite", "batch_refused"):
+        if payload.get(served):
+            print(payload[served])
     print(
         f"{payload['model']} on {payload['backend']}, input {payload['input_shape']}, "
         f"decoder {payload['decoder']} ({payload['decoding']}), {payload['pacing']}"

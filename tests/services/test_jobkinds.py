@@ -312,7 +312,8 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later |= {"batch_refused": "", "instance_latency": []}  # instances measured later
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
-        return {"threads": None, "batched_rewrite": ""} | {
+        served = {"batched_rewrite": "", "instances": 1, "batch_refused": ""}  # fixed batches
+        return {"threads": None} | served | {
             run: _video_run_now(STORED[kind][run]) for run in ("batched", "per_frame")
         }
     if kind is not JobKind.optimize:

@@ -55,6 +55,51 @@ def _dynamic_image_model(path: Path) -> Path:
     return path
 
 
+def _fixed_image_model(path: Path, *, mixing: bool) -> Path:
+    """[1, 3, 16, 16] -> [1, 3], its batch fixed at 1: a global average pool (the rewrite
+    frees the batch), or with `mixing` a mean over the batch first (the rewrite is refused)."""
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["m" if mixing else "x"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["y"]),
+    ]
+    if mixing:
+        nodes.insert(0, helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1))
+    graph = helper.make_graph(
+        nodes,
+        "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_a_fixed_batch_model_plays_through_its_rewrite_or_on_instances(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path
+) -> None:
+    from optistudio.core.batching.instances import instance_counts
+
+    freed = _store(db_factory, app_settings, _fixed_image_model(tmp_path / "f.onnx", mixing=False))
+    mixing = _store(db_factory, app_settings, _fixed_image_model(tmp_path / "m.onnx", mixing=True))
+    spec = VideoJobSpec(streams=2, seconds=0.4)
+
+    rewritten, instances = _run(db_factory, freed, spec), _run(db_factory, mixing, spec)
+
+    assert rewritten.status == JobStatus.succeeded, rewritten.message
+    assert instances.status == JobStatus.succeeded, instances.message
+    batched = VIDEO.parse_result(rewritten.result)
+    served = VIDEO.parse_result(instances.result)
+    assert "batch is fixed at 1" in batched.batched_rewrite and not batched.batch_refused
+    assert batched.batched.max_batch_size > 1 and batched.instances == 1
+    count = instance_counts()[-1]
+    assert served.instances == count and served.batched.max_batch_size == 1
+    assert f"Served at batch 1 on {count} instance(s) instead." in served.batch_refused
+    assert served.per_frame is not None and served.batched.frames > 0
+    assert served.batch_refused in instances.message and not served.batched_rewrite
+
+
 def test_a_generated_clip_on_two_streams_is_stored_per_stream(  # type: ignore[no-untyped-def]
     db_factory, app_settings, tmp_path
 ) -> None:

@@ -340,14 +340,14 @@ def _gaps(scores: np.ndarray) -> np.ndarray:
     """Per row: its top class's probability minus its second's (the rows' own values when they
     hold probabilities, else their softmax); a row with NaN or Inf gets 1 (never a tie)."""
     values = scores.astype(np.float64)
-    finite = np.isfinite(values).all(axis=1)
+    finite = np.asarray(np.isfinite(values).all(axis=1), dtype=bool)
     values = np.where(finite[:, None], values, 0.0)
+    if values.shape[1] < 2:
+        return np.ones(len(values))
     if values.size and not (values.min() >= 0 and values.max() <= 1):
         values = np.exp(values - values.max(axis=1, keepdims=True))
         values /= values.sum(axis=1, keepdims=True)
-    top2 = -np.partition(-values, 1, axis=1)[:, :2] if values.shape[1] > 1 else None
-    if top2 is None:
-        return np.ones(len(values))
+    top2 = -np.partition(-values, 1, axis=1)[:, :2]
     return np.where(finite, top2[:, 0] - top2[:, 1], 1.0)
 
 
