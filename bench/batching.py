@@ -600,7 +600,7 @@ def _print_summary(name: str, errors: list[float]) -> None:
 
 def _simulator_speed(profile, args) -> dict:
     """What one slider move costs the Batching page: its prediction and its rate sweep."""
-    from optistudio.studio.batching_services import predict, rate_sweep, speed_note
+    from optistudio.studio.batching_whatif import predict, rate_sweep, speed_note
 
     settings = BatchingSettings(max_batch_size=args.max_batch, timeout_ms=5)
     rate = 0.8 * profile.ceiling(args.max_batch)[0]

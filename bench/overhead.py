@@ -88,7 +88,7 @@ def queue_latency(model: Path, jobs: int) -> None:
     from optistudio.services.migrate import upgrade
     from optistudio.services.settings import Settings
     from optistudio.services.telemetry import telemetry_off_env
-    from optistudio.studio.services import submit_benchmark
+    from optistudio.studio.jobs_services import submit_benchmark
     from optistudio.workers.app import create_app
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -1,6 +1,10 @@
-"""The Batching page's what-if: the sliders' ranges, the headline with its band, the instances.
+"""The Batching page's what-if: the sliders' ranges, the predictions and their bands, the
+instances.
 
-Plain functions the page calls and tests call without Streamlit. Three rules:
+Plain functions the page calls and tests call without Streamlit. The page never runs a model:
+predictions come from `optistudio.core.batching.simulate` over the stored profile, fast enough to
+follow a slider. Each carries its band (`simulate_band`: 20 runs as long as a Verify, on the
+profile resampled; 0.15-0.3 s on a 2-core machine with a 160-run profile). Three rules:
   - the headline p50, p99 and throughput are the median of the same simulated Verify runs the
     band is the 5 %-95 % of (`Band.p99_ms`, ...), so a headline always lies inside its band;
   - the arrival-rate slider spans up to RATE_HEADROOM x the highest ceiling any instance count
@@ -14,15 +18,24 @@ Plain functions the page calls and tests call without Streamlit. Three rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from optistudio.core.batching.applicability import stacking_problem
+from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.simulate import (
+    VERIFY_SECONDS,
+    Process,
+    simulate,
+    simulate_band,
+    simulate_speed_moves,
+)
+from optistudio.core.batching.tuner import capacity
+from optistudio.core.model.info import ModelInfo
 
 RATE_HEADROOM = 1.5
 RATE_STEPS = 200
@@ -30,6 +43,38 @@ EXTRA_INSTANCES = 1
 """Instances past one offered for a profile that measured only one (unmeasured: said so)."""
 TABLE_REQUESTS = 3000
 """Requests per instance count in the what-if's table of instance counts."""
+SLIDER_REQUESTS = 5000
+"""Requests per simulation behind a slider: p99 within a few percent, well under a second."""
+SWEEP_POINTS = 9
+SWEEP_DRAWS = 8
+"""Draws per point of the rate sweep's bands: lighter than a headline band (9 points share the
+time one slider move may take), so their 5 %-95 % points sit nearer the ends of the draws."""
+SWEEP_REQUESTS = 4000
+"""Most requests per sweep point's band, all its draws together."""
+SPEED_STEP = 0.05
+"""The change in model speed the page shows the predicted p99 under."""
+KNEE = 0.25
+"""A p99 that grows by more than this with the model SPEED_STEP slower: the settings' knee."""
+FIGURES = {
+    "throughput": "throughput (req/s)",
+    "p50_ms": "p50 (ms)",
+    "p90_ms": "p90 (ms)",
+    "p99_ms": "p99 (ms)",
+    "mean_batch_size": "mean batch size",
+    "mean_queue_ms": "mean queue wait (ms)",
+}
+"""The figures a prediction and a Verify give, each with its name on the page."""
+
+
+def batching_problem(
+    info: ModelInfo, batch_axes: dict[str, int | None] | None = None
+) -> str | None:
+    """Why batching does not apply to this model (requests stack on each input's batch axis,
+    `batch_axes` as the input profile moved them), or None. A batch fixed at 1 is no problem
+    here: the jobs batch its checked rewrite (`fixed_at_one`)."""
+    if fixed_at_one(info, batch_axes):
+        return None
+    return stacking_problem(info, batch_axes)
 
 
 def most_instances(profile: LatencyProfile) -> int:
@@ -119,25 +164,150 @@ def by_instances(profile: LatencyProfile, settings: BatchingSettings, rate: floa
     return pd.DataFrame(rows)
 
 
-def verified_settings(
+def predict(
+    profile: LatencyProfile,
     settings: BatchingSettings,
-    verify_jobs: list[dict[str, Any]],
-    spec_of: Callable[[int], dict[str, Any]],
-) -> tuple[BatchingSettings, str]:
-    """The settings to export and a line saying where they come from: those the newest
-    succeeded Verify (`recent_jobs` rows, newest first) served, its instance count among them,
-    else the sliders'. `spec_of` reads a job's stored spec."""
-    for job in verify_jobs:
-        if job["status"] == "succeeded" and job.get("result") is not None:
-            served = BatchingSettings.model_validate(spec_of(job["job"])["settings"])
-            measured = job["result"].measured
-            return served, (
-                f"Exported as Verify job #{job['job']} served and measured them: max batch "
-                f"{served.max_batch_size}, timeout {served.timeout_ms:g} ms, "
-                f"{served.instances} instance(s): {measured.throughput:.1f} req/s, p99 "
-                f"{measured.p99_ms:.1f} ms."
-            )
-    return settings, (
-        "Not verified yet: exported as the sliders set them. Verify them first to export "
-        "settings measured on this machine."
+    *,
+    rate: float | None,
+    process: Process = "poisson",
+    clients: int = 0,
+) -> LoadResult:
+    """The simulator's prediction for the sliders' settings."""
+    return simulate(
+        profile, settings, rate=rate, process=process, clients=clients, requests=SLIDER_REQUESTS
     )
+
+
+def predict_band(
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    *,
+    rate: float | None,
+    seconds: float = VERIFY_SECONDS,
+    process: Process = "poisson",
+    clients: int = 0,
+) -> Band:
+    """The prediction's band for a Verify of `seconds` at `rate` (the module docstring)."""
+    return simulate_band(
+        profile, settings, rate=rate, process=process, clients=clients, seconds=seconds
+    )
+
+
+def band_line(predicted: LoadResult, band: Band) -> str:
+    """The headline figures with their bands, and what the band stands for."""
+    length = f"{band.seconds:g}-s " if band.seconds else ""
+    p99 = f"{three_digits(band.p99_low_ms)}-{three_digits(band.p99_high_ms)}"
+    p50 = f"{three_digits(band.p50_low_ms)}-{three_digits(band.p50_high_ms)}"
+    throughput = f"{three_digits(band.throughput_low)}-{three_digits(band.throughput_high)}"
+    return (
+        f"p99 {three_digits(predicted.p99_ms)} ms (band {p99}), "
+        f"p50 {three_digits(predicted.p50_ms)} ms (band {p50}), "
+        f"throughput {three_digits(predicted.throughput)} req/s (band {throughput}). "
+        f"The band holds {band.level:.0%} of {band.draws} "
+        f"simulated {length}Verify runs, each on the profile's runs resampled: what this "
+        "profile knows, so a measured figure outside it says the profile did not describe the "
+        "run."
+    )
+
+
+def three_digits(value: float) -> str:
+    """A figure to three significant digits, never in e-notation (2453 ms, 741 ms, 8.25 ms)."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def speed_note(
+    profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
+) -> tuple[str, bool]:
+    """What the predicted p99 (`p99_ms`: one long simulated run's at `rate`) becomes
+    if the model runs SPEED_STEP slower or faster than profiled, and whether that moves it past
+    KNEE (then the settings have no headroom, and one measurement of them is as uncertain as
+    the machine's speed)."""
+    slower, faster = simulate_speed_moves(
+        profile, settings, step=SPEED_STEP, rate=rate, requests=SLIDER_REQUESTS
+    )
+    step = f"{SPEED_STEP:.0%}"
+    if slower.saturated:
+        worse, rise = "the queue would keep growing", float("inf")
+    else:
+        rise = slower.p99_ms / p99_ms - 1
+        worse = _moved(slower.p99_ms, rise, up=True)
+    better = _moved(faster.p99_ms, faster.p99_ms / p99_ms - 1, up=False)
+    line = (
+        f"Against the p99 of one long simulated run, {p99_ms:.2f} ms: with the model {step} slower than "
+        f"profiled, {worse}; {step} faster, {better}."
+    )
+    if rise <= KNEE:
+        return line, False
+    return (
+        line + " These settings sit at their knee: a little more load on the machine or a few "
+        "more requests per second and the tail grows fast, so a measured p99 will swing from "
+        "run to run. For headroom raise the max batch size, the timeout or the instances, or "
+        "plan for a lower rate.",
+        True,
+    )
+
+
+def _moved(p99_ms: float, change: float, *, up: bool) -> str:
+    """The moved p99 and its change, when it moved the way the model's speed did. A move the
+    other way (the model slower, the p99 lower) is the simulation's sampling noise: a p99 of
+    SLIDER_REQUESTS requests rests on its slowest 1 %, and the change of speed shifts which
+    bursts of arrivals those meet. Its figure would contradict the words, so none is given."""
+    if change == 0 or (change > 0) != up:
+        return "no change beyond the prediction's own noise"
+    percent = f"{change:+.0%}" if abs(change) >= 0.01 else f"{change:+.1%}"  # never '+0%'
+    return f"p99 {p99_ms:.2f} ms ({percent})"
+
+
+def handoff_line(profile: LatencyProfile) -> str:
+    """One line on the runtime's cost per batch that the predictions carry (or do not)."""
+    if profile.handoff_ms is None and "handoff_ms" in profile.unmeasured:
+        return f"Per-batch hand-back under load: {profile.unmeasured['handoff_ms']}."
+    if profile.handoff_ms is None:
+        return (
+            "Per-batch hand-back under load: not measured (this profile predates it), so the "
+            "predictions add none; profile again to include it."
+        )
+    line = f"Per-batch hand-back under load: {profile.handoff_ms:.2f} ms"
+    if not profile.serving_delays_ms:
+        return line + ", included in predictions."
+    delays = np.asarray(profile.serving_delays_ms).clip(min=0)
+    loaded = ""
+    if len(profile.served_extra_load) > 1:
+        rate, extra = profile.served_extra_load[-1]
+        loaded = f" ({extra:.2f} ms at {rate:.0f} req/s)"
+    heavy = ""
+    if profile.serving_delays_load:  # the heaviest rate's, where stalls of the serving threads show
+        rate, drawn = profile.serving_delays_load[-1]
+        heavy = f" (p99 {np.percentile(np.clip(drawn, 0, None), 99):.2f} ms at {rate:.0f} req/s)"
+    machinery = ""
+    if profile.request_ms:
+        machinery = (
+            f"; with no model the serving machinery passes {1000 / profile.request_ms:.0f} "
+            "req/s at most"
+        )
+    elif "request_ms" in profile.unmeasured:
+        machinery = f"; {profile.unmeasured['request_ms']}"
+    return (
+        f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
+        f"more than profiled{loaded} and each answer came {np.median(delays):.2f} ms (median; "
+        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{heavy}{machinery}: all included in "
+        "predictions."
+    )
+
+
+def rate_sweep(
+    profile: LatencyProfile, settings: BatchingSettings, *, seconds: float = VERIFY_SECONDS
+) -> pd.DataFrame:
+    """Predicted figures from 10 % to 110 % of capacity (Poisson), one row per rate, with the
+    p50/p99 band of a Verify of `seconds` (SWEEP_DRAWS draws)."""
+    top = capacity(profile, settings)
+    rows = []
+    for share in np.linspace(0.1, 1.1, SWEEP_POINTS):
+        result = simulate(profile, settings, rate=top * share, requests=2000)
+        band = simulate_band(
+            profile, settings, rate=top * share, seconds=seconds, draws=SWEEP_DRAWS,
+            max_requests=SWEEP_REQUESTS,
+        )  # fmt: skip
+        bounds = band.model_dump(include={"p50_low_ms", "p50_high_ms", "p99_low_ms", "p99_high_ms"})
+        rows.append({"rate": top * share, **result.model_dump(include=set(FIGURES)), **bounds})
+    return pd.DataFrame(rows)

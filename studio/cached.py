@@ -15,15 +15,22 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from optistudio.studio import compare_services, optimize_services, services, state
+from optistudio.studio import (
+    compare_services,
+    jobs_services,
+    model_services,
+    optimize_services,
+    results_services,
+    state,
+)
 
 TTL_S = 10
 """Seconds a cached read lives at most (its stamp moves sooner when jobs or models change)."""
 
 
 def version() -> tuple[Any, ...]:
-    """The data's stamp now (`services.data_version`); every cached read is keyed by it."""
-    return services.data_version(state.session_factory())
+    """The data's stamp now (`jobs_services.data_version`); every cached read is keyed by it."""
+    return jobs_services.data_version(state.session_factory())
 
 
 def model_choices() -> list[dict[str, Any]]:
@@ -48,12 +55,12 @@ def optimization_runs(model_id: int, limit: int = 10) -> list[dict[str, Any]]:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=4)
 def _model_choices(stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return services.model_choices(state.session_factory())
+    return model_services.model_choices(state.session_factory())
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=32)
 def _results_frame(model_id: int | None, stamp: tuple[Any, ...]) -> pd.DataFrame:
-    return services.results_frame(state.session_factory(), model_id=model_id)
+    return results_services.results_frame(state.session_factory(), model_id=model_id)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=4)
@@ -63,7 +70,7 @@ def _result_options(stamp: tuple[Any, ...]) -> dict[str, str]:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=4)
 def _comparison_rows(stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
-    return services.comparison_rows(state.session_factory())
+    return results_services.comparison_rows(state.session_factory())
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=32)

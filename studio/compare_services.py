@@ -41,7 +41,7 @@ from optistudio.db.shares import create_share, list_shares, open_share, revoke_s
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
 from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.services import SendTask, submit_job
+from optistudio.studio.jobs_services import SendTask, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 METRIC_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")

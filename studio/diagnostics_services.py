@@ -25,8 +25,8 @@ from optistudio.db.session import transaction
 from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
 from optistudio.studio.charts import readable
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.services import SendTask, jobs_of, submit_job
-from optistudio.studio.services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
+from optistudio.studio.jobs_services import SendTask, jobs_of, submit_job
+from optistudio.studio.jobs_services import recent_jobs as diagnostic_jobs  # noqa: F401 - the page's name
 
 TOP_OP_TYPES = 12
 """Op types drawn one bar each; the rest share one bar."""

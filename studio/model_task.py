@@ -18,7 +18,7 @@ from optistudio.services.model_tasks import (
 )
 from optistudio.studio import state
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import model_file
+from optistudio.studio.model_services import model_file
 
 RECOGNIZE = ""
 """The picker's choice that leaves the task to recognition."""

@@ -41,7 +41,7 @@ from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.services.jobresults import OptimizeJobResult
 from optistudio.services.settings import Settings
 from optistudio.studio.formatting import EMPTY, cell, readable_frame
-from optistudio.studio.services import SendTask, finished_of, submit_job
+from optistudio.studio.jobs_services import SendTask, finished_of, submit_job
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from optistudio.db.session import make_session_factory
 from optistudio.services.jobkinds import JobKindInfo, SpecT
 from optistudio.services.settings import Settings, get_settings
-from optistudio.studio.services import live_targets as targets
-from optistudio.studio.services import qat_places as services_qat_places
-from optistudio.studio.services import route
+from optistudio.studio.routing import live_targets as targets
+from optistudio.studio.routing import qat_places as routing_qat_places
+from optistudio.studio.routing import route
 from optistudio.workers.app import app
 
 HEARTBEAT_STALE_FACTOR = 3
@@ -72,7 +72,7 @@ def route_job(kind: JobKindInfo[SpecT, Any], spec: SpecT) -> str:
 
 def qat_places() -> str:
     """Where quantization-aware training would run among the live workers (one sentence)."""
-    return services_qat_places(
+    return routing_qat_places(
         session_factory(), max_age_s=settings().heartbeat_s * HEARTBEAT_STALE_FACTOR
     )
 

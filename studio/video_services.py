@@ -24,7 +24,7 @@ from optistudio.services.jobresults import VideoJobResult
 from optistudio.services.settings import Settings
 from optistudio.studio.charts import stream_bars
 from optistudio.studio.compare_services import result_key
-from optistudio.studio.services import SendTask, recent_jobs, submit_job
+from optistudio.studio.jobs_services import SendTask, recent_jobs, submit_job
 
 CLIP_TYPES = sorted(suffix.lstrip(".") for suffix in VIDEO_SUFFIXES)
 """What the clip uploader takes."""

@@ -18,18 +18,23 @@ from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
-from optistudio.core.batching.tuner import DEFAULT_MARGIN, recommend
+from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
 from optistudio.services.input_profiles import load_profile
 from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY, JOB_KINDS
 from optistudio.services.jobresults import BatchingProfileJobResult, BatchingVerifyJobResult
-from optistudio.studio import batching_services as batching
+from optistudio.studio import (
+    batching_export,
+    batching_figures,
+    batching_verify,
+    jobs_services,
+    state,
+)
 from optistudio.studio import batching_whatif as whatif
-from optistudio.studio import state
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import model_choices
+from optistudio.studio.model_services import model_choices, model_info
 
 KEYS = {
     "max_batch_size": "batching_max_batch",
@@ -52,9 +57,9 @@ def render() -> None:
         st.info("Add a model on the Models page first, then tune its batching here.")
         return
     model_id = pick_model(choices)
-    name, info = batching.model_info(state.session_factory(), model_id=model_id)
+    name, info = model_info(state.session_factory(), model_id=model_id)
     axes = load_profile(state.session_factory(), model_id).moved_axes(info.inputs)
-    problem = batching.batching_problem(info, axes)
+    problem = whatif.batching_problem(info, axes)
     if problem:
         st.warning(f"Dynamic batching does not apply to this model: {problem}")
         st.caption(
@@ -69,10 +74,10 @@ def render() -> None:
     if found is None:
         return
     measured, served, profile_job = found
-    verify_jobs = batching.batching_jobs(
+    verify_jobs = jobs_services.recent_jobs(
         state.session_factory(), kind=JobKind.batching_verify, model_id=model_id
     )
-    profile, rests_on = batching.profile_in_use(profile_job, measured, verify_jobs)
+    profile, rests_on = batching_verify.profile_in_use(profile_job, measured, verify_jobs)
     st.caption(rests_on)
     settings, rate = sliders(profile, measured)
     if settings is None:
@@ -153,7 +158,7 @@ def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int |
         show_error(exc)
         return None
     send = state.sender(queue)
-    return batching.submit(
+    return jobs_services.submit_job(
         state.session_factory(), kind=kind, model_id=model_id, spec=spec, send=send
     )
 
@@ -162,7 +167,7 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
     """The latest profile, the spec it was made with (the backend, device and threads that
     Verify must serve with to check it) and its job id, or None after saying why there is
     none."""
-    jobs = batching.batching_jobs(
+    jobs = jobs_services.recent_jobs(
         state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
     )
     if not jobs:
@@ -180,17 +185,17 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
     result: BatchingProfileJobResult = job["result"]
     profile = result.profile
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
-        st.plotly_chart(batching.profile_figure(profile), width="stretch", key="profile")
-    st.caption(batching.handoff_line(profile))
+        st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
+    st.caption(whatif.handoff_line(profile))
     spec = BATCHING_PROFILE.parse_spec(
-        batching.job_spec(state.session_factory(), job_id=job["job"])
+        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
     )
     return profile, spec, job["job"]
 
 
 @st.fragment(run_every="2s")
 def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
-    jobs = batching.batching_jobs(state.session_factory(), kind=kind, limit=50)
+    jobs = jobs_services.recent_jobs(state.session_factory(), kind=kind, limit=50)
     current = next((j for j in jobs if j["job"] == job["job"]), job)
     if current["status"] not in ("queued", "running"):
         st.rerun()
@@ -300,28 +305,28 @@ def _to_url(values: dict[str, int | float]) -> None:
 def _predict(profile_json: str, settings_json: str, rate: float) -> dict[str, Any]:
     profile = LatencyProfile.model_validate_json(profile_json)
     settings = BatchingSettings.model_validate_json(settings_json)
-    return batching.predict(profile, settings, rate=rate).model_dump()
+    return whatif.predict(profile, settings, rate=rate).model_dump()
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _band(profile_json: str, settings_json: str, rate: float, seconds: float) -> dict[str, Any]:
     profile = LatencyProfile.model_validate_json(profile_json)
     settings = BatchingSettings.model_validate_json(settings_json)
-    return batching.predict_band(profile, settings, rate=rate, seconds=seconds).model_dump()
+    return whatif.predict_band(profile, settings, rate=rate, seconds=seconds).model_dump()
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _speed_note(profile_json: str, settings_json: str, rate: float, p99: float) -> tuple[str, bool]:
     profile = LatencyProfile.model_validate_json(profile_json)
     settings = BatchingSettings.model_validate_json(settings_json)
-    return batching.speed_note(profile, settings, rate=rate, p99_ms=p99)
+    return whatif.speed_note(profile, settings, rate=rate, p99_ms=p99)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def _sweep(profile_json: str, settings_json: str) -> Any:
     profile = LatencyProfile.model_validate_json(profile_json)
     settings = BatchingSettings.model_validate_json(settings_json)
-    return batching.rate_sweep(profile, settings)
+    return whatif.rate_sweep(profile, settings)
 
 
 def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> None:
@@ -338,9 +343,9 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
     cols[2].metric("p99 latency (ms)", f"{figures['p99_ms']:.2f}")
     cols[3].metric("Mean batch size", f"{figures['mean_batch_size']:.2f}")
     cols[4].metric("Mean queue wait (ms)", f"{figures['mean_queue_ms']:.2f}")
-    st.caption(batching.band_line(point.model_copy(update=figures), band))
+    st.caption(whatif.band_line(point.model_copy(update=figures), band))
     if predicted["saturated"]:
-        most = batching.capacity(profile, settings)
+        most = capacity(profile, settings)
         st.warning(
             f"Requests arrive faster than these settings can serve (at most {most:.0f} req/s): "
             "the queue keeps growing, so latency has no steady value. Raise the max batch size "
@@ -352,7 +357,7 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
         )
         (st.warning if knee else st.caption)(line)
     frame = _sweep(profile.model_dump_json(), settings.model_dump_json())
-    st.plotly_chart(batching.sweep_figure(frame, rate), width="stretch", key="sweep")
+    st.plotly_chart(batching_figures.sweep_figure(frame, rate), width="stretch", key="sweep")
     with st.expander("By instance count (these settings, this rate)"):
         st.dataframe(
             _by_instances(profile.model_dump_json(), settings.model_dump_json(), rate),
@@ -386,7 +391,7 @@ def verify_form(
         "profile is refitted from the run's own batches for the next prediction. It serves as "
         f"the profile was made: {served.backend} on {served.device}, {threads} per instance "
         f"(here {settings.instances} instance(s), as the what-if sets them), and sends the "
-        f"requests the profile timed: {batching.request_line(served)}."
+        f"requests the profile timed: {batching_verify.request_line(served)}."
     )
     with st.form("batching_verify"):
         cols = st.columns([1, 4])
@@ -396,7 +401,7 @@ def verify_form(
         return
 
     def spec() -> BatchingVerifySpec:
-        return batching.verify_spec(
+        return batching_verify.verify_spec(
             served, settings, rate=rate, seconds=seconds, profile_job=profile_job
         )
 
@@ -421,7 +426,9 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
     if job["status"] != "succeeded" or not job["result"]:
         show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
         return
-    spec = BATCHING_VERIFY.parse_spec(batching.job_spec(state.session_factory(), job_id=job["job"]))
+    spec = BATCHING_VERIFY.parse_spec(
+        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
+    )
     result: BatchingVerifyJobResult = job["result"]
     stored = result.prediction
     before_run = ""
@@ -429,7 +436,7 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
         predicted, band, at_realised = stored.predicted, stored.band, stored.at_realised
         rests_on, slowdown = stored.rests_on, stored.slowdown
         if stored.on_arrivals is not None and stored.arrivals_band is not None:
-            before_run = batching.before_run_line(stored.predicted, stored.band)
+            before_run = batching_verify.before_run_line(stored.predicted, stored.band)
             predicted, band = stored.on_arrivals, stored.arrivals_band
             rests_on += " on this run's own send times (the arrivals' luck taken out)"
     else:
@@ -443,7 +450,7 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
             else None
         )
         rests_on, slowdown = "the profile as measured (this run predates refits)", None
-    frame = batching.comparison_frame(predicted, result.measured, band, at_realised)
+    frame = batching_verify.comparison_frame(predicted, result.measured, band, at_realised)
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
@@ -452,9 +459,9 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
     st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
     if stored is not None and stored.not_adopted:
         st.warning(stored.not_adopted)
-    verdict, inside = batching.band_verdict(predicted, band, result.measured)
+    verdict, inside = batching_verify.band_verdict(predicted, band, result.measured)
     (st.success if inside else st.warning)(verdict)
-    arrivals = batching.rate_line(result.measured)
+    arrivals = batching_verify.rate_line(result.measured)
     sent = result.measured.throughput
     if arrivals is not None:
         (st.warning if arrivals[1] else st.caption)(arrivals[0])
@@ -464,31 +471,26 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
-    mismatch = batching.profile_mismatch(measured, result.batches, slowdown=slowdown)
+    mismatch = batching_verify.profile_mismatch(measured, result.batches, slowdown=slowdown)
     if mismatch:
         st.warning(mismatch)
-    tail = batching.tail_note(result.measured, result.p99_halves_ms)
+    tail = batching_verify.tail_note(result.measured, result.p99_halves_ms)
     if tail:
         (st.warning if tail[1] else st.caption)(tail[0])
     left, right = st.columns(2)
-    left.plotly_chart(batching.comparison_figure(frame), width="stretch", key="verify-bars")
+    left.plotly_chart(batching_figures.comparison_figure(frame), width="stretch", key="verify-bars")
     right.plotly_chart(
-        batching.timeline_figure(result.requests), width="stretch", key="verify-time"
+        batching_figures.timeline_figure(result.requests), width="stretch", key="verify-time"
     )
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        column_config={"error": st.column_config.NumberColumn(format="percent")},
-    )
+    st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
 
 
 def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
     """Predicted (before each run) against measured p99 over the Verify runs of this profile."""
-    frame = batching.convergence_frame(profile_job, jobs)
+    frame = batching_verify.convergence_frame(profile_job, jobs)
     if frame.empty:
         return
-    st.plotly_chart(batching.convergence_figure(frame), width="stretch", key="convergence")
+    st.plotly_chart(batching_figures.convergence_figure(frame), width="stretch", key="convergence")
     inside = int(frame["inside"].sum())
     st.caption(
         f"{inside} of {len(frame)} Verify runs measured a p99 inside the band predicted before "
@@ -531,7 +533,7 @@ def best_settings(profile: LatencyProfile, rate: float) -> None:
             )
         st.session_state["batching_advice"] = advice
     (st.success if advice.feasible else st.warning)(advice.reason)
-    st.plotly_chart(batching.candidates_figure(advice), width="stretch", key="candidates")
+    st.plotly_chart(batching_figures.candidates_figure(advice), width="stretch", key="candidates")
     st.button("Apply to the sliders", on_click=_apply, args=(advice.settings,))
 
 
@@ -549,10 +551,10 @@ def export(
     served: BatchingProfileSpec,
     verify_jobs: list[dict[str, Any]],
 ) -> None:
-    settings, source = whatif.verified_settings(
+    settings, source = batching_export.verified_settings(
         sliders_settings,
         verify_jobs,
-        lambda job_id: batching.job_spec(state.session_factory(), job_id=job_id),
+        lambda job_id: jobs_services.job_spec(state.session_factory(), job_id=job_id),
     )
     st.caption(
         "The settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
@@ -562,12 +564,12 @@ def export(
     cols = st.columns(2)
     cols[0].download_button(
         "Download pipeline.json",
-        batching.pipeline_json(name, served.backend, settings, served.shapes),
+        batching_export.pipeline_json(name, served.backend, settings, served.shapes),
         file_name="pipeline.json",
         mime="application/json",
     )
     try:
-        triton = batching.triton_text(name, info, settings)
+        triton = batching_export.triton_text(name, info, settings)
     except OptistudioError as exc:
         show_error(exc, tone="warning", where=cols[1])
         return

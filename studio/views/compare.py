@@ -30,7 +30,7 @@ from optistudio.studio.compare_services import (
     write_selection,
 )
 from optistudio.studio.errors import show_error
-from optistudio.studio.services import submit_comparison
+from optistudio.studio.jobs_services import submit_comparison
 from optistudio.studio.share_view import download_buttons, show_snapshot
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}

@@ -6,7 +6,7 @@ import streamlit as st
 
 from optistudio.studio import state
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.services import worker_rows
+from optistudio.studio.worker_services import worker_rows
 
 STATE_ORDER = {"live": 0, "stale": 1, "stopped": 2}
 

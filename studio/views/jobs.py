@@ -13,7 +13,8 @@ from optistudio.db.queries import WORKER_LOST
 from optistudio.studio import pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.services import cancel_job, check_workers, job_rows
+from optistudio.studio.jobs_services import cancel_job, job_rows
+from optistudio.studio.worker_services import check_workers
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
@@ -82,16 +83,16 @@ def active_job(row: dict[str, Any]) -> None:
     with st.container(border=True):
         left, right = st.columns([5, 1])
         icon = LOST_ICON if worker_lost(row) else STATUS_ICON[row["status"]]
-        label = f"{icon} Job #{row['id']} · {row['kind']} · {row['model']}"
+        label = f"{icon} Job #{row['job']} · {row['kind']} · {row['model']}"
         left.progress(
             min(max(row["progress"], 0.0), 1.0), text=f"{label} — {row['message'] or row['status']}"
         )
         epochs = read_history(row["message"])  # quantization-aware training's per-epoch line
         if epochs:
             left.line_chart(pd.DataFrame(epochs).set_index("epoch"), height=160)
-        if right.button("Cancel", key=f"cancel-{row['id']}", disabled=row["cancel_requested"]):
+        if right.button("Cancel", key=f"cancel-{row['job']}", disabled=row["cancel_requested"]):
             st.toast(
-                cancel_job(state.session_factory(), job_id=row["id"], revoke=state.revoke_task)
+                cancel_job(state.session_factory(), job_id=row["job"], revoke=state.revoke_task)
             )
         waiting = queued_for(row)
         if waiting is not None and waiting > STUCK_AFTER_S and not worker_lost(row):
@@ -110,7 +111,7 @@ def queued_for(row: dict[str, Any]) -> float | None:
 
 def finished_job(row: dict[str, Any]) -> None:
     with st.container(border=True):
-        text = f"{STATUS_ICON[row['status']]} Job #{row['id']} · {row['kind']} · {row['model']}"
+        text = f"{STATUS_ICON[row['status']]} Job #{row['job']} · {row['kind']} · {row['model']}"
         st.markdown(f"{text} — **{row['status']}**")
         if row["message"] and row["status"] != "succeeded":
             show_error(row)
@@ -133,7 +134,7 @@ def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return readable_frame(
         (
             {
-                "job": r["id"],
+                "job": r["job"],
                 "status": r["status"],
                 "model": r["model"] or None,
                 "kind": r["kind"],

@@ -30,8 +30,9 @@ from optistudio.studio.input_profile_services import (
     symbolic_legend,
     tensor_table,
 )
+from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.model_services import model_file
 from optistudio.studio.model_task import task_section
-from optistudio.studio.services import model_file, submit_benchmark
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 FLOPS_WARNINGS = ("the FLOPs estimate sets every dynamic dim to 1", "FLOPs could not be estimated")

@@ -19,6 +19,7 @@ from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import cached, charts, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
+from optistudio.studio.model_services import model_file
 from optistudio.studio.optimize_services import (
     OptimizeForm,
     TaskHint,
@@ -32,7 +33,6 @@ from optistudio.studio.optimize_services import (
     task_table,
     variants_table,
 )
-from optistudio.studio.services import model_file
 
 BUDGET_HELP = budget_help()
 QAT_WHERE = (

@@ -8,7 +8,7 @@ import streamlit as st
 from optistudio.studio import cached, charts
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.optimize_services import variants_table
-from optistudio.studio.services import display_table, side_by_side
+from optistudio.studio.results_services import display_table, side_by_side
 
 
 def render() -> None:

@@ -16,7 +16,7 @@ from optistudio.studio import cached, pages, state
 from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.services import cancel_job
+from optistudio.studio.jobs_services import cancel_job
 
 DEFAULT_BACKEND = "onnxruntime"
 DROP_POLICIES = {

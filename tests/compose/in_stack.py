@@ -67,7 +67,7 @@ def command_model() -> dict[str, Any]:
 def command_submit(model_id: int, seconds: float, count: int) -> dict[str, Any]:
     from optistudio.core.measure.benchmark import BenchmarkSpec
     from optistudio.studio import state
-    from optistudio.studio.services import submit_benchmark
+    from optistudio.studio.jobs_services import submit_benchmark
 
     spec = BenchmarkSpec(
         batch_sizes=[1],
@@ -110,7 +110,7 @@ def command_jobs(job_ids: list[int]) -> dict[str, Any]:
 
 def command_workers() -> dict[str, Any]:
     from optistudio.studio import state
-    from optistudio.studio.services import worker_rows
+    from optistudio.studio.worker_services import worker_rows
     from optistudio.workers.app import app
 
     settings = state.settings()

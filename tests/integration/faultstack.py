@@ -112,7 +112,7 @@ class FaultStack:
         self.workers[name] = self.stack.children[-1][1]
 
     def wait_for_workers(self, *names: str) -> None:
-        from optistudio.studio.services import worker_rows
+        from optistudio.studio.worker_services import worker_rows
 
         def live() -> bool:
             rows = worker_rows(self.factory, max_age_s=3 * HEARTBEAT_S)

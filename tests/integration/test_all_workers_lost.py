@@ -23,7 +23,8 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import check_workers, submit_benchmark
+from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.worker_services import check_workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 

@@ -193,7 +193,7 @@ def test_a_worker_without_the_shared_folder_benchmarks_a_model_from_s3(
     from optistudio.services.catalog import add_model_file
     from optistudio.services.migrate import upgrade
     from optistudio.services.telemetry import telemetry_off_env
-    from optistudio.studio.services import submit_benchmark
+    from optistudio.studio.jobs_services import submit_benchmark
     from optistudio.workers.app import create_app
 
     studio = s3_settings(tmp_path / "studio", s3_endpoint, "e2e")

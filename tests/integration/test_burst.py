@@ -25,7 +25,7 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import Job, Measurement
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import submit_benchmark
+from optistudio.studio.jobs_services import submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 

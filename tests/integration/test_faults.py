@@ -19,7 +19,7 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import cancel_job, submit_benchmark
+from optistudio.studio.jobs_services import cancel_job, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.faults]
 

@@ -27,7 +27,7 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import submit_benchmark
+from optistudio.studio.jobs_services import submit_benchmark
 from optistudio.workers.app import create_app
 from optistudio.workers.broker_contents import task_ids_in_broker
 

@@ -17,7 +17,9 @@ from optistudio.services.catalog import add_model_file
 from optistudio.services.migrate import upgrade
 from optistudio.services.settings import Settings
 from optistudio.services.telemetry import telemetry_off_env
-from optistudio.studio.services import route, submit_benchmark, worker_rows
+from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.routing import route
+from optistudio.studio.worker_services import worker_rows
 from optistudio.workers.app import create_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -12,7 +12,7 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.queries import results_rows
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import cancel_job, submit_benchmark
+from optistudio.studio.jobs_services import cancel_job, submit_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -132,7 +132,8 @@ def test_broker_down_fails_the_job_with_advice(db_factory, tiny_model: Path, app
 
 def test_comparison_job_stores_ratio_interval_and_verdict(worker_stack, tiny_model: Path) -> None:
     from optistudio.services.jobkinds import CompareJobSpec
-    from optistudio.studio.services import comparison_rows, submit_comparison
+    from optistudio.studio.jobs_services import submit_comparison
+    from optistudio.studio.results_services import comparison_rows
 
     model_id = add_model_file(
         worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"
@@ -157,7 +158,7 @@ def test_comparison_job_stores_ratio_interval_and_verdict(worker_stack, tiny_mod
 
 def test_comparison_with_a_deleted_candidate_fails_cleanly(worker_stack, tiny_model: Path) -> None:
     from optistudio.services.jobkinds import CompareJobSpec
-    from optistudio.studio.services import submit_comparison
+    from optistudio.studio.jobs_services import submit_comparison
 
     model_id = add_model_file(
         worker_stack.factory, worker_stack.settings, tiny_model, name="tiny"

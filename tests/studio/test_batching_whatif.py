@@ -1,22 +1,20 @@
-"""The Batching page's what-if without Streamlit: the sliders' ranges, the headline inside its
-band, the instances, and the export of the settings a Verify measured."""
+"""The Batching page's what-if without Streamlit: the sliders' ranges, the predictions with
+their bands and notes, the headline inside its band, the instances."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+import re
 
+import numpy as np
 import pytest
 
 from optistudio.core.batching.instances import InstanceLatency
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.simulate import simulate, simulate_band
-from optistudio.core.batching.triton import parse_pbtxt
+from optistudio.core.batching.simulate import simulate, simulate_band, simulate_speed_moves
+from optistudio.core.batching.tuner import capacity
 from optistudio.core.model.intake import inspect_model
-from optistudio.studio import batching_services as batching
+from optistudio.studio import batching_figures as figures
 from optistudio.studio import batching_whatif as whatif
 
 SLOW = LatencyProfile(
@@ -33,6 +31,9 @@ SLOW = LatencyProfile(
     ],
 )
 """A CNN of about 57 req/s at batch 4 alone; two instances on shared cores serve a little more."""
+
+
+PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
 
 
 def test_the_rate_slider_stops_near_one_and_a_half_ceilings() -> None:
@@ -96,29 +97,150 @@ def test_predictions_per_instance_count_follow_the_measured_slowdown() -> None:
     assert two == pytest.approx(2 * each * 1000)  # the slowdown measured, not twice one alone
 
 
-def verify_row(job: int, status: str = "succeeded") -> dict[str, Any]:
-    measured = SimpleNamespace(throughput=88.0, p99_ms=140.0)
-    return {"job": job, "status": status, "result": SimpleNamespace(measured=measured)}
+def test_a_slider_move_changes_the_prediction() -> None:
+    small = BatchingSettings(max_batch_size=1, timeout_ms=0)
+    large = BatchingSettings(max_batch_size=8, timeout_ms=2)
+
+    before = whatif.predict(PROFILE, small, rate=600)
+    after = whatif.predict(PROFILE, large, rate=600)
+
+    assert before.saturated and not after.saturated  # 600 req/s is past 1 / 2 ms
+    assert after.p99_ms < before.p99_ms and after.mean_batch_size > 1
 
 
-def test_the_export_carries_the_instances_verify_measured(tiny_model: Path) -> None:
-    sliders = BatchingSettings(max_batch_size=8, timeout_ms=2)
-    verified = BatchingSettings(max_batch_size=4, timeout_ms=5, instances=2)
-    specs = {12: {"settings": verified.model_dump(mode="json")}}
-    jobs = [verify_row(13, "failed"), verify_row(12), verify_row(9)]
-
-    settings, line = whatif.verified_settings(sliders, jobs, specs.__getitem__)
-    config = parse_pbtxt(batching.triton_text("tiny", inspect_model(tiny_model), settings))
-    document = json.loads(batching.pipeline_json("tiny", "onnxruntime", settings, {}))
-
-    assert settings == verified and "Verify job #12" in line and "2 instance(s)" in line
-    assert config["instance_group"][0]["count"] == 2
-    assert document["instances"] == 2 and document["batching"]["instances"] == 2
+def test_a_batch_fixed_at_1_is_batched_through_its_rewrite_and_others_are_explained(
+    make_model,
+) -> None:
+    # At 1 the jobs batch the checked rewrite (optistudio.core.batching.fixed_batch); at 2 the
+    # model takes two rows per call and requests cannot stack.
+    assert whatif.batching_problem(inspect_model(make_model(batch=1))) is None
+    problem = whatif.batching_problem(inspect_model(make_model(batch=2)))
+    assert problem is not None and "fixed first dimension of 2" in problem
 
 
-def test_without_a_verify_the_export_is_the_sliders() -> None:
-    sliders = BatchingSettings(max_batch_size=8, timeout_ms=2, instances=2)
+def test_the_page_says_whether_predictions_carry_the_hand_back_time() -> None:
+    measured = PROFILE.model_copy(update={"handoff_ms": 1.5})
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
 
-    settings, line = whatif.verified_settings(sliders, [verify_row(3, "running")], dict().get)
+    assert whatif.handoff_line(measured) == (
+        "Per-batch hand-back under load: 1.50 ms, included in predictions."
+    )
+    assert "not measured" in whatif.handoff_line(PROFILE)
+    served = measured.model_copy(
+        update={"served_extra_ms": 0.25, "serving_delays_ms": [-0.5, 0.25, 0.5, 4.0]}
+    )
+    assert whatif.handoff_line(served).startswith("Per-batch hand-back under load: 1.50 ms; ")
+    assert "took 0.25 ms more than profiled" in whatif.handoff_line(served)
+    assert "came 0.38 ms (median" in whatif.handoff_line(served)  # a negative draw counts 0
+    loaded = served.model_copy(
+        update={"served_extra_load": [(100.0, 0.25), (400.0, 1.0)], "request_ms": 0.2}
+    )
+    assert "took 0.25 ms more than profiled (1.00 ms at 400 req/s)" in whatif.handoff_line(loaded)
+    assert "the serving machinery passes 5000 req/s at most" in whatif.handoff_line(loaded)
+    stalls = loaded.model_copy(update={"serving_delays_load": [(400.0, [1.0] * 98 + [30.0] * 2)]})
+    assert "after its batch (p99 30.00 ms at 400 req/s)" in whatif.handoff_line(stalls)
+    assert capacity(measured, settings) == pytest.approx(8 / 0.0075)  # 8 / (6 + 1.5 ms)
+    assert capacity(PROFILE, settings) == pytest.approx(8 / 0.006)
+    rate = 0.95 * capacity(PROFILE, settings)  # past what the runtime can serve
+    assert whatif.predict(measured, settings, rate=rate).saturated
+    assert not whatif.predict(PROFILE, settings, rate=rate).saturated
 
-    assert settings == sliders and line.startswith("Not verified yet")
+
+def test_the_page_warns_when_a_setting_sits_at_its_knee() -> None:
+    settings = BatchingSettings(max_batch_size=1, timeout_ms=0)  # M/D/1 of 2 ms
+    calm = whatif.predict(PROFILE, settings, rate=150)  # rho 0.3
+    knee = whatif.predict(PROFILE, settings, rate=460)  # rho 0.92: 0.97 with 5 % slower
+
+    line, warned = whatif.speed_note(PROFILE, settings, rate=150, p99_ms=calm.p99_ms)
+    assert not warned and line.startswith(
+        f"Against the p99 of one long simulated run, {calm.p99_ms:.2f} ms: "
+    )
+    assert_agrees(line, calm.p99_ms)
+    line, warned = whatif.speed_note(PROFILE, settings, rate=460, p99_ms=knee.p99_ms)
+    assert warned and "sit at their knee" in line
+    line, warned = whatif.speed_note(PROFILE, settings, rate=510, p99_ms=knee.p99_ms)
+    assert warned and "the queue would keep growing" in line  # rho 1.02 * 1.05
+
+
+def noisy_profile() -> LatencyProfile:
+    """A profile whose runs swing as a real machine's do (lognormal, a few slow outliers)."""
+    rng = np.random.default_rng(1)
+    sizes, means = [1, 2, 4, 8, 16], [2.0, 2.6, 3.8, 6.0, 11.0]
+    runs = [
+        (size, ms * float(np.exp(rng.normal(0, 0.15))) * (1.3 if rng.random() < 0.05 else 1))
+        for size, ms in zip(sizes, means, strict=True)
+        for _ in range(60)
+    ]
+    by_size = [[ms for s, ms in runs if s == size] for size in sizes]
+    return LatencyProfile(
+        batch_sizes=sizes,
+        mean_ms=[float(np.mean(v)) for v in by_size],
+        quantiles_ms=[list(np.percentile(v, np.arange(101))) for v in by_size],
+        runs=runs,
+        handoff_ms=0.2,
+    )
+
+
+def assert_agrees(line: str, headline_p99: float) -> None:
+    """The note names the long run's p99 and every change it gives has the sign of its words:
+    up when the model is slower, down when faster."""
+    assert f"one long simulated run, {headline_p99:.2f} ms" in line
+    slower, faster = line.split("; ", 1)
+    for part, sign in ((slower, "+"), (faster, "-")):
+        change = re.search(r"p99 ([0-9.]+) ms \(([-+])", part)
+        if change:
+            assert change.group(2) == sign, line
+            assert (float(change.group(1)) > headline_p99) == (sign == "+"), line
+        else:
+            assert "no change beyond the prediction's own noise" in part, line
+
+
+def test_a_move_against_the_speed_change_is_called_noise_not_a_signed_change() -> None:
+    profile = noisy_profile()
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
+    rate = capacity(profile, settings) * 0.6
+    headline = whatif.predict(profile, settings, rate=rate)
+    slower, _ = simulate_speed_moves(
+        profile, settings, step=whatif.SPEED_STEP, rate=rate, requests=whatif.SLIDER_REQUESTS
+    )
+    assert slower.p99_ms < headline.p99_ms  # the case seen on the page: slower, yet a lower p99
+
+    line, warned = whatif.speed_note(profile, settings, rate=rate, p99_ms=headline.p99_ms)
+
+    assert not warned
+    assert_agrees(line, headline.p99_ms)
+    assert "5% slower than profiled, no change beyond the prediction's own noise" in line
+
+
+def noisy_runs_profile() -> LatencyProfile:
+    """PROFILE with 40 interleaved runs per size that spread +-30 % around its means."""
+    rng = np.random.default_rng(5)
+    sizes, means = PROFILE.batch_sizes, PROFILE.mean_ms
+    runs = [
+        (sizes[i], float(means[i] * rng.uniform(0.7, 1.3)))
+        for _ in range(40)
+        for i in rng.permutation(len(sizes))
+    ]
+    rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
+    return PROFILE.model_copy(update={"runs": runs, "mean_ms": [float(np.mean(r)) for r in rows]})
+
+
+def test_the_prediction_carries_its_band_in_words() -> None:
+    profile, settings = noisy_runs_profile(), BatchingSettings(max_batch_size=8, timeout_ms=2)
+    predicted = whatif.predict(profile, settings, rate=600)
+
+    band = whatif.predict_band(profile, settings, rate=600, seconds=5)
+    line = whatif.band_line(predicted, band)
+
+    assert band.p99_low_ms < band.p99_high_ms and band.seconds == 5
+    assert f"p99 {predicted.p99_ms:.3g} ms (band {band.p99_low_ms:.3g}-" in line
+    assert "20 simulated 5-s Verify runs" in line and "throughput" in line
+
+
+def test_the_rate_sweep_shows_error_bars() -> None:
+    frame = whatif.rate_sweep(noisy_runs_profile(), BatchingSettings(max_batch_size=8))
+
+    assert (frame["p99_low_ms"] <= frame["p99_high_ms"]).all()
+    p99 = next(t for t in figures.sweep_figure(frame, 300).data if t.name == "p99 (ms)")
+    assert p99.error_y.array is not None and len(p99.error_y.array) == whatif.SWEEP_POINTS
+    assert max(p99.error_y.array) > 0

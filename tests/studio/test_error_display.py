@@ -12,7 +12,7 @@ from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, finish_job
 from optistudio.db.session import transaction
 from optistudio.studio.errors import ShownError, shown_error
-from optistudio.studio.services import job_rows
+from optistudio.studio.jobs_services import job_rows
 
 
 def row(status: str, message: str, hint: str | None = None, code: str | None = None) -> dict:

@@ -13,7 +13,7 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import JOB_KINDS
 from optistudio.studio import pages
-from optistudio.studio.services import submit_benchmark
+from optistudio.studio.jobs_services import submit_benchmark
 
 
 def _app_of_stub_pages() -> None:

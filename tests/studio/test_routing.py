@@ -10,7 +10,8 @@ from optistudio.core.errors import NoWorkerForTarget
 from optistudio.db.models import WorkerRecord
 from optistudio.db.queries import record_worker, stop_worker
 from optistudio.db.session import transaction
-from optistudio.studio.services import route, worker_rows
+from optistudio.studio.routing import route
+from optistudio.studio.worker_services import worker_rows
 
 
 def inventory(*available: str, unavailable: dict[str, str] | None = None) -> dict:
@@ -163,7 +164,7 @@ def test_without_a_gpu_a_qat_run_prefers_a_worker_with_torch(db_factory) -> None
 
 
 def test_the_page_says_where_qat_trains_or_how_to_enable_it(db_factory) -> None:
-    from optistudio.studio.services import qat_places
+    from optistudio.studio.routing import qat_places
 
     assert "No worker is running" in qat_places(db_factory, max_age_s=30)
     with transaction(db_factory) as s:

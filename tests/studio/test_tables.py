@@ -16,6 +16,9 @@ from datetime import UTC, datetime
 import pandas as pd
 import pytest
 
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.measure.stages import Breakdown
@@ -23,10 +26,15 @@ from optistudio.core.model.info import TensorSpec
 from optistudio.core.passes.base import passes
 from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.jobkinds import OPTIMIZE
-from optistudio.studio import compare_services, diagnostics_services, optimize_services
+from optistudio.studio import (
+    batching_verify,
+    compare_services,
+    diagnostics_services,
+    optimize_services,
+)
 from optistudio.studio.formatting import EMPTY, readable_frame
 from optistudio.studio.input_profile_services import cut_shapes, symbolic_legend, tensor_table
-from optistudio.studio.services import display_table, side_by_side
+from optistudio.studio.results_services import display_table, side_by_side
 from optistudio.studio.views.jobs import jobs_table
 
 SNAKE_CASE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
@@ -117,11 +125,11 @@ def stages() -> pd.DataFrame:
 
 
 def jobs() -> pd.DataFrame:
-    row = {"id": 3, "status": "queued", "model": "cnn", "kind": "Benchmark", "progress": 0.0}
+    row = {"job": 3, "status": "queued", "model": "cnn", "kind": "Benchmark", "progress": 0.0}
     row |= {"message": "", "error_code": None, "created_at": datetime.now(UTC)}
     row |= {"finished_at": None, "worker": ""}
-    done = row | {"id": 2, "status": "succeeded", "finished_at": datetime.now(UTC)}
-    return jobs_table([row, done, done | {"id": 1, "status": "failed", "error_code": "internal"}])
+    done = row | {"job": 2, "status": "succeeded", "finished_at": datetime.now(UTC)}
+    return jobs_table([row, done, done | {"job": 1, "status": "failed", "error_code": "internal"}])
 
 
 def card_shapes() -> list[pd.DataFrame]:
@@ -140,6 +148,16 @@ def comparisons() -> pd.DataFrame:
     row = {"job": 5, "A": "#1 cnn", "B": "#2 cnn int8", "ratio": 0.52, "low": 0.5, "high": 0.55}
     row |= {"verdict": "faster", "pairs": 400, "batch": 1, "contended": True}
     return compare_services.comparison_table([row])
+
+
+def verify() -> pd.DataFrame:
+    """A Verify beside its prediction: the mean batch size and queue wait have no band."""
+    profile = LatencyProfile(batch_sizes=[1, 2, 4], mean_ms=[2.0, 2.5, 3.5])
+    settings = BatchingSettings(max_batch_size=4, timeout_ms=1)
+    predicted = simulate(profile, settings, rate=200, requests=500)
+    band = simulate_band(profile, settings, rate=200, seconds=1, draws=4)
+    measured = predicted.model_copy(update={"p99_ms": band.p99_high_ms * 2})
+    return batching_verify.verify_table(batching_verify.comparison_frame(predicted, measured, band))
 
 
 BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
@@ -163,6 +181,7 @@ BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
         )
     ),
     "compare head-to-head": comparisons,
+    "batching verify": verify,
     "diagnostics top nodes": lambda: diagnostics_services.top_nodes_frame(profile()),
     "diagnostics op families": lambda: diagnostics_services.comparison_frame(comparison()),
     "diagnostics layer errors": layer_errors,

@@ -14,7 +14,8 @@ from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import claim_job, create_job, finish_job, record_worker
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import live_targets, results_frame, side_by_side
+from optistudio.studio.results_services import results_frame, side_by_side
+from optistudio.studio.routing import live_targets
 from optistudio.workers.measure_jobs import record_benchmark
 
 QUICK = {

@@ -1,4 +1,4 @@
-"""Studio logic without Streamlit: result tables, job listing, cancel outcomes."""
+"""The Results page's logic without Streamlit: the results frame, its table and verdicts."""
 
 from __future__ import annotations
 
@@ -6,17 +6,12 @@ import pandas as pd
 import pytest
 
 from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import JobStatus
 from optistudio.db.queries import MeasurementRow, claim_job, finish_job, replace_measurements
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.studio.services import (
-    cancel_job,
-    display_table,
-    job_rows,
-    results_frame,
-    submit_benchmark,
-    verdict,
-)
+from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.results_services import display_table, results_frame, verdict
 
 
 @pytest.fixture
@@ -39,8 +34,6 @@ def finished_job_with(db_factory, model_id: int, metrics: dict[str, float]) -> i
             MeasurementRow("onnxruntime", 1, 2, name, value, "") for name, value in metrics.items()
         ]
         replace_measurements(s, job_id=job_id, rows=rows)
-        from optistudio.db.models import JobStatus
-
         finish_job(s, job_id=job_id, status=JobStatus.succeeded, message="ok")
     return job_id
 
@@ -90,19 +83,3 @@ def test_empty_results_are_an_empty_frame(db_factory) -> None:
 )
 def test_verdict(row, expected) -> None:
     assert verdict(pd.Series(row)) == expected
-
-
-def test_cancel_outcomes(db_factory, model_id) -> None:
-    revoked = []
-    queued = submit_benchmark(
-        db_factory, model_id=model_id, spec=BenchmarkSpec(), send=lambda name, args: "task-q"
-    )
-
-    first = cancel_job(db_factory, job_id=queued, revoke=revoked.append)
-    again = cancel_job(db_factory, job_id=queued, revoke=revoked.append)
-
-    assert first == f"Job {queued} is cancelled."
-    assert revoked == ["task-q"]
-    assert again == f"Job {queued} had already finished (cancelled)."
-    assert cancel_job(db_factory, job_id=999, revoke=revoked.append) == "Job 999 does not exist."
-    assert [r["status"] for r in job_rows(db_factory)] == ["cancelled"]

@@ -1,0 +1,192 @@
+"""Jobs as the studio handles them: commit a row, send its id by task name, list and cancel.
+
+The studio never runs a model: it commits job rows and sends tasks by name. Every page reads a
+job as the one row `job_row` builds (the Jobs page lists them; the other pages add the job's
+typed result, `recent_jobs`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, joinedload, sessionmaker
+
+from optistudio.core.errors import ErrorCode, ErrorInfo
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import Job, JobKind, JobStatus, Model
+from optistudio.db.queries import (
+    create_job,
+    finish_job,
+    get_job,
+    list_jobs,
+    request_cancel,
+    set_task_id,
+)
+from optistudio.db.session import transaction
+from optistudio.services.job_errors import error_columns
+from optistudio.services.jobkinds import JOB_KINDS, CompareJobSpec
+
+log = logging.getLogger(__name__)
+
+SendTask = Callable[[str, list[Any]], str]
+"""Sends a task by name with its arguments; returns the broker's task id."""
+
+BROKER_DOWN = ErrorInfo(
+    code=ErrorCode.broker_unavailable,
+    message="Could not reach the job queue, so the job was not started.",
+    hint="Is the worker stack running? Start it with `make up` (or `optistudio up`).",
+)
+
+
+def submit_job(
+    factory: sessionmaker[Session],
+    *,
+    kind: JobKind,
+    model_id: int,
+    spec: BaseModel,
+    send: SendTask,
+) -> int:
+    """Commit the job row first, then send only its id; a broker that is down fails the job."""
+    info = JOB_KINDS[kind]
+    with transaction(factory) as s:
+        job_id = create_job(s, kind=kind, spec=info.dump_spec(spec), model_id=model_id).id
+    try:
+        task_id = send(info.task_name, [job_id])
+    except Exception:
+        log.exception("could not send job %s to the broker", job_id)
+        with transaction(factory) as s:
+            finish_job(s, job_id=job_id, status=JobStatus.failed, **error_columns(BROKER_DOWN))
+        return job_id
+    with transaction(factory) as s:
+        set_task_id(s, job_id=job_id, task_id=task_id)
+    return job_id
+
+
+def submit_benchmark(
+    factory: sessionmaker[Session], *, model_id: int, spec: BenchmarkSpec, send: SendTask
+) -> int:
+    """Commit a benchmark job, then send its id to the workers; returns the job id."""
+    return submit_job(factory, kind=JobKind.benchmark, model_id=model_id, spec=spec, send=send)
+
+
+def submit_comparison(
+    factory: sessionmaker[Session], *, spec: CompareJobSpec, baseline_id: int, send: SendTask
+) -> int:
+    """Commit an interleaved A/B comparison job (A = baseline), then send it."""
+    return submit_job(factory, kind=JobKind.compare, model_id=baseline_id, spec=spec, send=send)
+
+
+def cancel_job(
+    factory: sessionmaker[Session], *, job_id: int, revoke: Callable[[str], None]
+) -> str:
+    """Cancel a queued job at once, or ask a running one to stop; returns what happened."""
+    with transaction(factory) as s:
+        before = get_job(s, job_id=job_id)
+        if before is None:
+            return f"Job {job_id} does not exist."
+        if before.is_terminal:
+            return f"Job {job_id} had already finished ({before.status.value})."
+        job = request_cancel(s, job_id=job_id)
+        assert job is not None
+        status, task_id = job.status, job.celery_task_id
+    if status == JobStatus.cancelled and task_id:
+        revoke(task_id)  # a queued message is dropped by the worker instead of claimed
+    if status == JobStatus.cancelled:
+        return f"Job {job_id} is cancelled."
+    return f"Job {job_id} will stop at its next checkpoint."
+
+
+def job_spec(factory: sessionmaker[Session], *, job_id: int) -> dict[str, Any]:
+    """The stored spec of a job ({} when the job is gone)."""
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        return dict(job.spec) if job is not None else {}
+
+
+def data_version(factory: sessionmaker[Session]) -> tuple[Any, ...]:
+    """A stamp of what the pages list, from one cheap query: the jobs' count, newest id, latest
+    start and finish, and the models' count and newest id. It changes when a job is submitted,
+    starts or ends and when a model is added or removed, so a read cached under it is fresh."""
+    with transaction(factory) as s:
+        jobs = s.execute(
+            select(
+                func.count(Job.id),
+                func.max(Job.id),
+                func.max(Job.started_at),
+                func.max(Job.finished_at),
+            )
+        ).one()
+        models = s.execute(select(func.count(Model.id), func.max(Model.id))).one()
+    return (*jobs, *models)
+
+
+def jobs_of(
+    s: Session,
+    *,
+    kind: JobKind,
+    model_id: int | None = None,
+    status: JobStatus | None = None,
+    limit: int = 20,
+) -> list[Job]:
+    """The newest `limit` jobs of `kind` (of one model, in one status, when given), with their
+    model loaded: filtered in the query, so a page reads only the rows it shows.
+
+    (A query function that belongs with `optistudio.db.queries.finished_jobs`, which filters
+    by kind only; kept here until db grows its model filter.)"""
+    query = select(Job).options(joinedload(Job.model)).where(Job.kind == kind)
+    if model_id is not None:
+        query = query.where(Job.model_id == model_id)
+    if status is not None:
+        query = query.where(Job.status == status)
+    return list(s.scalars(query.order_by(Job.id.desc()).limit(limit)))
+
+
+def finished_of(
+    s: Session, *, kind: JobKind, model_id: int | None = None, limit: int = 50
+) -> list[Job]:
+    """Succeeded jobs of `kind` (of one model when given), newest first."""
+    return jobs_of(s, kind=kind, model_id=model_id, status=JobStatus.succeeded, limit=limit)
+
+
+def job_row(job: Job) -> dict[str, Any]:
+    """A job as every page reads it: its id ("job"), kind (its label), model, status, progress,
+    message and error fields, whether a cancel was asked, its times, worker and attempts."""
+    return {
+        "job": job.id,
+        "kind": JOB_KINDS[job.kind].label,
+        "model": job.model.name if job.model else "",
+        "model_id": job.model_id,
+        "status": job.status.value,
+        "progress": float(job.progress or 0.0),
+        "message": job.message or "",
+        "error_code": job.error_code,
+        "error_hint": job.error_hint,
+        "cancel_requested": bool(job.cancel_requested),
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "worker": job.worker or "",
+        "attempts": job.attempts,
+    }
+
+
+def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[str, Any]]:
+    """The newest `limit` jobs of every kind, as `job_row`s (the Jobs page)."""
+    with transaction(factory) as s:
+        return [job_row(job) for job in list_jobs(s, limit=limit)]
+
+
+def recent_jobs(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Recent jobs of `kind` (any status), newest first: each `job_row` with its "result" (the
+    kind's result model; None while it has none, or if it no longer reads)."""
+    with transaction(factory) as s:
+        return [
+            job_row(job) | {"result": JOB_KINDS[job.kind].read_result(job.result)}
+            for job in jobs_of(s, kind=kind, model_id=model_id, limit=limit)
+        ]

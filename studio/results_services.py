@@ -1,0 +1,154 @@
+"""Finished measurements as the pages read them: the Results page's frame, table and side by
+side view with each run's verdict, and the finished A/B comparisons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.orm import Session, sessionmaker
+
+from optistudio.core.metrics import METRICS
+from optistudio.db.models import Job
+from optistudio.db.queries import finished_comparisons, job_results, results_rows
+from optistudio.db.session import transaction
+from optistudio.services.jobkinds import BENCHMARK, COMPARE
+from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
+
+RESULT_KEYS = ["job_id", "model_id", "model_name", "backend", "batch_size", "threads"]
+
+
+def results_frame(factory: sessionmaker[Session], *, model_id: int | None = None) -> pd.DataFrame:
+    """One row per (job, backend, batch size, threads) with a column per metric."""
+    with transaction(factory) as s:
+        rows = results_rows(s, model_id=model_id)
+    if not rows:
+        return pd.DataFrame(columns=[*RESULT_KEYS, "p50_ms", "p99_ms", "throughput"])
+    long = pd.DataFrame(rows)
+    wide = long.pivot_table(index=[*RESULT_KEYS, "finished_at"], columns="metric", values="value")
+    wide = wide.reset_index().sort_values(["job_id", "batch_size"], ascending=[False, True])
+    wide.columns.name = None
+    with transaction(factory) as s:
+        jobs = job_results(s, job_ids=[int(i) for i in wide["job_id"].unique()])
+    targets = {job_id: _target_of(spec, result) for job_id, (spec, result) in jobs.items()}
+    for column in ("device", "precision", "outputs"):
+        wide[column] = [targets.get(int(j), {}).get(column, "") for j in wide["job_id"]]
+    return wide
+
+
+def _target_of(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
+    """Device, precision and the output check's verdict of a benchmark job."""
+    stored = BENCHMARK.read_result(result)
+    target = stored.target if stored is not None else BENCHMARK.parse_spec(spec)
+    return {"device": target.device, "precision": target.precision, "outputs": _outputs(stored)}
+
+
+def _outputs(result: BenchmarkJobResult | None) -> str:
+    """The output check's verdict: agree, DISAGREE, the reference itself, or not checked."""
+    if result is None or "output_check" not in result.model_fields_set:
+        return "not checked"
+    check = result.output_check
+    if check is None:
+        return "reference"
+    if check.passed:
+        worst = min((float(o["cosine_min"]) for o in check.outputs.values()), default=1.0)
+        return f"agree (cos {worst:.5f})"
+    return "DISAGREE: " + "; ".join(check.problems)
+
+
+def side_by_side(wide: pd.DataFrame) -> pd.DataFrame:
+    """The latest run of each target (backend, device, precision), one row each."""
+    if wide.empty:
+        return wide
+    latest = wide.sort_values("job_id", ascending=False).drop_duplicates(
+        ["backend", "device", "precision", "batch_size"]
+    )
+    rows = []
+    for (backend, device, precision), group in latest.groupby(
+        ["backend", "device", "precision"], sort=True
+    ):
+        first = group.sort_values("batch_size").iloc[0]
+        best = group.loc[group["throughput"].idxmax()]
+        rows.append(
+            {
+                "target": f"{backend} · {device} · {precision}",
+                "job": int(first["job_id"]),
+                f"p50 at batch {int(first['batch_size'])} (ms)": round(first["p50_ms"], 3),
+                "p99 (ms)": round(first["p99_ms"], 3),
+                "best throughput (/s)": round(best["throughput"], 1),
+                "at batch": int(best["batch_size"]),
+                "outputs vs ORT FP32 CPU": first["outputs"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def display_table(wide: pd.DataFrame) -> pd.DataFrame:
+    """The results table as people read it: units in headers, spread beside p50, a verdict."""
+    table = pd.DataFrame(
+        {
+            "job": wide["job_id"],
+            "model": wide["model_name"],
+            "backend": wide["backend"],
+            "device": wide.get("device", "cpu"),
+            "precision": wide.get("precision", "fp32"),
+            "batch": wide["batch_size"],
+            "threads": wide["threads"],
+        }
+    )
+    table["p50 (ms)"] = [
+        f"{p50:.3f} ± {(p90 - p10) / 2:.3f}"
+        for p50, p10, p90 in zip(
+            wide["p50_ms"],
+            wide.get("p10_ms", wide["p50_ms"]),
+            wide.get("p90_ms", wide["p50_ms"]),
+            strict=True,
+        )
+    ]
+    for metric in ("p90_ms", "p95_ms", "p99_ms", "mean_ms", "throughput", "peak_rss_mb"):
+        if metric in wide:
+            spec = METRICS[metric]
+            label = spec.label.removesuffix(" latency")
+            table[f"{label} ({spec.unit})"] = wide[metric].round(3)
+    if "samples" in wide:
+        table["runs"] = wide["samples"].astype(int)
+    verdicts = [verdict(row) for _, row in wide.iterrows()]
+    # Beside the target, ahead of the figures: at the far right a wide table hid 'contended'.
+    table.insert(table.columns.get_loc("threads") + 1, "verdict", verdicts)
+    if "outputs" in wide:
+        table["outputs"] = wide["outputs"]
+    return table.reset_index(drop=True)
+
+
+def verdict(row: pd.Series) -> str:
+    """'stable', 'unstable', with ', contended' when other processes competed for the CPU."""
+    words = ["stable" if row.get("stable", 0.0) >= 0.5 else "unstable"]
+    if row.get("contended", 0.0) >= 0.5:
+        words.append(f"contended ({row.get('other_cores', 0.0):.1f} cores busy elsewhere)")
+    return ", ".join(words)
+
+
+def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:
+    """Finished comparisons, newest first, as flat rows for a table and a chart."""
+    with transaction(factory) as s:
+        stored = [
+            (job, COMPARE.read_result(job.result)) for job in finished_comparisons(s, limit=limit)
+        ]
+        return [_comparison_row(job, result) for job, result in stored if result is not None]
+
+
+def _comparison_row(job: Job, result: CompareJobResult) -> dict[str, Any]:
+    return {
+        "job": job.id,
+        "A": f"#{job.model_id} {job.model.name if job.model else ''}",
+        "B": f"#{result.candidate_model_id} {result.candidate_name}".strip(),
+        "ratio": result.ratio,
+        "low": result.low,
+        "high": result.high,
+        "verdict": result.verdict,
+        "pairs": result.pairs,
+        "batch": result.batch_size,
+        "sentence": result.sentence,
+        "margin": result.margin,
+        "contended": bool(result.contention and result.contention.contended),
+    }

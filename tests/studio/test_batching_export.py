@@ -1,0 +1,55 @@
+"""The Batching page's export without Streamlit: the settings a Verify measured, for our
+runtime and for Triton."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.triton import parse_pbtxt
+from optistudio.core.model.intake import inspect_model
+from optistudio.studio import batching_export as export
+
+
+def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2.5, instances=2)
+    info = inspect_model(tiny_model)
+
+    document = json.loads(export.pipeline_json("tiny.onnx", "onnxruntime", settings, {}))
+    config = parse_pbtxt(export.triton_text("tiny v2.onnx", info, settings))
+
+    assert BatchingSettings(**document["batching"]) == settings
+    assert config["name"] == "tiny_v2"
+    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 2500
+    assert config["instance_group"][0]["count"] == 2
+
+
+def verify_row(job: int, status: str = "succeeded") -> dict[str, Any]:
+    measured = SimpleNamespace(throughput=88.0, p99_ms=140.0)
+    return {"job": job, "status": status, "result": SimpleNamespace(measured=measured)}
+
+
+def test_the_export_carries_the_instances_verify_measured(tiny_model: Path) -> None:
+    sliders = BatchingSettings(max_batch_size=8, timeout_ms=2)
+    verified = BatchingSettings(max_batch_size=4, timeout_ms=5, instances=2)
+    specs = {12: {"settings": verified.model_dump(mode="json")}}
+    jobs = [verify_row(13, "failed"), verify_row(12), verify_row(9)]
+
+    settings, line = export.verified_settings(sliders, jobs, specs.__getitem__)
+    config = parse_pbtxt(export.triton_text("tiny", inspect_model(tiny_model), settings))
+    document = json.loads(export.pipeline_json("tiny", "onnxruntime", settings, {}))
+
+    assert settings == verified and "Verify job #12" in line and "2 instance(s)" in line
+    assert config["instance_group"][0]["count"] == 2
+    assert document["instances"] == 2 and document["batching"]["instances"] == 2
+
+
+def test_without_a_verify_the_export_is_the_sliders() -> None:
+    sliders = BatchingSettings(max_batch_size=8, timeout_ms=2, instances=2)
+
+    settings, line = export.verified_settings(sliders, [verify_row(3, "running")], dict().get)
+
+    assert settings == sliders and line.startswith("Not verified yet")
