@@ -2,8 +2,9 @@
 
 A Verify serves the model as its profile was made (`verify_spec`) and is judged by whether its
 measured p99 falls inside the predicted band. The Verify job itself predicts its run before
-serving and stores the profile refitted from its batches (workers/batching_jobs.py); the page
-only reads the newest refit, names it (`profile_in_use`), and charts how the refits converge.
+serving and stores the profile refitted from its batches, by the policy in
+optistudio.core.batching.verify_policy; the page reads the newest refit by the same policy,
+names it (`profile_in_use`), and charts how the refits converge.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from optistudio.core.batching import verify_policy
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.recalibrate import calibration_line
 from optistudio.core.batching.results import Band, LoadResult
@@ -70,13 +72,17 @@ def profile_in_use(
     profile_job: int, profile: LatencyProfile, verify_jobs: list[dict[str, Any]]
 ) -> tuple[LatencyProfile, str]:
     """The profile the predictions rest on, and a line naming it: the calibrated profile the
-    newest succeeded Verify job of profile job `profile_job` stored (each Verify refits the one
-    before it, see workers/batching_jobs.py), or the profile as measured when none did."""
-    newest = next(iter(verify_chain(profile_job, verify_jobs)[::-1]), None)
-    if newest is None:
+    newest succeeded Verify job of profile job `profile_job` stored, by the policy every Verify
+    follows (optistudio.core.batching.verify_policy.profile_in_use), or the profile as
+    measured when none did."""
+    jobs = {job["job"]: job for job in verify_chain(profile_job, verify_jobs)}
+    calibrated, refit = verify_policy.profile_in_use(
+        profile_job, profile, [(job, row["result"].prediction) for job, row in jobs.items()]
+    )
+    if refit is None:
         return profile, f"Predictions rest on the profile from job #{profile_job}, as measured."
-    prediction: VerifyPrediction = newest["result"].prediction
-    calibrated = prediction.calibrated
+    newest = jobs[refit.job]
+    prediction = refit.prediction
     moves = ", ".join(
         f"at batch {b} {(calibrated.latency_ms(b) / profile.latency_ms(b) - 1) * 100:+.0f} %"
         for b in profile.batch_sizes
