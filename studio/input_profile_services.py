@@ -147,7 +147,7 @@ class BatchNote:
         if self.freeable:
             return (
                 "batch fixed at 1 by the model, so the benchmark runs at batch 1; make it "
-                "dynamic: the Batching page batches a checked rewrite with a free batch"
+                "dynamic below (a checked rewrite with a free batch)"
             )
         return f"batch fixed at {self.fixed or 'its declared size'} by the model"
 

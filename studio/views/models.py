@@ -31,6 +31,7 @@ from optistudio.studio.input_profile_services import (
     tensor_table,
 )
 from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.model_batch import dynamic_batch_offer
 from optistudio.studio.model_services import model_file
 from optistudio.studio.model_task import task_section
 
@@ -329,11 +330,8 @@ def benchmark_form(
         )
         submitted = st.form_submit_button("Benchmark", type="primary")
     if batch.freeable:
-        pages.link(
-            "batching",
-            "Batch fixed at 1: make it dynamic on the Batching page",
-            query={"model": str(chosen["id"])},
-        )
+        dynamic_batch_offer(chosen["id"])
+        pages.link("batching", "Batch it on the Batching page", query={"model": str(chosen["id"])})
     if not submitted:
         return
     try:

@@ -1,0 +1,84 @@
+"""The card's "make the batch dynamic": one optimize job with the dynamic_batch recipe, whose
+variant is a stored model with a free batch and its original's input profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from optistudio.core.model.info import ModelInfo
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import get_job, get_model
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
+from optistudio.services.input_profiles import load_profile
+from optistudio.services.jobkinds import OPTIMIZE
+from optistudio.studio.model_batch import make_dynamic
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+
+def fixed_linear(path: Path) -> Path:
+    """y = x @ W with x declared [1, 16]: a batch fixed at 1 only in the declarations."""
+    weight = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        initializer=[numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_the_button_sends_one_rewrite_whose_variant_has_a_free_batch(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path
+) -> None:
+    model_id = add_model_file(
+        db_factory, app_settings, fixed_linear(tmp_path / "fixed.onnx"), name="fixed"
+    ).model_id
+    sent: list[tuple[str, list]] = []
+
+    job_id = make_dynamic(
+        db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
+    )
+    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.optimize))
+
+    assert sent == [("optistudio.optimize", [job_id])]
+    with transaction(db_factory) as s:
+        job = get_job(s, job_id=job_id)
+        assert job.status == JobStatus.succeeded, job.message
+        [variant] = OPTIMIZE.parse_result(job.result).variants
+        assert variant.status == "made" and variant.model_id is not None, variant.error
+        stored = get_model(s, model_id=variant.model_id)
+        assert stored.parent_id == model_id
+        freed = ModelInfo.model_validate(stored.info)
+    assert not isinstance(freed.inputs[0].shape[0], int)  # the batch is free
+    assert load_profile(db_factory, variant.model_id) == load_profile(db_factory, model_id)
+
+
+def offer(model_id: int) -> None:
+    from optistudio.studio.model_batch import dynamic_batch_offer
+
+    dynamic_batch_offer(model_id)
+
+
+def test_the_offer_without_a_live_worker_says_what_to_start(db_factory, app_settings) -> None:  # type: ignore[no-untyped-def]
+    from streamlit.testing.v1 import AppTest
+
+    from optistudio.studio import state
+
+    state.settings.clear()
+    state.session_factory.clear()
+    at = AppTest.from_function(offer, kwargs={"model_id": 1}, default_timeout=60)
+    at.run()
+    assert not at.exception and "Batch fixed at 1 by the model" in at.caption[0].value
+    next(b for b in at.button if b.label == "Make the batch dynamic").click().run()
+
+    assert not at.exception and at.error and "worker" in at.error[0].value.lower()
