@@ -138,6 +138,13 @@ def speedup_sentence(result: VideoJobResult) -> str | None:
     if result.per_frame is None or result.speedup is None:
         return None
     batched, single = result.batched, result.per_frame
+    if result.batch_refused:  # served at batch 1 on several sessions, against one
+        return (
+            f"On {result.instances} instances at batch 1: {batched.fps:.1f} fps in total; on "
+            f"one (the per-frame baseline): {single.fps:.1f} fps, {single.dropped} dropped. "
+            f"The instances give {result.speedup:.2f}x."
+            + (REALTIME_NOTE if batched.pacing == "realtime" else "")
+        )
     return (
         f"Batched across streams: {batched.fps:.1f} fps in total (mean batch "
         f"{batched.mean_batch_size:.2f}); per frame (max batch 1): {single.fps:.1f} fps, "
@@ -153,7 +160,8 @@ def run_facts(result: VideoJobResult) -> dict[str, str]:
     return {
         "decoder": f"{run.decoder} ({run.decoding})",
         "pacing": f"{run.pacing}, {run.drop_policy.replace('_', ' ')}",
-        "batching": f"max batch {run.max_batch_size}, timeout {run.timeout_ms:g} ms",
+        "batching": f"max batch {run.max_batch_size}, timeout {run.timeout_ms:g} ms"
+        + (f", {result.instances} instances" if result.instances > 1 else ""),
         "total": f"{run.frames} frames in {run.seconds:.1f} s, {run.dropped} dropped",
         "CPU": f"decode {cpu.decode_share:.0%} · inference and serving {cpu.inference_share:.0%}",
         "input": "x".join(str(d) for d in result.input_shape),

@@ -146,3 +146,13 @@ def test_the_page_opens_on_the_model_with_a_useful_empty_state(  # type: ignore[
     assert at.selectbox[0].value == second
     assert any("No video run of this model yet" in info.value for info in at.info)
     assert at.slider[0].value == 2
+
+
+def test_a_run_on_instances_says_so_instead_of_batching(result: VideoJobResult) -> None:
+    served = result.model_copy(update={"instances": 2, "batch_refused": "Refused. Served..."})
+
+    speedup = video.speedup_sentence(served)
+
+    assert speedup is not None and speedup.startswith("On 2 instances at batch 1:")
+    assert "Batching gives" not in speedup and f"{result.speedup:.2f}x" in speedup
+    assert video.run_facts(served)["batching"].endswith(", 2 instances")
