@@ -9,9 +9,13 @@ page and the video scenario do not need it: they batch a checked rewrite on thei
 
 from __future__ import annotations
 
+import streamlit as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.services.jobkinds import OptimizeJobSpec
+from optistudio.core.errors import OptistudioError
+from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+from optistudio.studio import pages, state
+from optistudio.studio.errors import show_error
 from optistudio.studio.jobs_services import SendTask
 from optistudio.studio.optimize_services import submit_optimization
 
@@ -30,13 +34,6 @@ def make_dynamic(factory: sessionmaker[Session], *, model_id: int, send: SendTas
 
 def dynamic_batch_offer(model_id: int) -> None:
     """The card's button, and what the job will do (Streamlit)."""
-    import streamlit as st
-
-    from optistudio.core.errors import OptistudioError
-    from optistudio.services.jobkinds import OPTIMIZE
-    from optistudio.studio import pages, state
-    from optistudio.studio.errors import show_error
-
     st.caption(
         "Batch fixed at 1 by the model. A checked rewrite can free it: batch N must give, row "
         "for row, what N runs at batch 1 give. The Batching page and the video scenario batch "

@@ -17,14 +17,14 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
 from optistudio.services.input_profiles import load_profile
-from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY, JOB_KINDS
-from optistudio.services.jobresults import BatchingProfileJobResult, BatchingVerifyJobResult
+from optistudio.services.jobkinds import BATCHING_PROFILE
+from optistudio.services.jobresults import BatchingProfileJobResult
 from optistudio.studio import (
     batching_export,
     batching_figures,
@@ -35,6 +35,16 @@ from optistudio.studio import (
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.errors import show_error
 from optistudio.studio.model_services import model_choices, model_info
+from optistudio.studio.views.batching_common import (
+    cached_band,
+    cached_by_instances,
+    cached_predict,
+    cached_speed_note,
+    cached_sweep,
+    submit_job,
+    wait_for_job,
+)
+from optistudio.studio.views.batching_verify import show_convergence, show_verification, verify_form
 
 KEYS = {
     "max_batch_size": "batching_max_batch",
@@ -146,23 +156,6 @@ def submit_profile(
         st.success(f"Profile job #{job_id} submitted; the sliders appear when it is done.")
 
 
-def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int | None:
-    """Validate the spec, route it to a live worker and send it; None (said) when refused."""
-    try:
-        spec = make_spec()
-        queue = state.route_job(JOB_KINDS[kind], spec)
-    except ValidationError as exc:
-        st.error(f"Check the {what} settings: {describe_validation_error(exc)}")
-        return None
-    except OptistudioError as exc:
-        show_error(exc)
-        return None
-    send = state.sender(queue)
-    return jobs_services.submit_job(
-        state.session_factory(), kind=kind, model_id=model_id, spec=spec, send=send
-    )
-
-
 def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec, int] | None:
     """The latest profile, the spec it was made with (the backend, device and threads that
     Verify must serve with to check it) and its job id, or None after saying why there is
@@ -191,18 +184,6 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
         jobs_services.job_spec(state.session_factory(), job_id=job["job"])
     )
     return profile, spec, job["job"]
-
-
-@st.fragment(run_every="2s")
-def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
-    jobs = jobs_services.recent_jobs(state.session_factory(), kind=kind, limit=50)
-    current = next((j for j in jobs if j["job"] == job["job"]), job)
-    if current["status"] not in ("queued", "running"):
-        st.rerun()
-    st.progress(
-        min(max(current["progress"], 0.0), 1.0),
-        text=f"Job #{current['job']}: {current['message'] or current['status']}",
-    )
 
 
 def sliders(
@@ -301,39 +282,11 @@ def _to_url(values: dict[str, int | float]) -> None:
             st.query_params[field] = str(value)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
-def _predict(profile_json: str, settings_json: str, rate: float) -> dict[str, Any]:
-    profile = LatencyProfile.model_validate_json(profile_json)
-    settings = BatchingSettings.model_validate_json(settings_json)
-    return whatif.predict(profile, settings, rate=rate).model_dump()
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _band(profile_json: str, settings_json: str, rate: float, seconds: float) -> dict[str, Any]:
-    profile = LatencyProfile.model_validate_json(profile_json)
-    settings = BatchingSettings.model_validate_json(settings_json)
-    return whatif.predict_band(profile, settings, rate=rate, seconds=seconds).model_dump()
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _speed_note(profile_json: str, settings_json: str, rate: float, p99: float) -> tuple[str, bool]:
-    profile = LatencyProfile.model_validate_json(profile_json)
-    settings = BatchingSettings.model_validate_json(settings_json)
-    return whatif.speed_note(profile, settings, rate=rate, p99_ms=p99)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _sweep(profile_json: str, settings_json: str) -> Any:
-    profile = LatencyProfile.model_validate_json(profile_json)
-    settings = BatchingSettings.model_validate_json(settings_json)
-    return whatif.rate_sweep(profile, settings)
-
-
 def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> None:
-    predicted = _predict(profile.model_dump_json(), settings.model_dump_json(), rate)
+    predicted = cached_predict(profile.model_dump_json(), settings.model_dump_json(), rate)
     st.session_state["batching_predicted"] = predicted
     band = Band.model_validate(
-        _band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
+        cached_band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
     )
     point = LoadResult.model_validate(predicted)
     figures = whatif.headline(band, point)  # from the band's own draws: inside it
@@ -352,151 +305,18 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
             "or instances, or lower the rate."
         )
     else:
-        line, knee = _speed_note(
+        line, knee = cached_speed_note(
             profile.model_dump_json(), settings.model_dump_json(), rate, predicted["p99_ms"]
         )
         (st.warning if knee else st.caption)(line)
-    frame = _sweep(profile.model_dump_json(), settings.model_dump_json())
+    frame = cached_sweep(profile.model_dump_json(), settings.model_dump_json())
     st.plotly_chart(batching_figures.sweep_figure(frame, rate), width="stretch", key="sweep")
     with st.expander("By instance count (these settings, this rate)"):
         st.dataframe(
-            _by_instances(profile.model_dump_json(), settings.model_dump_json(), rate),
+            cached_by_instances(profile.model_dump_json(), settings.model_dump_json(), rate),
             hide_index=True,
             width="stretch",
         )
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _by_instances(profile_json: str, settings_json: str, rate: float) -> Any:
-    profile = LatencyProfile.model_validate_json(profile_json)
-    settings = BatchingSettings.model_validate_json(settings_json)
-    return whatif.by_instances(profile, settings, rate)
-
-
-def verify_form(
-    model_id: int,
-    settings: BatchingSettings,
-    rate: float,
-    served: BatchingProfileSpec,
-    profile_job: int,
-) -> None:
-    threads = (
-        f"{served.threads} threads"
-        if served.threads
-        else "the default threads (the worker's cores but one, shared out between instances)"
-    )
-    st.caption(
-        "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
-        "and measures every request; the result is plotted beside the prediction, and the "
-        "profile is refitted from the run's own batches for the next prediction. It serves as "
-        f"the profile was made: {served.backend} on {served.device}, {threads} per instance "
-        f"(here {settings.instances} instance(s), as the what-if sets them), and sends the "
-        f"requests the profile timed: {batching_verify.request_line(served)}."
-    )
-    with st.form("batching_verify"):
-        cols = st.columns([1, 4])
-        seconds = cols[0].number_input("Seconds", 1.0, 600.0, 10.0)
-        submitted = cols[1].form_submit_button("Verify", type="primary")
-    if not submitted:
-        return
-
-    def spec() -> BatchingVerifySpec:
-        return batching_verify.verify_spec(
-            served, settings, rate=rate, seconds=seconds, profile_job=profile_job
-        )
-
-    job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
-    if job_id is not None:
-        # The Verify jobs below were read before this one was sent: run the page again so it
-        # follows this job's progress (it names the job) instead of the previous result.
-        st.rerun()
-
-
-def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
-    """The newest Verify job beside the prediction it made before it ran (stored with it: the
-    profile as recalibrated by the Verify runs before it, not by itself). A run stored before
-    Verify predicted is judged against the profile as measured."""
-    if not jobs:
-        st.info("No verification yet: press **Verify** to measure these settings for real.")
-        return
-    job = jobs[0]
-    if job["status"] in ("queued", "running"):
-        wait_for_job(job, JobKind.batching_verify)
-        return
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
-        return
-    spec = BATCHING_VERIFY.parse_spec(
-        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
-    )
-    result: BatchingVerifyJobResult = job["result"]
-    stored = result.prediction
-    before_run = ""
-    if stored is not None:
-        predicted, band, at_realised = stored.predicted, stored.band, stored.at_realised
-        rests_on, slowdown = stored.rests_on, stored.slowdown
-        if stored.on_arrivals is not None and stored.arrivals_band is not None:
-            before_run = batching_verify.before_run_line(stored.predicted, stored.band)
-            predicted, band = stored.on_arrivals, stored.arrivals_band
-            rests_on += " on this run's own send times (the arrivals' luck taken out)"
-    else:
-        profile_json, settings_json = measured.model_dump_json(), spec.settings.model_dump_json()
-        predicted = LoadResult.model_validate(_predict(profile_json, settings_json, spec.rate or 1))
-        band = Band.model_validate(_band(profile_json, settings_json, spec.rate or 1, spec.seconds))
-        realised = result.measured.realised_rate
-        at_realised = (
-            LoadResult.model_validate(_predict(profile_json, settings_json, realised))
-            if realised
-            else None
-        )
-        rests_on, slowdown = "the profile as measured (this run predates refits)", None
-    frame = batching_verify.comparison_frame(predicted, result.measured, band, at_realised)
-    st.markdown(
-        f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
-        f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
-        f"{spec.rate:g} req/s · {job['message']}"
-    )
-    st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
-    if stored is not None and stored.not_adopted:
-        st.warning(stored.not_adopted)
-    verdict, inside = batching_verify.band_verdict(predicted, band, result.measured)
-    (st.success if inside else st.warning)(verdict)
-    arrivals = batching_verify.rate_line(result.measured)
-    sent = result.measured.throughput
-    if arrivals is not None:
-        (st.warning if arrivals[1] else st.caption)(arrivals[0])
-    elif spec.rate and not result.measured.saturated and sent < 0.9 * spec.rate:
-        st.warning(
-            f"The load generator sent only about {sent:.0f} of the {spec.rate:g} req/s asked "
-            "(one Python thread cannot go faster here), so measured and predicted describe "
-            "different loads. Verify at a lower rate."
-        )
-    mismatch = batching_verify.profile_mismatch(measured, result.batches, slowdown=slowdown)
-    if mismatch:
-        st.warning(mismatch)
-    tail = batching_verify.tail_note(result.measured, result.p99_halves_ms)
-    if tail:
-        (st.warning if tail[1] else st.caption)(tail[0])
-    left, right = st.columns(2)
-    left.plotly_chart(batching_figures.comparison_figure(frame), width="stretch", key="verify-bars")
-    right.plotly_chart(
-        batching_figures.timeline_figure(result.requests), width="stretch", key="verify-time"
-    )
-    st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
-
-
-def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
-    """Predicted (before each run) against measured p99 over the Verify runs of this profile."""
-    frame = batching_verify.convergence_frame(profile_job, jobs)
-    if frame.empty:
-        return
-    st.plotly_chart(batching_figures.convergence_figure(frame), width="stretch", key="convergence")
-    inside = int(frame["inside"].sum())
-    st.caption(
-        f"{inside} of {len(frame)} Verify runs measured a p99 inside the band predicted before "
-        "they ran; each run then refits the profile, so at a few rates the predicted p99 should "
-        "close on the measured one."
-    )
 
 
 def best_settings(profile: LatencyProfile, rate: float) -> None:

@@ -1,0 +1,89 @@
+"""What the Batching page's parts share: sending a job, following it, and the cached
+simulator calls behind the sliders (each keyed by the profile and settings as JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+from pydantic import ValidationError
+
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.db.models import JobKind
+from optistudio.services.jobkinds import JOB_KINDS
+from optistudio.studio import batching_whatif as whatif
+from optistudio.studio import (
+    jobs_services,
+    state,
+)
+from optistudio.studio.errors import show_error
+
+
+def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int | None:
+    """Validate the spec, route it to a live worker and send it; None (said) when refused."""
+    try:
+        spec = make_spec()
+        queue = state.route_job(JOB_KINDS[kind], spec)
+    except ValidationError as exc:
+        st.error(f"Check the {what} settings: {describe_validation_error(exc)}")
+        return None
+    except OptistudioError as exc:
+        show_error(exc)
+        return None
+    send = state.sender(queue)
+    return jobs_services.submit_job(
+        state.session_factory(), kind=kind, model_id=model_id, spec=spec, send=send
+    )
+
+
+@st.fragment(run_every="2s")
+def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
+    jobs = jobs_services.recent_jobs(state.session_factory(), kind=kind, limit=50)
+    current = next((j for j in jobs if j["job"] == job["job"]), job)
+    if current["status"] not in ("queued", "running"):
+        st.rerun()
+    st.progress(
+        min(max(current["progress"], 0.0), 1.0),
+        text=f"Job #{current['job']}: {current['message'] or current['status']}",
+    )
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def cached_predict(profile_json: str, settings_json: str, rate: float) -> dict[str, Any]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.predict(profile, settings, rate=rate).model_dump()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def cached_band(
+    profile_json: str, settings_json: str, rate: float, seconds: float
+) -> dict[str, Any]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.predict_band(profile, settings, rate=rate, seconds=seconds).model_dump()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def cached_speed_note(
+    profile_json: str, settings_json: str, rate: float, p99: float
+) -> tuple[str, bool]:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.speed_note(profile, settings, rate=rate, p99_ms=p99)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def cached_sweep(profile_json: str, settings_json: str) -> Any:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.rate_sweep(profile, settings)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def cached_by_instances(profile_json: str, settings_json: str, rate: float) -> Any:
+    profile = LatencyProfile.model_validate_json(profile_json)
+    settings = BatchingSettings.model_validate_json(settings_json)
+    return whatif.by_instances(profile, settings, rate)

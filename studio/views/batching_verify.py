@@ -1,0 +1,159 @@
+"""The Batching page's Verify: the form that sends a run, the runs against their
+predictions, and how the refits converge (the logic: optistudio.studio.batching_verify)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.results import Band, LoadResult
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.db.models import JobKind
+from optistudio.services.jobkinds import BATCHING_VERIFY
+from optistudio.services.jobresults import BatchingVerifyJobResult
+from optistudio.studio import (
+    batching_figures,
+    batching_verify,
+    jobs_services,
+    state,
+)
+from optistudio.studio.errors import show_error
+from optistudio.studio.views.batching_common import (
+    cached_band,
+    cached_predict,
+    submit_job,
+    wait_for_job,
+)
+
+
+def verify_form(
+    model_id: int,
+    settings: BatchingSettings,
+    rate: float,
+    served: BatchingProfileSpec,
+    profile_job: int,
+) -> None:
+    threads = (
+        f"{served.threads} threads"
+        if served.threads
+        else "the default threads (the worker's cores but one, shared out between instances)"
+    )
+    st.caption(
+        "Serves the model with the real batching pipeline, Poisson arrivals at the chosen rate, "
+        "and measures every request; the result is plotted beside the prediction, and the "
+        "profile is refitted from the run's own batches for the next prediction. It serves as "
+        f"the profile was made: {served.backend} on {served.device}, {threads} per instance "
+        f"(here {settings.instances} instance(s), as the what-if sets them), and sends the "
+        f"requests the profile timed: {batching_verify.request_line(served)}."
+    )
+    with st.form("batching_verify"):
+        cols = st.columns([1, 4])
+        seconds = cols[0].number_input("Seconds", 1.0, 600.0, 10.0)
+        submitted = cols[1].form_submit_button("Verify", type="primary")
+    if not submitted:
+        return
+
+    def spec() -> BatchingVerifySpec:
+        return batching_verify.verify_spec(
+            served, settings, rate=rate, seconds=seconds, profile_job=profile_job
+        )
+
+    job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
+    if job_id is not None:
+        # The Verify jobs below were read before this one was sent: run the page again so it
+        # follows this job's progress (it names the job) instead of the previous result.
+        st.rerun()
+
+
+def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
+    """The newest Verify job beside the prediction it made before it ran (stored with it: the
+    profile as recalibrated by the Verify runs before it, not by itself). A run stored before
+    Verify predicted is judged against the profile as measured."""
+    if not jobs:
+        st.info("No verification yet: press **Verify** to measure these settings for real.")
+        return
+    job = jobs[0]
+    if job["status"] in ("queued", "running"):
+        wait_for_job(job, JobKind.batching_verify)
+        return
+    if job["status"] != "succeeded" or not job["result"]:
+        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
+        return
+    spec = BATCHING_VERIFY.parse_spec(
+        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
+    )
+    result: BatchingVerifyJobResult = job["result"]
+    stored = result.prediction
+    before_run = ""
+    if stored is not None:
+        predicted, band, at_realised = stored.predicted, stored.band, stored.at_realised
+        rests_on, slowdown = stored.rests_on, stored.slowdown
+        if stored.on_arrivals is not None and stored.arrivals_band is not None:
+            before_run = batching_verify.before_run_line(stored.predicted, stored.band)
+            predicted, band = stored.on_arrivals, stored.arrivals_band
+            rests_on += " on this run's own send times (the arrivals' luck taken out)"
+    else:
+        profile_json, settings_json = measured.model_dump_json(), spec.settings.model_dump_json()
+        predicted = LoadResult.model_validate(
+            cached_predict(profile_json, settings_json, spec.rate or 1)
+        )
+        band = Band.model_validate(
+            cached_band(profile_json, settings_json, spec.rate or 1, spec.seconds)
+        )
+        realised = result.measured.realised_rate
+        at_realised = (
+            LoadResult.model_validate(cached_predict(profile_json, settings_json, realised))
+            if realised
+            else None
+        )
+        rests_on, slowdown = "the profile as measured (this run predates refits)", None
+    frame = batching_verify.comparison_frame(predicted, result.measured, band, at_realised)
+    st.markdown(
+        f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
+        f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
+        f"{spec.rate:g} req/s · {job['message']}"
+    )
+    st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
+    if stored is not None and stored.not_adopted:
+        st.warning(stored.not_adopted)
+    verdict, inside = batching_verify.band_verdict(predicted, band, result.measured)
+    (st.success if inside else st.warning)(verdict)
+    arrivals = batching_verify.rate_line(result.measured)
+    sent = result.measured.throughput
+    if arrivals is not None:
+        (st.warning if arrivals[1] else st.caption)(arrivals[0])
+    elif spec.rate and not result.measured.saturated and sent < 0.9 * spec.rate:
+        st.warning(
+            f"The load generator sent only about {sent:.0f} of the {spec.rate:g} req/s asked "
+            "(one Python thread cannot go faster here), so measured and predicted describe "
+            "different loads. Verify at a lower rate."
+        )
+    mismatch = batching_verify.profile_mismatch(measured, result.batches, slowdown=slowdown)
+    if mismatch:
+        st.warning(mismatch)
+    tail = batching_verify.tail_note(result.measured, result.p99_halves_ms)
+    if tail:
+        (st.warning if tail[1] else st.caption)(tail[0])
+    left, right = st.columns(2)
+    left.plotly_chart(batching_figures.comparison_figure(frame), width="stretch", key="verify-bars")
+    right.plotly_chart(
+        batching_figures.timeline_figure(result.requests), width="stretch", key="verify-time"
+    )
+    st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
+
+
+def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
+    """Predicted (before each run) against measured p99 over the Verify runs of this profile."""
+    frame = batching_verify.convergence_frame(profile_job, jobs)
+    if frame.empty:
+        return
+    st.plotly_chart(batching_figures.convergence_figure(frame), width="stretch", key="convergence")
+    inside = int(frame["inside"].sum())
+    st.caption(
+        f"{inside} of {len(frame)} Verify runs measured a p99 inside the band predicted before "
+        "they ran; each run then refits the profile, so at a few rates the predicted p99 should "
+        "close on the measured one."
+    )
