@@ -68,11 +68,12 @@ test-stacks: install
 test-zoo: install
 	$(PY) -m pytest -q -rs -m zoo
 
-# The optional extras (LiteRT conversion, quantization-aware training, Core ML export) are large
+# The optional extras (LiteRT conversion, quantization-aware training, Core ML export, ONNX
+# Runtime GenAI loading a decoder's bundle) are large
 # (tensorflow, torch): only this target installs them, after the other suites have run. uv takes
 # them in about 20 s with an empty cache; torch==2.13.0 must be the CPU wheel that pip's
 # configuration points at (PIP_FIND_LINKS), which uv is told of; without it pip installs them.
-EXTRAS ?= litert,qat,coreml
+EXTRAS ?= litert,qat,coreml,genai
 EXTRAS_INSTALL := $(if $(PIP_FIND_LINKS),$(VENV)/bin/uv pip install --python $(PY) --quiet \
 	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)),$(PY) -m pip install --quiet)
 test-extras: install

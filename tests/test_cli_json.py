@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from decoder_models import build_tiny_decoder
 from diagnostic_models import build_cnn
 from optimize_models import det_model, rms_norm_model
 
@@ -39,6 +40,8 @@ COMMANDS = {
     "batching-verify": ["batching", "verify", "{tiny}", *BATCHING, "--rate", "50"]
     + ["--seconds", "0.5"],
     "video": ["video", "{cnn}", "--source", "{clip}", "--streams", "2", "--seconds", "0.3"],
+    "llm-serve-whatif": ["llm", "serve-whatif", "{decoder}", "--rate", "20", "--steps", "4"]
+    + ["--new-tokens", "8", "--requests", "50"],
 }
 """Besides these, the `ran` fixture runs `batching profile` and `optimize --save` (with NNCF)."""
 
@@ -109,6 +112,7 @@ def test_every_json_command_prints_one_document(ran, name: str) -> None:  # type
     fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": tmp / "profile.json"}
     fill |= {"optimize_job": optimized["job_id"]}
     fill |= {"cnn": build_cnn(tmp / "cnn.onnx"), "clip": make_clip(tmp / "clip.mp4", seconds=1)}
+    fill |= {"decoder": build_tiny_decoder(tmp / "decoder")}
     args = [arg.format(**fill, variant_id=variant_id) for arg in COMMANDS[name]]
 
     done = optistudio(*args, data_dir=ran["data"])

@@ -1,4 +1,5 @@
-"""`optistudio bench` on a decoder (optistudio/cli/llm.py): one JSON document, or None for others."""
+"""`optistudio bench` on a decoder (optistudio/cli/llm.py): one JSON document, or None for others;
+`optistudio llm serve-whatif`: its --json document."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import onnx
 import pytest
 from decoder_models import build_tiny_decoder
 
-from optistudio.cli.llm import decoder_bench
+from optistudio.cli import build_parser, main
+from optistudio.cli.llm import command_llm, decoder_bench
 
 
 def _args(model: Path, *, as_json: bool) -> argparse.Namespace:
@@ -49,3 +51,39 @@ def test_the_table_names_what_it_measured(
     out = capsys.readouterr().out
     assert "on onnxruntime (1 threads)" in out
     assert "TTFT, 32-token prompt, batch 1:" in out and "decoding, batch 2, 64 steps" in out
+
+
+def test_serve_whatif_predicts_and_verifies_in_one_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = build_tiny_decoder(tmp_path)
+    args = build_parser().parse_args(
+        ["llm", "serve-whatif", str(model), "--rate", "20", "--prompt-tokens", "12"]
+        + ["--new-tokens", "6", "--max-batch", "3", "--steps", "4", "--requests", "50"]
+        + ["--verify", "8", "--json"]
+    )
+
+    code = command_llm(args)
+
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert document["profile"]["batch_sizes"] == [1, 2, 3]
+    assert document["profile"]["prompt_lengths"] == [3, 12]
+    assert [d["batch"] for d in document["decode"]] == [1, 2, 3]
+    whatif = document["whatif"]
+    assert whatif["offered_tokens_per_s"] == 20 * 6
+    assert whatif["policy"] == {"batching": "continuous", "max_batch": 3, "timeout_ms": 0.0}
+    assert whatif["predicted"]["tokens_per_s"] > 0 and not whatif["predicted"]["saturated"]
+    assert document["verified"]["measured"]["requests"] == 8  # int(8 x 0.1): none skipped
+    assert document["environment"]["backend"] == "onnxruntime"
+
+
+def test_serve_whatif_refuses_what_the_context_cannot_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = build_tiny_decoder(tmp_path)
+
+    code = main(["llm", "serve-whatif", str(model), "--rate", "5", "--new-tokens", "200", "--json"])
+
+    assert code == 2
+    assert "needs 232 tokens of context but the model holds 128" in capsys.readouterr().out

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from optistudio.core.errors import ErrorInfo, OptistudioError
+from optistudio.core.llm.folder import is_decoder_file
 from optistudio.core.optimize.run import (
     OptimizeReport,
     OptimizeSpec,
@@ -41,7 +42,12 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
     """Make the job's recipes into variants, check their accuracy and time them."""
     settings = get_settings()
     model_path, info = model_of(job)
-    data, labels = spec.open_data(info.inputs)
+    text = None
+    if is_decoder_file(model_path):  # judged on a text (.txt or token ids .npy), not arrays
+        data, labels = None, None
+        text = local_data_file(spec.data_path) if spec.data_path else None
+    else:
+        data, labels = spec.open_data(info.inputs)
     out_dir = settings.artifact_dir / "jobs" / str(job.id)
     shutil.rmtree(out_dir, ignore_errors=True)  # a redelivered job starts clean
     report = optimize(
@@ -51,6 +57,7 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         data=data,
         labels_file=labels,
         progress=context.progress,
+        text=text,
     )
     variants = [_stored(job, variant, context) for variant in report.variants]
     best = choose(variants, speed_only=spec.speed_only)  # the chosen one may not be stored

@@ -50,17 +50,23 @@ def triton_config(
 
     Dim 0 of every input and output is the batch dim and is left out of `dims` (Triton adds
     it when max_batch_size > 0); other dynamic dims are written as -1. A model without a
-    dynamic batch dim is refused with InvalidSpec saying why.
+    dynamic batch dim is refused with InvalidSpec saying why. `max_batch_size` 0 is Triton's
+    "no batching": every dim is written as declared (a batch fixed at 1 included), there is no
+    dynamic batcher, and `instances` sessions serve one request each.
     """
-    require_batch_dim(info)
+    if max_batch_size:
+        require_batch_dim(info)
     _check_settings(name, max_batch_size, preferred_batch_sizes, max_queue_delay_us, instances)
     if kind not in KINDS:
         raise InvalidSpec(f"Unknown instance kind {kind!r}.", hint=f"Use one of {list(KINDS)}.")
+    first = 1 if max_batch_size else 0
     lines = [f'name: "{name}"', f'platform: "{platform}"', f"max_batch_size: {max_batch_size}"]
-    lines += _tensor_block("input", info.inputs) + _tensor_block("output", info.outputs)
-    lines += ["dynamic_batching {"]
-    lines += [f"  preferred_batch_size: {size}" for size in preferred_batch_sizes]
-    lines += [f"  max_queue_delay_microseconds: {max_queue_delay_us}", "}"]
+    lines += _tensor_block("input", info.inputs, first)
+    lines += _tensor_block("output", info.outputs, first)
+    if max_batch_size:
+        lines += ["dynamic_batching {"]
+        lines += [f"  preferred_batch_size: {size}" for size in preferred_batch_sizes]
+        lines += [f"  max_queue_delay_microseconds: {max_queue_delay_us}", "}"]
     lines += ["instance_group [", "  {", f"    count: {instances}", f"    kind: {kind}"]
     return "\n".join([*lines, "  }", "]"]) + "\n"
 
@@ -73,8 +79,8 @@ def _check_settings(
             f"Model name {name!r} is not a valid Triton model name.",
             hint="Use letters, digits, '_', '-' or '.'.",
         )
-    if max_batch < 1:
-        raise InvalidSpec(f"max_batch_size must be at least 1, got {max_batch}.")
+    if max_batch < 0:
+        raise InvalidSpec(f"max_batch_size must be 0 (no batching) or more, got {max_batch}.")
     bad = [size for size in preferred if not 1 <= size <= max_batch]
     if bad:
         raise InvalidSpec(
@@ -86,12 +92,13 @@ def _check_settings(
         )
 
 
-def _tensor_block(field: str, specs: list[TensorSpec]) -> list[str]:
+def _tensor_block(field: str, specs: list[TensorSpec], first: int = 1) -> list[str]:
+    """The block of `specs`, their dims from index `first` (1: the batch dim left out)."""
     if not specs:
         return []
     blocks = []
     for spec in specs:
-        dims = ", ".join(str(_dim(dim)) for dim in spec.shape[1:])
+        dims = ", ".join(str(_dim(dim)) for dim in spec.shape[first:])
         blocks.append(
             f'  {{\n    name: "{spec.name}"\n    data_type: {_triton_type(spec)}\n'
             f"    dims: [ {dims} ]\n  }}"

@@ -104,9 +104,14 @@ def lm_head_node(model: onnx.ModelProto, io: DecoderIO) -> onnx.NodeProto | None
 def size_on_disk(path: Path) -> int:
     """Bytes of the .onnx file and every external data file it names (an OpenVINO .xml: with
     its .bin)."""
+    return sum(file.stat().st_size for file in model_files(path))
+
+
+def model_files(path: Path) -> list[Path]:
+    """The .onnx file and the external data files it names; an OpenVINO .xml and its .bin."""
     if path.suffix == ".xml":
         weights = path.with_suffix(".bin")
-        return path.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
+        return [path, weights] if weights.is_file() else [path]
     model = onnx.load(str(path), load_external_data=False)
     locations = {
         entry.value
@@ -114,7 +119,7 @@ def size_on_disk(path: Path) -> int:
         for entry in tensor.external_data
         if entry.key == "location"
     }
-    return path.stat().st_size + sum((path.parent / name).stat().st_size for name in locations)
+    return [path, *(path.parent / name for name in sorted(locations))]
 
 
 def _heads(io: DecoderIO, hidden: int | None) -> int | None:

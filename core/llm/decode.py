@@ -54,14 +54,26 @@ class DecoderSession:
         self._index = {name: i for i, name in enumerate(io.outputs)}
 
     def empty_cache(self, batch: int) -> KVCache:
-        layout = self.io.cache
-        shape = (batch, layout.kv_heads, 0, layout.head_dim)
-        empty = [np.zeros(shape, dtype=layout.dtype) for _ in range(self.io.layers)]
-        return KVCache(keys=empty, values=[a.copy() for a in empty])
+        return empty_cache(self.io, batch)
 
-    def step(self, ids: np.ndarray, cache: KVCache) -> tuple[np.ndarray, KVCache]:
-        """Logits [B, S, vocab] for `ids` [B, S] after the tokens in `cache`, and the new cache."""
-        outputs = self.loaded.run(self._feeds(ids, cache))
+    def step(
+        self,
+        ids: np.ndarray,
+        cache: KVCache,
+        *,
+        attention_mask: np.ndarray | None = None,
+        position_ids: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, KVCache]:
+        """Logits [B, S, vocab] for `ids` [B, S] after the tokens in `cache`, and the new cache.
+        `attention_mask` [B, past + S] and `position_ids` [B, S] default to ones and P..P+S-1
+        (no padding); a batch of sequences of different lengths passes its own (left padding:
+        optistudio.core.llm.batched_decode)."""
+        feeds = self._feeds(ids, cache)
+        if attention_mask is not None:
+            feeds[self.io.attention_mask] = attention_mask.astype(np.int64, copy=False)
+        if position_ids is not None and self.io.position_ids is not None:
+            feeds[self.io.position_ids] = position_ids.astype(np.int64, copy=False)
+        outputs = self.loaded.run(feeds)
         keys = [outputs[self._index[name]] for name in self.io.present_keys]
         values = [outputs[self._index[name]] for name in self.io.present_values]
         return outputs[self._index[self.io.logits]], KVCache(keys=keys, values=values)
@@ -74,18 +86,31 @@ class DecoderSession:
         self.loaded.close()
 
     def _feeds(self, ids: np.ndarray, cache: KVCache) -> dict[str, np.ndarray]:
-        batch, new = ids.shape
-        past = cache.length
-        feeds = {
-            self.io.input_ids: ids.astype(np.int64, copy=False),
-            self.io.attention_mask: np.ones((batch, past + new), dtype=np.int64),
-        }
-        if self.io.position_ids is not None:
-            positions = np.arange(past, past + new, dtype=np.int64)
-            feeds[self.io.position_ids] = np.broadcast_to(positions, (batch, new)).copy()
-        feeds |= dict(zip(self.io.past_keys, cache.keys, strict=True))
-        feeds |= dict(zip(self.io.past_values, cache.values, strict=True))
-        return feeds
+        return step_feeds(self.io, ids, cache)
+
+
+def empty_cache(io: DecoderIO, batch: int) -> KVCache:
+    """The cache before the first token: every layer's key and value with 0 positions."""
+    layout = io.cache
+    shape = (batch, layout.kv_heads, 0, layout.head_dim)
+    empty = [np.zeros(shape, dtype=layout.dtype) for _ in range(io.layers)]
+    return KVCache(keys=empty, values=[a.copy() for a in empty])
+
+
+def step_feeds(io: DecoderIO, ids: np.ndarray, cache: KVCache) -> dict[str, np.ndarray]:
+    """What one step feeds (module docstring): `ids` [B, S] after the cache's P tokens."""
+    batch, new = ids.shape
+    past = cache.length
+    feeds = {
+        io.input_ids: ids.astype(np.int64, copy=False),
+        io.attention_mask: np.ones((batch, past + new), dtype=np.int64),
+    }
+    if io.position_ids is not None:
+        positions = np.arange(past, past + new, dtype=np.int64)
+        feeds[io.position_ids] = np.broadcast_to(positions, (batch, new)).copy()
+    feeds |= dict(zip(io.past_keys, cache.keys, strict=True))
+    feeds |= dict(zip(io.past_values, cache.values, strict=True))
+    return feeds
 
 
 def open_decoder(
@@ -117,18 +142,18 @@ def greedy(session: DecoderSession, prompt: np.ndarray, new_tokens: int) -> Gene
         )
     start = time.perf_counter()
     logits, cache = session.step(prompt, session.empty_cache(prompt.shape[0]))
-    chosen = [_argmax_last(logits)]
+    chosen = [argmax_last(logits)]
     prefill_s = time.perf_counter() - start
     step_s = []
     for _ in range(new_tokens - 1):
         start = time.perf_counter()
         logits, cache = session.step(chosen[-1][:, None], cache)
-        chosen.append(_argmax_last(logits))
+        chosen.append(argmax_last(logits))
         step_s.append(time.perf_counter() - start)
     return Generation(tokens=np.stack(chosen, axis=1), prefill_s=prefill_s, step_s=step_s)
 
 
-def _argmax_last(logits: np.ndarray) -> np.ndarray:
+def argmax_last(logits: np.ndarray) -> np.ndarray:
     if logits.ndim != 3:
         raise InferenceFailed(
             f"The decoder returned logits of shape {list(logits.shape)}, not [batch, tokens, "

@@ -264,7 +264,8 @@ def accuracy_report(
         raise DataMismatch(
             f"labels have {len(labels)} entries but the dataset has {expected} samples."
         )
-    like = Path(reference) if Path(candidate).suffix == ".tflite" else None  # fed as the original
+    # A .tflite or an OpenVINO IR (.xml) is fed as the original (its inputs keep their names).
+    like = Path(reference) if Path(candidate).suffix in (".tflite", ".xml") else None
     models = [
         _Runner(Path(reference)),
         _Runner(

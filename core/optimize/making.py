@@ -46,8 +46,11 @@ def run_recipe(
 
 def copy_model(source: Path, target: Path) -> None:
     """Copy an .onnx file and the external data files it names (intake checked that they sit
-    inside its folder), so a recipe that leaves the model as it is keeps its weights."""
+    inside its folder), so a recipe that leaves the model as it is keeps its weights; an
+    OpenVINO IR (.xml) with its weights (.bin)."""
     shutil.copyfile(source, target)
+    if source.suffix == ".xml" and source.with_suffix(".bin").is_file():
+        shutil.copyfile(source.with_suffix(".bin"), target.with_suffix(".bin"))
     if source.parent.resolve() == target.parent.resolve() or source.suffix != ".onnx":
         return
     proto = onnx.load(source, load_external_data=False)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optistudio.core.backends import backends as registered_backends
 from optistudio.core.backends.base import Precision
 from optistudio.core.errors import UnknownName
 from optistudio.core.machine.environment import int8_choice
@@ -126,6 +128,23 @@ BUILTIN_RECIPES |= {
 BUILTIN_RECIPES["int4_nncf"] = _recipe(
     "int4_nncf", "INT4 weight-only NNCF (for OpenVINO)", ("nncf_weights", {"mode": "int4_asym"})
 ).model_copy(update={"backend": "openvino"})
+# A decoder's MatMul weights in 4 or 8 bits (MatMulNBits, RTN, blocks of 32, the embedding and
+# LM head at 8 bits): ONNX Runtime's contrib op, so timed there.
+BUILTIN_RECIPES |= {
+    r.name: r.model_copy(update={"backend": "onnxruntime"})
+    for r in (
+        _recipe(
+            "int4_weight_only",
+            "INT4 weight-only (MatMulNBits)",
+            ("weight_only", {"bits": 4, "block_size": 32}),
+        ),
+        _recipe(
+            "int8_weight_only",
+            "INT8 weight-only (MatMulNBits)",
+            ("weight_only", {"bits": 8, "block_size": 32}),
+        ),
+    )
+}
 # Precisions the target computes: the model (as it is, or NNCF's INT8) at OpenVINO's inference
 # precision. INT8 with the rest in BF16 is what OpenVINO runs a quantized model at by default on a
 # BF16 CPU. ONNX Runtime has no such setting (optistudio.core.optimize.applicability says why).
@@ -164,6 +183,9 @@ FP16_PASSES = ("fp16", "litert_fp16")
 """Passes whose model computes in FP16: they pay off only where the CPU computes FP16."""
 
 AUTO = "auto"
+DECODER_ONNXRUNTIME = ("int4_weight_only", "int8_weight_only")
+DECODER_OPENVINO = ("int4_nncf",)
+"""Auto's candidates for a decoder with a KV cache: weight-only, where decoding's time goes."""
 CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "qat")
 """INT8 passes on ONNX Runtime's quantizer whose weight range follows the CPU (reduce_range)."""
 
@@ -310,17 +332,20 @@ def resolve_recipes(
     backends: list[str] | None = None,
     flags: list[str] | None = None,
     device: str = "cpu",
+    decoder: bool = False,
 ) -> list[Recipe]:
     """Recipe names (or 'auto') to recipes, without duplicates, in the order given.
 
     With target 'any', `backends` are those available on the device: Auto spreads over them
     (any_backend_candidates) and a named recipe is pinned to its own backend (OpenVINO for the
     NNCF and precision recipes), else to ONNX Runtime. Auto's choice follows a CPU with `flags`
-    (default: this one) and `device`.
+    (default: this one) and `device`; for a `decoder` it is decoder_candidates.
     """
     chosen: dict[str, Recipe] = {}
     for name in names:
-        if target_backend == ANY:
+        if decoder and name == AUTO:
+            found = decoder_candidates(target_backend, backends or [REFERENCE_BACKEND])
+        elif target_backend == ANY:
             where = backends or [REFERENCE_BACKEND]
             found = _on_any(name, info, where, flags=flags, device=device)
         elif name == AUTO:
@@ -330,6 +355,24 @@ def resolve_recipes(
         for recipe in found:
             chosen.setdefault(recipe.name, recipe)
     return list(chosen.values())
+
+
+def decoder_candidates(target_backend: str, backends: list[str]) -> list[Recipe]:
+    """Auto's candidates for a decoder: MatMulNBits INT4 and INT8 where ONNX Runtime is the
+    target (or 'any'), NNCF's INT4 where OpenVINO is and NNCF is installed."""
+    names: list[str] = []
+    if target_backend in (ANY, REFERENCE_BACKEND):
+        names += DECODER_ONNXRUNTIME
+    if target_backend in (ANY, OPENVINO) and OPENVINO in backends and _has_nncf():
+        names += DECODER_OPENVINO
+    pinned = [BUILTIN_RECIPES[name] for name in names]
+    if target_backend != ANY:
+        return pinned
+    return [on_backend(recipe, recipe.backend or REFERENCE_BACKEND) for recipe in pinned]
+
+
+def _has_nncf() -> bool:
+    return importlib.util.find_spec("nncf") is not None
 
 
 def _on_any(
@@ -366,3 +409,23 @@ def int8_notes(recipes: list[Recipe], flags: list[str] | None = None) -> list[st
         f"{int8_choice(flags).sentence()} Chosen for {', '.join(names)}; set reduce_range in "
         "the pass settings to override."
     ]
+
+
+def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> Recipe:
+    """The recipe with the user's per-pass settings laid over its steps (what really ran)."""
+    steps = [
+        step.model_copy(update={"config": step.config | pass_settings.get(step.step, {})})
+        for step in recipe.steps
+    ]
+    return recipe.model_copy(update={"steps": steps})
+
+
+def available_backends(device: str = "cpu") -> list[str]:
+    """Registered backends that can run on this device here, the reference first."""
+    kind = device.split(":", 1)[0]
+    usable = []
+    for spec in registered_backends:
+        availability = spec.create().availability()
+        if availability.ok and kind in availability.devices:
+            usable.append(spec.name)
+    return sorted(usable, key=lambda name: name != REFERENCE_BACKEND)

@@ -31,6 +31,10 @@ available on the CPU (see optistudio.core.optimize.recipes.any_backend_candidate
 timed on its own backend, and every speedup is against the original on ONNX Runtime, so the
 choice covers the backend too: "run the NNCF variant on OpenVINO" can win over "quantize for
 ONNX Runtime".
+
+A decoder with a KV cache (its folder, or its .onnx) is handed to optistudio.core.optimize.
+decoder_run: weight-only variants judged on a text by perplexity and timed as decoders (TTFT,
+tokens/s); its report is this one, so what stores and shows a run reads it alike.
 """
 
 from __future__ import annotations
@@ -42,20 +46,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import backends
 from optistudio.core.data.datasets import load_labels
-from optistudio.core.data.inputs import (
-    sample_dims,
-)
-from optistudio.core.data.model_inputs import ModelInputs
+from optistudio.core.data.inputs import sample_dims
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import (
     BackendUnavailable,
@@ -64,15 +59,13 @@ from optistudio.core.errors import (
     InvalidSpec,
     OptistudioError,
     TimedOut,
-    UnknownName,
-    describe_validation_error,
 )
+from optistudio.core.llm.folder import is_decoder_file
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.measure.compare import FASTER, ComparisonSpec, compare_models
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.numerics.accuracy import (
-    AccuracyBudget,
     TaskBudget,
     TaskJudge,
     accuracy_report,
@@ -86,6 +79,7 @@ from optistudio.core.numerics.evaluators.recognize import (
     model_facts,
     read_task,
 )
+from optistudio.core.optimize.decoder_run import optimize_decoder, refuse_input_data
 from optistudio.core.optimize.headline import LeftOut, headline, left_out
 from optistudio.core.optimize.making import (
     check_variant,
@@ -100,100 +94,21 @@ from optistudio.core.optimize.recipes import (
     AUTO,
     REFERENCE_BACKEND,
     Recipe,
+    available_backends,
     int8_notes,
     resolve_recipes,
+    with_settings,
 )
 from optistudio.core.optimize.run_shapes import output_shapes
+from optistudio.core.optimize.spec import NO_TASK as NO_TASK
+from optistudio.core.optimize.spec import QUICK_COMPARISON as QUICK_COMPARISON
+from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
 log = logging.getLogger(__name__)
-
-QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
-
-NO_TASK = "none"
-"""OptimizeSpec.task that judges by cosine and top-1 alone."""
-
-
-class OptimizeSpec(ModelInputs):
-    """What to try and what the variants must keep."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    recipes: list[str] = Field(
-        default_factory=lambda: ["auto"],
-        description="Recipe names to apply, or 'auto' for the candidates that suit the model.",
-    )
-    target_backend: str = Field(
-        default="any",
-        description="Backend the variants target, or 'any': every backend available on the "
-        "CPU, so Auto chooses the backend too (speedups are then against the original on "
-        "ONNX Runtime, the reference).",
-    )
-    budget: AccuracyBudget = Field(
-        default_factory=AccuracyBudget,
-        description="What a variant may lose in cosine and top-1: the judge when no task is "
-        "recognized or set.",
-    )
-    task: str | None = Field(
-        default=None,
-        description="The task variants are judged in: an evaluator's name (classification, "
-        "ctc_text, ...), 'none' for cosine and top-1 only; empty = recognized from the outputs.",
-    )
-    budgets: dict[str, float] = Field(
-        default_factory=dict,
-        description="Limits in the task's terms by metric name, e.g. {'string_agreement': "
-        "0.99, 'top1_drop': 0.01}; each metric's direction says which side passes. Empty = the "
-        "task's default budget.",
-    )
-    speed_only: bool = Field(
-        default=False,
-        description="Let Auto choose INT8 variants calibrated on random inputs (no data given, "
-        "no built-in samples for the model's inputs), or on built-in samples with no task to "
-        "check them; their accuracy is then only agreement on those inputs.",
-    )
-    comparison: ComparisonSpec = Field(
-        default_factory=lambda: QUICK_COMPARISON.model_copy(),
-        description="How each variant is timed against the original (interleaved).",
-    )
-    accuracy_samples: int = Field(
-        default=32,
-        ge=1,
-        le=100_000,
-        description="Built-in (else random) samples when no data is given.",
-    )
-    accuracy_output: str | None = Field(
-        default=None,
-        description="The output the accuracy budget judges, e.g. 'sentence_embedding'; "
-        "empty = the first output.",
-    )
-    pass_settings: dict[str, dict[str, Any]] = Field(
-        default_factory=dict,
-        description="Settings per pass name, laid over every recipe step of that pass, e.g. "
-        "{'fusion': {'patterns': ['conv_bn', 'conv_relu']}, 'int8_static': {'per_channel': false}}.",
-    )
-
-    @model_validator(mode="after")
-    def _check_target(self) -> OptimizeSpec:
-        if self.target_backend != ANY:
-            try:
-                backends.get(self.target_backend)
-            except UnknownName as exc:
-                raise ValueError(f"{exc.message} Or 'any'.") from None
-        return self
-
-    @model_validator(mode="after")
-    def _check_pass_settings(self) -> OptimizeSpec:
-        for name, settings in self.pass_settings.items():
-            try:
-                passes.get(name).config_class().model_validate(settings)
-            except ValidationError as exc:
-                raise ValueError(f"{name}: {describe_validation_error(exc)}") from None
-            except UnknownName as exc:
-                raise ValueError(exc.message) from None
-        return self
 
 
 class OptimizeReport(BaseModel):
@@ -265,13 +180,23 @@ def optimize(
     progress: ProgressCallback | None = None,
     labels_file: Path | None = None,
     calibration: CalibrationSource | None = None,
+    text: Path | None = None,
 ) -> OptimizeReport:
     """Make one variant per recipe, check and time each; see the module docstring.
 
     `labels` are class ids (top-1); `labels_file` is read by the task's evaluator (strings for
     a text recognizer, boxes for a detector, class ids for a classifier). `calibration`: inputs
     the INT8 passes calibrate on instead of `data` (on which every variant is still judged), so
-    that post-training INT8 is not calibrated on the very samples that judge it."""
+    that post-training INT8 is not calibrated on the very samples that judge it.
+
+    A decoder with a KV cache (its folder, or its .onnx) goes to optistudio.core.optimize.
+    decoder_run, judged on `text` (a .txt or token ids .npy; None: built-in text)."""
+    if is_decoder_file(model):
+        refuse_input_data(any(x is not None for x in (data, labels, labels_file, calibration)))
+        found = optimize_decoder(model, spec, out_dir=out_dir, text=text, progress=progress)
+        return OptimizeReport(
+            spec=spec, **found.report_fields(), **told(found.variants, found.chosen, spec)
+        )
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
@@ -512,30 +437,10 @@ def timing_spec(
     return own.model_copy(update=given.model_dump())
 
 
-def available_backends(device: str = "cpu") -> list[str]:
-    """Registered backends that can run on this device here, the reference first."""
-    kind = device.split(":", 1)[0]
-    usable = []
-    for spec in backends:
-        availability = spec.create().availability()
-        if availability.ok and kind in availability.devices:
-            usable.append(spec.name)
-    return sorted(usable, key=lambda name: name != REFERENCE_BACKEND)
-
-
 def _check_output(info: ModelInfo, output: str | None) -> None:
     names = [tensor.name for tensor in info.outputs]
     if output is not None and output not in names:
         raise DataMismatch(f"The model has no output {output!r}. Its outputs: {', '.join(names)}.")
-
-
-def with_settings(recipe: Recipe, pass_settings: dict[str, dict[str, Any]]) -> Recipe:
-    """The recipe with the user's per-pass settings laid over its steps (what really ran)."""
-    steps = [
-        step.model_copy(update={"config": step.config | pass_settings.get(step.step, {})})
-        for step in recipe.steps
-    ]
-    return recipe.model_copy(update={"steps": steps})
 
 
 def choose(variants: Sequence[VariantResult], *, speed_only: bool = False) -> VariantResult | None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from optistudio.core.errors import ErrorInfo
 from optistudio.core.measure.compare import Verdict
 from optistudio.core.numerics.accuracy import AccuracyReport
+from optistudio.core.optimize.decoder_timing import DecoderFigures
 from optistudio.core.optimize.recipes import REFERENCE_BACKEND, Recipe
 
 VariantStatus = Literal["made", "failed"]
@@ -63,6 +64,11 @@ class VariantResult(BaseModel):
     speedup: float | None = Field(default=None, description="1 / ratio.")
     original_p50_ms: float | None = None
     variant_p50_ms: float | None = None
+    decoding: DecoderFigures | None = Field(
+        default=None,
+        description="A decoder's figures next to its FP32 original's: TTFT, tokens/s at batch "
+        "1 (and at N), sizes on disk; None for any other model. Its ranked figure is `ratio`.",
+    )
     error: ErrorInfo | None = Field(
         default=None, description="Why the recipe failed (code, message, hint); None if made."
     )

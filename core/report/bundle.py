@@ -6,11 +6,12 @@ as short placeholders, their text under "symbolic_dims"), a Triton model reposit
 (`triton/<name>/config.pbtxt`, `triton/<name>/1/`; served by the backend the variant is made
 for: ONNX Runtime, or OpenVINO for an OpenVINO variant),
 OpenVINO IR (`openvino/<name>.xml` + `.bin`), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
-made here, run on macOS / iOS only), `manifest.json` and `SHA256SUMS` (every other
-member's SHA-256, checkable with `sha256sum -c`). A part that cannot be built (a model without a
-dynamic batch dim has no Triton batching config, a TensorRT engine needs a TensorRT worker, a
-run on ONNX Runtime's CANN provider needs an Ascend machine) is listed in the manifest's
-`skipped` with the reason, never faked.
+made here, run on macOS / iOS only), for a decoder with a KV cache the folder ONNX Runtime
+GenAI loads as it is (`genai/`: the graph, genai_config.json, the tokenizer; core.report.genai),
+`manifest.json` and `SHA256SUMS` (every other member's SHA-256, checkable with `sha256sum -c`).
+A part that cannot be built (a model without a dynamic batch dim has no Triton batching
+config, a TensorRT engine needs a TensorRT worker, a run on ONNX Runtime's CANN provider needs
+an Ascend machine) is listed in the manifest's `skipped` with the reason, never faked.
 
 Files are copied into the zip in chunks while their hash is taken, so a big model is never held
 in memory; the zip is written under a temporary name and renamed when complete.
@@ -36,12 +37,15 @@ import onnx
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from optistudio.core.backends.onnxruntime_backend import CANN_MISSING
+from optistudio.core.batching.fixed_batch import BatchRefused, batchable, fixed_at_one
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback
 from optistudio.core.report import coreml
+from optistudio.core.report import genai as genai_part
 from optistudio.core.report import litert as litert_part
 from optistudio.core.report.symbolic_dims import SymbolicDims
 
@@ -190,13 +194,17 @@ def _steps(
     writer.add_json("reports/accuracy.json", source.accuracy or _reference_accuracy(source))
     writer.add_json("reports/benchmark.json", source.benchmarks)
     yield 0.4, "Laying out the Triton model repository"
-    _triton(source, name, writer, skipped)
+    triton_served = _triton(source, name, writer, skipped)
     yield 0.5, "Converting to OpenVINO IR"
     _openvino(source, name, writer, skipped)
     yield 0.7, "Converting to Core ML"
-    parts = {"coreml": _coreml(source, name, writer, skipped)}
+    parts: dict[str, Any] = {"coreml": _coreml(source, name, writer, skipped)}
     yield 0.85, "Converting to LiteRT"
     parts["litert"] = _litert(source, name, writer, skipped)
+    if triton_served:
+        parts["triton_served"] = triton_served  # a batch fixed at 1: the rewrite, or as it is
+    if (genai := genai_part.add_genai(source.model_path, writer, skipped)) is not None:
+        parts["genai"] = genai  # a decoder: the folder ONNX Runtime GenAI loads as it is
     writer.add_json("pipeline.json", pipeline(source, name, parts))
     skipped["tensorrt"] = source.tensorrt_note
     if source.cann_note:
@@ -305,18 +313,36 @@ def _triton_runs_on(backend: str) -> str:
     return f"Triton Inference Server's {served} backend (Linux servers)"
 
 
-def _triton(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
+def _triton(
+    source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
+) -> str | None:
+    """The Triton model repository; returns how a batch fixed at 1 is served (None when it is
+    not fixed): through its checked rewrite with a free batch, or as it is with no batching
+    (max_batch_size 0) on the instances a Verify served, when the rewrite is refused."""
+    model_path, info, served = source.model_path, source.info, None
+    batching = _triton_batching(source)
+    if fixed_at_one(info):
+        try:
+            freed = batchable(model_path)
+            model_path, info, served = freed.path, inspect_model(freed.path), freed.note
+        except BatchRefused as exc:
+            batching |= {"max_batch_size": 0, "preferred_batch_sizes": []}
+            served = (
+                f"{exc.message} Triton serves it as it is: no batching (max_batch_size 0) on "
+                f"{batching.get('instances', 1)} instance(s)."
+            )
     try:
-        config = triton_config(name, source.info, **_triton_batching(source))
+        config = triton_config(name, info, **batching)
     except OptistudioError as exc:
         skipped["triton"] = f"No Triton config: {exc.message}"
-        return
+        return served
     writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, served_backend(source)))
-    folder = source.model_path.parent.resolve()
-    for path in model_files(source.model_path, source.info):
+    folder = model_path.parent.resolve()
+    for path in model_files(model_path, info):
         relative = path.resolve().relative_to(folder)
-        target = "model.onnx" if path == source.model_path else str(relative)
+        target = "model.onnx" if path == model_path else str(relative)
         writer.add_file(f"triton/{name}/1/{target}", path)
+    return served
 
 
 def _triton_batching(source: BundleSource) -> dict[str, Any]:

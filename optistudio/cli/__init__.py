@@ -28,6 +28,7 @@ from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
 from optistudio.cli.inputs import add_inputs_parser, command_inputs
 from optistudio.cli.jobs import add_jobs_parser, command_jobs
+from optistudio.cli.llm import add_llm_parser, command_llm
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
 from optistudio.cli.video import add_video_parser, command_video
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_batching_parser(commands)
     add_inputs_parser(commands)
     add_video_parser(commands)
+    add_llm_parser(commands)
     backends_cmd = commands.add_parser(
         "backends", help="list the inference backends and whether each can run here"
     )
@@ -398,6 +400,8 @@ def _run(args: argparse.Namespace) -> int:
             return command_inputs(args)
         if args.command == "video":
             return command_video(args)
+        if args.command == "llm":
+            return command_llm(args)
         if args.command == "worker":
             return command_worker(args)
         if args.command == "jobs":

@@ -1,27 +1,42 @@
-"""`optistudio bench MODEL` when MODEL is a decoder with a KV cache: TTFT and decoding speed.
+"""`optistudio bench MODEL` when MODEL is a decoder with a KV cache: TTFT and decoding speed;
+`optistudio llm serve-whatif MODEL --rate R`: serving it to requests arriving at R per second.
 
 A decoder's speed is not one run's latency: the bench times the prefill at 32 / 128 / 512-token
 prompts that fit its context (ttft_ms) and greedy decoding at each --batch (default 1 and 4: tokens/s, ms per token
 p50 / p99), with the model's size and the environment (optistudio.core.llm.serving). `decoder_bench`
 returns None for any other model, so the ordinary benchmark runs.
+
+serve-whatif times one decoding step at batch sizes 1, 2, 4, ... up to --max-batch and the
+prefill of the prompt, then predicts serving Poisson arrivals at --rate of requests of
+--prompt-tokens and --new-tokens with static or continuous batching (tokens/s, TTFT and time
+per token p50 / p99, whether the queue keeps growing, the continuous ceiling), and with
+--verify N serves N such requests for real beside it (optistudio.core.llm.serving_whatif).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import onnx
-
+from optistudio.cli.args import validated
 from optistudio.cli.output import print_json
-from optistudio.core.backends.base import SessionOptions
-from optistudio.core.llm.card import read_card
-from optistudio.core.llm.decoder import is_decoder
-from optistudio.core.llm.serving import DecoderBenchReport, benchmark_decoder, settings_for
+
+if TYPE_CHECKING:  # the engine is imported when a command runs: `optistudio` starts fast
+    from optistudio.core.llm.batched_serving import ServingFigures
+    from optistudio.core.llm.serving import DecoderBenchReport
+    from optistudio.core.llm.serving_whatif import DecoderServingReport
 
 
 def decoder_bench(args: argparse.Namespace) -> int | None:
     """Bench `args.model` as a decoder and print the report; None when it is not a decoder."""
+    import onnx
+
+    from optistudio.core.backends.base import SessionOptions
+    from optistudio.core.llm.card import read_card
+    from optistudio.core.llm.decoder import is_decoder
+    from optistudio.core.llm.serving import benchmark_decoder, settings_for
+
     path = Path(args.model)
     if path.suffix != ".onnx" or not path.is_file():
         return None
@@ -62,3 +77,97 @@ def table(report: DecoderBenchReport, name: str) -> str:
         for d in report.decode
     ]
     return "\n".join(lines)
+
+
+def add_llm_parser(commands: Any) -> None:
+    llm = commands.add_parser("llm", help="small language models: serving a decoder")
+    actions = llm.add_subparsers(dest="llm_action", required=True)
+    whatif = actions.add_parser(
+        "serve-whatif",
+        help="predict tokens/s and time per token p99 at an arrival rate (static or continuous "
+        "batching of decode steps), from the decoder's measured step and prefill times",
+    )
+    add = whatif.add_argument
+    add("model", type=Path, help="path to a decoder .onnx file (with its KV cache)")
+    add("--backend", default="onnxruntime")
+    add("--threads", type=int, help="intra-op threads (default: runtime's)")
+    add("--rate", type=float, required=True, help="requests per second arriving (Poisson)")
+    add("--prompt-tokens", type=int, default=32, help="prompt tokens of each request")
+    add("--new-tokens", type=int, default=64, help="tokens each request wants")
+    add("--batching", choices=("continuous", "static"), default="continuous")
+    add("--max-batch", type=int, default=4, help="most sequences in one decoding step")
+    add("--timeout-ms", type=float, default=0.0, help="static: wait for a full batch this long")
+    add("--requests", type=int, default=500, help="requests simulated")
+    add("--steps", type=int, default=32, help="timed steps per batch size")
+    add("--verify", type=int, default=0, metavar="N", help="also serve N requests for real")
+    add("--json", action="store_true", help="print one JSON object")
+
+
+def command_llm(args: argparse.Namespace) -> int:
+    """`optistudio llm serve-whatif`: profile, predict (and verify); print the report."""
+    from optistudio.core.backends.base import SessionOptions
+    from optistudio.core.llm.batched_serving import ServingPolicy
+    from optistudio.core.llm.serving_whatif import ServeWhatIfSettings, decoder_serving_report
+
+    policy = validated(
+        ServingPolicy,
+        {"batching": args.batching, "max_batch": args.max_batch, "timeout_ms": args.timeout_ms},
+        "serving",
+    )
+    fields = {
+        "rate": args.rate,
+        "prompt_tokens": args.prompt_tokens,
+        "new_tokens": args.new_tokens,
+        "policy": policy,
+        "requests": args.requests,
+        "steps": args.steps,
+        "verify_requests": args.verify,
+    }
+    settings = validated(ServeWhatIfSettings, fields, "serve-whatif")
+    report = decoder_serving_report(
+        args.model,
+        settings,
+        backend=args.backend,
+        options=SessionOptions(threads=args.threads),
+    )
+    if args.json:
+        print_json(report.model_dump(mode="json", exclude={"profile": {"step_runs_ms"}}))
+    else:
+        print(serving_table(report, args.model.name))
+    return 0
+
+
+def serving_table(report: DecoderServingReport, name: str) -> str:
+    """The what-if for a person, each figure naming what it was measured or predicted on."""
+    threads = report.environment.get("threads") or "runtime default"
+    whatif = report.whatif
+    policy = whatif.policy
+    lines = [f"{name} on {report.backend} ({threads} threads)"]
+    lines += [
+        f"  step, batch {d.batch} after {d.prompt_tokens} tokens: {d.tokens_per_s:.1f} tokens/s, "
+        f"{d.ms_per_token_p50:.2f} / {d.ms_per_token_p99:.2f} ms per token p50 / p99"
+        for d in report.decode
+    ]
+    lines.append(
+        f"  {whatif.rate:g} requests/s of {whatif.prompt_tokens} + {whatif.new_tokens} tokens, "
+        f"{policy.batching} batching up to {policy.max_batch}: asks {whatif.offered_tokens_per_s:.1f}"
+        f" tokens/s; continuous ceiling {whatif.ceiling_tokens_per_s:.1f} tokens/s"
+    )
+    lines.append(_figures_line(f"predicted ({whatif.requests} requests)", whatif.predicted))
+    if report.verified is not None:
+        served = report.verified
+        lines.append(
+            _figures_line(f"served ({served.measured.requests} requests)", served.measured)
+        )
+        lines.append(_figures_line("predicted for those arrivals", served.predicted))
+    return "\n".join(lines)
+
+
+def _figures_line(label: str, figures: ServingFigures) -> str:
+    flag = ", SATURATED (the queue kept growing)" if figures.saturated else ""
+    return (
+        f"  {label}: {figures.tokens_per_s:.1f} tokens/s, TTFT p50 / p99 "
+        f"{figures.ttft_p50_ms:.2f} / {figures.ttft_p99_ms:.2f} ms, time per token p50 / p99 "
+        f"{figures.tpot_p50_ms:.2f} / {figures.tpot_p99_ms:.2f} ms, mean batch "
+        f"{figures.mean_batch:.2f}{flag}"
+    )

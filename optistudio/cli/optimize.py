@@ -25,7 +25,12 @@ if TYPE_CHECKING:
 
 def add_optimize_parser(commands: Any) -> None:
     optimize = commands.add_parser("optimize", help="make optimized variants of a model")
-    optimize.add_argument("model", type=Path, help="path to an .onnx file")
+    optimize.add_argument(
+        "model",
+        type=Path,
+        help="path to an .onnx file, or a decoder's folder (genai_config.json, "
+        "tokenizer files beside its .onnx)",
+    )
     optimize.add_argument(
         "--recipe",
         action="append",
@@ -35,7 +40,8 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument(
         "--calib",
         type=Path,
-        help=".npz of named input arrays (samples first), or a folder or .zip of images",
+        help=".npz of named input arrays (samples first), or a folder or .zip of images; a "
+        "decoder: a .txt (tokenized by the tokenizer.json beside it) or token ids as .npy",
     )
     optimize.add_argument("--image-size", type=parse_int_list, help="images: H,W to resize to")
     optimize.add_argument("--image-layout", choices=["NCHW", "NHWC"], help="images: layout")
@@ -90,6 +96,16 @@ def add_optimize_parser(commands: Any) -> None:
         "the backend too), onnxruntime, openvino or litert (.tflite variants; needs the "
         "litert extra)",
     )
+    optimize.add_argument(
+        "--rank-by",
+        choices=["tokens_per_s", "ttft", "throughput"],
+        help="decoders: what Auto ranks by within the perplexity budget (default tokens_per_s: "
+        "greedy decoding at batch 1; ttft: time to first token; throughput: tokens/s at "
+        "--rank-batch)",
+    )
+    optimize.add_argument(
+        "--rank-batch", type=int, help="decoders: the batch of --rank-by throughput (4)"
+    )
     add_input_flags(optimize)
     optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
     optimize.add_argument("--json", action="store_true", help="print one JSON object")
@@ -98,7 +114,9 @@ def add_optimize_parser(commands: Any) -> None:
     recipes.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def optimize_spec(args: argparse.Namespace) -> Any:
+def optimize_spec(args: argparse.Namespace, *, decoder: bool = False) -> Any:
+    """The job spec the flags say; a `decoder` is fed by its decoding loop, so the input
+    flags' sizes are not resolved against it."""
     from optistudio.services.jobkinds import OptimizeJobSpec
 
     budget = {"min_cosine": args.budget_cosine, "max_top1_drop": args.budget_top1_drop}
@@ -114,10 +132,18 @@ def optimize_spec(args: argparse.Namespace) -> Any:
         "budgets": _budgets(args.budget),
         "speed_only": args.speed_only or None,
         "pass_settings": _qat_settings(args),
-    } | input_options(args, resolve=args.calib is None).fields()  # else the samples' shapes
+        "decoder": _decoder_settings(args),
+    } | input_options(args, resolve=args.calib is None and not decoder).fields()
     if args.seconds is not None:
         fields["comparison"] = {"min_seconds": args.seconds, "max_seconds": 10 * args.seconds}
     return validated(OptimizeJobSpec, fields, "optimize")
+
+
+def _decoder_settings(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--rank-by and --rank-batch as the spec's decoder settings."""
+    given = {"rank_by": getattr(args, "rank_by", None), "batch": getattr(args, "rank_batch", None)}
+    chosen = {key: value for key, value in given.items() if value is not None}
+    return chosen or None
 
 
 def _qat_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
@@ -171,16 +197,21 @@ def command_optimize(args: argparse.Namespace) -> int:
 
     A recipe that failed is listed with its reason (and on stderr); the exit code is 2 only
     when no variant could be made."""
+    from optistudio.core.llm.folder import decoder_path, is_decoder_file
     from optistudio.services.settings import get_settings
 
     settings = get_settings()
-    spec = optimize_spec(args)
+    args.model = decoder_path(args.model)  # a decoder's folder: its .onnx
+    decoder = is_decoder_file(args.model)
+    spec = optimize_spec(args, decoder=decoder)
     from optistudio.core.backends.loadable import check_loads
     from optistudio.core.model.intake import inspect_model
 
     info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
     if args.save:
         report, stored = _optimize_and_save(args.model, spec, settings)
+    elif decoder:
+        report, stored = _optimize_decoder_here(args.model, spec, args.out), {}
     else:
         report, stored = _optimize_here(args.model, info, spec, args.out), {}
     files = _export_variants(report, args.out)
@@ -200,6 +231,14 @@ def _optimize_here(model: Path, info: Any, spec: Any, out: Path) -> OptimizeRepo
     data, labels = spec.open_data(info.inputs)
     work = out / "work"
     return optimize(model, spec.optimize_spec(), out_dir=work, data=data, labels_file=labels)
+
+
+def _optimize_decoder_here(model: Path, spec: Any, out: Path) -> OptimizeReport:
+    """A decoder's optimization report, judged on the --calib text (else built-in text)."""
+    from optistudio.core.optimize.run import optimize
+
+    text = Path(spec.data_path) if spec.data_path else None
+    return optimize(model, spec.optimize_spec(), out_dir=out / "work", text=text)
 
 
 def _optimize_and_save(
@@ -233,16 +272,27 @@ def _optimize_and_save(
 
 
 def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
-    """Copy each variant to OUT/<recipe>.onnx (.tflite for LiteRT); returns recipe -> file."""
+    """Copy each variant to OUT/<recipe>.onnx (.tflite for LiteRT), a decoder's to
+    OUT/<recipe>/ with its weights, configs and tokenizer; returns recipe -> file."""
     import shutil
+
+    from optistudio.core.llm.folder import decoder_files
 
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     for variant in report.variants:
-        if variant.path:
-            target = out / f"{variant.recipe.name}{Path(variant.path).suffix}"  # .tflite too
-            shutil.copyfile(variant.path, target)
-            files[variant.recipe.name] = str(target)
+        if not variant.path:
+            continue
+        source = Path(variant.path)
+        if variant.decoding is None:
+            target = out / f"{variant.recipe.name}{source.suffix}"  # .tflite too
+            shutil.copyfile(source, target)
+        else:
+            (out / variant.recipe.name).mkdir(exist_ok=True)
+            for file in decoder_files(source):
+                shutil.copyfile(file, out / variant.recipe.name / file.name)
+            target = out / variant.recipe.name / source.name
+        files[variant.recipe.name] = str(target)
     return files
 
 
@@ -275,6 +325,9 @@ def _print_task(report: OptimizeReport) -> None:
 
 def _print_variants(report: OptimizeReport) -> None:
     print(f"data: {report.data}")
+    if report.task == "text_generation" and any(v.decoding for v in report.variants):
+        _print_decoder_variants(report)
+        return
     _print_samples(report)
     _print_task(report)
     print(
@@ -293,6 +346,43 @@ def _print_variants(report: OptimizeReport) -> None:
             f"{budget:>8}  {v.verdict}"
         )
         print(f"{'':<4}{v.budget_note}")
+    print(f"* chosen: {report.chosen or 'none (keep the original)'}")
+    print(report.headline)
+    for note in report.notes:
+        print(f"note: {note}")
+
+
+def _print_decoder_variants(report: OptimizeReport) -> None:
+    """A decoder's variants: speed against FP32 at the ranked figure, tokens/s at batch 1,
+    TTFT, perplexity increase, top-1 agreement and size, each next to the original's."""
+    from optistudio.core.llm.choice import RANK_LABELS
+
+    limits = ", ".join(f"{name}={limit:g}" for name, limit in report.task_budget.items())
+    print(f"task: text_generation ({report.task_reason}); budget: {limits}")
+    print(
+        f"{'recipe':<24}{'speedup':>9}{'95% CI':>13}{'tok/s b1':>16}{'TTFT ms':>15}"
+        f"{'ppl':>9}{'top-1':>7}{'MB':>14}  budget"
+    )
+    for v in report.variants:
+        name = v.recipe.name + (" *" if v.recipe.name == report.chosen else "")
+        found, accuracy = v.decoding, v.accuracy
+        if v.status == "failed" or found is None or accuracy is None:
+            print(f"{name:<24}  failed ({v.error.code.value if v.error else '?'})")
+            continue
+        ci = f"{1 / found.ranked().high:.2f}-{1 / found.ranked().low:.2f}x"
+        speed = f"{found.tokens_per_s:.0f}/{found.original_tokens_per_s:.0f}"
+        ttft = f"{found.ttft_ms:.1f}/{found.original_ttft_ms:.1f}"
+        size = f"{found.size_bytes / 1e6:.1f}/{found.original_size_bytes / 1e6:.1f}"
+        ppl = accuracy.metric("perplexity_increase")
+        top1 = accuracy.metric("top1_agreement")
+        print(
+            f"{name:<24}{v.speedup or 0:>8.2f}x{ci:>13}{speed:>16}{ttft:>15}"
+            f"{ppl if ppl is not None else float('nan'):>+9.2%}"
+            f"{top1 if top1 is not None else float('nan'):>7.3f}{size:>14}"
+            f"  {'ok' if v.within_budget else 'miss'}"
+        )
+    ranked = next((v.decoding.rank_by for v in report.variants if v.decoding), "tokens_per_s")
+    print(f"  a/b: variant/original; speedup and CI at {RANK_LABELS[ranked]}")
     print(f"* chosen: {report.chosen or 'none (keep the original)'}")
     print(report.headline)
     for note in report.notes:

@@ -10,6 +10,7 @@ import pytest
 from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.soak import SoakSpec
+from optistudio.core.optimize.spec import DecoderSettings
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import (
     BATCHING_PROFILE,
@@ -323,6 +324,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     inputs = {"values": {}, "inputs_file": None, "batch_axes": {}}
     task = {"task": None, "budgets": {}, "speed_only": False}  # task budgets came later
     precisions = {"precision": "fp32", "candidate_precision": None}  # inference precisions too
+    decoder = {"decoder": DecoderSettings().model_dump()}  # a decoder's settings came later
     return {
         "spec": spec
         | {
@@ -331,7 +333,8 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
             **inputs,
             "comparison": spec["comparison"] | inputs | precisions,
         }
-        | task,
+        | task
+        | decoder,
         "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
         "notes": [],  # what the run chose and why (the INT8 weight range) came later
         "task": None,
@@ -360,6 +363,7 @@ def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
         "accuracy": accuracy | judged if accuracy else accuracy,
         "calibrated_on_random": False,
         "builtin_samples": None,  # judged (and calibrated) on built-in samples came later
+        "decoding": None,  # a decoder's TTFT, tokens/s and sizes came later
         "verdict": stored["verdict"] or None,
         "status": "failed" if error else "made",
         "error": {"code": "failed", "message": error, "hint": None, "detail": None}

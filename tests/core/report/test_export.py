@@ -88,11 +88,47 @@ def test_openvino_ir_runs_like_the_onnx_model(tiny_model: Path, tmp_path: Path) 
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_fixed_batch_model_skips_triton_with_the_reason(make_model, tmp_path: Path) -> None:
-    report = write_bundle(source_of(make_model("fixed.onnx", batch=1)), tmp_path / "b.zip")
-    assert "Dynamic batching does not apply" in report.skipped["triton"]
-    assert not any(m.startswith("triton/") for m in members(report.path))
+def test_a_batch_fixed_at_1_is_served_by_triton_through_its_checked_rewrite(
+    make_model, tmp_path: Path
+) -> None:
+    import json
+
+    fixed = make_model("fixed.onnx", batch=1)
+    served = {"max_batch_size": 4, "timeout_ms": 2.0, "instances": 1}
+    report = write_bundle(source_of(fixed, serving=served), tmp_path / "b.zip")
+
+    with zipfile.ZipFile(report.path) as z:
+        config = parse_pbtxt(z.read("triton/tiny_int8/config.pbtxt").decode())
+        triton_model = z.read("triton/tiny_int8/1/model.onnx")
+        pipeline = json.loads(z.read("pipeline.json"))
+        original = z.read("model/fixed.onnx")
+    rewrite = tmp_path / "rewrite.onnx"
+    rewrite.write_bytes(triton_model)
+    assert "triton" not in report.skipped and config["max_batch_size"] == 4
+    assert original == fixed.read_bytes() and triton_model != original
+    assert not isinstance(inspect_model(rewrite).inputs[0].shape[0], int)  # a free batch
+    assert "batch is fixed at 1" in pipeline["triton_served"]
     assert verify_bundle(report.path) == []
+
+
+def test_a_batch_that_cannot_be_freed_is_served_by_triton_without_batching(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from batching_helpers import build_batch_mixing_model
+
+    mixing = build_batch_mixing_model(tmp_path / "mixing.onnx")
+    served = {"max_batch_size": 1, "timeout_ms": 0.0, "instances": 2}
+    report = write_bundle(source_of(mixing, serving=served), tmp_path / "b.zip")
+
+    with zipfile.ZipFile(report.path) as z:
+        config = parse_pbtxt(z.read("triton/tiny_int8/config.pbtxt").decode())
+        pipeline = json.loads(z.read("pipeline.json"))
+    assert config["max_batch_size"] == 0 and "dynamic_batching" not in config
+    assert config["input"][0]["dims"] == [1, 4]  # the batch dim written as declared
+    assert config["instance_group"][0]["count"] == 2
+    assert "no batching (max_batch_size 0) on 2 instance(s)" in pipeline["triton_served"]
 
 
 def test_external_data_travels_with_the_model(tiny_model: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from decoder_models import build_tiny_decoder
 
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import ModelFacts, OutputFacts, TaskScore
 from optistudio.core.numerics.evaluators.recognize import model_facts
 from optistudio.core.numerics.evaluators.text_generation import TEXT_GENERATION
@@ -70,8 +70,33 @@ def test_identical_outputs_agree_fully(evaluator) -> None:  # noqa: ANN001
     assert score.samples == 3 and score.worst == []
 
 
-def test_labels_are_refused(evaluator) -> None:  # noqa: ANN001
+def test_the_text_as_labels_gives_perplexity_known_answers(evaluator) -> None:  # noqa: ANN001
+    sure, flat = np.array([0.0, 50.0]), np.zeros(2)  # next token 1 for sure; a coin toss
+    text = [np.array([0, 1, 1])]  # positions 0 and 1 predict ids 1 and 1
     recognition = evaluator.for_outputs(_facts(), ["logits"])
+    tally = evaluator.tally(recognition, labels=text)
 
-    with pytest.raises(InvalidSpec, match="takes no labels"):
-        evaluator.tally(recognition, labels=[1, 2])
+    tally.add(
+        {"logits": np.array([[sure, sure, flat]])},
+        {"logits": np.array([[sure, flat, flat]])},
+        first_sample=0,
+    )
+    score = tally.score()
+
+    assert score.metrics["reference_perplexity"] == pytest.approx(1.0)
+    assert score.metrics["perplexity"] == pytest.approx(np.sqrt(2))  # exp((0 + ln 2) / 2)
+    assert score.metrics["perplexity_increase"] == pytest.approx(np.sqrt(2) - 1)
+    assert score.worst[0].reference.startswith("from position 1:")
+
+
+def test_text_ids_must_be_the_ones_fed(evaluator) -> None:  # noqa: ANN001
+    recognition = evaluator.for_outputs(_facts(), ["logits"])
+    tally = evaluator.tally(recognition, labels=[np.array([0, 1])])
+    logits = np.zeros((1, 3, 2))
+
+    with pytest.raises(DataMismatch, match="must be the ones it was fed"):
+        tally.add({"logits": logits}, {"logits": logits}, first_sample=0)
+
+
+def test_the_default_budget_with_a_text_is_on_perplexity() -> None:
+    assert TEXT_GENERATION.labels_budget == {"perplexity_increase": 0.05}
