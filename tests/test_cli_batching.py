@@ -83,6 +83,27 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert chosen and all(c["p99_slower_ms"] <= budget for c in chosen)
 
 
+def test_a_profile_without_a_rate_predicts_at_a_stated_share_of_its_ceiling(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    run = optistudio(
+        "batching", "profile", str(tiny_model), *SETTINGS, "--instance-counts", "1",
+        "--json", data_dir=tmp_path,
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stderr
+    profiled = json.loads(run.stdout)
+    assert profiled["rate"] == pytest.approx(0.7 * profiled["ceiling_throughput"], rel=0.01)
+    assert "No --rate: predicted at 70% of the ceiling" in profiled["rate_note"]
+    assert profiled["throughput"] > 0
+
+
+def test_simulate_without_a_rate_says_it_needs_one(tiny_model: Path, tmp_path: Path) -> None:
+    run = optistudio("batching", "simulate", str(tiny_model), *SETTINGS, "--json", data_dir=tmp_path)
+
+    assert run.returncode == 2 and "--rate is needed" in run.stdout + run.stderr
+
+
 def test_cli_margin_default_is_the_tuners() -> None:
     from optistudio.cli.batching import DEFAULT_MARGIN_PERCENT
     from optistudio.core.batching.tuner import DEFAULT_MARGIN

@@ -48,6 +48,13 @@ def test_video_json_has_each_stream_totals_decoder_and_speedup(files, capsys) ->
     assert payload["settings"]["max_batch_size"] == 4
 
 
+def test_without_a_source_a_generated_clip_plays(files, capsys) -> None:  # type: ignore[no-untyped-def]
+    code, payload = video(capsys, str(files["cnn"]), "--seconds", "0.3", "--no-baseline")
+
+    assert code == 0 and payload["streams"][0]["source"] == "generated.mp4"
+    assert payload["streams"][0]["frames"] > 0
+
+
 def test_shape_sets_the_frame_size(files, capsys) -> None:  # type: ignore[no-untyped-def]
     code, payload = video(
         capsys, str(files["cnn"]), "--source", str(files["clip"]), "--seconds", "0.2",

@@ -17,7 +17,7 @@ from optistudio.core.data.inputs import resolve_shape
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
 from optistudio.core.model.info import ModelInfo
-from optistudio.core.video.clips import make_clip
+from optistudio.core.video.clips import generated_clip
 from optistudio.core.video.report import VideoReport
 from optistudio.core.video.run import run_video
 from optistudio.db.models import Job
@@ -30,7 +30,6 @@ from optistudio.workers.artifacts import model_of
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
 
-GENERATED_SECONDS, GENERATED_FPS, GENERATED_SIZE = 4.0, 25, (360, 640)
 """The clip played when none was uploaded: 640x360 at 25 fps, as bench/video.py plays."""
 
 
@@ -64,12 +63,7 @@ def _clip(job: Job, spec: VideoJobSpec) -> tuple[Path, str]:
     job's folder (made again by a redelivered job: same seed, same frames)."""
     if spec.clip_path:
         return local_data_file(spec.clip_path), spec.clip_name or Path(spec.clip_path).name
-    folder = get_settings().artifact_dir / "jobs" / str(job.id)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = make_clip(
-        folder / "generated.mp4", seconds=GENERATED_SECONDS, fps=GENERATED_FPS, size=GENERATED_SIZE
-    )
-    return path, "generated"
+    return generated_clip(get_settings().artifact_dir / "jobs" / str(job.id)), "generated"
 
 
 def frame_shapes(info: ModelInfo, spec: VideoJobSpec) -> dict[str, list[int]]:

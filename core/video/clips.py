@@ -13,6 +13,17 @@ from av.video.stream import VideoStream
 
 CODECS = ("libx264", "mpeg4")
 """Encoders tried in order; the first this FFmpeg build has is used."""
+GENERATED_SECONDS, GENERATED_FPS, GENERATED_SIZE = 4.0, 25, (360, 640)
+"""The clip played when none is given (the Video page, `optistudio video` without --source)."""
+
+
+def generated_clip(folder: Path) -> Path:
+    """`folder`/generated.mp4: the clip a video run plays when it is given none (the same seed,
+    so the same frames, every time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_clip(
+        folder / "generated.mp4", seconds=GENERATED_SECONDS, fps=GENERATED_FPS, size=GENERATED_SIZE
+    )
 
 
 def make_clip(

@@ -106,9 +106,13 @@ def batching_settings(args: argparse.Namespace) -> Any:
     return settings_from(values)
 
 
+DEFAULT_RATE_SHARE = 0.7
+"""Where `batching profile` predicts without --rate: this share of the profile's ceiling."""
+
+
 def command_batching(args: argparse.Namespace) -> int:
     settings = batching_settings(args)
-    if args.process != "closed" and args.action != "recommend" and not args.rate:
+    if args.process != "closed" and args.action in ("simulate", "verify") and not args.rate:
         raise InvalidSpec(
             "--rate is needed (requests per second) for an open-loop arrival process."
         )
@@ -231,6 +235,13 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     if args.out is not None:
         args.out.write_text(profile.model_dump_json(indent=2))
     ceiling, best = profile.ceiling(settings.max_batch_size, instances=settings.instances)
+    extra = {}
+    if args.process != "closed" and not args.rate:  # predict where a service would run
+        args.rate = float(f"{DEFAULT_RATE_SHARE * ceiling:.3g}")
+        extra["rate_note"] = (
+            f"No --rate: predicted at {DEFAULT_RATE_SHARE:.0%} of the ceiling "
+            f"({args.rate:g} req/s); give --rate for your own."
+        )
     return _payload(
         "predicted",
         settings,
@@ -255,6 +266,8 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             {"rate": rate, "p50_ms": _percentile(drawn, 50), "p99_ms": _percentile(drawn, 99)}
             for rate, drawn in profile.serving_delays_load
         ],
+        rate=args.rate,
+        **extra,
     )
 
 
@@ -407,8 +420,9 @@ def _finite(value: float | None) -> float | None:
 
 def _print_summary(payload: dict[str, Any]) -> None:
     settings = payload["settings"]
-    if payload.get("batched_rewrite"):
-        print(payload["batched_rewrite"])
+    for said in ("batched_rewrite", "rate_note"):
+        if payload.get(said):
+            print(payload[said])
     print(
         f"{payload['kind']}: {payload['throughput']:.1f} req/s, p50 {payload['p50_ms']:.2f} ms, "
         f"p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "

@@ -1,4 +1,4 @@
-"""`optistudio video MODEL --source FILE --streams N --seconds S`: video analytics on a model.
+"""`optistudio video MODEL [--source FILE] --streams N --seconds S`: video analytics on a model.
 
 Plays N streams of the source files (round robin; streams on one file start at their own
 offsets), decodes them with PyAV, batches frames across streams with the Pipeline, and prints
@@ -31,7 +31,13 @@ def add_video_parser(commands: Any) -> None:
     )
     add = video.add_argument
     add("model", type=Path, help="path to an .onnx image model")
-    add("--source", type=Path, action="append", required=True, help="a video file (repeatable)")
+    add(
+        "--source",
+        type=Path,
+        action="append",
+        help="a video file (repeatable); none: a generated clip of moving shapes, 640x360 at "
+        "25 fps, as on the Video page",
+    )
     add("--streams", type=int, default=1, help="streams to play (default 1)")
     add("--seconds", type=float, default=5.0, help="how long each stream plays (default 5)")
     add("--realtime", action="store_true", help="play each stream at its frame rate")
@@ -56,12 +62,23 @@ def add_video_parser(commands: Any) -> None:
 
 
 def command_video(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from optistudio.core.video.clips import generated_clip
+
+    scratch = tempfile.TemporaryDirectory(prefix="optistudio-clip-")
+    sources = list(args.source or [generated_clip(Path(scratch.name))])
+    with scratch:
+        return _played(args, sources)
+
+
+def _played(args: argparse.Namespace, sources: list[Path]) -> int:
     from optistudio.core.backends import SessionOptions
     from optistudio.core.video.run import run_video
 
     report = run_video(
         args.model,
-        list(args.source),
+        sources,
         _settings(args),
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=False),
