@@ -31,6 +31,7 @@ from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.llm import add_llm_parser, command_llm
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
+from optistudio.cli.up import add_up_parser, command_up
 from optistudio.cli.video import add_video_parser, command_video
 from optistudio.cli.worker import add_worker_parser, command_worker
 from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec, OptistudioError, first_line
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "backends", help="list the inference backends and whether each can run here"
     )
     backends_cmd.add_argument("--json", action="store_true", help="print JSON")
-    commands.add_parser("up", help="migrate and run Redis, a worker and the studio")
+    add_up_parser(commands)
     add_worker_parser(commands)
     add_jobs_parser(commands)
     commands.add_parser("ui", help="run the studio (Streamlit)")
@@ -373,11 +374,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "bench":
             return command_bench(args)
         if args.command == "up":
-            from optistudio.cli.launcher import up
-            from optistudio.services.settings import get_settings
-
-            logging.getLogger("optistudio").setLevel(logging.INFO)
-            return up(get_settings())
+            return command_up(args)
         if args.command == "optimize":
             return command_optimize(args)
         if args.command == "backends":

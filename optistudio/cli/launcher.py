@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from optistudio import studio
+from optistudio.cli.stack_settings import env_name, settings_env
 from optistudio.services.migrate import upgrade
 from optistudio.services.settings import Settings
 from optistudio.services.telemetry import opt_out_of_openvino, telemetry_off_env
@@ -87,7 +88,15 @@ def worker_command(settings: Settings) -> list[str]:
         "hostname": f"{settings.queues.split(',')[0].strip() or 'worker'}@%h",
         "loglevel": "INFO",
     }
-    return [sys.executable, "-m", "celery", "-A", "optistudio.workers.app", "worker", *as_flags(options)]
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "optistudio.workers.app",
+        "worker",
+        *as_flags(options),
+    ]
 
 
 def ui_command(settings: Settings, port: int) -> list[str]:
@@ -201,6 +210,21 @@ def worker_reported(settings: Settings, *, since: datetime) -> bool:
         return any(w.started_at >= since for w in live_workers(s, max_age_s=3600))
 
 
+def stack_env(settings: Settings, *, redis_port: int, ui_port: int) -> dict[str, str]:
+    """The children's environment: telemetry off, the stack's settings (the ports as chosen),
+    and the broker at the embedded Redis."""
+    env = telemetry_off_env()
+    env.update(settings_env(settings))
+    env.update(
+        {
+            env_name("redis_port"): str(redis_port),
+            env_name("ui_port"): str(ui_port),
+            env_name("broker_url"): f"redis://127.0.0.1:{redis_port}/0",
+        }
+    )
+    return env
+
+
 def up(settings: Settings) -> int:
     """Run the whole stack in the foreground; returns the exit code."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -208,12 +232,7 @@ def up(settings: Settings) -> int:
     opt_out_of_openvino()
     redis_port = settings.redis_port or free_port()
     ui_port = settings.ui_port or free_port(settings.host)
-    env = telemetry_off_env()
-    env.update(
-        OPTISTUDIO_BROKER_URL=f"redis://127.0.0.1:{redis_port}/0",
-        OPTISTUDIO_DATA_DIR=str(settings.data_dir),
-        OPTISTUDIO_DATABASE_URL=settings.database_url,
-    )
+    env = stack_env(settings, redis_port=redis_port, ui_port=ui_port)
     stack = Stack()
     stopping = False
 

@@ -62,12 +62,14 @@ def upload(page: object, path: Path) -> None:
 QUICK_BENCH = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
 
 
-def bench_save(model: Path, data_dir: Path) -> None:
-    """Store a model and a quick benchmark of it through the CLI (`bench --save`)."""
+def bench_save(model: Path, data_dir: Path, *flags: str) -> None:
+    """Store a model and a quick benchmark of it through the CLI (`bench --save`), with any
+    other `bench` flags (`--backend openvino`)."""
     env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
     env.pop("OPTISTUDIO_DATABASE_URL", None)
     done = subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK_BENCH],
+        [sys.executable, "-m", "optistudio.cli", "bench", str(model), "--save", *QUICK_BENCH]
+        + list(flags),
         env=env,
         capture_output=True,
         text=True,

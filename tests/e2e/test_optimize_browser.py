@@ -56,3 +56,28 @@ def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # ty
     failure.scroll_into_view_if_needed()
     shot(page, "optimize-failed-variant")
     expect(page.get_by_text("Traceback")).to_have_count(0)
+
+
+def test_a_run_that_made_no_variant_shows_an_empty_state_not_empty_axes(  # type: ignore[no-untyped-def]
+    studio: Studio, page, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(studio.url)
+    upload(page, det_model(tmp_path / "det.onnx"))  # OpenVINO cannot load Det: nothing is made
+    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+
+    page.goto(f"{studio.url}/optimize?model=1")
+    expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    pick_recipes(page, ["INT8 NNCF (for OpenVINO)"])
+    page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")
+    page.get_by_role("button", name="Optimize", exact=True).click()
+
+    headline = page.get_by_text("No variant could be made: 1 recipe(s) failed.", exact=True)
+    expect(headline.first).to_be_visible(timeout=JOB_TIMEOUT_MS)
+    empty = page.get_by_text(re.compile("No variant was made and timed, so there is no speedup"))
+    expect(empty).to_be_visible()
+    expect(page.locator(".js-plotly-plot")).to_have_count(0)  # no chart with empty axes
+    empty.scroll_into_view_if_needed()
+    shot(page, "optimize-no-variant")
+    expect(page.get_by_text("Traceback")).to_have_count(0)

@@ -1,0 +1,84 @@
+"""Compare with an optimize run's variants, as the run timed them (no second benchmark), in real
+headless Chromium against a real `optistudio up` stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot
+from widgets import download, pick
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+RECIPES = {"graph": "Graph optimization", "int8_dynamic": "INT8 dynamic"}
+
+
+def optimize_save(model: Path, data_dir: Path, out: Path) -> None:
+    """Store a model and an optimize run of it through the CLI (`optimize --save`)."""
+    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
+    env.pop("OPTISTUDIO_DATABASE_URL", None)
+    recipes = [flag for name in RECIPES for flag in ("--recipe", name)]
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "optimize", str(model), *recipes]
+        + ["--seconds", "0.2", "--out", str(out), "--save"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def stored_jobs(data_dir: Path) -> dict[int, dict[str, object]]:
+    """Each job's kind and result, read from the stack's database."""
+    from optistudio.db.queries import list_jobs
+    from optistudio.db.session import make_session_factory, transaction
+
+    factory = make_session_factory(f"sqlite:///{data_dir / 'optistudio.db'}")
+    with transaction(factory) as s:
+        return {j.id: {"kind": j.kind.value, "result": j.result} for j in list_jobs(s)}
+
+
+def test_optimize_variants_are_compared_as_their_run_timed_them(
+    studio: Studio, page, tiny_model: Path, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    optimize_save(tiny_model, tmp_path / "data", tmp_path / "variants")
+    (job_id, job), *others = stored_jobs(tmp_path / "data").items()
+    assert job["kind"] == "optimize" and others == []
+    timed = {v["recipe"]["name"]: v for v in job["result"]["variants"]}  # type: ignore[index]
+
+    page.goto(f"{studio.url}/compare")
+    heading = page.get_by_role("heading", name="Stored results side by side")
+    expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)  # the studio's first page: imports
+    pick(page, f"#{job_id} tiny [fp32] · original, optimize run")
+    pick(page, f"#{job_id} tiny · {RECIPES['graph']} [fp32] · onnxruntime · optimize run")
+    pick(page, f"#{job_id} tiny · {RECIPES['int8_dynamic']} [int8] · onnxruntime · optimize run")
+    page.wait_for_url(re.compile(rf"results=v{job_id}\.o%2Cv{job_id}\.0%2Cv{job_id}\.1(&|$)"))
+    expect(page.get_by_role("heading", name="Error vs p50 latency")).to_be_visible()
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+    shot(page, "compare-variants")
+
+    table = download(page, "Download report (HTML)", tmp_path).read_text().split("<h2>")[1]
+    for label, precision in zip(RECIPES.values(), ("fp32", "int8"), strict=True):
+        assert f"#{job_id} tiny · {label} [{precision}] · onnxruntime" in table, table
+    report = json.loads(download(page, "Download JSON", tmp_path).read_text())
+    rows = {row["key"]: row for row in report["rows"]}
+    assert list(rows) == [f"v{job_id}.o", f"v{job_id}.0", f"v{job_id}.1"]
+    for index, name in enumerate(RECIPES):
+        row, variant = rows[f"v{job_id}.{index}"], timed[name]
+        assert row["metrics"]["p50_ms"] == variant["variant_p50_ms"]  # the run's own timing
+        assert row["metrics"]["speedup_vs_original"] == variant["speedup"]
+        assert row["metrics"]["mean_cosine"] == variant["accuracy"]["mean_cosine"]
+        assert row["precision"] == ("int8" if name == "int8_dynamic" else "fp32")
+        assert f"optimize job #{job_id}" in row["accuracy_note"]
+    original = rows[f"v{job_id}.o"]["metrics"]
+    assert original["p50_ms"] == timed["graph"]["original_p50_ms"]
+    assert list(stored_jobs(tmp_path / "data")) == [job_id]  # nothing was benchmarked again
+    assert "Traceback" not in page.content()
