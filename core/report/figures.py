@@ -149,6 +149,12 @@ def distribution_figure(snapshot: CompareSnapshot) -> go.Figure:
         box = _box(row, {k: snapshot.value(row, k) for k in row.metrics})
         if box is not None:
             figure.add_trace(box)
+    if not figure.data:
+        figure.add_annotation(
+            text="No selected result has stored percentiles (an optimize variant keeps its "
+            "p50 only: benchmark it for its spread)",
+            showarrow=False,
+        )
     figure.update_layout(
         xaxis_title="latency (ms)",
         yaxis={"type": "category", "autorange": "reversed"},  # in the table's order

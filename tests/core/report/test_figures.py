@@ -52,6 +52,15 @@ def test_the_latency_spread_gives_each_result_its_own_labelled_row(snapshot) -> 
     assert figure.layout.yaxis.type == "category" and figure.layout.yaxis.automargin
 
 
+def test_a_spread_with_no_percentiles_says_why_it_is_empty() -> None:
+    only_p50 = row(1, 2.0).model_copy(update={"metrics": {"p50_ms": 2.0}})
+
+    figure = distribution_figure(CompareSnapshot(rows=[only_p50]))
+
+    assert not figure.data
+    assert "No selected result has stored percentiles" in figure.layout.annotations[0].text
+
+
 def test_every_throughput_point_is_labelled(snapshot) -> None:
     figure = throughput_figure(snapshot)
 
