@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from optistudio.studio import state
 from optistudio.studio.auth import require_login
+from optistudio.studio.formatting import upload_limit_style
 from optistudio.studio.guard import guarded
 from optistudio.studio.pages import navigation_pages
 from optistudio.studio.views import (
@@ -20,6 +22,7 @@ from optistudio.studio.views import (
 )
 
 st.set_page_config(page_title="Optistudio", page_icon=":material/speed:", layout="wide")
+st.markdown(upload_limit_style(state.settings().max_upload_mb), unsafe_allow_html=True)
 
 if "share" in st.query_params:  # a share link shows its snapshot only: no navigation, no login
     from optistudio.studio.share_view import render_shared

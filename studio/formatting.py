@@ -133,3 +133,18 @@ def _whole_numbers(values: list[Any]) -> bool:
     return bool(values) and all(
         isinstance(v, int | float) and not isinstance(v, bool) and not _missing(v) for v in values
     )
+
+
+UPLOAD_NOTE = "[data-testid='stFileUploaderDropzoneInstructions']"
+
+
+def upload_limit_style(max_upload_mb: int) -> str:
+    """CSS that replaces the size every uploader states with the true limit. Streamlit rounds
+    a limit above half a unit up to the next unit with no decimals, so 512 MB reads "1GB per
+    file"; its own text (the size and the types) is hidden and this says "Up to 512 MB per
+    file" in its place (each uploader's label and help name the types it takes)."""
+    return (
+        f"<style>{UPLOAD_NOTE} span {{display: none;}} "
+        f"{UPLOAD_NOTE} > div::after {{content: 'Up to {int(max_upload_mb)} MB per file';}}"
+        "</style>"
+    )

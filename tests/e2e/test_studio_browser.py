@@ -86,6 +86,13 @@ def test_bad_files_are_refused_with_a_reason(studio: Studio, page, tmp_path: Pat
     empty = tmp_path / "empty.onnx"
     empty.write_bytes(b"")
     page.goto(studio.url)
+    note = "[data-testid='stFileUploaderDropzoneInstructions']"
+    page.locator(note).first.wait_for(timeout=UI_TIMEOUT_MS)
+    stated = page.evaluate(
+        f"""() => [getComputedStyle(document.querySelector("{note} > div"), '::after').content,
+                   getComputedStyle(document.querySelector("{note} span")).display]"""
+    )
+    assert stated == ['"Up to 512 MB per file"', "none"]  # the limit intake enforces, not "1GB"
 
     upload(page, notes)
     expect(page.get_by_text(re.compile("Model refused: .*not an ONNX", re.I))).to_be_visible()

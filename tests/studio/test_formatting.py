@@ -96,3 +96,12 @@ def test_missing_values_read_as_a_dash_and_full_number_columns_stay_numbers() ->
     assert table["p50 (ms)"].dtype.kind == "f"  # sorts as numbers
     assert list(table["speedup"]) == ["2.00x", EMPTY, EMPTY]
     assert list(table["dims"]) == ["h, w", EMPTY, EMPTY]
+
+
+def test_the_uploaders_state_the_limit_intake_enforces() -> None:
+    from optistudio.studio.formatting import UPLOAD_NOTE, upload_limit_style
+
+    style = upload_limit_style(512)
+
+    assert f"{UPLOAD_NOTE} span {{display: none;}}" in style  # Streamlit's "1GB per file"
+    assert "content: 'Up to 512 MB per file'" in style
