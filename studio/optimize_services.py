@@ -40,6 +40,12 @@ from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.services.jobresults import OptimizeJobResult
 from optistudio.services.settings import Settings
+from optistudio.studio.decoder_rows import (
+    DECODER_NUMBERS,
+    SHOWN_METRICS,
+    decoder_figures,
+    is_decoder_run,
+)
 from optistudio.studio.formatting import EMPTY, cell, readable_frame
 from optistudio.studio.jobs_services import SendTask, finished_of, submit_job
 
@@ -60,6 +66,8 @@ VARIANT_NUMBERS = {
     "variant p50 (ms)": "{:.3f}",
 }
 TOP1_COLUMNS = ("top-1 agreement", "top-1 drop")
+TEXT_DATA = (".txt", ".npy")
+"""A decoder's data: a text, or its token ids; the worker's decoder run reads and checks it."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +179,7 @@ def build_spec(
     preprocessing = form.image_preprocessing if data and _is_zip(data) else None
     data_path = store_dataset(settings, data, filename=data.name) if data else None
     labels_path = store_dataset(settings, labels, filename=labels.name) if labels else None
-    if data_path:
+    if data_path and data_path.suffix.lower() not in TEXT_DATA:
         dataset = open_dataset(data_path, info.inputs, preprocessing=preprocessing)
         if labels_path and labels_path.suffix.lower() == ".npy" and form.task in (None, ""):
             load_labels(labels_path, samples=len(dataset))  # class ids; others: the evaluator
@@ -281,6 +289,7 @@ def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
         "task_metrics": list(result.task_budget),
         "task_reasons": task_reasons(result),
         "drilldown": drilldown(result),
+        "decoder": is_decoder_run(list(result.variants)),
     }
 
 
@@ -339,6 +348,8 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
     """A table row per variant of an optimize result: its outcome, and for a failed one the
     reason (the message; `variant_failures` has the whole error)."""
     rows = []
+    decoder = is_decoder_run(list(result.variants))
+    shown = [m for m in result.task_budget if not (decoder and m in SHOWN_METRICS)]
     for v in result.variants:
         accuracy = v.accuracy
         rows.append(
@@ -354,24 +365,29 @@ def variant_rows(result: OptimizeJobResult) -> list[dict[str, Any]]:
                     else ""
                 ),
                 "verdict": v.verdict or "",
-                **{
-                    name: (accuracy.metric(name) if accuracy else None)
-                    for name in result.task_budget
-                },
+                **{name: (accuracy.metric(name) if accuracy else None) for name in shown},
                 "budget": v.budget_note,
                 "samples": samples_of(v),
                 "random calibration": v.calibrated_on_random,
                 "backend": v.backend,
                 "precision": v.precision,
-                "mean cosine": accuracy.mean_cosine if accuracy else None,
-                "top-1 agreement": accuracy.top1_agreement if accuracy else None,
-                "top-1 drop": accuracy.top1_drop if accuracy else None,
-                "variant p50 (ms)": v.variant_p50_ms,
+                **(decoder_figures(v) if decoder else _output_figures(v)),
                 "model id": v.model_id,
                 "error": v.error.message if v.error else "",
             }
         )
     return rows
+
+
+def _output_figures(variant: VariantResult) -> dict[str, Any]:
+    """The figures of a model timed by a forward pass and judged by its outputs."""
+    accuracy = variant.accuracy
+    return {
+        "mean cosine": accuracy.mean_cosine if accuracy else None,
+        "top-1 agreement": accuracy.top1_agreement if accuracy else None,
+        "top-1 drop": accuracy.top1_drop if accuracy else None,
+        "variant p50 (ms)": variant.variant_p50_ms,
+    }
 
 
 def variants_table(
@@ -392,7 +408,7 @@ def variants_table(
     first = rows[0] if rows else {}
     shown = [c for c in first if task in TOP1_TASKS or c not in TOP1_COLUMNS]
     named = [m for m in metrics if m in shown and m not in VARIANT_NUMBERS]
-    numbers = VARIANT_NUMBERS | dict.fromkeys(named, "{:.4g}")
+    numbers = VARIANT_NUMBERS | DECODER_NUMBERS | dict.fromkeys(named, "{:.4g}")
     headers = {name: label_of(name) for name in named}
     return readable_frame(rows, columns=shown, numbers=numbers, keep=["chosen"], headers=headers)
 

@@ -8,12 +8,15 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.metrics import METRICS
-from optistudio.db.models import Job
+from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_comparisons, job_results, results_rows
 from optistudio.db.session import transaction
 from optistudio.services.jobkinds import BENCHMARK, COMPARE
 from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
+from optistudio.studio.decoder_rows import MB, bench_rows
+from optistudio.studio.jobs_services import finished_of
 
 RESULT_KEYS = ["job_id", "model_id", "model_name", "backend", "batch_size", "threads"]
 
@@ -126,6 +129,33 @@ def verdict(row: pd.Series) -> str:
     if row.get("contended", 0.0) >= 0.5:
         words.append(f"contended ({row.get('other_cores', 0.0):.1f} cores busy elsewhere)")
     return ", ".join(words)
+
+
+def decoder_benchmarks(
+    factory: sessionmaker[Session], *, model_id: int | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
+    """Finished benchmarks of decoders (of `model_id` when given), newest first: what each was
+    measured on, and its TTFT per prompt length and decoding per batch size as table rows."""
+    with transaction(factory) as s:
+        jobs = finished_of(s, kind=JobKind.benchmark, model_id=model_id, limit=limit)
+        stored = [(job, BENCHMARK.read_result(job.result)) for job in jobs]
+        return [
+            _decoder_bench(job, result.decoder)
+            for job, result in stored
+            if result is not None and result.decoder is not None
+        ]
+
+
+def _decoder_bench(job: Job, report: DecoderBenchReport) -> dict[str, Any]:
+    prefill, decode = bench_rows(report)
+    threads = report.environment.get("threads") or "runtime default"
+    return {
+        "job": job.id,
+        "model": job.model.name if job.model else "",
+        "measured on": f"{report.backend}, {threads} threads, {report.size_bytes / MB:.2f} MB",
+        "prefill": prefill,
+        "decode": decode,
+    }
 
 
 def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:

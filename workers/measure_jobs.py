@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.backends.base import SessionOptions
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.llm.card import read_card
+from optistudio.core.llm.folder import is_decoder_file
+from optistudio.core.llm.serving import DecoderBenchReport, benchmark_decoder, settings_for
 from optistudio.core.measure.benchmark import BenchmarkReport, BenchmarkSpec, run_benchmark
 from optistudio.core.measure.compare import compare_models, describe
 from optistudio.db.models import Job, Model
@@ -22,8 +27,38 @@ from optistudio.workers.outcome import Done, store
 def benchmark_job(job: Job, spec: BenchmarkSpec, context: JobContext) -> Done[BenchmarkJobResult]:
     """Benchmark the job's model as its spec says: one measurement row per metric."""
     model_path, info = model_of(job)
+    if is_decoder_file(model_path):
+        return decoder_benchmark(model_path, spec, context)
     report = run_benchmark(model_path, spec, info=info, progress=context.progress)
     return benchmark_done(report)
+
+
+def decoder_benchmark(
+    model_path: Path, spec: BenchmarkSpec, context: JobContext
+) -> Done[BenchmarkJobResult]:
+    """A decoder timed as `bench` times one (optistudio.core.llm.serving): TTFT at the prompt
+    lengths that fit its context and greedy decoding at the spec's batch sizes (1 and 4 when
+    unset), stored as the result's `decoder` report rather than measurement rows."""
+    if spec.precision != "fp32":
+        raise InvalidSpec(
+            f"A decoder is benchmarked as it is stored, not converted to {spec.precision}.",
+            hint="Make a weight-only INT8 or INT4 variant on the Optimize page and benchmark it.",
+        )
+    card = read_card(model_path)
+    context.progress(0.05, "Timing prefill and decoding")
+    report = benchmark_decoder(
+        model_path,
+        backend=spec.backend,
+        settings=settings_for(card, batches=spec.batch_sizes),
+        options=SessionOptions(threads=spec.threads, device=spec.device),
+        card=card,
+    )
+    target = BenchmarkTarget(backend=spec.backend, device=spec.device, precision=spec.precision)
+    return Done(
+        message=decoder_summary(report),
+        result=BenchmarkJobResult(target=target, decoder=report),
+        environment=report.environment,
+    )
 
 
 def benchmark_done(report: BenchmarkReport) -> Done[BenchmarkJobResult]:
@@ -45,6 +80,13 @@ def benchmark_done(report: BenchmarkReport) -> Done[BenchmarkJobResult]:
         environment=report.environment,
         measurements=[MeasurementRow(*row) for row in report.measurement_rows()],
     )
+
+
+def decoder_summary(report: DecoderBenchReport) -> str:
+    """One line: tokens/s at each batch and TTFT at each prompt length."""
+    decode = ", ".join(f"{d.tokens_per_s:.1f} tokens/s at batch {d.batch}" for d in report.decode)
+    ttft = ", ".join(f"{p.ttft_ms:.2f} ms at {p.prompt_tokens}" for p in report.prefill)
+    return f"Decoded {decode}; time to first token {ttft} prompt tokens."
 
 
 def record_benchmark(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -16,7 +18,9 @@ from typing import Any, BinaryIO
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.backends.loadable import check_loads
-from optistudio.core.errors import ModelRejected
+from optistudio.core.errors import InvalidSpec, ModelRejected
+from optistudio.core.llm.configs import CONFIG_FILES
+from optistudio.core.llm.folder import TOKENIZER_FILES, decoder_path, is_decoder_file
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import store_model
 from optistudio.core.model.samples import build_sample
@@ -60,6 +64,9 @@ def add_model_file(
         max_tensor_bytes=settings.max_tensor_bytes,
         load_check=None if origin == "variant" else check_loads,
     )
+    beside = any((source.parent / name).is_file() for name in SIDE_FILES)
+    if beside and is_decoder_file(stored.path):  # before publishing: a bucket gets the folder
+        _copy_side_files(source.parent, stored.path.parent)
     address = store_for(settings).publish(stored)
     with transaction(factory) as s:
         model, created = get_or_create_model(
@@ -86,13 +93,63 @@ def add_model_file(
 def add_upload(
     factory: sessionmaker[Session], settings: Settings, stream: BinaryIO, *, filename: str
 ) -> CatalogEntry:
-    """Store an uploaded stream (copied in chunks to a scratch file first)."""
+    """Store an uploaded stream (copied in chunks to a scratch file first): an .onnx file, or
+    a .zip of a model's folder (a decoder with its genai_config.json / config.json and
+    tokenizer files, or a graph with its external data)."""
     scratch_root = settings.data_dir / "incoming"
     scratch_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
         target = Path(scratch) / Path(filename).name
         _copy_bounded(stream, target, settings.max_upload_bytes)
+        if target.suffix.lower() == ".zip":
+            target = _model_in_zip(target, Path(scratch) / "folder", settings.max_upload_bytes)
         return add_model_file(factory, settings, target, name=Path(filename).stem)
+
+
+def _model_in_zip(archive: Path, folder: Path, max_bytes: int) -> Path:
+    """Unpack a model's folder (bounded, nothing outside `folder`) and find its graph."""
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            members = [m for m in zipped.infolist() if not m.is_dir()]
+            _check_members(members, max_bytes)
+            zipped.extractall(folder, members)
+    except zipfile.BadZipFile:
+        raise ModelRejected(
+            f"{archive.name!r} is not a readable .zip.",
+            hint="Zip the model's folder again, or upload the .onnx file itself.",
+        ) from None
+    entries = list(folder.iterdir())
+    root = entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
+    try:
+        return decoder_path(root)
+    except InvalidSpec as exc:
+        raise ModelRejected(exc.message, hint="Zip one model's folder.") from None
+
+
+def _check_members(members: list[zipfile.ZipInfo], max_bytes: int) -> None:
+    """Refuse members outside the folder (absolute, '..') and more than the upload limit."""
+    for member in members:
+        parts = Path(member.filename).parts
+        if Path(member.filename).is_absolute() or ".." in parts:
+            raise ModelRejected(
+                f"The .zip member {member.filename!r} points outside the model's folder.",
+                hint="Zip the folder with relative names.",
+            )
+    if sum(m.file_size for m in members) > max_bytes:
+        raise ModelRejected(
+            f"The .zip unpacks to more than the upload limit of {max_bytes // 2**20} MiB.",
+            hint="Raise OPTISTUDIO_MAX_UPLOAD_MB if this model is expected to be this big.",
+        )
+
+
+def _copy_side_files(source: Path, stored: Path) -> None:
+    """A decoder's configs and tokenizer, beside its stored graph (where jobs and the bundle
+    read them, optistudio.core.llm.folder); an existing copy is kept, as for the graph."""
+    for name in SIDE_FILES:
+        if (source / name).is_file() and not (stored / name).exists():
+            temp = stored / f".{name}.{os.getpid()}.tmp"
+            shutil.copyfile(source / name, temp)
+            os.replace(temp, stored / name)
 
 
 def add_sample(factory: sessionmaker[Session], settings: Settings, sample: str) -> CatalogEntry:
@@ -140,6 +197,8 @@ def store_dataset(settings: Settings, stream: BinaryIO, *, filename: str) -> Pat
     return final
 
 
+SIDE_FILES = (*CONFIG_FILES, *TOKENIZER_FILES, "generation_config.json")
+"""The files beside a decoder that its tokenizer and configs are read from."""
 VIDEO_SUFFIXES = {".mp4", ".mkv", ".avi", ".webm", ".mov"}
 """Clips the video job plays, stored like datasets."""
 DATASET_SUFFIXES = {".npz", ".zip", ".npy", ".csv", ".txt", ".json", *VIDEO_SUFFIXES}

@@ -18,6 +18,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport
+from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.measure.compare import Comparison
 from optistudio.core.numerics.crosscheck import OutputCheck
 from optistudio.core.optimize.run import OptimizeReport, VariantResult
@@ -46,6 +47,12 @@ class BenchmarkJobResult(BaseModel):
     )
     runtime: dict[str, Any] = Field(default_factory=dict, description="What the runtime used.")
     warnings: list[str] = Field(default_factory=list)
+    decoder: DecoderBenchReport | None = Field(
+        default=None,
+        exclude_if=lambda report: report is None,  # other models' rows stay as they were
+        description="A decoder with a KV cache, timed by decoding: TTFT per prompt length and "
+        "tokens/s per batch (its measurement rows are absent); None for any other model.",
+    )
 
 
 class CompareJobResult(Comparison):

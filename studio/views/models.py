@@ -66,7 +66,9 @@ def render() -> None:
 def upload_section() -> None:
     upload = st.file_uploader(
         "Upload an ONNX model",
-        type=["onnx"],
+        type=["onnx", "zip"],
+        help="An .onnx file, or a .zip of a model's folder: a decoder with its "
+        "genai_config.json / config.json and tokenizer files, or a graph with its external data.",
         key="upload",
         max_upload_size=state.settings().max_upload_mb,  # the limit intake enforces, not 1 GB
     )

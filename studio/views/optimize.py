@@ -53,6 +53,12 @@ NO_DATA_WARNING = (
     "Auto may choose an INT8 variant calibrated on built-in samples when its task check "
     "passes, and marks it so. Give your data above to confirm."
 )
+DECODER_CAPTION = (
+    "A decoder is timed by greedy decoding against its FP32 original, interleaved in the same "
+    "run: tokens/s at batch 1 and the time to first token (TTFT) of a prompt, each beside the "
+    "original's; it is judged by its perplexity on the text and the increase over the "
+    "original's, and its size is its files on disk against the FP32 ones."
+)
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
 }
@@ -122,12 +128,14 @@ def optimize_form(chosen: dict[str, Any]) -> None:
         )
         left, right = st.columns(2)
         data = left.file_uploader(
-            "Calibration / accuracy data (.npz or .zip of images, optional)",
-            type=["npz", "zip"],
+            "Calibration / accuracy data (.npz, .zip of images, or a decoder's .txt, optional)",
+            type=["npz", "zip", "txt", "npy"],
             max_upload_size=upload_mb,
             help="An .npz of named input arrays (samples along the first axis), or a .zip of "
-            "images (set how they become inputs under 'Image preprocessing'). Empty: built-in "
-            "samples stand in (real images, text, audio... not yours), else random inputs.",
+            "images (set how they become inputs under 'Image preprocessing'); for a decoder, a "
+            ".txt (tokenized by the tokenizer.json beside the model) or token ids (.npy). "
+            "Empty: built-in samples stand in (real images, text, audio... not yours), else "
+            "random inputs.",
         )
         labels = right.file_uploader(
             "Labels (optional)",
@@ -388,6 +396,9 @@ def show_run(run: dict[str, Any]) -> None:
     for part in run["drilldown"]:
         with st.expander(f"Where {part['recipe']} and the original disagree most"):
             st.dataframe(readable_frame(part["rows"]), hide_index=True, width="stretch")
+    if run["decoder"]:
+        st.caption(DECODER_CAPTION)
+        return
     if not charts.accuracy_points(run["variants"]):
         st.info(
             "No variant was made and timed, so there is no speedup/accuracy chart: each "

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from optistudio.studio import cached, charts
+from optistudio.studio import cached, charts, state
+from optistudio.studio.decoder_rows import RESULTS_COLUMNS
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.optimize_services import variants_table
+from optistudio.studio.results_services import decoder_benchmarks as decoder_benchmarks_of
 from optistudio.studio.results_services import display_table, side_by_side
 
 
@@ -30,6 +32,7 @@ def render() -> None:
         st.query_params["model"] = str(model_id)
     if model_id is not None:
         variants_of(model_id)
+    decoder_benchmarks(model_id)
     wide = cached.results_frame(model_id)
     if wide.empty:
         st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
@@ -54,6 +57,20 @@ def render() -> None:
     st.plotly_chart(charts.latency_by_batch(drawn), width="stretch")
     st.subheader("Throughput per batch size")
     st.plotly_chart(charts.throughput_by_batch(drawn), width="stretch")
+
+
+def decoder_benchmarks(model_id: int | None) -> None:
+    """Benchmarks of decoders: TTFT per prompt length and tokens/s per batch size."""
+    runs = decoder_benchmarks_of(state.session_factory(), model_id=model_id, limit=3)
+    for run in runs:
+        st.subheader(f"Decoding · job #{run['job']} · {run['model']}")
+        st.caption(
+            f"Measured on {run['measured on']}. Greedy decoding after a short prompt; TTFT is "
+            "the median time from a prompt of that length to its first token, at batch 1."
+        )
+        left, right = st.columns(2)
+        left.dataframe(readable_frame(run["decode"]), hide_index=True, width="stretch")
+        right.dataframe(readable_frame(run["prefill"]), hide_index=True, width="stretch")
 
 
 def contended_note(wide: pd.DataFrame) -> None:
@@ -85,6 +102,7 @@ def variants_of(model_id: int) -> None:
         "speedup",
         "speedup CI",
         "mean cosine",
+        *RESULTS_COLUMNS,
         "within budget",
         "error",
     ]

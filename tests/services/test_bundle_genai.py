@@ -87,7 +87,7 @@ def test_a_model_that_is_not_a_decoder_has_no_genai_folder(
 def test_a_stored_decoder_gets_its_folder_and_the_missing_tokenizer_is_said(  # type: ignore[no-untyped-def]
     db_factory, app_settings, tmp_path: Path
 ) -> None:
-    model = _decoder_folder(tmp_path / "decoder")
+    model = build_tiny_decoder(tmp_path / "decoder", SHAPE, config="hf")  # no tokenizer beside
     model_id = add_model_file(db_factory, app_settings, model, name="tiny decoder").model_id
     source = bundle_source(db_factory, app_settings, model_id)
     source.coreml_precisions = []
@@ -96,7 +96,7 @@ def test_a_stored_decoder_gets_its_folder_and_the_missing_tokenizer_is_said(  # 
 
     members = _members(report.path)
     assert {"genai/model.onnx", "genai/genai_config.json"} <= set(members)
-    assert report.skipped["genai_tokenizer"] == NO_TOKENIZER  # intake keeps the .onnx alone
+    assert report.skipped["genai_tokenizer"] == NO_TOKENIZER
     config = json.loads(members["genai/genai_config.json"])
     assert config["model"]["decoder"]["head_size"] == SHAPE.head_dim
 

@@ -21,6 +21,7 @@ from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
+from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.measure.stages import Breakdown
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.passes.base import passes
@@ -32,6 +33,7 @@ from optistudio.studio import (
     diagnostics_services,
     optimize_services,
 )
+from optistudio.studio.decoder_rows import bench_rows
 from optistudio.studio.formatting import EMPTY, readable_frame
 from optistudio.studio.input_profile_services import cut_shapes, symbolic_legend, tensor_table
 from optistudio.studio.results_services import display_table, side_by_side
@@ -62,6 +64,57 @@ def optimize_result(task: dict[str, object] | None = None) -> object:
         }
         | (task or {})
     )
+
+
+def decoder_result() -> object:
+    """A decoder's run: a made INT4 variant (decoding figures, perplexity) and a failed one."""
+    interval = {"ratio": 0.5, "low": 0.45, "high": 0.55, "confidence": 0.95, "pairs": 8}
+    interval |= {"verdict": "faster"}
+    decoding = {"rank_by": "tokens_per_s", "prompt_tokens": 16, "steps": 8, "pairs": 8}
+    decoding |= {"tokens_per_s": 200.0, "original_tokens_per_s": 100.0}
+    decoding |= {"ms_per_token_p50": 5.0, "ms_per_token_p99": 6.0, "original_ms_per_token_p50": 10}
+    decoding |= {"ttft_ms": 3.0, "original_ttft_ms": 5.0, "decode": interval, "ttft": interval}
+    decoding |= {"size_bytes": 300_000, "original_size_bytes": 1_000_000}
+    accuracy = {"samples": 4, "data": "user", "max_abs_error": 0.2, "mean_abs_error": 0.01}
+    accuracy |= {"mean_cosine": 0.99, "min_cosine": 0.98, "top1_agreement": 0.95}
+    accuracy |= {"nan_or_inf": False, "per_output_max_abs_error": {}}
+    accuracy |= {"task_metrics": {"perplexity": 10.3, "reference_perplexity": 10.0}}
+    accuracy["task_metrics"] |= {"perplexity_increase": 0.03}  # type: ignore[operator]
+    recipe = {"name": "int4_weight_only", "label": "INT4 weight-only", "steps": []}
+    return OPTIMIZE.parse_result(
+        {
+            "spec": {"recipes": ["auto"]},
+            "data": "text",
+            "task": "text_generation",
+            "task_budget": {"perplexity_increase": 0.05},
+            "variants": [
+                {"recipe": recipe, "precision": "int4", "ratio": 0.5, "ratio_low": 0.45}
+                | {"ratio_high": 0.55, "verdict": "faster", "speedup": 2.0, "within_budget": True}
+                | {"model_id": 8, "accuracy": accuracy, "decoding": decoding},
+                {"recipe": recipe | {"name": "int8_weight_only", "label": "INT8 weight-only"}}
+                | {"precision": "int8", "status": "failed"}
+                | {"error": {"code": "pass_failed", "message": "no"}},
+            ],
+            "chosen": "int4_weight_only",
+        }
+    )
+
+
+def decoder_variants() -> pd.DataFrame:
+    result = decoder_result()
+    rows = optimize_services.variant_rows(result)  # type: ignore[arg-type]
+    return optimize_services.variants_table(rows, result.task, result.task_budget)  # type: ignore[attr-defined]
+
+
+def decoder_bench() -> list[pd.DataFrame]:
+    prefill = [{"prompt_tokens": 32, "ttft_ms": 2.5, "repeats": 5}]
+    decode = [{"batch": 1, "prompt_tokens": 16, "steps": 64, "tokens_per_s": 300.0}]
+    decode[0] |= {"ms_per_token_p50": 3.3, "ms_per_token_p99": 4.0}
+    report = DecoderBenchReport.model_validate(
+        {"backend": "onnxruntime", "size_bytes": 10, "prefill": prefill, "decode": decode}
+        | {"environment": {}}
+    )
+    return [readable_frame(rows) for rows in bench_rows(report)]
 
 
 DETECTOR = {"task": "detection_boxes", "task_reason": "boxes", "task_budget": {"f1": 0.95}}
@@ -163,6 +216,8 @@ def verify() -> pd.DataFrame:
 BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
     "optimize variants": lambda: variants(None),
     "optimize variants of a detector": lambda: variants(DETECTOR),
+    "optimize variants of a decoder": decoder_variants,
+    "results decoder benchmark": decoder_bench,
     "optimize disagreements": lambda: readable_frame(
         [{"sample": 3, "original": "HELLO", "variant": "HELL0", "label": "", "how far": 0.2}]
     ),
@@ -232,3 +287,14 @@ def test_a_delta_column_is_named_by_its_metrics_label(metric: str, name: str) ->
     from optistudio.studio.share_view import delta_name
 
     assert delta_name(metric).lower() == name.lower()
+
+
+def test_a_decoders_variants_show_decoding_perplexity_and_size_not_p50_and_cosine() -> None:
+    table = decoder_variants()
+
+    made, failed = table.iloc[0], table.iloc[1]
+    assert made["tokens/s"] == "200.0" and made["FP32 tokens/s"] == "100.0"
+    assert made["TTFT (ms)"] == "3.00" and made["perplexity increase"] == "+3.00%"
+    assert made["size vs FP32"] == "0.30x" and made["perplexity"] == "10.300"
+    assert failed["tokens/s"] == failed["perplexity"] == EMPTY
+    assert not {"mean cosine", "variant p50 (ms)", "Perplexity increase"} & set(table.columns)

@@ -1,0 +1,60 @@
+"""The benchmark job on a stored decoder times decoding, not one forward pass: the result's
+`decoder` report holds TTFT per prompt length and tokens/s per batch; no measurement rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from decoder_models import build_tiny_decoder
+from sqlalchemy import select
+
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import JobKind, JobStatus, Measurement
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import BENCHMARK
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+
+def benchmark(db_factory, app_settings, model: Path, spec: BenchmarkSpec):  # type: ignore[no-untyped-def]
+    model_id = add_model_file(db_factory, app_settings, model, name="decoder").model_id
+    with transaction(db_factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
+        ).id
+    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.benchmark))
+    with transaction(db_factory) as s:
+        job = get_job(s, job_id=job_id)
+        rows = s.scalars(select(Measurement).where(Measurement.job_id == job_id)).all()
+        return job.status, job.message, job.result, len(rows)
+
+
+def test_a_decoders_benchmark_is_its_decoding(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    model = build_tiny_decoder(tmp_path / "decoder")
+    status, message, stored, rows = benchmark(
+        db_factory, app_settings, model, BenchmarkSpec(threads=1, batch_sizes=[1, 3])
+    )
+
+    assert status == JobStatus.succeeded, message
+    report = BENCHMARK.parse_result(stored).decoder
+    assert report is not None and rows == 0
+    assert [d.batch for d in report.decode] == [1, 3]
+    assert all(d.tokens_per_s > 0 and d.steps > 0 for d in report.decode)
+    assert [p.prompt_tokens for p in report.prefill] == [32, 128]
+    assert report.size_bytes > 0 and report.environment
+    assert "tokens/s at batch 3" in message and "ms at 128" in message
+
+
+def test_a_decoder_is_not_converted_to_another_precision(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    model = build_tiny_decoder(tmp_path / "decoder")
+    status, message, _, _ = benchmark(
+        db_factory, app_settings, model, BenchmarkSpec(threads=1, precision="fp16")
+    )
+
+    assert status == JobStatus.failed and "not converted to fp16" in message
