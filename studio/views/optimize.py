@@ -193,7 +193,9 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             else None
         )
         if not hint.reads_top1:
-            cols[1].caption(f"No top-1 budget: a {hint.label.lower()} model is judged by its task.")
+            kind = hint.label.lower()
+            article = "an" if kind[:1] in "aeiou" else "a"
+            cols[1].caption(f"No top-1 budget: {article} {kind} model is judged by its task.")
         seconds = cols[2].number_input(
             "Timing seconds per variant",
             0.2,
