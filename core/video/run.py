@@ -20,7 +20,11 @@ from optistudio.core.batching.applicability import StackAxes, one_row_axes, requ
 from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.instances import instance_counts
 from optistudio.core.batching.pipeline import Runner
-from optistudio.core.batching.settings import serving_options, with_serving_threads
+from optistudio.core.batching.settings import (
+    BatchingSettings,
+    serving_options,
+    with_serving_threads,
+)
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import DataMismatch, InvalidSpec
@@ -141,14 +145,7 @@ def measure(
     )  # fmt: skip
     per_frame = None
     if baseline:
-        single = settings.batching.model_copy(
-            update={
-                "max_batch_size": 1,
-                "preferred_batch_sizes": [],
-                "eager_threshold": None,
-                "instances": 1,
-            }
-        )
+        single = at_batch_one(settings.batching, instances=1)
         progress(0.5, f"per-frame baseline (max batch 1, one session) for {settings.seconds:g} s")
         per_frame = play(
             runners,
@@ -227,15 +224,16 @@ def on_instances(settings: VideoSettings) -> VideoSettings:
     """`settings` for a model served at batch 1 as it is: max batch 1 on the instances asked
     for, or, when one was, on as many as `instance_counts` measures here (one per core)."""
     count = settings.batching.instances
-    batching = settings.batching.model_copy(
-        update={
-            "max_batch_size": 1,
-            "preferred_batch_sizes": [],
-            "eager_threshold": None,
-            "instances": count if count > 1 else instance_counts()[-1],
-        }
+    batching = at_batch_one(
+        settings.batching, instances=count if count > 1 else instance_counts()[-1]
     )
     return settings.model_copy(update={"batching": batching})
+
+
+def at_batch_one(batching: BatchingSettings, *, instances: int) -> BatchingSettings:
+    """`batching` at max batch 1 (no preferred sizes, no eager cut) on `instances` sessions."""
+    update = {"max_batch_size": 1, "preferred_batch_sizes": [], "eager_threshold": None}
+    return batching.model_copy(update=update | {"instances": instances})
 
 
 def frame_size(
