@@ -1,4 +1,5 @@
-"""The `optistudio` command as a user runs it: a real process, real files."""
+"""The `optistudio` command as a user runs it: its commands in this process (tests/cli_runner.py), the
+entry point and the database errors in real processes, real files."""
 
 from __future__ import annotations
 
@@ -9,20 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import run_in_process
 
 QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
 
 
 def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir))
-    env.pop("OPTISTUDIO_DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """`optistudio ARGS` on the data folder, in this process (tests/cli_runner.py)."""
+    return run_in_process(
+        list(args), set_env={"OPTISTUDIO_DATA_DIR": str(data_dir)},
+        unset_env=("OPTISTUDIO_DATABASE_URL",),
+    )  # fmt: skip
 
 
 def test_bench_json_has_the_stored_fields(tiny_model: Path, tmp_path: Path) -> None:
