@@ -57,6 +57,13 @@ METRICS: dict[str, Metric] = {
         Metric("decode_cpu_share", "decode share of CPU", "", None),
         # an optimize variant as its job timed it, interleaved with its original
         Metric("speedup_vs_original", "speedup over its original (same run)", "x", True),
+        # a decoder with a KV cache, timed by decoding (optistudio.core.llm)
+        Metric("tokens_per_s", "decoding speed", "tokens/s", True),
+        Metric("ttft_ms", "time to first token", "ms", False),
+        Metric("ms_per_token_p50", "time per token p50", "ms", False),
+        Metric("ms_per_token_p99", "time per token p99", "ms", False),
+        Metric("size_mb", "size on disk", "MB", False),
+        Metric("size_vs_fp32", "size vs the FP32 file", "x", False),
     )
 }
 

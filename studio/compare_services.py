@@ -39,6 +39,7 @@ from optistudio.db.selection import (
 from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
+from optistudio.studio.compare_decoders import decoder_options, decoder_rows
 from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.jobs_services import SendTask, submit_job
@@ -82,6 +83,8 @@ class Selection:
     latency_metric: str = DEFAULT_LATENCY
     quality_metric: str = DEFAULT_QUALITY
     problems: list[str] = field(default_factory=list)
+    chosen_axes: set[str] = field(default_factory=set, compare=False)
+    """The axes the link names (PARAM_LATENCY, PARAM_QUALITY); the others follow the rows."""
 
 
 def read_selection(params: Mapping[str, str]) -> Selection:
@@ -100,6 +103,7 @@ def read_selection(params: Mapping[str, str]) -> Selection:
             selection.budget_ms = float(budget) if float(budget) > 0 else None
         except ValueError:
             selection.problems.append(f"Latency budget {budget[:20]!r} is not a number; ignored.")
+    selection.chosen_axes = {name for name in (PARAM_LATENCY, PARAM_QUALITY) if params.get(name)}
     selection.latency_metric = _axis(params, PARAM_LATENCY, DEFAULT_LATENCY, selection.problems)
     selection.quality_metric = _axis(params, PARAM_QUALITY, DEFAULT_QUALITY, selection.problems)
     return selection
@@ -141,7 +145,7 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
     with transaction(factory) as s:
         rows = result_index(s)
         runs = run_precisions(s, job_ids=sorted({r["job_id"] for r in rows}))
-        variants = variant_options(s)
+        variants = variant_options(s) | decoder_options(s)
     return variants | {
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
             f"#{r['job_id']} {r['model_name'] or 'deleted model'} "
@@ -182,6 +186,7 @@ def build_snapshot(
         env_ids = {r["environment_id"] for r in measured.values() if r["environment_id"]}
         runs = run_precisions(s, job_ids=job_ids)
         timed = variant_rows(s, selection.keys)
+        timed |= decoder_rows(s, [key for key in benchmarks if key not in measured])
         env_ids |= {r.environment_id for r in timed.values() if r.environment_id}
         environments = environments_by_id(s, ids=env_ids)
     made = {
@@ -208,6 +213,7 @@ def fit_axes(snapshot: CompareSnapshot, selection: Selection) -> list[str]:
     plotted on them (no result has the metric, or nothing says which way is better); the
     sentences say which and why. The snapshot follows the selection."""
     latency, quality = axis_choices(snapshot)
+    _decoder_axes(snapshot, selection, latency, quality)
     problems = []
     for attribute, choices, default in (
         ("latency_metric", latency, DEFAULT_LATENCY),
@@ -223,6 +229,20 @@ def fit_axes(snapshot: CompareSnapshot, selection: Selection) -> list[str]:
     snapshot.latency_metric = selection.latency_metric
     snapshot.quality_metric = selection.quality_metric
     return problems
+
+
+def _decoder_axes(
+    snapshot: CompareSnapshot, selection: Selection, latency: list[str], quality: list[str]
+) -> None:
+    """Where every row is a decoder's and the link names no axis, plot perplexity increase
+    against time per token: the figures a decoder is judged and timed by."""
+    rows = snapshot.rows
+    if not rows or not all(row.metrics.get("tokens_per_s") is not None for row in rows):
+        return
+    if PARAM_LATENCY not in selection.chosen_axes and "ms_per_token_p50" in latency:
+        selection.latency_metric = "ms_per_token_p50"
+    if PARAM_QUALITY not in selection.chosen_axes and "perplexity_increase" in quality:
+        selection.quality_metric = "perplexity_increase"
 
 
 def _by_key(records: list[dict[str, Any]], keys: set[str]) -> dict[str, dict[str, Any]]:

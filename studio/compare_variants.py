@@ -23,6 +23,7 @@ from optistudio.services.jobresults import OptimizeJobResult, StoredVariant
 
 VARIANT_PATTERN = re.compile(r"v(\d{1,12})\.(o|\d{1,4})")
 ORIGINAL = "o"
+MB = 1e6
 LOOKBACK = 100
 """Newest optimize jobs whose variants are offered."""
 
@@ -89,7 +90,7 @@ def _row(
             "cosine_error": 0.0,
             "mean_cosine": 1.0,
             "speedup_vs_original": 1.0,
-        }
+        } | _original_decoding(timed[0])
         return ResultRow(
             key=key, job_id=job_id, model_id=model_id, model=name, parent_id=None,
             precision="fp32", backend=report.variants[0].recipe.backend or "onnxruntime",
@@ -141,7 +142,41 @@ def _metrics(variant: StoredVariant) -> dict[str, float | None]:
             "cosine_error": max(0.0, 1.0 - accuracy.mean_cosine),
         }
         metrics |= dict(_task_metrics(accuracy))
-    return metrics
+    return metrics | _decoding(variant)
+
+
+def _decoding(variant: StoredVariant) -> dict[str, float | None]:
+    """A decoder variant's decoding at batch 1 beside its p50 latency, which is the figure Auto
+    ranked by (ms per token at batch 1 by default, else TTFT or ms per step at batch N)."""
+    figures = variant.decoding
+    if figures is None:
+        return {}
+    return {
+        "tokens_per_s": figures.tokens_per_s,
+        "ttft_ms": figures.ttft_ms,
+        "ms_per_token_p50": figures.ms_per_token_p50,
+        "ms_per_token_p99": figures.ms_per_token_p99,
+        "size_mb": figures.size_bytes / MB,
+        "size_vs_fp32": figures.size_ratio,
+    }
+
+
+def _original_decoding(variant: StoredVariant) -> dict[str, float | None]:
+    """The FP32 original's decoding as the same run timed it beside `variant`, and its text's
+    perplexity (the variants' reference)."""
+    figures = variant.decoding
+    if figures is None:
+        return {}
+    metrics = _task_metrics(variant.accuracy) if variant.accuracy else {}
+    perplexity = metrics.get("reference_perplexity")
+    return {
+        "tokens_per_s": figures.original_tokens_per_s,
+        "ttft_ms": figures.original_ttft_ms,
+        "ms_per_token_p50": figures.original_ms_per_token_p50,
+        "size_mb": figures.original_size_bytes / MB,
+        "size_vs_fp32": 1.0,
+        "perplexity_increase": 0.0,
+    } | ({"perplexity": perplexity} if perplexity is not None else {})
 
 
 def _task_metrics(accuracy: Any) -> dict[str, float | None]:

@@ -17,6 +17,7 @@ from optistudio.core.report.html import report_csv, report_html, report_json
 from optistudio.core.report.metric_info import column_title, label_of
 from optistudio.core.report.snapshot import (
     CompareSnapshot,
+    decoder_note,
     environment_differences,
     pareto_title,
     shared_environment,
@@ -76,9 +77,9 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
         "Error is 1 − mean cosine of each variant against its own original (the original: 0); "
         "an original scores itself as exact on its variants' agreement metrics."
     )
-    note = video_note(snapshot)
-    if note:
-        st.caption(note)
+    for note in (video_note(snapshot), decoder_note(snapshot)):
+        if note:
+            st.caption(note)
     st.subheader(pareto_title(snapshot))
     st.plotly_chart(pareto_figure(snapshot), width="stretch")
     left, right = st.columns(2)

@@ -15,6 +15,7 @@ from optistudio.core.report.figures import distribution_figure, pareto_figure, t
 from optistudio.core.report.metric_info import column_title, label_of
 from optistudio.core.report.snapshot import (
     CompareSnapshot,
+    decoder_note,
     environment_differences,
     pareto_title,
     shared_environment,
@@ -69,8 +70,8 @@ def report_html(snapshot: CompareSnapshot) -> str:
     titles = [pareto, "Throughput vs p99 latency", "Latency spread"]
     body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
     body.append(_table(snapshot))
-    note = video_note(snapshot)
-    body.append(f"<p>{html.escape(note)}</p>" if note else "")
+    for note in (video_note(snapshot), decoder_note(snapshot)):
+        body.append(f"<p>{html.escape(note)}</p>" if note else "")
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
     body.append(_disagreements(snapshot))
     return (

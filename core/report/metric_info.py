@@ -14,8 +14,12 @@ from optistudio.core.metrics import METRICS, Metric
 from optistudio.core.numerics.accuracy import GENERIC_METRICS
 from optistudio.core.numerics.evaluators.base import MetricInfo, evaluators
 
-LATENCY_AXES = ("p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "p10_ms", "min_ms", "max_ms")
-"""The latencies a Pareto view may put on its x axis (the budget is on the same axis)."""
+LATENCY_AXES = (
+    "p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "p10_ms", "min_ms", "max_ms",
+    "ms_per_token_p50", "ms_per_token_p99", "ttft_ms",
+)  # fmt: skip
+"""The latencies a Pareto view may put on its x axis (the budget is on the same axis); a
+decoder's time per token and time to first token among them."""
 TABLE_ACCURACY = ("cosine_error", "mean_cosine", "max_abs_error", "top1_agreement", "top1_drop")
 """The metric table's accuracy metrics (against the original, or labels)."""
 TASK_UNITS = {"fraction": "0–1", "ratio": "", "points": "0.01 = 1 point", "value": ""}

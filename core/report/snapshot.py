@@ -49,6 +49,18 @@ VIDEO_METRICS = (
 )
 """A video run's own columns (`VideoReport.metric_values`), shown when a row has them; its total
 fps and frame latency fill the throughput and latency columns beside benchmark results."""
+DECODER_METRICS = (
+    "tokens_per_s",
+    "ttft_ms",
+    "ms_per_token_p50",
+    "ms_per_token_p99",
+    "perplexity",
+    "perplexity_increase",
+    "size_mb",
+    "size_vs_fp32",
+)
+"""A decoder's own columns (tokens/s, TTFT, time per token, perplexity, size), shown first when
+a row has them: a decoder is read by its decoding, not by one forward pass."""
 GENERIC_ORDER = tuple(m.name for m in GENERIC_METRICS if m.name not in METRICS)
 """Accuracy figures every judged run has that the metric table lacks (min_cosine, ...)."""
 DEFAULT_LATENCY, DEFAULT_QUALITY = "p50_ms", "cosine_error"
@@ -198,13 +210,14 @@ def delta(snapshot: CompareSnapshot, row: ResultRow, metric: str) -> float | Non
 
 
 def table_metrics(snapshot: CompareSnapshot) -> list[str]:
-    """The table's columns: `TABLE_METRICS` (with a video run's columns after throughput when
-    a row has them), then the plotted axes and every task metric some row has
+    """The table's columns: a decoder's own first when a row has them (`DECODER_METRICS`),
+    `TABLE_METRICS` (with a video run's columns after throughput when a row has them), then the plotted axes and every task metric some row has
     (string_agreement, map_iou, ...), each once."""
     held = {name for row in snapshot.rows for name in row.metrics}
     after = TABLE_METRICS.index("throughput") + 1  # a video run's columns beside its throughput
     video = [name for name in VIDEO_METRICS if name in held]
-    columns = [*TABLE_METRICS[:after], *video, *TABLE_METRICS[after:]]
+    decoder = [name for name in DECODER_METRICS if name in held]
+    columns = [*decoder, *TABLE_METRICS[:after], *video, *TABLE_METRICS[after:]]
     extra = [snapshot.latency_metric, snapshot.quality_metric]
     extra += sorted(
         {name for row in snapshot.rows for name in row.metrics if _is_task_metric(name)}
@@ -222,6 +235,20 @@ def video_note(snapshot: CompareSnapshot) -> str | None:
         "batching across streams and inference included), not one inference's; the fps per "
         "stream, frames dropped, real-time streams held and the speedup over per-frame "
         "inference are the run's own columns."
+    )
+
+
+def decoder_note(snapshot: CompareSnapshot) -> str | None:
+    """What a decoder's figures mean beside other results; None without decoder rows."""
+    if not any("tokens_per_s" in row.metrics for row in snapshot.rows):
+        return None
+    return (
+        "Decoders are read by their decoding: tokens/s is greedy decoding's speed at the row's "
+        "batch, time per token p50 / p99 is one decoding step's (its p50 also fills p50 "
+        "latency), TTFT is the prefill of the prompt at batch 1, and perplexity (with its "
+        "increase over the FP32 original) is on the optimize job's text. An optimize run's rows "
+        "were timed at batch 1, interleaved with their original; a benchmark's, one row per "
+        "batch size it timed."
     )
 
 
