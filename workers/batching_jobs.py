@@ -1,5 +1,6 @@
 """The batching tuner's jobs: a latency profile per batch size (with the runtime's hand-back
-time per batch under load), and a measured verification run.
+time per batch under load; a decoder's decode steps instead, optistudio.workers.batching_decoder),
+and a measured verification run.
 
 Both store their figures as the job's result; the studio simulates from the profile. A Verify
 also checks and refits the profile by the policy in optistudio.core.batching.verify_policy
@@ -21,6 +22,7 @@ from optistudio.core.batching.results import p99_halves
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import handoff_ms, runner_summary
 from optistudio.core.batching.verify import measure_load
+from optistudio.core.llm.folder import is_decoder_file
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
@@ -32,6 +34,7 @@ from optistudio.services.jobresults import (
     VerifyBatches,
 )
 from optistudio.workers.artifacts import model_of
+from optistudio.workers.batching_decoder import decode_profile_job
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
 
@@ -44,8 +47,10 @@ LOOKBACK = 200
 def profile_job(
     job: Job, spec: BatchingProfileSpec, context: JobContext
 ) -> Done[BatchingProfileJobResult]:
-    """Time the job's model at each batch size."""
+    """Time the job's model at each batch size (a decoder: its decode steps and prefills)."""
     model_path, _ = model_of(job)
+    if is_decoder_file(model_path):
+        return decode_profile_job(model_path, spec, context)
     profile = measure_latency_profile(
         model_path,
         max_batch_size=spec.max_batch_size,
@@ -137,7 +142,7 @@ def profile_in_use(
 ) -> tuple[int, LatencyProfile] | None:
     """The profile job this run checks (the spec's, else the model's newest succeeded one) and
     its profile in use (`verify_policy.profile_in_use`: as refitted by the newest earlier
-    Verify of it); None without a profile job."""
+    Verify of it); None without a profile job, or when it holds a decoder's decode profile."""
     with transaction(context.factory) as s:
         profiles = [
             row
@@ -154,6 +159,8 @@ def profile_in_use(
             for earlier in [BATCHING_VERIFY.read_result(row.result)]
         ]
         measured = BATCHING_PROFILE.parse_result(source.result).profile
+    if measured is None:  # a decoder's decode profile: nothing the request pipeline predicts
+        return None
     profile, _ = verify_policy.profile_in_use(source.id, measured, verifies, before_job=job.id)
     return source.id, profile
 

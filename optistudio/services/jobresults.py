@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from optistudio.core.backends.base import Precision
 from optistudio.core.batching.latency import LatencyProfile
@@ -19,6 +26,7 @@ from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport
 from optistudio.core.llm.serving import DecoderBenchReport
+from optistudio.core.llm.serving_whatif import DecodeProfile
 from optistudio.core.measure.compare import Comparison
 from optistudio.core.numerics.crosscheck import OutputCheck
 from optistudio.core.optimize.run import OptimizeReport, VariantResult
@@ -84,13 +92,47 @@ class ProfileJobResult(DiagnosticsReport):
 
 
 class BatchingProfileJobResult(BaseModel):
-    """Latency per batch size, and the best throughput one instance reaches."""
+    """Latency per batch size and the best throughput one instance reaches; for a decoder with
+    a KV cache, the cost of a decoding step per batch size and of a prefill per prompt length
+    instead (one of the two profiles, never both)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    profile: LatencyProfile
-    ceiling: float = Field(description="Most requests per second per instance.")
-    best_batch: int = Field(description="The batch size that reaches the ceiling.")
+    profile: LatencyProfile | None = Field(
+        default=None,
+        description="Latency per batch size of one-shot requests; None for a decoder.",
+    )
+    ceiling: float | None = Field(
+        default=None,
+        description="Most requests per second per instance; None for a decoder.",
+    )
+    best_batch: int | None = Field(
+        default=None,
+        description="The batch size that reaches the ceiling; None for a decoder.",
+    )
+    decode_profile: DecodeProfile | None = Field(
+        default=None,
+        description="A decoder with a KV cache, timed by decoding: ms per step at each live "
+        "batch size and per prefill at each prompt length; None for any other model.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_the_other_profile(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The fields of the profile it holds only: other models' rows store as they did
+        before decoders, and a decoder's holds no empty latency fields."""
+        data = handler(self)
+        for name in ("profile", "ceiling", "best_batch", "decode_profile"):
+            if isinstance(data, dict) and data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @model_validator(mode="after")
+    def _one_profile(self) -> BatchingProfileJobResult:
+        if (self.profile is None) == (self.decode_profile is None):
+            raise ValueError("a batching profile holds a latency or a decode profile, one of them")
+        if self.profile is not None and (self.ceiling is None or self.best_batch is None):
+            raise ValueError("a latency profile comes with its ceiling and best batch")
+        return self
 
 
 class RequestSamples(BaseModel):

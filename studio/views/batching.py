@@ -3,6 +3,7 @@
 Profile the model once (a job), then move the sliders: the simulator predicts throughput, p50/p99,
 batch size and queue wait at once. Verify runs the real pipeline under load (a job) and plots it
 beside the prediction; Find best settings searches under a p99 budget; Export writes the result.
+A decoder with a KV cache gets its own section instead (optistudio.studio.views.batching_decoder).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from optistudio.studio import (
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.errors import show_error
 from optistudio.studio.model_services import model_choices, model_info
+from optistudio.studio.views import batching_decoder
 from optistudio.studio.views.batching_common import (
     cached_band,
     cached_by_instances,
@@ -67,6 +69,11 @@ def render() -> None:
         st.info("Add a model on the Models page first, then tune its batching here.")
         return
     model_id = pick_model(choices)
+    chosen = next(c for c in choices if c["id"] == model_id)
+    card = batching_decoder.decoder_card_of(chosen["sha256"], chosen["path"])
+    if card is not None:  # served by batching decode steps, not requests
+        batching_decoder.render(model_id, card)
+        return
     name, info = model_info(state.session_factory(), model_id=model_id)
     axes = load_profile(state.session_factory(), model_id).moved_axes(info.inputs)
     problem = whatif.batching_problem(info, axes)
@@ -177,6 +184,9 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
         return None
     result: BatchingProfileJobResult = job["result"]
     profile = result.profile
+    if profile is None:  # a decoder's decode profile, of a model no longer read as one
+        st.info(f"Profile job #{job['job']} holds decode steps, not a latency profile.")
+        return None
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
         st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
     st.caption(whatif.handoff_line(profile))

@@ -1,0 +1,74 @@
+"""The batching profile job on a stored decoder times its decode steps and prefills (a
+DecodeProfile), not one forward pass per batch size; a one-shot model's row is unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from decoder_models import build_tiny_decoder
+from pydantic import ValidationError
+
+from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.llm.serving_whatif import DecodeProfile
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
+from optistudio.services.jobkinds import BATCHING_PROFILE
+from optistudio.services.jobresults import BatchingProfileJobResult
+from optistudio.workers.batching_decoder import DECODE_MAX_BATCH, decode_batch_sizes
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+
+def profiled(factory, settings, model: Path, spec: BatchingProfileSpec):  # type: ignore[no-untyped-def]
+    model_id = add_model_file(factory, settings, model, name="decoder").model_id
+    with transaction(factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.batching_profile, spec=spec.model_dump(mode="json"), model_id=model_id
+        ).id
+    run_job(factory, job_id, worker="test", task_id="t", work=work_of(JobKind.batching_profile))
+    with transaction(factory) as s:
+        job = get_job(s, job_id=job_id)
+        return job.status, job.message, job.result, job.environment_id
+
+
+def test_a_decoders_batching_profile_is_its_decode_steps(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    model = build_tiny_decoder(tmp_path / "decoder")
+    spec = BatchingProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
+
+    status, message, stored, environment = profiled(db_factory, app_settings, model, spec)
+
+    assert status == JobStatus.succeeded, message
+    assert "profile" not in stored and "ceiling" not in stored  # no latency profile pretended
+    result = BATCHING_PROFILE.parse_result(stored)
+    decode = result.decode_profile
+    assert result.profile is None and decode is not None
+    assert decode.batch_sizes == [1, 2, 4]
+    assert [len(runs) for runs in decode.step_runs_ms] == [32, 32, 32]
+    assert all(ms > 0 for ms in decode.step_ms) and all(ms > 0 for ms in decode.prefill_ms)
+    assert decode.prompt_lengths == [32, 128]  # the tiny decoder holds 128 tokens
+    assert decode.backend == "onnxruntime" and decode.threads == 1
+    assert message.startswith("Timed a decode step at batch 1, 2 and 4")
+    assert "prefills of 32 and 128 tokens" in message and "tokens/s at batch 1" in message
+    assert f"{decode.tokens_per_s(4):.1f} at 4" in message
+    assert environment is not None
+
+
+def test_the_decode_batch_sizes_double_up_to_the_largest_capped() -> None:
+    assert decode_batch_sizes(1) == [1]
+    assert decode_batch_sizes(6) == [1, 2, 4, 6]
+    assert decode_batch_sizes(256) == [1, 2, 4, 8, 16, DECODE_MAX_BATCH]
+
+
+def test_a_batching_profile_result_holds_one_profile_of_the_two() -> None:
+    decode = DecodeProfile(batch_sizes=[1], step_ms=[1.0], prompt_lengths=[8], prefill_ms=[1.0])
+
+    with pytest.raises(ValidationError, match="one of them"):
+        BatchingProfileJobResult()
+    stored = BATCHING_PROFILE.dump_result(BatchingProfileJobResult(decode_profile=decode))
+    assert set(stored) == {"decode_profile"}
+    assert BATCHING_PROFILE.parse_result(stored).decode_profile == decode
