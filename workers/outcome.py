@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.data.probe import check_needed, check_profile
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.llm.folder import is_decoder_file
 from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import Job, Model
 from optistudio.db.queries import (
@@ -99,6 +100,8 @@ def checked_first(factory: sessionmaker[Session], job: Job, spec: BaseModel) -> 
     if not check_needed(profile, info.inputs, spec):
         return
     path, _ = model_of(job)
+    if is_decoder_file(path):  # fed token ids and its own cache by the decode loop, not sizes
+        return
     try:
         check = check_profile(path, info, profile)
     except InvalidSpec as exc:  # maybe not the sizes (a value): the job's own run says what

@@ -34,6 +34,7 @@ from optistudio.studio.jobs_services import submit_benchmark
 from optistudio.studio.model_batch import dynamic_batch_offer
 from optistudio.studio.model_services import model_file
 from optistudio.studio.model_task import task_section
+from optistudio.studio.views import model_decoder
 
 HELP = {name: field.description for name, field in BenchmarkSpec.model_fields.items()}
 FLOPS_WARNINGS = ("the FLOPs estimate sets every dynamic dim to 1", "FLOPs could not be estimated")
@@ -57,8 +58,15 @@ def render() -> None:
     profile = load_profile(state.session_factory(), chosen["id"])  # read once per rerun
     targets = state.live_targets(info)
     model_card(chosen, info, profile)
+    decoder = model_decoder.card_of(chosen)
+    if decoder is not None:  # a language model's own figures; fed by its decode loop
+        model_decoder.decoder_card(decoder, chosen["id"])
     task_section(chosen)
-    input_profile_section(chosen, info, profile)
+    if decoder is not None:
+        st.subheader("Input profile")
+        st.info(model_decoder.NOT_PROFILED)
+    else:
+        input_profile_section(chosen, info, profile)
     benchmark_form(chosen, info, profile, targets)
     every_target(chosen, targets)
 

@@ -58,3 +58,18 @@ def test_a_decoder_is_not_converted_to_another_precision(  # type: ignore[no-unt
     )
 
     assert status == JobStatus.failed and "not converted to fp16" in message
+
+
+def test_a_decoders_input_profile_is_not_run_before_its_jobs(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path, caplog
+) -> None:
+    """The decode loop feeds a decoder token ids and its own cache: the sizes intake proposed
+    for its inputs are not checked by a run first (which failed, and was logged, every job)."""
+    model = build_tiny_decoder(tmp_path / "decoder")
+    with caplog.at_level("WARNING"):
+        status, message, _, _ = benchmark(
+            db_factory, app_settings, model, BenchmarkSpec(threads=1, batch_sizes=[1])
+        )
+
+    assert status == JobStatus.succeeded, message
+    assert "input profile" not in caplog.text

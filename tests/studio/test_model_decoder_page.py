@@ -1,0 +1,84 @@
+"""The Models page on a stored decoder, through Streamlit's AppTest against a real migrated
+SQLite database: the language model's card (layers, heads, KV heads, vocabulary, context, the
+cache a token adds, the parameter split) and its newest decoding benchmark, and no input sizes
+to edit. The benchmark is the real worker job on a tiny decoder, run in process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from decoder_models import TinyShape, build_tiny_decoder
+
+from optistudio.core.llm.card import read_card
+from optistudio.core.measure.benchmark import BenchmarkSpec
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import create_job, get_job
+from optistudio.db.session import transaction
+from optistudio.services.catalog import add_model_file
+from optistudio.studio.formatting import human_bytes
+from optistudio.studio.views.model_decoder import NOT_PROFILED
+from optistudio.workers.jobs import run_job
+from optistudio.workers.work import work_of
+
+
+def _models_page() -> None:
+    from optistudio.studio.views.models import render
+
+    render()
+
+
+def _page(model_id: int):  # type: ignore[no-untyped-def]
+    from streamlit.testing.v1 import AppTest
+
+    from optistudio.studio import state
+
+    state.settings.clear()
+    state.session_factory.clear()
+    at = AppTest.from_function(_models_page, default_timeout=60)
+    at.query_params["model"] = str(model_id)
+    return at.run()
+
+
+@pytest.fixture
+def decoder(db_factory, app_settings, tmp_path: Path) -> tuple[int, Path]:  # type: ignore[no-untyped-def]
+    model = build_tiny_decoder(tmp_path / "decoder")
+    return add_model_file(db_factory, app_settings, model, name="decoder").model_id, model
+
+
+def test_a_decoders_card_reads_as_a_language_models(db_factory, decoder) -> None:  # type: ignore[no-untyped-def]
+    model_id, path = decoder
+    card, shape = read_card(path), TinyShape()
+
+    at = _page(model_id)
+
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Layers"] == str(shape.layers) == str(card.layers)
+    assert metrics["Heads / KV heads"] == f"{card.heads} / {card.kv_heads}"
+    assert metrics["KV cache per token"] == human_bytes(card.kv_bytes_per_token)
+    assert any("in the embeddings" in c.value for c in at.caption)
+    assert NOT_PROFILED in [i.value for i in at.info]  # no sizes to edit for a decoder
+    assert not [b for b in at.button if b.label == "Save input profile"]
+    assert any("No decoding benchmark yet" in c.value for c in at.caption)
+
+
+def test_the_card_shows_the_newest_decoding_benchmark(db_factory, decoder) -> None:  # type: ignore[no-untyped-def]
+    model_id, _ = decoder
+    spec = BenchmarkSpec(threads=1, batch_sizes=[1, 2])
+    with transaction(db_factory) as s:
+        job_id = create_job(
+            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
+        ).id
+    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.benchmark))
+    with transaction(db_factory) as s:
+        job = get_job(s, job_id=job_id)
+        assert job.status == JobStatus.succeeded, job.message
+
+    at = _page(model_id)
+
+    assert not at.exception, at.exception
+    [bench] = [e for e in at.expander if e.label.startswith("Newest decoding benchmark")]
+    assert f"job #{job_id}" in bench.label
+    batches = list(bench.dataframe[1].value["batch"])
+    assert batches == [1, 2]
