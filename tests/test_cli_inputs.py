@@ -199,3 +199,15 @@ def test_a_value_from_an_npz_too_big_is_refused_with_the_way_out(tmp_path: Path)
     with pytest.raises(InvalidSpec, match="at most 4096") as refused:
         input_options(args)
     assert "--inputs" in (refused.value.hint or "")
+
+
+def test_a_decoder_has_no_input_profile_and_says_what_times_it(tmp_path: Path) -> None:
+    from decoder_models import build_tiny_decoder
+
+    model = build_tiny_decoder(tmp_path / "decoder")
+    done = optistudio("inputs", str(model.parent), "--json", data_dir=tmp_path / "data")
+
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["profile"] is None and payload["decoder"]["layers"] == 2
+    assert "no input profile applies" in payload["note"] and "optistudio bench" in payload["note"]

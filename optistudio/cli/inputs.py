@@ -7,7 +7,8 @@ command on a file does before it runs the model. `optistudio inputs --model-id N
 stored model's profile; with --shape, --value (a number, or NAME=@FILE.npz: a small array),
 --values FILE.npz (every array in it), --batch-axis (NAME=K moves an input's batch axis, e.g.
 state=1 for a state [layers, batch, hidden]; NAME=none takes it off the batch) and --save it
-sets them, and every later job on the model (and its variants) runs at them.
+sets them, and every later job on the model (and its variants) runs at them. A decoder with a
+KV cache (a file or its folder) has none: the decode loop feeds it, and the command says so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from optistudio.cli.args import input_options
 from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.llm.folder import is_decoder_file
 
 
 def add_inputs_parser(commands: Any) -> None:
@@ -82,6 +84,8 @@ def command_inputs(args: argparse.Namespace) -> int:
                 hint="Store it first (the studio, or `optistudio bench --save`), then "
                 "`optistudio inputs --model-id N --shape ... --save`.",
             )
+        if is_decoder_file(args.model):
+            return _decoder(args)
         name, profile, check = _proposed_for_file(args)
         saved = False
     else:
@@ -102,6 +106,33 @@ def command_inputs(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for key, why in profile.guessed.items():
         print(f"  guessed {key}: {why}")
+    return 0
+
+
+def _decoder(args: argparse.Namespace) -> int:
+    """A decoder's inputs are the decode loop's (token ids, its own cache): no profile."""
+    from optistudio.core.llm.card import read_card
+    from optistudio.core.llm.folder import decoder_path
+
+    card = read_card(decoder_path(args.model))
+    note = (
+        f"{args.model.name} is a decoder with a KV cache: the decode loop feeds it token ids and "
+        "its own cache, so no input profile applies. `optistudio bench FILE` times its prefill "
+        "and decoding, and `optistudio llm serve-whatif FILE --rate R` predicts serving it."
+    )
+    facts = {
+        "layers": card.layers, "heads": card.heads, "kv_heads": card.kv_heads,
+        "vocab": card.vocab, "context_length": card.context_length,
+        "kv_bytes_per_token": card.kv_bytes_per_token,
+    }  # fmt: skip
+    if args.json:
+        print_json(
+            {"model": args.model.name, "profile": None, "saved": False, "lines": []}
+            | {"decoder": facts, "note": note}
+        )
+        return 0
+    print(note)
+    print("  " + ", ".join(f"{key} {value}" for key, value in facts.items()))
     return 0
 
 
