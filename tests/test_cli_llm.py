@@ -87,3 +87,27 @@ def test_serve_whatif_refuses_what_the_context_cannot_hold(
 
     assert code == 2
     assert "needs 232 tokens of context but the model holds 128" in capsys.readouterr().out
+
+
+def test_a_decoders_folder_is_benched_as_its_graph(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_tiny_decoder(tmp_path / "decoder")
+
+    code = decoder_bench(_args(tmp_path / "decoder", as_json=True))
+
+    assert code == 0 and json.loads(capsys.readouterr().out)["decode"]
+
+
+def test_convert_says_what_the_checkpoint_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
+    (folder / "model.safetensors").write_bytes(b"\0")
+
+    code = main(["llm", "convert", str(folder), "--out", str(tmp_path / "out"), "--json"])
+
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert code == 2 and "has no tokenizer" in error["message"]

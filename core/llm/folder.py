@@ -13,10 +13,11 @@ from pathlib import Path
 
 import onnx
 
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.errors import InvalidSpec, OptistudioError
 from optistudio.core.llm.card import model_files
-from optistudio.core.llm.configs import CONFIG_FILES
-from optistudio.core.llm.decoder import is_decoder
+from optistudio.core.llm.configs import CONFIG_FILES, config_beside
+from optistudio.core.llm.convert import checkpoint_architecture
+from optistudio.core.llm.decoder import is_decoder, read_decoder_io
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -42,6 +43,14 @@ def decoder_path(path: Path) -> Path:
     found = sorted(path.glob("*.onnx"))
     if len(found) == 1:
         return found[0]
+    architecture = checkpoint_architecture(path)
+    if not found and architecture is not None:
+        raise InvalidSpec(
+            f"The folder {path.name} is a Hugging Face checkpoint ({architecture}) with no ONNX "
+            "graph yet.",
+            hint=f"Convert it first: optistudio llm convert {path} --out {path.name}-onnx "
+            "(ONNX Runtime GenAI's model builder, offline), then give that folder.",
+        )
     listed = ", ".join(p.name for p in found) or "none"
     raise InvalidSpec(
         f"The folder {path.name} holds {len(found)} .onnx files ({listed}), and neither "
@@ -56,9 +65,16 @@ def is_decoder_file(path: Path) -> bool:
     if model.suffix != ".onnx" or not model.is_file():
         return False
     try:
-        return is_decoder(onnx.load(str(model), load_external_data=False))
+        graph = onnx.load(str(model), load_external_data=False)
     except Exception:  # noqa: BLE001 - not readable as ONNX: the ordinary intake says why
         return False
+    if is_decoder(graph):
+        return True
+    try:  # a cache of dynamic heads (the GenAI builder's) is sized by the config beside it
+        read_decoder_io(graph, config_beside(model))
+    except OptistudioError:
+        return False
+    return True
 
 
 def decoder_files(model: Path) -> list[Path]:

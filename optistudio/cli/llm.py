@@ -6,6 +6,9 @@ prompts that fit its context (ttft_ms) and greedy decoding at each --batch (defa
 p50 / p99), with the model's size and the environment (optistudio.core.llm.serving). `decoder_bench`
 returns None for any other model, so the ordinary benchmark runs.
 
+`optistudio llm convert CHECKPOINT --out DIR` turns a local Hugging Face checkpoint into a
+decoder folder with ONNX Runtime GenAI's model builder, offline (optistudio.core.llm.convert).
+
 serve-whatif times one decoding step at batch sizes 1, 2, 4, ... up to --max-batch and the
 prefill of the prompt, then predicts serving Poisson arrivals at --rate of requests of
 --prompt-tokens and --new-tokens with static or continuous batching (tokens/s, TTFT and time
@@ -30,21 +33,14 @@ if TYPE_CHECKING:  # the engine is imported when a command runs: `optistudio` st
 
 def decoder_bench(args: argparse.Namespace) -> int | None:
     """Bench `args.model` as a decoder and print the report; None when it is not a decoder."""
-    import onnx
-
     from optistudio.core.backends.base import SessionOptions
     from optistudio.core.llm.card import read_card
-    from optistudio.core.llm.decoder import is_decoder
+    from optistudio.core.llm.folder import decoder_path, is_decoder_file
     from optistudio.core.llm.serving import benchmark_decoder, settings_for
 
-    path = Path(args.model)
-    if path.suffix != ".onnx" or not path.is_file():
-        return None
-    try:
-        graph = onnx.load(str(path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - not readable as ONNX: the ordinary intake says why
-        return None
-    if not is_decoder(graph):
+    # a folder: the graph it holds (a checkpoint without one is told how to convert it)
+    path = decoder_path(Path(args.model))
+    if not is_decoder_file(path):
         return None
     card = read_card(path)
     options = SessionOptions(threads=args.threads, device=getattr(args, "device", "cpu"))
@@ -88,7 +84,7 @@ def add_llm_parser(commands: Any) -> None:
         "batching of decode steps), from the decoder's measured step and prefill times",
     )
     add = whatif.add_argument
-    add("model", type=Path, help="path to a decoder .onnx file (with its KV cache)")
+    add("model", type=Path, help="a decoder .onnx file (with its KV cache), or its folder")
     add("--backend", default="onnxruntime")
     add("--threads", type=int, help="intra-op threads (default: runtime's)")
     add("--rate", type=float, required=True, help="requests per second arriving (Poisson)")
@@ -101,10 +97,22 @@ def add_llm_parser(commands: Any) -> None:
     add("--steps", type=int, default=32, help="timed steps per batch size")
     add("--verify", type=int, default=0, metavar="N", help="also serve N requests for real")
     add("--json", action="store_true", help="print one JSON object")
+    convert = actions.add_parser(
+        "convert",
+        help="convert a local Hugging Face checkpoint (Llama, Qwen2, Phi-3, ...) into a decoder "
+        "folder with ONNX Runtime GenAI's model builder, offline",
+    )
+    convert.add_argument("checkpoint", type=Path, help="the folder save_pretrained wrote")
+    convert.add_argument("--out", type=Path, required=True, help="the decoder folder to write")
+    convert.add_argument("--precision", choices=("fp32", "int4"), default="fp32")
+    convert.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def command_llm(args: argparse.Namespace) -> int:
-    """`optistudio llm serve-whatif`: profile, predict (and verify); print the report."""
+    """`optistudio llm serve-whatif`: profile, predict (and verify); print the report.
+    `optistudio llm convert`: a checkpoint into a decoder folder, and its card."""
+    if args.llm_action == "convert":
+        return command_convert(args)
     from optistudio.core.backends.base import SessionOptions
     from optistudio.core.llm.batched_serving import ServingPolicy
     from optistudio.core.llm.serving_whatif import ServeWhatIfSettings, decoder_serving_report
@@ -124,8 +132,10 @@ def command_llm(args: argparse.Namespace) -> int:
         "verify_requests": args.verify,
     }
     settings = validated(ServeWhatIfSettings, fields, "serve-whatif")
+    from optistudio.core.llm.folder import decoder_path
+
     report = decoder_serving_report(
-        args.model,
+        decoder_path(args.model),
         settings,
         backend=args.backend,
         options=SessionOptions(threads=args.threads),
@@ -134,6 +144,33 @@ def command_llm(args: argparse.Namespace) -> int:
         print_json(report.model_dump(mode="json", exclude={"profile": {"step_runs_ms"}}))
     else:
         print(serving_table(report, args.model.name))
+    return 0
+
+
+def command_convert(args: argparse.Namespace) -> int:
+    from optistudio.core.llm.card import read_card
+    from optistudio.core.llm.convert import checkpoint_architecture, convert_checkpoint
+    from optistudio.core.llm.folder import decoder_path
+
+    architecture = checkpoint_architecture(args.checkpoint)
+    out = convert_checkpoint(args.checkpoint, args.out, precision=args.precision)
+    card = read_card(decoder_path(out))
+    payload = {
+        "checkpoint": str(args.checkpoint), "architecture": architecture, "out": str(out),
+        "model": str(decoder_path(out)), "precision": args.precision,
+        "layers": card.layers, "heads": card.heads, "kv_heads": card.kv_heads,
+        "vocab": card.vocab, "context_length": card.context_length,
+        "kv_bytes_per_token": card.kv_bytes_per_token, "size_bytes": card.size_bytes,
+    }  # fmt: skip
+    if args.json:
+        print_json(payload)
+        return 0
+    print(
+        f"Converted {args.checkpoint.name} ({architecture}) to {out} at {args.precision}: "
+        f"{card.layers} layers, {card.heads} heads / {card.kv_heads} KV heads, vocabulary "
+        f"{card.vocab}, context {card.context_length}, {card.size_bytes / 1e6:.1f} MB. "
+        f"Next: optistudio bench {out}"
+    )
     return 0
 
 
