@@ -5,8 +5,8 @@ decoder report (optistudio.core.llm.serving), TTFT per prompt length and greedy 
 batch size. Each decode batch becomes a row keyed like any benchmark result
 (`job.backend.batch.threads`), with tokens/s, time per token p50 / p99 (the p50 also fills p50
 latency, so the row sits on the same charts as other results), throughput in tokens per second,
-the TTFT of the shortest prompt it timed and the size on disk. It has no accuracy figures: a
-benchmark judges nothing; an optimize run's variants carry perplexity.
+the TTFT of the shortest prompt it timed, the size on disk and the peak resident memory. It has
+no accuracy figures: a benchmark judges nothing; an optimize run's variants carry perplexity.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ def _row(key: str, job: Job, report: DecoderBenchReport, batch: int) -> ResultRo
         "throughput": timing.tokens_per_s,
         "size_mb": report.size_bytes / MB,
     }
+    if report.peak_rss_mb is not None:
+        metrics["peak_rss_mb"] = report.peak_rss_mb
     if report.prefill:
         shortest = min(report.prefill, key=lambda p: p.prompt_tokens)
         metrics["ttft_ms"] = shortest.ttft_ms

@@ -152,7 +152,8 @@ def _decoder_bench(job: Job, report: DecoderBenchReport) -> dict[str, Any]:
     return {
         "job": job.id,
         "model": job.model.name if job.model else "",
-        "measured on": f"{report.backend}, {threads} threads, {report.size_bytes / MB:.2f} MB",
+        "measured on": f"{report.backend}, {threads} threads, {report.size_bytes / MB:.2f} MB"
+        + (f", peak RSS {report.peak_rss_mb:.0f} MiB" if report.peak_rss_mb is not None else ""),
         "prefill": prefill,
         "decode": decode,
     }

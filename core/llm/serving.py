@@ -1,7 +1,7 @@
 """`bench` on a decoder: how fast one model serves text, in one report.
 
 TTFT at each prompt length (batch 1) and greedy decoding at each batch size, with the model's
-size on disk and the environment it was measured in (CPU model, ISA flags, threads, library
+size on disk, the process's peak resident memory while it ran and the environment it was measured in (CPU model, ISA flags, threads, library
 versions): the figures and what they were measured on travel together. The math of each figure
 is in optistudio.core.llm.timing.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends.base import SessionOptions
@@ -59,6 +60,14 @@ class DecoderBenchReport(BaseModel):
     prefill: list[PrefillTiming]
     decode: list[DecodeTiming]
     environment: dict[str, Any]
+    peak_rss_mb: float | None = Field(
+        default=None,
+        description="Most resident memory of the process while it ran (model, cache and "
+        "runtime; sampled after each timing); None in reports stored before it was measured.",
+    )
+    model_rss_mb: float | None = Field(
+        default=None, description="Resident memory loading the decoder added."
+    )
 
 
 def benchmark_decoder(
@@ -75,19 +84,28 @@ def benchmark_decoder(
     card = card or read_card(path)
     _check_context(card, settings)
     options = options or SessionOptions()
+    before = _rss_mb()
     session = open_decoder(path, backend=backend, options=options, io=card.io)
+    loaded = _rss_mb()
+    peak = loaded
     vocab = card.vocab or 2
     try:
-        prefill = [
-            time_prefill(session, length, vocab, repeats=settings.repeats)
-            for length in settings.prompt_lengths
-        ]
-        decode = [
-            time_decode(
-                session, vocab, batch=b, steps=settings.steps, prompt_tokens=settings.decode_prompt
+        prefill = []
+        for length in settings.prompt_lengths:
+            prefill.append(time_prefill(session, length, vocab, repeats=settings.repeats))
+            peak = max(peak, _rss_mb())
+        decode = []
+        for b in settings.batches:
+            decode.append(
+                time_decode(
+                    session,
+                    vocab,
+                    batch=b,
+                    steps=settings.steps,
+                    prompt_tokens=settings.decode_prompt,
+                )  # fmt: skip
             )
-            for b in settings.batches
-        ]
+            peak = max(peak, _rss_mb())
     finally:
         session.close()
     return DecoderBenchReport(
@@ -96,7 +114,13 @@ def benchmark_decoder(
         prefill=prefill,
         decode=decode,
         environment=fingerprint(threads=options.threads, extra={"backend": backend}),
+        peak_rss_mb=peak,
+        model_rss_mb=max(loaded - before, 0.0),
     )
+
+
+def _rss_mb() -> float:
+    return float(psutil.Process().memory_info().rss / 2**20)
 
 
 def _check_context(card: DecoderCard, settings: DecoderBenchSettings) -> None:

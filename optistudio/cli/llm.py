@@ -61,7 +61,10 @@ def decoder_bench(args: argparse.Namespace) -> int | None:
 def table(report: DecoderBenchReport, name: str) -> str:
     """The report for a person: one line per figure, each naming what it was measured on."""
     threads = report.environment.get("threads") or "runtime default"
-    lines = [f"{name} on {report.backend} ({threads} threads), {report.size_bytes / 1e6:.1f} MB"]
+    memory = f", peak RSS {report.peak_rss_mb:.0f} MiB" if report.peak_rss_mb is not None else ""
+    lines = [
+        f"{name} on {report.backend} ({threads} threads), {report.size_bytes / 1e6:.1f} MB{memory}"
+    ]
     lines += [
         f"  TTFT, {p.prompt_tokens}-token prompt, batch 1: {p.ttft_ms:.2f} ms"
         for p in report.prefill

@@ -66,6 +66,8 @@ def _decoder_bench(factory: Any, model_id: int) -> int:
             ),
         ],  # fmt: skip
         environment={"threads": 2},
+        peak_rss_mb=310.0,
+        model_rss_mb=80.0,
     )
     target = BenchmarkTarget(backend="onnxruntime", device="cpu", precision="fp32")
     result = BenchmarkJobResult(target=target, decoder=report)
@@ -137,7 +139,7 @@ def test_a_decoder_benchmark_is_offered_per_batch_and_reads_as_decoding(
     assert four.metrics["tokens_per_s"] == 560.0 and four.metrics["throughput"] == 560.0
     assert four.metrics["p50_ms"] == four.metrics["ms_per_token_p50"] == 7.1
     assert one.metrics["ttft_ms"] == 9.0  # the shortest prompt's
-    assert one.metrics["size_mb"] == pytest.approx(40.0)
+    assert one.metrics["size_mb"] == pytest.approx(40.0) and one.metrics["peak_rss_mb"] == 310.0
     assert "32-token prompt" in one.accuracy_note and "judges no accuracy" in one.accuracy_note
 
 

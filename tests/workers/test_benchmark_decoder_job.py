@@ -46,6 +46,8 @@ def test_a_decoders_benchmark_is_its_decoding(  # type: ignore[no-untyped-def]
     assert all(d.tokens_per_s > 0 and d.steps > 0 for d in report.decode)
     assert [p.prompt_tokens for p in report.prefill] == [32, 128]
     assert report.size_bytes > 0 and report.environment
+    assert report.peak_rss_mb is not None and report.model_rss_mb is not None
+    assert report.peak_rss_mb > 0 and report.model_rss_mb >= 0
     assert "tokens/s at batch 3" in message and "ms at 128" in message
 
 
