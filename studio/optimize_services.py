@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from optistudio.core.data.datasets import load_labels, open_dataset
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.errors import DataMismatch, ErrorInfo
+from optistudio.core.llm.folder import is_decoder_file
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.numerics.evaluators.base import EvaluatorInfo, evaluators
@@ -272,6 +273,7 @@ def optimization_runs(
 
 def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
     said = result.said()
+    decoder = is_decoder_run(list(result.variants))
     return {
         "job": job.id,
         "model": job.model.name if job.model else "",
@@ -283,13 +285,13 @@ def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
         "failures": variant_failures(result),
         "notes": list(result.notes),
         "not_your_data": not_your_data(result),
-        "inputs": fed_inputs(job.spec or {}),
+        "inputs": "" if decoder else fed_inputs(job.spec or {}),  # a decode loop feeds it
         "task": task_line(result),
         "task_name": result.task,
         "task_metrics": list(result.task_budget),
         "task_reasons": task_reasons(result),
         "drilldown": drilldown(result),
-        "decoder": is_decoder_run(list(result.variants)),
+        "decoder": decoder,
     }
 
 
@@ -446,12 +448,14 @@ def _default(value: Any) -> str:
 @dataclass(frozen=True)
 class TaskHint:
     """What the form expects of a model before its run: the task its outputs read as (None:
-    none recognized), the budget to suggest, and whether top-1 fits it."""
+    none recognized), the budget to suggest, whether top-1 fits it, and whether it is a decoder
+    with a KV cache (judged on a text by its own run, optistudio.core.optimize.decoder_run)."""
 
     task: str | None
     label: str
     budget_example: str
     reads_top1: bool
+    decoder: bool = False
 
 
 def task_hint(model_path: Path | None, task: str | None = None) -> TaskHint:
@@ -466,8 +470,10 @@ def task_hint(model_path: Path | None, task: str | None = None) -> TaskHint:
         info = None
     if info is None:
         return TaskHint(None, "not recognized", BUDGET_EXAMPLE, True)
-    example = ", ".join(f"{name}={limit:g}" for name, limit in info.default_budget.items())
-    return TaskHint(info.name, info.label, example, info.name in TOP1_TASKS)
+    decoder = model_path is not None and is_decoder_file(model_path)
+    budget = info.labels_budget if decoder and info.labels_budget else info.default_budget
+    example = ", ".join(f"{name}={limit:g}" for name, limit in budget.items())
+    return TaskHint(info.name, info.label, example, info.name in TOP1_TASKS, decoder)
 
 
 def _recognized(model_path: Path | None) -> EvaluatorInfo | None:
@@ -479,6 +485,13 @@ def _recognized(model_path: Path | None) -> EvaluatorInfo | None:
 
 def not_your_data(result: OptimizeJobResult) -> str:
     """The page's warning for a run judged on built-in samples or random inputs; '' on data."""
+    decoder = is_decoder_run(list(result.variants))
+    if decoder and any(v.builtin_samples for v in result.variants):
+        return (
+            "Judged on built-in text, not yours: every variant's perplexity is on that text "
+            "(the note below says which). Give a .txt or token ids (.npy) as 'Calibration / "
+            "accuracy data' to confirm."
+        )
     if any(v.builtin_samples for v in result.variants):
         return (
             "Judged on built-in samples, not your data: every variant's accuracy is agreement "

@@ -96,8 +96,10 @@ def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVari
 def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
     if variant.status != "made" or variant.path is None or job.model is None:
         return None
-    if Path(variant.path).suffix == ".tflite":  # the catalog holds ONNX models; it stays in the
-        return None  # job's folder (variant.path), and export bundles carry LiteRT files
+    if Path(variant.path).suffix in (".tflite", ".xml"):  # the catalog holds ONNX models: a
+        # LiteRT file or an OpenVINO IR (a decoder's NNCF INT4 weights) stays in the job's folder
+        # (variant.path), timed and judged like the others; export bundles carry LiteRT files
+        return None
     entry = add_model_file(
         context.factory,
         get_settings(),

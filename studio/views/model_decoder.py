@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from optistudio.core.llm.card import DecoderCard
+from optistudio.core.llm.serving import DecoderBenchSettings
 from optistudio.studio import state
 from optistudio.studio.formatting import human_bytes, human_count
 from optistudio.studio.results_services import decoder_benchmarks
@@ -25,6 +26,28 @@ NOT_PROFILED = (
     "Optimize judges its variants by perplexity on a text, and Batching predicts serving its "
     "decoding steps."
 )
+_TIMED = DecoderBenchSettings()
+BENCH_CAPTION = (
+    f"A decoder is benchmarked as it is stored (FP32) by its decode loop: {_TIMED.steps} greedy "
+    f"steps after a {_TIMED.decode_prompt}-token prompt at each batch size, and the time to "
+    f"first token of {', '.join(map(str, _TIMED.prompt_lengths))}-token prompts (those that fit "
+    f"its context, {_TIMED.repeats} each). Batch sizes and threads apply; the warm-up, run, "
+    "time and core settings are another model's and are left out."
+)
+INTAKE_NOISE = ("dynamic dims ", "FLOPs could not be estimated", "the FLOPs estimate sets")
+"""Intake's warnings about dynamic dims and the FLOPs they hide: the decode loop sets a
+decoder's lengths and cache, so they tell its user nothing."""
+
+
+def card_warnings(warnings: list[str]) -> list[str]:
+    """The ordinary card's warnings worth showing for a decoder (not its dynamic dims')."""
+    return [w for w in warnings if not w.startswith(INTAKE_NOISE)]
+
+
+def decoder_targets(targets: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The targets a decoder benchmark runs: FP32 ones (it is timed as stored, never converted;
+    a weight-only INT8 or INT4 variant is made on the Optimize page)."""
+    return [t for t in targets if t[2] == "fp32"]
 
 
 def card_of(chosen: dict[str, Any]) -> DecoderCard | None:
@@ -43,7 +66,7 @@ def decoder_card(card: DecoderCard, model_id: int) -> None:
         f"{heads} / {card.kv_heads}",
         help=f"Query heads and key/value heads, head size {card.head_dim}.",
     )
-    cols[2].metric("Vocabulary", human_count(card.vocab))
+    cols[2].metric("Vocabulary", "?" if card.vocab is None else f"{card.vocab:,}")
     cols[3].metric("Context", "?" if card.context_length is None else f"{card.context_length:,}")
     cols[4].metric(
         "KV cache per token",

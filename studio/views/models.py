@@ -57,9 +57,10 @@ def render() -> None:
     info = ModelInfo.model_validate(chosen["info"])
     profile = load_profile(state.session_factory(), chosen["id"])  # read once per rerun
     targets = state.live_targets(info)
-    model_card(chosen, info, profile)
     decoder = model_decoder.card_of(chosen)
+    model_card(chosen, info, profile, decoder=decoder is not None)
     if decoder is not None:  # a language model's own figures; fed by its decode loop
+        targets = model_decoder.decoder_targets(targets)
         model_decoder.decoder_card(decoder, chosen["id"])
     task_section(chosen)
     if decoder is not None:
@@ -67,7 +68,7 @@ def render() -> None:
         st.info(model_decoder.NOT_PROFILED)
     else:
         input_profile_section(chosen, info, profile)
-    benchmark_form(chosen, info, profile, targets)
+    benchmark_form(chosen, info, profile, targets, decoder=decoder is not None)
     every_target(chosen, targets)
 
 
@@ -149,7 +150,9 @@ def choose_model() -> dict[str, Any] | None:
     return by_id[model_id]
 
 
-def model_card(chosen: dict[str, Any], info: ModelInfo, profile: InputProfile) -> None:
+def model_card(
+    chosen: dict[str, Any], info: ModelInfo, profile: InputProfile, *, decoder: bool = False
+) -> None:
     st.subheader(f"Model card · {chosen['name']}")
     cols = st.columns(5)
     cols[0].metric("File size", human_bytes(info.size_bytes))
@@ -181,7 +184,7 @@ def model_card(chosen: dict[str, Any], info: ModelInfo, profile: InputProfile) -
     with right:
         st.markdown("**Operators**")
         st.plotly_chart(charts.op_histogram(info.op_histogram), width="stretch")
-    for warning in info.warnings:
+    for warning in model_decoder.card_warnings(info.warnings) if decoder else info.warnings:
         if not (at_profile and warning.startswith(FLOPS_WARNINGS)):
             st.warning(prose(warning))
 
@@ -298,6 +301,8 @@ def benchmark_form(
     info: ModelInfo,
     profile: InputProfile,
     live: list[tuple[str, str, str]],
+    *,
+    decoder: bool = False,
 ) -> None:
     st.subheader("Benchmark")
     batch = batch_note(info, profile.moved_axes(info.inputs))
@@ -319,22 +324,25 @@ def benchmark_form(
             disabled=not batch_dynamic,
         )
         threads = cols[1].number_input("Threads (0 = default)", 0, 256, 0, help=HELP["threads"])
+        off = {"disabled": decoder}  # a decoder is timed by its decode loop, not these
         warmup = cols[2].number_input(
-            "Warm-up runs", 0, 10_000, DEFAULTS.warmup_runs, help=HELP["warmup_runs"]
+            "Warm-up runs", 0, 10_000, DEFAULTS.warmup_runs, help=HELP["warmup_runs"], **off
         )
         min_runs = cols[3].number_input(
-            "Min runs", 1, 1_000_000, DEFAULTS.min_runs, help=HELP["min_runs"]
+            "Min runs", 1, 1_000_000, DEFAULTS.min_runs, help=HELP["min_runs"], **off
         )
         cols = st.columns(4)
         min_seconds = cols[0].number_input(
-            "Min seconds", 0.0, 3600.0, DEFAULTS.min_seconds, help=HELP["min_seconds"]
+            "Min seconds", 0.0, 3600.0, DEFAULTS.min_seconds, help=HELP["min_seconds"], **off
         )
         max_seconds = cols[1].number_input(
-            "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"]
+            "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"], **off
         )
-        cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"])
+        cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"], **off)
         st.caption(
-            "Inputs: "
+            model_decoder.BENCH_CAPTION
+            if decoder
+            else "Inputs: "
             + "; ".join(profile.lines())
             + f" (the input profile above; {batch.caption})."
         )

@@ -59,6 +59,15 @@ DECODER_CAPTION = (
     "original's; it is judged by its perplexity on the text and the increase over the "
     "original's, and its size is its files on disk against the FP32 ones."
 )
+DECODER_FORM = (
+    "A decoder's variants are weight-only (nothing to calibrate), judged by perplexity on a "
+    "text (yours, else built-in text) and timed by decoding: input sizes, labels, the cosine "
+    "floor and the judged output do not apply to it."
+)
+DECODER_NO_DATA = (
+    "No text given: every variant's perplexity is measured on built-in text, not yours. Give "
+    "a .txt or token ids (.npy) above to confirm."
+)
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
 }
@@ -105,11 +114,14 @@ def read_task_hint(sha256: str, path: str, task: str | None) -> TaskHint:
 def optimize_form(chosen: dict[str, Any]) -> None:
     hint = read_task_hint(chosen["sha256"], chosen["path"], chosen.get("task"))
     upload_mb = state.settings().max_upload_mb
+    off = {"disabled": hint.decoder}  # what a decoder's run does not read
     with st.form("optimize"):
         st.caption(
-            "Variants are timed, checked and calibrated at the model's input profile (its shapes "
-            "and values, set on the model card on the Models page); with data, the data's "
-            "shapes replace the sizes the profile only guessed."
+            DECODER_FORM
+            if hint.decoder
+            else "Variants are timed, checked and calibrated at the model's input profile (its "
+            "shapes and values, set on the model card on the Models page); with data, the "
+            "data's shapes replace the sizes the profile only guessed."
         )
         left, right = st.columns([3, 1])
         recipes = left.multiselect(
@@ -143,6 +155,7 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             max_upload_size=upload_mb,
             help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
             "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
+            **off,
         )
         with st.expander("Training data for QAT (optional)"):
             train, train_labels, epochs = training_inputs()
@@ -178,6 +191,7 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             step=0.001,
             format="%.3f",
             help=BUDGET_HELP.get("min_cosine"),
+            **off,
         )
         max_drop = (
             cols[1].number_input(
@@ -208,6 +222,7 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             "",
             help="For models with several outputs, name the one people use, e.g. "
             "'sentence_embedding' rather than 'last_hidden_state'.",
+            **off,
         )
         with st.expander("Tasks and their metrics"):
             st.dataframe(readable_frame(task_table()), hide_index=True, width="stretch")
@@ -231,7 +246,7 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             speed_only=speed_only,
             epochs=epochs,
         )
-        submit(chosen, form, data, labels, train, train_labels)
+        submit(chosen, form, data, labels, train, train_labels, decoder=hint.decoder)
 
 
 def _default_budget(hint: TaskHint) -> str:
@@ -331,6 +346,8 @@ def submit(
     labels: Any,
     train: Any = None,
     train_labels: Any = None,
+    *,
+    decoder: bool = False,
 ) -> None:
     if not form.recipes:
         st.error("Pick at least one recipe, or Auto.")
@@ -352,7 +369,7 @@ def submit(
         state.session_factory(), spec=spec, model_id=model_id, send=state.sender(queue)
     )
     if not data:
-        st.warning(NO_DATA_WARNING)
+        st.warning(DECODER_NO_DATA if decoder else NO_DATA_WARNING)
     st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
     pages.link("jobs", "Follow it on the Jobs page")
 

@@ -30,12 +30,12 @@ def render() -> None:
         st.query_params.pop("model", None)
     else:
         st.query_params["model"] = str(model_id)
-    if model_id is not None:
-        variants_of(model_id)
-    decoder_benchmarks(model_id)
+    shown = model_id is not None and variants_of(model_id)
+    shown = decoder_benchmarks(model_id) or shown
     wide = cached.results_frame(model_id)
     if wide.empty:
-        st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
+        if not shown:  # a decoder's benchmark and variants store no measurement rows
+            st.info("No results yet. Pick a model on the Models page and press **Benchmark**.")
         return
     if model_id is not None:
         backends_side_by_side(wide)
@@ -59,8 +59,9 @@ def render() -> None:
     st.plotly_chart(charts.throughput_by_batch(drawn), width="stretch")
 
 
-def decoder_benchmarks(model_id: int | None) -> None:
-    """Benchmarks of decoders: TTFT per prompt length and tokens/s per batch size."""
+def decoder_benchmarks(model_id: int | None) -> bool:
+    """Benchmarks of decoders: TTFT per prompt length and tokens/s per batch size; whether
+    there were any."""
     runs = decoder_benchmarks_of(state.session_factory(), model_id=model_id, limit=3)
     for run in runs:
         st.subheader(f"Decoding · job #{run['job']} · {run['model']}")
@@ -69,8 +70,11 @@ def decoder_benchmarks(model_id: int | None) -> None:
             "the median time from a prompt of that length to its first token, at batch 1."
         )
         left, right = st.columns(2)
+        left.markdown("**Greedy decoding**")
         left.dataframe(readable_frame(run["decode"]), hide_index=True, width="stretch")
+        right.markdown("**Time to first token (batch 1)**")
         right.dataframe(readable_frame(run["prefill"]), hide_index=True, width="stretch")
+    return bool(runs)
 
 
 def contended_note(wide: pd.DataFrame) -> None:
@@ -86,11 +90,12 @@ def contended_note(wide: pd.DataFrame) -> None:
         )
 
 
-def variants_of(model_id: int) -> None:
-    """The latest optimization run of this model: its variants beside the original."""
+def variants_of(model_id: int) -> bool:
+    """The latest optimization run of this model: its variants beside the original; whether
+    there was one."""
     runs = cached.optimization_runs(model_id, limit=1)
     if not runs:
-        return
+        return False
     latest = runs[0]
     st.subheader("Optimized variants")
     st.caption(f"From optimize job #{latest['job']}. {latest['message']}")
@@ -113,6 +118,7 @@ def variants_of(model_id: int) -> None:
         width="stretch",
         column_config={"chosen": st.column_config.CheckboxColumn("best")},
     )
+    return True
 
 
 def backends_side_by_side(wide: pd.DataFrame) -> None:

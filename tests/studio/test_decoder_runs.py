@@ -53,6 +53,7 @@ def test_a_decoders_variants_read_by_decoding_perplexity_and_size(  # type: igno
     [page] = optimization_runs(db_factory, model_id=model_id)
     [row] = page["variants"]
     assert page["decoder"] and row["outcome"] == "made", row["error"]
+    assert page["inputs"] == "" and page["not_your_data"] == ""  # fed by its decode loop, on ids
     assert row["tokens/s"] > 0 and row["FP32 tokens/s"] > 0
     assert row["TTFT (ms)"] > 0 and row["FP32 TTFT (ms)"] > 0
     assert row["perplexity"] > 0 and row["FP32 perplexity"] > 0
@@ -62,6 +63,21 @@ def test_a_decoders_variants_read_by_decoding_perplexity_and_size(  # type: igno
     assert {"tokens/s", "TTFT (ms)", "perplexity increase", "size vs FP32"} <= set(table)
     assert not {"mean cosine", "variant p50 (ms)", "top-1 drop"} & set(table)
     assert EMPTY not in set(table.iloc[0][["tokens/s", "perplexity", "size (MB)"]])
+
+
+def test_a_decoder_judged_on_built_in_text_is_told_so_in_its_terms(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    model_id = stored_decoder(db_factory, app_settings, tmp_path / "decoder")
+    spec = OptimizeJobSpec(recipes=["int8_weight_only"], comparison=QUICK)
+    run(db_factory, JobKind.optimize, spec, model_id)
+
+    [page] = optimization_runs(db_factory, model_id=model_id)
+
+    assert page["decoder"] and "built-in text" in page["data"]
+    assert "built-in text" in page["not_your_data"] and "perplexity" in page["not_your_data"]
+    assert "agreement with the original" not in page["not_your_data"]
+    assert page["inputs"] == ""
 
 
 def test_a_decoders_benchmark_reads_as_ttft_and_tokens_per_second(  # type: ignore[no-untyped-def]

@@ -17,7 +17,12 @@ from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.formatting import human_bytes
-from optistudio.studio.views.model_decoder import NOT_PROFILED
+from optistudio.studio.views.model_decoder import (
+    BENCH_CAPTION,
+    NOT_PROFILED,
+    card_warnings,
+    decoder_targets,
+)
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
 
@@ -29,10 +34,12 @@ def _models_page() -> None:
 
 
 def _page(model_id: int):  # type: ignore[no-untyped-def]
+    import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     from optistudio.studio import state
 
+    st.cache_data.clear()  # each test's database numbers its models from 1
     state.settings.clear()
     state.session_factory.clear()
     at = AppTest.from_function(_models_page, default_timeout=60)
@@ -82,3 +89,75 @@ def test_the_card_shows_the_newest_decoding_benchmark(db_factory, decoder) -> No
     assert f"job #{job_id}" in bench.label
     batches = list(bench.dataframe[1].value["batch"])
     assert batches == [1, 2]
+
+
+def test_a_decoders_page_leaves_out_what_its_decode_loop_sets(decoder) -> None:  # type: ignore[no-untyped-def]
+    model_id, _ = decoder
+
+    at = _page(model_id)
+
+    assert not at.exception, at.exception
+    warnings = [w.value for w in at.warning]
+    assert not [w for w in warnings if "dynamic dims" in w or "FLOPs" in w], warnings
+    assert BENCH_CAPTION in [c.value for c in at.caption]
+    assert not [c.value for c in at.caption if c.value.startswith("Inputs: ")]
+    inputs = {w.label: w for w in [*at.number_input, *at.text_input]}
+    ignored = ["Warm-up runs", "Min runs", "Min seconds", "Max seconds (cap)"]
+    assert all(inputs[label].proto.disabled for label in [*ignored, "CPU cores (empty = any)"])
+    assert (
+        not inputs["Batch sizes"].proto.disabled
+        and not inputs["Threads (0 = default)"].proto.disabled
+    )
+
+
+def test_a_plain_models_page_keeps_its_warnings_and_timing_settings(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, tmp_path: Path
+) -> None:
+    from optistudio.core.model.samples import build_sample
+
+    model = build_sample("tiny_cnn", tmp_path / "cnn")
+    model_id = add_model_file(db_factory, app_settings, model, name="cnn").model_id
+
+    at = _page(model_id)
+
+    assert not at.exception, at.exception
+    assert [c.value for c in at.caption if c.value.startswith("Inputs: ")]
+    assert [w.value for w in at.warning if w.value.startswith("dynamic dims")]
+    assert not {w.label: w for w in at.number_input}["Warm-up runs"].proto.disabled
+
+
+@pytest.mark.parametrize(
+    ("live", "kept"),
+    [
+        pytest.param(
+            [
+                ("onnxruntime", "cpu", "fp32"),
+                ("openvino", "cpu", "bf16"),
+                ("openvino", "cpu", "fp32"),
+            ],
+            [("onnxruntime", "cpu", "fp32"), ("openvino", "cpu", "fp32")],
+            id="bf16-left-out",
+        ),
+        pytest.param([("onnxruntime", "cpu", "int8")], [], id="none-fp32"),
+    ],
+)
+def test_a_decoder_is_offered_only_fp32_targets(live, kept) -> None:  # type: ignore[no-untyped-def]
+    assert decoder_targets(live) == kept
+
+
+@pytest.mark.parametrize(
+    ("warning", "shown"),
+    [
+        pytest.param(
+            "dynamic dims batch_size, sequence_length on input input_ids", False, id="dims"
+        ),
+        pytest.param(
+            "FLOPs could not be estimated: some Conv/MatMul/Gemm shapes are unknown",
+            False,
+            id="flops",
+        ),
+        pytest.param("2 initializers are stored as external data", True, id="other"),
+    ],
+)
+def test_a_decoders_card_drops_only_intakes_dynamic_dim_warnings(warning, shown) -> None:  # type: ignore[no-untyped-def]
+    assert (card_warnings([warning]) == [warning]) is shown

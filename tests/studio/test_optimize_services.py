@@ -301,6 +301,19 @@ def test_the_form_suggests_the_budget_of_the_task_the_model_reads_as(tiny_model:
     assert optimize.task_hint(None, "none").reads_top1
 
 
+@pytest.mark.parametrize("task", [None, "text_generation"], ids=["recognized", "set"])
+def test_a_decoders_form_suggests_the_perplexity_budget_its_run_uses(  # type: ignore[no-untyped-def]
+    tmp_path: Path, tiny_model: Path, task
+) -> None:
+    from decoder_models import build_tiny_decoder
+
+    decoder = optimize.task_hint(build_tiny_decoder(tmp_path / "decoder"), task)
+    logits = optimize.task_hint(tiny_model, "text_generation")  # no KV cache: not a decoder
+
+    assert decoder.decoder and decoder.budget_example == "perplexity_increase=0.05"
+    assert not logits.decoder and logits.budget_example == "top1_agreement=0.9"
+
+
 def test_a_pass_setting_without_a_default_reads_as_a_dash() -> None:
     from optistudio.core.passes.base import passes
 

@@ -46,3 +46,25 @@ def test_a_stored_decoder_is_judged_on_the_users_text(  # type: ignore[no-untype
     metrics = variant.accuracy.task_metrics if variant.accuracy else {}
     assert "perplexity_increase" in metrics
     assert variant.builtin_samples is None  # judged on the user's ids, not built-in text
+
+
+def test_an_openvino_ir_variant_stays_in_the_jobs_folder(tmp_path: Path) -> None:
+    """A decoder's NNCF INT4 variant is an OpenVINO IR: the catalog holds ONNX, so it is kept
+    where the run wrote it (not offered to the catalog, which refused it as 'not ONNX' and
+    turned a made, timed and judged variant into a failed one)."""
+    from types import SimpleNamespace
+
+    from optistudio.core.optimize.recipes import Recipe
+    from optistudio.core.optimize.variant import VariantResult
+    from optistudio.workers.optimize_job import _store_variant
+
+    ir = tmp_path / "model.xml"
+    ir.write_text("<net/>")
+    variant = VariantResult(
+        recipe=Recipe(name="int4_nncf", label="INT4", steps=[]), precision="int4"
+    )
+    variant.status, variant.path = "made", str(ir)
+    job = SimpleNamespace(model=SimpleNamespace(id=1, name="decoder"))
+
+    assert _store_variant(job, variant, context=None) is None  # type: ignore[arg-type]
+    assert variant.status == "made" and ir.is_file()
