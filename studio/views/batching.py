@@ -43,8 +43,8 @@ from optistudio.studio.views.batching_common import (
     cached_predict,
     cached_speed_note,
     cached_sweep,
+    newest_profile_job,
     submit_job,
-    wait_for_job,
 )
 from optistudio.studio.views.batching_verify import show_convergence, show_verification, verify_form
 
@@ -167,20 +167,12 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
     """The latest profile, the spec it was made with (the backend, device and threads that
     Verify must serve with to check it) and its job id, or None after saying why there is
     none."""
-    jobs = jobs_services.recent_jobs(
-        state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
+    job = newest_profile_job(
+        model_id,
+        none_yet="No profile of this model yet. Press **Profile**: it times batch sizes 1, 2, "
+        "4, ...",
     )
-    if not jobs:
-        st.info(
-            "No profile of this model yet. Press **Profile**: it times batch sizes 1, 2, 4, ..."
-        )
-        return None
-    job = jobs[0]
-    if job["status"] in ("queued", "running"):
-        wait_for_job(job, JobKind.batching_profile)
-        return None
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Profile job #{job['job']} {job['status']}: ")
+    if job is None:
         return None
     result: BatchingProfileJobResult = job["result"]
     profile = result.profile

@@ -14,11 +14,10 @@ from optistudio.core.llm.card import DecoderCard
 from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
 from optistudio.db.models import JobKind
 from optistudio.studio import decoder_batching as decoder
-from optistudio.studio import jobs_services, state
+from optistudio.studio import state
 from optistudio.studio.decoder_batching_figures import decode_profile_figure, decoder_sweep_figure
-from optistudio.studio.errors import show_error
 from optistudio.studio.model_services import model_file
-from optistudio.studio.views.batching_common import submit_job, wait_for_job
+from optistudio.studio.views.batching_common import newest_profile_job, submit_job
 
 LARGEST_BATCH = 32
 """The form's largest batch: the profile job times a decoder at most at batch 32
@@ -86,21 +85,12 @@ def profile_form(model_id: int) -> None:
 
 def stored_profile(model_id: int) -> tuple[DecodeProfile, int] | None:
     """The newest profile job's decode profile and its id, or None after saying why none."""
-    jobs = jobs_services.recent_jobs(
-        state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
+    job = newest_profile_job(
+        model_id,
+        none_yet="No decode profile of this model yet. Press **Profile**: it times a decoding "
+        "step at batch 1, 2, 4, ... and a prefill per prompt length.",
     )
-    if not jobs:
-        st.info(
-            "No decode profile of this model yet. Press **Profile**: it times a decoding step "
-            "at batch 1, 2, 4, ... and a prefill per prompt length."
-        )
-        return None
-    job = jobs[0]
-    if job["status"] in ("queued", "running"):
-        wait_for_job(job, JobKind.batching_profile)
-        return None
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Profile job #{job['job']} {job['status']}: ")
+    if job is None:
         return None
     profile = job["result"].decode_profile
     if profile is None:
