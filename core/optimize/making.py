@@ -110,8 +110,9 @@ def made_file(
 
 def check_variant(path: Path, recipe: Recipe) -> ModelInfo | None:
     """Intake's checks on a file a recipe made; a refusal is the recipe's failure (PassFailed),
-    never advice to re-export the user's model. A .tflite is checked by loading it on litert."""
-    if path.suffix == ".tflite":
+    never advice to re-export the user's model. A .tflite is checked by loading it on litert,
+    an OpenVINO IR (.xml) on openvino."""
+    if path.suffix in (".tflite", ".xml"):
         return None
     try:
         return inspect_model(path, max_bytes=NO_SIZE_LIMIT)

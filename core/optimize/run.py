@@ -534,8 +534,8 @@ def _timed(
     spec: ComparisonSpec,
     progress: ProgressCallback,
 ) -> None:
-    # A .tflite variant is fed what the original is fed (its inputs keep their names).
-    info_b = inspect_model(model) if variant.suffix == ".tflite" else None
+    # A .tflite or OpenVINO IR variant is fed what the original is (its inputs keep their names).
+    info_b = inspect_model(model) if variant.suffix in (".tflite", ".xml") else None
     comparison = compare_models(model, variant, spec, info_b=info_b, progress=progress)
     result.ratio, result.ratio_low, result.ratio_high = (
         comparison.ratio,
