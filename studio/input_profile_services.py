@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +23,14 @@ import pandas as pd
 
 from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.data.input_profile import BATCH_KEY, InputProfile, edited_input_profile
-from optistudio.core.data.inputs import ArrayValue, InputValue
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.data.inputs import (
+    MAX_VALUE_ELEMENTS,
+    SUPPORTED_DTYPES,
+    ArrayValue,
+    InputValue,
+)
+from optistudio.core.data.npy_headers import ArrayHeader, npz_headers
+from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.report.symbolic_dims import SymbolicDims, ellipsized
@@ -175,21 +183,52 @@ def profile_flops(model_path: Path | None, profile: InputProfile) -> int | None:
 
 
 def array_from_npz(name: str, data: bytes) -> ArrayValue:
-    """The array named `name` (or the only array) of an uploaded .npz, as a fixed value."""
+    """The array named `name` (or the only array) of an uploaded .npz, as a fixed value.
+
+    Headers are read first: an array a fixed value cannot hold (more than MAX_VALUE_ELEMENTS
+    elements, a dtype it does not store) is refused before any array is loaded, and only the
+    chosen one is loaded then."""
+    stream = io.BytesIO(data)
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, AttributeError) as exc:
+        headers = npz_headers(stream, f"The file for {name!r}")
+    except DataMismatch as exc:
+        raise InvalidSpec(exc.message, hint=exc.hint) from None
+    if name not in headers and len(headers) != 1:
+        raise InvalidSpec(
+            f"The .npz for {name!r} holds {sorted(headers)}, none named {name!r}.",
+            hint=f"Save the array under the input's name: np.savez('value.npz', {name}=array).",
+        )
+    header = headers.get(name) or next(iter(headers.values()))
+    _check_value_header(name, header)
+    return ArrayValue.of(name, _member_array(stream, header, name))
+
+
+def _check_value_header(name: str, header: ArrayHeader) -> None:
+    """InvalidSpec, from its header, for an array a fixed value cannot hold."""
+    elements = math.prod(header.shape)
+    if elements > MAX_VALUE_ELEMENTS:
+        raise InvalidSpec(
+            f"The array {header.name!r} for input {name!r} declares shape {list(header.shape)} "
+            f"({elements:,} elements); a fixed value holds at most {MAX_VALUE_ELEMENTS:,}.",
+            hint="Give larger arrays to each job as an inputs file (--inputs FILE.npz).",
+        )
+    if header.dtype.name not in SUPPORTED_DTYPES:
+        raise InvalidSpec(
+            f"The array {header.name!r} for input {name!r} is {header.dtype}; a fixed value is "
+            f"one of {', '.join(SUPPORTED_DTYPES)}.",
+            hint="Convert it before saving: array.astype(...) in the input's dtype.",
+        )
+
+
+def _member_array(stream: io.BytesIO, header: ArrayHeader, name: str) -> np.ndarray:
+    try:
+        with zipfile.ZipFile(stream) as archive, archive.open(f"{header.name}.npy") as member:
+            return np.lib.format.read_array(member, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise InvalidSpec(
             f"The file for {name!r} is not a readable .npz: {exc}.",
             hint=f"Save one with np.savez('value.npz', {name}=array).",
         ) from None
-    if name not in arrays and len(arrays) != 1:
-        raise InvalidSpec(
-            f"The .npz for {name!r} holds {sorted(arrays)}, none named {name!r}.",
-            hint=f"Save the array under the input's name: np.savez('value.npz', {name}=array).",
-        )
-    return ArrayValue.of(name, arrays.get(name, next(iter(arrays.values()))))
 
 
 def _value_text(value: InputValue | None) -> str:

@@ -6,6 +6,8 @@ dicts of input name -> array and starts over on every call, so memory stays boun
 An .npz is a zip of .npy members, which numpy cannot memory-map (and cannot map at all when
 compressed). `NpzDataset` therefore reads only each member's header up front, to validate names,
 dtypes and shapes, and then reads rows batch by batch from the (possibly deflated) zip stream.
+What one batch holds (or a Fortran-ordered array, read whole) is held against the budget of
+`optistudio.core.data.npy_headers` from those headers, before any row is read.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import math
 import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -28,31 +29,18 @@ from optistudio.core.data.inputs import (
     shapes_of,
     synthesize_inputs,
 )
+from optistudio.core.data.npy_headers import ArrayHeader, check_budget, npy_header, npz_headers
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import TensorSpec
 
 _NPZ_HINT = "Save one array per model input with np.savez(path, **{input_name: array})."
 
 
-@dataclass(frozen=True)
-class _Member:
-    """One array of an .npz: its zip entry and what its .npy header says."""
-
-    entry: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    fortran_order: bool
-
-    @property
-    def row_bytes(self) -> int:
-        return math.prod(self.shape[1:]) * self.dtype.itemsize
-
-
 class NpzDataset:
     """Named input arrays from an .npz (first axis = samples = the model's batch dimension).
 
     Raises DataMismatch up front when names, dtypes, ranks, fixed dims or sample counts do not
-    fit `inputs`. Rows are read lazily per batch; a Fortran-ordered array (rare; np.save writes
+    fit `inputs`, or when one batch would hold more than the array budget (npy_headers). Rows are read lazily per batch; a Fortran-ordered array (rare; np.save writes
     C order) cannot be streamed and is read whole on each pass instead.
     """
 
@@ -67,6 +55,7 @@ class NpzDataset:
         for spec in inputs:
             _check_member(self._members[spec.name], spec)
         self._samples = _common_samples(self._members, inputs)
+        check_budget([self._members[spec.name] for spec in inputs], rows=self.batch_size)
 
     def __len__(self) -> int:
         return self._samples
@@ -209,59 +198,34 @@ class _RowReader:
     """Reads consecutive rows of one .npz member, `count` rows at a time."""
 
     def __init__(
-        self, path: Path, archive: zipfile.ZipFile, member: _Member, stack: ExitStack
+        self, path: Path, archive: zipfile.ZipFile, member: ArrayHeader, stack: ExitStack
     ) -> None:
         self.member = member
         self._whole: np.ndarray | None = None
         self._offset = 0
+        self._row_bytes = math.prod(member.shape[1:]) * member.dtype.itemsize
         if member.fortran_order and len(member.shape) > 1:
             with np.load(path, allow_pickle=False) as npz:
-                self._whole = npz[member.entry.removesuffix(".npy")]
+                self._whole = npz[member.name]
             return
-        self._stream: IO[bytes] = stack.enter_context(archive.open(member.entry))
-        _read_header(self._stream)
+        self._stream: IO[bytes] = stack.enter_context(archive.open(f"{member.name}.npy"))
+        npy_header(self._stream, member.name)
 
     def read(self, count: int) -> np.ndarray:
         if self._whole is not None:
             rows = self._whole[self._offset : self._offset + count]
             self._offset += count
             return np.ascontiguousarray(rows)
-        data = self._stream.read(count * self.member.row_bytes)
+        data = self._stream.read(count * self._row_bytes)
         rows = np.frombuffer(data, dtype=self.member.dtype)
         return rows.reshape((count, *self.member.shape[1:])).copy()
 
 
-def _read_members(path: Path) -> dict[str, _Member]:
+def _read_members(path: Path) -> dict[str, ArrayHeader]:
+    """Each array's header (nothing else is read yet); DataMismatch for an unreadable file."""
     if not path.is_file():
         raise DataMismatch(f"Data file {path.name!r} does not exist.", hint=_NPZ_HINT)
-    try:
-        with zipfile.ZipFile(path) as archive:
-            entries = [name for name in archive.namelist() if name.endswith(".npy")]
-            return {name.removesuffix(".npy"): _member(archive, name) for name in entries}
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise DataMismatch(
-            f"{path.name!r} is not a readable .npz file ({exc}).", hint=_NPZ_HINT
-        ) from exc
-
-
-def _member(archive: zipfile.ZipFile, entry: str) -> _Member:
-    with archive.open(entry) as stream:
-        shape, fortran_order, dtype = _read_header(stream)
-    if dtype.hasobject:
-        raise DataMismatch(
-            f"Array {entry.removesuffix('.npy')!r} holds Python objects, which are not loaded "
-            "(pickles can run code).",
-            hint="Save numeric arrays only.",
-        )
-    return _Member(entry, tuple(shape), np.dtype(dtype), bool(fortran_order))
-
-
-def _read_header(stream: IO[bytes]) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(stream)  # type: ignore[no-any-return]
-    # 2.0 and 3.0 share the layout (3.0 only allows utf-8 in structured field names).
-    return np.lib.format.read_array_header_2_0(stream)  # type: ignore[no-any-return]
+    return npz_headers(path, repr(path.name))
 
 
 def _check_batch_size(batch_size: int, inputs: list[TensorSpec]) -> int:
@@ -282,7 +246,7 @@ def _fixed_batch(spec: TensorSpec) -> bool:
     return bool(spec.shape) and isinstance(spec.shape[0], int) and spec.shape[0] > 0
 
 
-def _check_names(members: dict[str, _Member], inputs: list[TensorSpec]) -> None:
+def _check_names(members: dict[str, ArrayHeader], inputs: list[TensorSpec]) -> None:
     expected = [spec.name for spec in inputs]
     found = sorted(members)
     missing = [name for name in expected if name not in members]
@@ -300,7 +264,7 @@ def _check_names(members: dict[str, _Member], inputs: list[TensorSpec]) -> None:
         )
 
 
-def _check_member(member: _Member, spec: TensorSpec) -> None:
+def _check_member(member: ArrayHeader, spec: TensorSpec) -> None:
     if member.dtype != np.dtype(spec.dtype):
         raise DataMismatch(
             f"Input {spec.name!r} expects dtype {spec.dtype} but the data is {member.dtype}.",
@@ -323,7 +287,7 @@ def _dim_text(dim: int | str | None) -> int | str:
     return dim if isinstance(dim, int) and dim > 0 else (dim or "?")
 
 
-def _common_samples(members: dict[str, _Member], inputs: list[TensorSpec]) -> int:
+def _common_samples(members: dict[str, ArrayHeader], inputs: list[TensorSpec]) -> int:
     counts = {spec.name: members[spec.name].shape[0] for spec in inputs}
     if len(set(counts.values())) > 1:
         raise DataMismatch(
@@ -338,13 +302,16 @@ def _common_samples(members: dict[str, _Member], inputs: list[TensorSpec]) -> in
 
 def _npy_labels(path: Path) -> np.ndarray:
     try:
+        with path.open("rb") as stream:
+            header = npy_header(stream, path.name)
+        if len(header.shape) != 1:
+            raise DataMismatch(
+                f"Labels must be a 1-D array of class ids, not shape {list(header.shape)}."
+            )
+        check_budget([header])
         array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise DataMismatch(f"Cannot read labels from {path.name!r}: {exc}.") from exc
-    if array.ndim != 1:
-        raise DataMismatch(
-            f"Labels must be a 1-D array of class ids, not shape {list(array.shape)}."
-        )
     return _as_int_labels(array)
 
 

@@ -37,6 +37,7 @@ from optistudio.core.data.batch import (
     check_batch_axes,
     pinned_batches,
 )
+from optistudio.core.data.npy_headers import check_budget, npz_headers
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
@@ -346,10 +347,12 @@ def _at(shape: list[int], axis: int, size: int) -> list[int]:
 def read_input_arrays(path: str | Path | None, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
     """The arrays of an .npz by input name (the CLI's --inputs), checked; {} for no file.
 
-    Raises DataMismatch for a file that cannot be read or arrays that do not fit the inputs.
+    Raises DataMismatch for a file that cannot be read, arrays that do not fit the inputs, and
+    arrays whose headers declare more than the array budget (npy_headers), before loading any.
     """
     if not path:
         return {}
+    check_budget(npz_headers(Path(path), f"The inputs file {Path(path).name!r}").values())
     try:
         with np.load(Path(path), allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
