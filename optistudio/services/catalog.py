@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.loadable import check_loads
+from optistudio.core.backends.isolated_load import isolated_check_loads
 from optistudio.core.errors import InvalidSpec, ModelRejected
 from optistudio.core.llm.configs import CONFIG_FILES
 from optistudio.core.llm.folder import TOKENIZER_FILES, decoder_path, is_decoder_file
@@ -62,7 +62,7 @@ def add_model_file(
         artifact_dir=settings.artifact_dir,
         max_bytes=settings.max_upload_bytes,
         max_tensor_bytes=settings.max_tensor_bytes,
-        load_check=None if origin == "variant" else check_loads,
+        load_check=None if origin == "variant" else isolated_check_loads(settings),
     )
     beside = any((source.parent / name).is_file() for name in SIDE_FILES)
     if beside and is_decoder_file(stored.path):  # before publishing: a bucket gets the folder

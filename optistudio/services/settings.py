@@ -56,6 +56,18 @@ class Settings(BaseSettings):
         description="Largest tensor a model may declare (initializer or fixed-shape input/output); "
         "0 = half of this machine's memory.",
     )
+    load_check_time_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest ONNX Runtime may take to load a new upload (in a process of its own) "
+        "before the upload is refused.",
+    )
+    load_check_memory_mb: int = Field(
+        default=0,
+        ge=0,
+        description="Memory ONNX Runtime may use to load a new upload before it is refused; "
+        "0 = 4x the model's size, at least 4096 MB, at most this machine's memory.",
+    )
     studio_password: SecretStr = Field(
         default=SecretStr(""),
         description="Password the studio asks for (empty = no login); never logged or shown.",
