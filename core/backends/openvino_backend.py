@@ -8,7 +8,9 @@ Surprises worth knowing:
   and record the fallback in `details['fallback']`.
 - 'int8' is not a conversion: a QDQ / NNCF-quantized model runs its quantized layers in int8 and
   the rest in f32. `details['layer_precisions']` counts what the compiled layers really use.
-- Dynamic dims stay dynamic: concrete feeds of any batch size run without a reshape.
+- Dynamic dims stay dynamic: concrete feeds of any batch size run without a reshape. A graph
+  whose dynamic form does not compile ("Squeeze operation with dynamic rank") is compiled
+  reshaped to each run's input shapes instead (optistudio.core.backends.openvino_static).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from optistudio.core.backends.base import (
     LoadedModel,
     SessionOptions,
 )
+from optistudio.core.backends.openvino_static import ReshapedOpenVinoModel
 from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -104,11 +107,13 @@ class OpenVinoBackend(InferenceBackend):
         if options.cache_dir:
             Path(options.cache_dir).mkdir(parents=True, exist_ok=True)
             core.set_property({"CACHE_DIR": options.cache_dir})
+        graph = None
         try:
-            compiled = core.compile_model(
-                read_model(ov, core, Path(model_path)), device, compile_config(options)
-            )
+            graph = read_model(ov, core, Path(model_path))
+            compiled = core.compile_model(graph, device, compile_config(options))
         except Exception as exc:  # the runtime raises its own untyped errors
+            if graph is not None and needs_static_shapes(graph, exc):
+                return reshaped_per_run(core, graph, device, options, exc)
             raise ModelLoadError(
                 f"OpenVINO could not load this model: {runtime_message(exc)}",
                 hint="Check that its operators are supported by OpenVINO "
@@ -118,6 +123,30 @@ class OpenVinoBackend(InferenceBackend):
         if "fallback" in details:
             logger.warning("OpenVINO fallback: %s", details["fallback"])
         return OpenVinoModel(compiled, details)
+
+
+def needs_static_shapes(graph: Any, exc: Exception) -> bool:
+    """Whether a graph with dynamic inputs failed to compile for a dynamic shape or rank
+    ("CPU plug-in doesn't support Squeeze operation with dynamic rank")."""
+    dynamic = any(parameter.get_partial_shape().is_dynamic for parameter in graph.inputs)
+    return dynamic and "dynamic" in str(exc).lower()
+
+
+def reshaped_per_run(
+    core: Any, graph: Any, device: str, options: SessionOptions, exc: Exception
+) -> LoadedModel:
+    """The graph compiled at each run's input shapes (optistudio.core.backends.
+    openvino_static), as the dynamic graph does not compile."""
+
+    def compile_at(shapes: dict[str, list[int]]) -> Any:
+        graph.reshape(shapes)
+        return core.compile_model(graph, device, compile_config(options))
+
+    why = runtime_message(exc)
+    logger.info("OpenVINO compiles this model per input shapes: %s", why)
+    return ReshapedOpenVinoModel(
+        compile_at, lambda compiled: compiled_details(compiled, options), runtime_message, why
+    )
 
 
 def read_model(ov: Any, core: Any, model_path: Path) -> Any:
