@@ -37,6 +37,7 @@ from optistudio.core.data.batch import (
     check_batch_axes,
     pinned_batches,
 )
+from optistudio.core.data.feed_budget import allocating, check_feed_budget
 from optistudio.core.data.npy_headers import check_budget, npz_headers
 from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
@@ -140,6 +141,7 @@ BatchAxesField = Annotated[
 
 TOKEN_ID_LIMIT = 100
 """Integer inputs are drawn from [0, TOKEN_ID_LIMIT): valid ids for any real vocabulary."""
+_NORMAL_CHUNK = 1 << 20
 
 
 def resolve_shape(
@@ -227,7 +229,9 @@ def synthesize_inputs(
     ArrayValue is repeated along the input's batch axis to `batch_size`), and
     the rest is random: floats standard normal; int32/int64 ids in [0, TOKEN_ID_LIMIT), except
     inputs named like "mask" (ones) and "token_type" (zeros); uint8 covers 0..255. Each input's
-    data depends only on `seed` and its name, not on the other inputs.
+    data depends only on `seed` and its name, not on the other inputs, and is made in its own
+    dtype. Raises InvalidSpec, before making any, when the inputs to make would hold more than
+    the budget of optistudio.core.data.feed_budget, and when an allocation fails.
     """
     check_batch_axes(specs, batch_axes)
     values = _check_values(specs, values or {})
@@ -238,12 +242,11 @@ def synthesize_inputs(
     known = {**dims_from_overrides(specs, overrides), **(dims or {})}
     names = batch_dim_names(specs, batch_axes)
     pinned = pinned_batches(specs, overrides, batch_axes)
-    feeds, warnings = {}, []
+    shapes, warnings = {}, []
     for spec in specs:
         if spec.name in arrays:
-            feeds[spec.name] = arrays[spec.name]
             continue
-        shape, notes = resolve_shape(
+        shapes[spec.name], notes = resolve_shape(
             spec,
             batch_size=pinned.get(batch_dim_name(spec, names, batch_axes), batch_size),
             dims=known,
@@ -251,13 +254,15 @@ def synthesize_inputs(
             batch_names=names,
             axes=batch_axes,
         )
-        value = values.get(spec.name)  # array values are among the arrays by now
-        feeds[spec.name] = (
-            _full(spec, shape, value)
-            if isinstance(value, float | int)
-            else _fill(spec, shape, seed)
-        )
         warnings.extend(notes)
+    by_name = {spec.name: spec for spec in specs}
+    check_feed_budget({name: (by_name[name].dtype, shape) for name, shape in shapes.items()})
+    feeds = {
+        spec.name: arrays[spec.name]
+        if spec.name in arrays
+        else _made(spec, shapes[spec.name], values.get(spec.name), seed)
+        for spec in specs
+    }
     return feeds, list(dict.fromkeys(warnings))
 
 
@@ -474,6 +479,17 @@ def _apply_override(spec: TensorSpec, override: list[int]) -> tuple[int, ...]:
     return tuple(override)
 
 
+def _made(
+    spec: TensorSpec, shape: tuple[int, ...], value: InputValue | None, seed: int
+) -> np.ndarray:
+    """The input filled with its fixed number (array values are among the arrays by now), or
+    random data; made in the input's dtype, a MemoryError told as a sentence."""
+    with allocating(spec.name, spec.dtype, shape):
+        if isinstance(value, float | int):
+            return _full(spec, shape, value)
+        return _fill(spec, shape, seed)
+
+
 def _fill(spec: TensorSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
     dtype, name = spec.dtype, spec.name.lower()
@@ -488,18 +504,31 @@ def _fill(spec: TensorSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
     if "token_type" in name:
         return np.zeros(shape, dtype=dtype)
     if dtype in _FLOATS:
-        return rng.standard_normal(shape).astype(dtype)
+        return _normal(rng, shape, np.dtype(dtype))
     if dtype in _INTS:
         return rng.integers(0, TOKEN_ID_LIMIT, size=shape, dtype=dtype)
     if dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
+        return rng.integers(0, 2, size=shape, dtype=np.uint8).view(bool)
     return rng.integers(0, 256, size=shape, dtype=np.uint8)
+
+
+def _normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Standard normal values made in `dtype` (float16, which numpy does not draw in, is filled
+    from float32 draws _NORMAL_CHUNK values at a time): never a float64 copy of the input."""
+    if dtype != np.float16:
+        return rng.standard_normal(shape, dtype=dtype)
+    values = np.empty(shape, dtype=dtype)
+    flat = values.reshape(-1)
+    for start in range(0, flat.size, _NORMAL_CHUNK):
+        count = min(_NORMAL_CHUNK, flat.size - start)
+        flat[start : start + count] = rng.standard_normal(count, dtype=np.float32)
+    return values
 
 
 def _full(spec: TensorSpec, shape: tuple[int, ...], value: float) -> np.ndarray:
     if spec.dtype in _FLOATS:
         return np.full(shape, value, dtype=spec.dtype)
-    return np.full(shape, int(value)).astype(spec.dtype)
+    return np.full(shape, np.array(int(value)).astype(spec.dtype), dtype=spec.dtype)
 
 
 def _is_fixed(dim: Dim) -> TypeGuard[int]:

@@ -4,21 +4,29 @@ A file of a few kilobytes can declare a 10^12-element weight (stored "externally
 input of a terabyte, or a ConstantOfShape whose shape is a constant of the same size: loading or
 running it would exhaust the machine. These checks multiply dims (Python integers, so nothing
 overflows) and never materialise a tensor, so they run before the checker or any runtime.
+
+Each tensor is held against the budget on its own, and the graph's inputs together too: four
+fixed [2^31] float32 inputs are 8 GiB each but 32 GiB in one run. The node count is capped first
+(node_count), since every later step walks every node.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
 
 import onnx
 import psutil
 
 from optistudio.core.errors import ModelRejected
+from optistudio.core.model.node_count import check_node_count
+
+MAX_TENSOR_MB_ENV = "OPTISTUDIO_MAX_TENSOR_MB"
 
 _HINT = (
     "Declared sizes over the budget would exhaust memory when the model is loaded or run. "
-    "If they are real, raise OPTISTUDIO_MAX_TENSOR_MB on machines that have the memory."
+    f"If they are real, raise {MAX_TENSOR_MB_ENV} on machines that have the memory."
 )
 _FOUR_BIT = {
     getattr(onnx.TensorProto, name)
@@ -30,12 +38,20 @@ _SHAPE_OPERAND_LIMIT = 64
 
 
 def default_tensor_budget() -> int:
-    """Half of this machine's physical memory."""
+    """MAX_TENSOR_MB_ENV (MiB) when set to a positive number, else half this machine's memory."""
+    text = os.environ.get(MAX_TENSOR_MB_ENV, "").strip()
+    if text.isdigit() and int(text) > 0:
+        return int(text) * 1024**2
     return int(psutil.virtual_memory().total // 2)
 
 
-def check_declared_sizes(model: onnx.ModelProto, limit: int) -> None:
-    """ModelRejected when any stored tensor, fixed-shape value or constant shape exceeds `limit`."""
+def check_declared_sizes(
+    model: onnx.ModelProto, limit: int, *, max_nodes: int | None = None
+) -> None:
+    """ModelRejected when the model holds more than `max_nodes` nodes (default: node_count's
+    cap), or any stored tensor, fixed-shape value, constant shape, or the graph's inputs
+    together exceed `limit`."""
+    check_node_count(model, max_nodes)
     for tensor in model_tensors(model):
         _check(f"tensor {tensor.name!r}", tensor.dims, tensor.data_type, limit)
     for sparse in _sparse_tensors(model.graph):
@@ -43,6 +59,7 @@ def check_declared_sizes(model: onnx.ModelProto, limit: int) -> None:
     for value in _values(model.graph):
         _check_value(value, limit)
     _check_constant_of_shape(model.graph, limit)
+    _check_inputs_together(model.graph, limit)
 
 
 def model_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
@@ -106,11 +123,39 @@ def _check_value(value: onnx.ValueInfoProto, limit: int) -> None:
     if value.type.WhichOneof("value") != "tensor_type":
         return
     tensor = value.type.tensor_type
-    dims = [1 if (size := _fixed_size(dim)) is None else size for dim in tensor.shape.dim]
-    size = math.prod(dims) * _itemsize(tensor.elem_type)
+    size = _value_bytes(tensor)
     if size > limit:
         shown = [_dim_label(dim) for dim in tensor.shape.dim]
         raise _over_budget(f"value {value.name!r}", shown, size, limit)
+
+
+def _check_inputs_together(graph: onnx.GraphProto, limit: int) -> None:
+    """The graph's real inputs (not initializers listed as inputs), fed in one run together;
+    a dynamic dim counts as 1."""
+    weights = {tensor.name for tensor in graph.initializer}
+    sizes = {
+        value.name: (_value_bytes(value.type.tensor_type), value.type.tensor_type.shape.dim)
+        for value in graph.input
+        if value.name not in weights and value.type.WhichOneof("value") == "tensor_type"
+    }
+    total = sum(size for size, _ in sizes.values())
+    if total <= limit:
+        return
+    named = ", ".join(
+        f"{name!r} {_shape([_dim_label(dim) for dim in dims])}"
+        for name, (_, dims) in list(sizes.items())[:4]
+    )
+    more = f" and {len(sizes) - 4} more" if len(sizes) > 4 else ""
+    raise ModelRejected(
+        f"The model's inputs together ({named}{more}) declare {_gib(total)}, over the "
+        f"{_gib(limit)} budget for what one run holds.",
+        hint=_HINT,
+    )
+
+
+def _value_bytes(tensor: onnx.TypeProto.Tensor) -> int:
+    dims = [1 if (size := _fixed_size(dim)) is None else size for dim in tensor.shape.dim]
+    return math.prod(dims) * _itemsize(tensor.elem_type)
 
 
 def _fixed_size(dim: onnx.TensorShapeProto.Dimension) -> int | None:
