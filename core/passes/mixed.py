@@ -14,8 +14,9 @@ logarithmic in the nodes that end in FP32, at the price of keeping up to twice a
 fewest that would do (there is no bisection back).
 
 Names. The model is pre-processed once with shape inference only (ONNX Runtime's graph
-optimisation renames the nodes it fuses) and unnamed nodes are given names, so `fp32_nodes`
-are node names of the original graph and every trial quantizes the same graph.
+optimisation renames the nodes it fuses) and unnamed or repeated node names are made unique
+(optistudio.core.passes.prepare), so `fp32_nodes` are node names of the original graph where
+it named them, and every trial quantizes the same graph.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from optistudio.core.numerics.accuracy import (
 from optistudio.core.numerics.calibration import CalibrationMethod
 from optistudio.core.numerics.sensitivity import LayerError, layer_errors
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.prepare import prepare_for_quantizer
 from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
 from optistudio.core.progress import scaled
 
@@ -249,27 +251,9 @@ class _FirstBatches:
 
 
 def _prepare(model: Path, work: Path) -> Path:
-    """A copy with every node named and shapes inferred, but no graph optimisation."""
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    proto = onnx.load(model, load_external_data=False)
-    unnamed = [node for node in proto.graph.node if not node.name]
-    named = model
-    if unnamed:
-        for index, node in enumerate(proto.graph.node):
-            node.name = node.name or f"{node.op_type}_{index}"
-        onnx.load_external_data_for_model(proto, str(model.parent))
-        named = work / "named.onnx"
-        _save(proto, named)
-    target = work / "prepared.onnx"
-    try:
-        quant_pre_process(
-            named, target, skip_optimization=True, save_as_external_data=_external(named)
-        )
-    except Exception as exc:  # shape inference is an aid to the quantizer; a failure is survivable
-        logger.info("shape inference before int8_mixed failed: %s", exc)
-        return named
-    return target
+    """A copy with every node named uniquely and shapes inferred, but no graph optimisation
+    (optistudio.core.passes.prepare); the model as it is where that fails."""
+    return prepare_for_quantizer(model, work / "prepared", optimize=False).path
 
 
 def _candidates(ranking: list[LayerError], quantized: Path) -> list[str]:

@@ -16,12 +16,10 @@ rmin/rmax, with their MinMax calibrator fed the first batch only (its ranges are
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,10 +29,17 @@ from onnx.external_data_helper import uses_external_data
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.source import CalibrationSource
-from optistudio.core.errors import OptistudioError, PassFailed
+from optistudio.core.errors import PassFailed
 from optistudio.core.machine.environment import int8_choice
 from optistudio.core.numerics.calibration import collect_activation_stats, compute_ranges
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.prepare import (
+    KEEP_FOR_DYNAMIC,
+    already_quantized,
+    finish_quantized,
+    prepare_for_quantizer,
+    quantizer_errors,
+)
 from optistudio.core.progress import scaled
 
 logger = logging.getLogger(__name__)
@@ -72,6 +77,13 @@ class Int8DynamicConfig(BaseModel):
     )
     nodes_to_exclude: list[str] = Field(
         default_factory=list, description="Names of nodes to keep in floating point."
+    )
+    preprocess: bool = Field(
+        True,
+        description="Prepare the graph first (optistudio.core.passes.prepare: unique node "
+        "names, ONNX Runtime's shape inference and graph optimisation, MatMul + Add kept "
+        "apart); quantization continues without it if it fails. The optimisation is skipped "
+        "when nodes_to_exclude is set, because fusing renames nodes.",
     )
 
 
@@ -114,9 +126,10 @@ class Int8StaticConfig(BaseModel):
     max_batches: int = Field(100, ge=1, description="At most this many calibration batches.")
     preprocess: bool = Field(
         True,
-        description="Run ONNX Runtime's quantization pre-processing (shape inference, graph "
-        "optimisation) first; quantization continues without it if it fails. The optimisation "
-        "is skipped when nodes_to_exclude is set, because fusing renames nodes.",
+        description="Prepare the graph first (optistudio.core.passes.prepare: unique node "
+        "names, ONNX Runtime's quantization pre-processing: shape inference, graph "
+        "optimisation); quantization continues without it if it fails. The optimisation is "
+        "skipped when nodes_to_exclude is set, because fusing renames nodes.",
     )
 
 
@@ -126,30 +139,48 @@ def run_int8_dynamic(
     """Quantize weights to INT8 and activations at run time with quantize_dynamic."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    context.progress(0.0, "quantizing weights")
-    before = _op_counts(model)
-    with _ort_errors("quantize this model dynamically"):
+    context.progress(0.0, "pre-processing")
+    prepared, warnings = _prepared(model, context, config.preprocess, config.nodes_to_exclude)
+    context.progress(0.1, "quantizing weights")
+    excluded = [*config.nodes_to_exclude, *already_quantized(prepared)]
+    before = _op_counts(prepared)
+    with quantizer_errors("quantize this model dynamically"):
         quantize_dynamic(
-            model,
+            prepared,
             out,
             op_types_to_quantize=config.op_types,
             per_channel=config.per_channel,
             reduce_range=reduced_range(config.reduce_range),
             weight_type=QuantType.QInt8 if config.weight_type == "qint8" else QuantType.QUInt8,
-            nodes_to_exclude=list(config.nodes_to_exclude),
-            use_external_data_format=_uses_external_data(model),
+            nodes_to_exclude=excluded,
+            use_external_data_format=_uses_external_data(prepared),
         )
+    warnings += finish_quantized(out, "dynamic INT8")
     context.progress(1.0, "quantized")
     replaced = _replaced_ops(before, _op_counts(out))
     details = {
+        "preprocessed": prepared != model,
         "quantized_nodes": replaced,
         "reduce_range": describe_range(config.reduce_range),
         **_common_details(model, out),
     }
-    warnings = _exclusion_warnings(model, config.nodes_to_exclude) + _dynamic_warnings(
-        before, config, replaced
-    )
+    warnings += _exclusion_warnings(model, config.nodes_to_exclude)
+    warnings += _dynamic_warnings(before, config, replaced)
     return PassReport(output=out, details=details, warnings=warnings)
+
+
+def _prepared(
+    model: Path, context: PassContext, preprocess: bool, excluded: list[str]
+) -> tuple[Path, list[str]]:
+    """The graph to quantize dynamically: prepared (optistudio.core.passes.prepare) unless
+    `preprocess` is off; nodes excluded by name keep their names (no graph optimisation)."""
+    if not preprocess:
+        return model, []
+    folder = context.work_dir / "prepared"
+    found = prepare_for_quantizer(
+        model, folder, optimize=not excluded, keep_fusions=KEEP_FOR_DYNAMIC
+    )
+    return found.path, found.notes
 
 
 def reduced_range(asked: bool | None) -> bool:
@@ -200,6 +231,7 @@ def run_int8_static(
     ranges = compute_ranges(config.calibration, stats.collectors, config.percentile)
     context.progress(0.8, "quantizing")
     handover = _quantize_with_ranges(prepared, out, ranges, config, op_types, source, context)
+    warnings += finish_quantized(out, "static INT8")
     context.progress(1.0, "quantized")
     details = {
         "preprocessed": prepared != model,
@@ -229,30 +261,14 @@ def _nothing_to_quantize(model: Path, asked: list[str] | None) -> PassFailed:
 
 
 def _preprocess(model: Path, work_dir: Path, config: Int8StaticConfig) -> tuple[Path, list[str]]:
-    """ORT's pre-processing; its graph optimisation renames fused nodes, so it is skipped when
-    nodes are excluded by name."""
+    """The graph prepared for the quantizer (optistudio.core.passes.prepare); its graph
+    optimisation renames fused nodes, so it is skipped when nodes are excluded by name."""
     if not config.preprocess:
         return model, []
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    target = work_dir / "preprocessed.onnx"
-    before = set(work_dir.iterdir())
-    try:
-        # It leaves temporary files in the working directory when it fails: keep them ours.
-        with contextlib.chdir(work_dir):
-            quant_pre_process(
-                model,
-                target,
-                skip_optimization=bool(config.nodes_to_exclude),
-                save_as_external_data=_uses_external_data(model),
-            )
-    except Exception as exc:  # pre-processing is an optimisation; any failure is survivable
-        logger.info("quantization pre-processing failed: %s", exc)
-        for leftover in set(work_dir.iterdir()) - before:
-            if leftover.is_file():
-                leftover.unlink()
-        return model, [f"Pre-processing failed, so the model was quantized as it is: {exc}"]
-    return target, []
+    found = prepare_for_quantizer(
+        model, work_dir / "prepared", optimize=not config.nodes_to_exclude
+    )
+    return found.path, found.notes
 
 
 PER_CHANNEL_MIN_OPSET = 13
@@ -306,11 +322,11 @@ def _quantize_with_ranges(
     options = _static_options(model, config, op_types)
     if _ort_reads_range_cache():
         cache = _write_range_cache(ranges, context.work_dir / _CACHE_NAME)
-        with _ort_errors("quantize this model statically"):
+        with quantizer_errors("quantize this model statically"):
             quantize_static(model, out, None, calibration_cache_path=cache, **options)
         return "calibration_cache"
     options["extra_options"]["TensorQuantOverrides"] = _range_overrides(ranges)
-    with _ort_errors("quantize this model statically"):
+    with quantizer_errors("quantize this model statically"):
         quantize_static(model, out, _FirstBatchReader(source, model), **options)
     return "tensor_quant_overrides"
 
@@ -331,7 +347,7 @@ def _static_options(model: Path, config: Int8StaticConfig, op_types: list[str]) 
         "reduce_range": reduced_range(config.reduce_range),
         "activation_type": QuantType.QInt8,
         "weight_type": QuantType.QInt8,
-        "nodes_to_exclude": list(config.nodes_to_exclude),
+        "nodes_to_exclude": [*config.nodes_to_exclude, *already_quantized(model)],
         "use_external_data_format": _uses_external_data(model),
         "calibrate_method": CalibrationMethod.MinMax,
         "extra_options": {
@@ -373,20 +389,6 @@ class _FirstBatchReader:
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._batches, None)
-
-
-@contextmanager
-def _ort_errors(action: str) -> Iterator[None]:
-    """Turn ONNX Runtime's failures (untyped exceptions) into PassFailed."""
-    try:
-        yield
-    except OptistudioError:
-        raise
-    except Exception as exc:
-        raise PassFailed(
-            f"ONNX Runtime could not {action}: {type(exc).__name__}: {exc}",
-            hint="Exclude the failing nodes (nodes_to_exclude) or op types, or try another pass.",
-        ) from exc
 
 
 def _uses_external_data(model: Path) -> bool:
