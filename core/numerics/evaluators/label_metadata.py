@@ -18,6 +18,8 @@ from typing import Any
 from optistudio.core.numerics.evaluators.base import ModelFacts
 from optistudio.core.numerics.evaluators.evidence import WEAK, Evidence
 
+MAX_NESTING = 32
+"""Deepest bracket nesting parsed: a list of names is one or two levels deep."""
 LABEL_KEYS = ("names", "id2label", "labels", "classes", "label_list", "class_names", "character")
 CHARSET_KEY = "character"
 
@@ -47,10 +49,12 @@ def label_evidence(facts: ModelFacts, classes: int | None) -> list[Evidence]:
 
 
 def parse_names(text: str) -> list[str]:
-    """Names from a JSON / Python list or {id: name} mapping, else lines, else commas."""
+    """Names from a JSON / Python list or {id: name} mapping, else lines, else commas; none
+    from brackets nested past MAX_NESTING (a 100,000-deep '[[[...' made json raise
+    RecursionError, and the model card said "Internal error")."""
     text = text.strip()
-    if not text:
-        return []
+    if not text or (text[0] in "[{" and _nesting(text) > MAX_NESTING):
+        return []  # not a list of names: no labels
     parsed = _literal(text)
     if isinstance(parsed, dict):
         return [str(parsed[key]) for key in sorted(parsed, key=_index)]
@@ -62,16 +66,31 @@ def parse_names(text: str) -> list[str]:
 
 
 def _literal(text: str) -> Any:
+    """The list or mapping `text` writes, or None (a parser's RecursionError included)."""
     if text[0] not in "[{":
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
+
+
+def _nesting(text: str) -> int:
+    """How deep brackets open, counted over the whole text (quoted ones too: an upper bound)."""
+    if sum(text.count(char) for char in "[{(") <= MAX_NESTING:
+        return 0  # cannot be deeper than the cap: no need to walk it
+    depth = deepest = 0
+    for char in text:
+        if char in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]})":
+            depth -= 1
+    return deepest
 
 
 def _index(key: Any) -> tuple[int, str]:
