@@ -17,7 +17,8 @@ import numpy as np
 import onnx
 
 from optistudio.core.data.batch import batch_axis, batch_dim_names
-from optistudio.core.data.builtin.audio import RATE, speech_like
+from optistudio.core.data.builtin.audio_inputs import rate_input
+from optistudio.core.data.builtin.audio_samples import audio_filler_parts
 from optistudio.core.data.builtin.files import byte_window, padding_for
 from optistudio.core.data.builtin.kinds import InputSet, input_set
 from optistudio.core.data.builtin.photos import describe_photographs, photo_crop
@@ -48,14 +49,17 @@ def plan(base: SyntheticDataset, model: onnx.ModelProto | None, task: str | None
     """Each input's set at the shapes of `base`'s first batch (`kinds.input_set`)."""
     first = next(iter(base.batches()))
     given = set(base.values) | set(base.arrays)
+    rate = rate_input(base.inputs, base.values)
     sets = {}
     for spec in base.inputs:
         shape = tuple(first[spec.name].shape)
-        found = input_set(spec, shape, model=model, task=task, given=spec.name in given)
+        found = input_set(
+            spec, shape, model=model, task=task, given=spec.name in given, rate_input=rate
+        )
         if found is None:
             return Plan(
                 missing=f"input {spec.name!r} ({spec.dtype} {list(shape)}) has no "
-                "built-in set (images, text, token ids, audio and bytes have one)"
+                "built-in set (images, text, token ids, audio, recurrent states and bytes have one)"
             )
         sets[spec.name] = found
     return Plan(sets)
@@ -161,11 +165,17 @@ def _filler(
             "byte windows of standard-library files (.py sources, .so extensions)",
             lambda i, shape: byte_window(i, int(np.prod(shape)), pad, seed).reshape(shape),
         )
-    return _Filler(
-        f"synthetic speech-like clips (voiced formant syllables at {RATE // 1000} kHz; no "
-        "installed package ships recorded speech)",
-        lambda i, shape: speech_like(i, int(np.prod(shape)), seed).reshape(shape),
-    )
+    if found.kind == "state":
+        return _Filler(
+            "zeros (a recurrent state, as a stream starts)",
+            lambda i, shape: np.zeros(shape, np.float32),
+        )
+    if found.audio is None:
+        raise ValueError(f"audio input {found.name!r} needs its form and rate")
+    if found.kind == "rate":
+        rate = found.audio.rate
+        return _Filler(f"copies of the sample rate, {rate}", lambda i, shape: np.full(shape, rate))
+    return _Filler(*audio_filler_parts(found.audio, seed))
 
 
 def _image_filler(found: InputSet, pre: ImagePreprocessing, seed: int) -> _Filler:

@@ -2,6 +2,12 @@
 
 In this order, the first that fits names an input's set:
 
+- an input the user gave a value or an array, an attention mask or token type ids: what
+  synthesised inputs already hold (theirs; ones, zeros);
+- a sample rate (an integer input named sr, sample_rate...): the rate the audio is fed at;
+- frames of audio features (`audio_inputs`: STFT bins such as 257 on an axis, [N, 80|128, T]
+  mel frames, or an input named like fbank, mel, spec): speech-like clips made into the
+  frames, before images, as [N, 1, T, 257] has the one channel of a grey image;
 - an image (rank 4, a fixed 1 or 3 channels on axis 1, NCHW, or axis 3, NHWC; float or uint8):
   rendered text lines when the task is ctc_text or the image is a line (height <= 96 and width
   >= 3 x height), rendered text pages when the task is detection_map (a text detector's
@@ -10,35 +16,51 @@ In this order, the first that fits names an input's set:
   rows): windows of real files;
 - position ids (an integer input of rank 2 named like positions): 0, 1, ... along the row;
 - token ids (an integer input of rank 2 named like ids or tokens): real sentences, hashed;
-- audio (a float input of rank 2 or 3 named like a waveform: audio, wav, pcm, waveform,
-  input_values, speech, not fbank or mel features): speech-like clips;
-- an attention mask or token type ids: what synthesised inputs already hold (ones, zeros);
-  an input the user gave a value or an array: theirs.
+- a waveform (`audio_inputs`: a float row of samples named like audio, or of at least 4,000
+  samples, or beside a sample-rate input; [N, L], [N, L, 1], [N, 1, L]): speech-like clips at
+  the rate the model states or the length implies;
+- a recurrent state (a float input named state, h, c, h0, c0...): zeros, the state a stream
+  starts from.
 
-Any other input (features, a state, a scale factor...) has no built-in set: the run then falls
-back to random inputs (`NO_SET`), and says which input needs data.
+Any other input (features, a scale factor...) has no built-in set: the run then falls back to
+random inputs (`NO_SET`), and says which input needs data.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
 import onnx
 
+from optistudio.core.data.builtin.audio_inputs import (
+    RATE_NAMES,
+    AudioInput,
+    audio_input,
+    is_frames,
+)
 from optistudio.core.data.builtin.tokens import vocab_size
 from optistudio.core.model.info import Dim, TensorSpec
 
 SampleSet = Literal[
-    "photos", "text lines", "text pages", "token ids", "positions", "audio", "bytes", "given"
+    "photos",
+    "text lines",
+    "text pages",
+    "token ids",
+    "positions",
+    "audio",
+    "bytes",
+    "rate",
+    "state",
+    "given",
 ]
 IMAGE_CHANNELS = (1, 3)
 LINE_HEIGHT = 96
 LINE_ASPECT = 3
 TOKEN_WORDS = ("ids", "token")
 GIVEN_WORDS = ("mask", "token_type")
-AUDIO_WORDS = ("audio", "wav", "pcm", "waveform", "input_values", "speech")
-FEATURE_WORDS = ("fbank", "mel")
+STATE_WORDS = frozenset({"state", "h", "c", "h0", "c0", "hx", "cx"})
 BYTE_VOCABS = (256, 257)
 LINE_TASKS = frozenset({"ctc_text"})
 PAGE_TASKS = frozenset({"detection_map"})
@@ -53,6 +75,8 @@ class InputSet:
     name: str
     kind: SampleSet
     layout: Literal["NCHW", "NHWC"] | None = None
+    audio: AudioInput | None = None
+    """For audio (and a sample-rate input): the form, the rate and why."""
 
 
 def input_set(
@@ -62,14 +86,20 @@ def input_set(
     model: onnx.ModelProto | None,
     task: str | None,
     given: bool = False,
+    rate_input: tuple[int, str] | None = None,
 ) -> InputSet | None:
-    """The set for one input at its resolved `shape` (module docstring); None: none fits."""
+    """The set for one input at its resolved `shape` (module docstring); None: none fits.
+    `rate_input`: what the model's sample-rate input is fed (`audio_inputs.rate_input`)."""
     if given or any(word in spec.name.lower() for word in GIVEN_WORDS):
         return InputSet(spec.name, "given")
+    if rate_input is not None and spec.name.lower() in RATE_NAMES and spec.dtype in INTEGERS:
+        return InputSet(spec.name, "rate", audio=AudioInput("waveform", *rate_input))
+    if is_frames(spec, shape):
+        return _audio_set(spec, shape, model, rate_input)
     layout = image_layout(spec, shape)
     if layout is not None:
         return InputSet(spec.name, _image_set(shape, layout, task), layout)
-    return _sequence_set(spec, shape, model)
+    return _sequence_set(spec, shape, model) or _audio_set(spec, shape, model, rate_input)
 
 
 def image_layout(spec: TensorSpec, shape: tuple[int, ...]) -> Literal["NCHW", "NHWC"] | None:
@@ -107,8 +137,18 @@ def _sequence_set(
             return InputSet(spec.name, "positions")
         if any(word in name for word in TOKEN_WORDS):
             return InputSet(spec.name, "token ids")
-    waveform = any(word in name for word in AUDIO_WORDS)
-    features = any(word in name for word in FEATURE_WORDS)
-    if spec.dtype in FLOATS and len(shape) in (2, 3) and waveform and not features:
-        return InputSet(spec.name, "audio")
     return None
+
+
+def _audio_set(
+    spec: TensorSpec,
+    shape: tuple[int, ...],
+    model: onnx.ModelProto | None,
+    rate_input: tuple[int, str] | None,
+) -> InputSet | None:
+    """Zeros for a recurrent state, speech-like audio for a waveform or frames, else None."""
+    words = set(re.split(r"[^a-z0-9]+", spec.name.lower()))
+    if spec.dtype in FLOATS and (words & STATE_WORDS):
+        return InputSet(spec.name, "state")
+    found = audio_input(spec, shape, model=model, rate_input=rate_input)
+    return InputSet(spec.name, "audio", audio=found) if found is not None else None

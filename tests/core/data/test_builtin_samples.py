@@ -175,7 +175,7 @@ def test_speech_like_audio_is_loud_enough_bounded_and_deterministic() -> None:
     assert clips.shape == (4, 8000) and clips.dtype == np.float32
     assert np.abs(clips).max() <= 0.51
     assert 0.01 < float(np.sqrt(np.mean(clips**2))) < 0.4
-    assert "synthetic speech-like" in data.description
+    assert "built-in speech-like audio (synthetic" in data.description
     assert np.array_equal(clips, stacked(dataset([spec]), "waveform"))
 
 
