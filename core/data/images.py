@@ -18,11 +18,16 @@ Every image goes through the same steps, in this order:
 `ImageDataset` satisfies `optistudio.core.data.source.CalibrationSource`, like the datasets in
 `optistudio.core.data.datasets`: it lists the files up front, checks that each one is an image (headers only),
 and decodes one batch at a time.
+
+An image of more than MAX_IMAGE_MP_ENV megapixels (default DEFAULT_MAX_IMAGE_MP) is refused
+from its header, before decoding: Pillow only warns below twice its own 89.5 MP limit, and a
+12000x12000 PNG of a few kilobytes decodes to 144 MP (432 MB as RGB).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import zipfile
 from collections.abc import Callable, Iterator
@@ -37,6 +42,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import Dim, TensorSpec
 
+MAX_IMAGE_MP_ENV = "OPTISTUDIO_MAX_IMAGE_MP"
+DEFAULT_MAX_IMAGE_MP = 64
+"""Most megapixels (10^6 pixels) an image may hold; a 64 MP photograph is 8000x8000."""
 IMAGE_SUFFIXES = (".bmp", ".jpeg", ".jpg", ".png", ".webp")
 """File name endings (any case) that count as images; other files are skipped."""
 
@@ -214,6 +222,7 @@ class ImageDataset:
         mode = "L" if self.preprocessing.color == "GRAY" else "RGB"
         try:
             with open_file(name) as stream, Image.open(stream, formats=_FORMATS) as image:
+                _check_pixels(self.source, name, image)
                 converted = image.convert(mode)
         except _READ_ERRORS as exc:
             raise _unreadable(self.source, name, exc) from exc
@@ -284,8 +293,8 @@ class _ImageFiles:
         with self.opener() as open_file:
             for name in self.names:
                 try:
-                    with open_file(name) as stream:
-                        Image.open(stream, formats=_FORMATS).close()
+                    with open_file(name) as stream, Image.open(stream, formats=_FORMATS) as image:
+                        _check_pixels(self.source, name, image)
                 except _READ_ERRORS as exc:
                     raise _unreadable(self.source, name, exc) from exc
 
@@ -323,6 +332,27 @@ def _is_image_name(name: str) -> bool:
     parts = PurePosixPath(name.replace("\\", "/")).parts
     hidden = any(part.startswith(".") or part in _SKIPPED_PARTS for part in parts)
     return not hidden and name.lower().endswith(IMAGE_SUFFIXES)
+
+
+def max_image_pixels() -> int:
+    """MAX_IMAGE_MP_ENV megapixels when set to a positive number, else DEFAULT_MAX_IMAGE_MP."""
+    text = os.environ.get(MAX_IMAGE_MP_ENV, "").strip()
+    megapixels = int(text) if text.isdigit() and int(text) > 0 else DEFAULT_MAX_IMAGE_MP
+    return megapixels * 1_000_000
+
+
+def _check_pixels(source: Path, name: str, image: Image.Image) -> None:
+    """DataMismatch, from the header, for an image over max_image_pixels()."""
+    width, height = image.size
+    cap = max_image_pixels()
+    if width * height > cap:
+        raise DataMismatch(
+            f"Image {name!r} in {source.name!r} is {width}x{height} pixels "
+            f"({width * height / 1e6:,.0f} MP), over the {cap // 1_000_000} MP an image may "
+            "hold.",
+            hint=f"Resize it first (models take a few hundred pixels a side), or raise "
+            f"{MAX_IMAGE_MP_ENV} on a machine that has the memory.",
+        )
 
 
 def _unreadable(source: Path, name: str, exc: BaseException) -> DataMismatch:
