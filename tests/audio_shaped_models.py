@@ -85,9 +85,7 @@ def _head(features: str) -> list[onnx.NodeProto]:
     ]
 
 
-def _save(
-    path: Path, nodes: list[onnx.NodeProto], name: str, shape: list, weights: dict
-) -> Path:
+def _save(path: Path, nodes: list[onnx.NodeProto], name: str, shape: list, weights: dict) -> Path:
     graph = helper.make_graph(
         nodes,
         "audio_classifier",

@@ -1,12 +1,15 @@
 """What a run feeds when the user gives no data: built-in samples, else random inputs.
 
-Built-in samples (optistudio.core.data.builtin) are real images, text, token ids, audio or bytes
-in the shapes random inputs would have. When every model input has a set, the variants are
+Built-in samples (optistudio.core.data.builtin) are real images, text, token ids, speech-like
+audio or bytes in the shapes random inputs would have. When every model input has a set, the variants are
 judged on the sets' samples of seed 0 and the INT8 passes calibrate on those of seed 1 (other
-crops, other lines), so no variant is calibrated on the samples that judge it. An image input's
-normalisation is the one the model states (dtype, graph, metadata), else the one under which the
-FP32 model's outputs on PROBE_SAMPLES samples look most confident and not saturated
-(`scaling.pick`), else its layout's convention. When some input has no set, the run keeps
+crops, other lines, other clips), so no variant is calibrated on the samples that judge it. An
+image input's normalisation is the one the model states (dtype, graph, metadata), else its
+family's (PP-OCR: -1..1 for lines, ImageNet for pages), else the one under which the FP32
+model's outputs on PROBE_SAMPLES samples look most confident and not saturated
+(`scaling.pick`), else its layout's convention. An audio input gets built-in speech-like audio
+at the rate the model states or its length implies, as samples or as the log-mel or STFT
+frames its shape declares (optistudio.core.data.builtin.audio_inputs). When some input has no set, the run keeps
 random inputs (the SyntheticDataset), and `RunData.why_random` says which input has none.
 """
 
@@ -89,10 +92,12 @@ def image_scaling(
     name: str,
     judged: tuple[str | None, str | None],
 ) -> tuple[ImagePreprocessing, str]:
-    """The normalisation of image input `name`, and why (`scaling`, steps 1-5); `judged`:
+    """The normalisation of image input `name`, and why (`scaling`, steps 1-6); `judged`:
     the task and the output it judges, whose confidence picks among the candidates."""
     dtype = next(spec.dtype for spec in base.inputs if spec.name == name)
-    stated = scaling.stated(proto, name, dtype)
+    stated = scaling.stated(proto, name, dtype) or scaling.family_scaling(
+        proto, name, sets[name].kind
+    )
     if stated is not None:
         return _as_input(base, sets, name, stated[0]), stated[1]
     candidates = {

@@ -3,7 +3,8 @@
 A run judges and calibrates on the user's data when given. Without it (optistudio.core.optimize.
 no_data), on built-in samples where every input has a set, else on random inputs:
 
-- built-in samples (real photographs, text, audio... made on the fly): every variant is marked
+- built-in samples (real photographs, text, speech-like audio... made on the fly; the run's data
+  line names each input's set): every variant is marked
   "judged on built-in samples, not your data", an INT8 one "calibrated and judged". Auto may
   choose such a variant when its task's check on them passes (a task was recognized or set);
   one calibrated on them and judged by output cosine and top-1 alone (no task) is left out
@@ -104,8 +105,8 @@ def _builtin_note(variants: Sequence[VariantResult], chosen: str | None) -> list
     calibrated = [v.recipe.label for v in made if v.builtin_samples == "calibrated and judged"]
     pick = next((v for v in made if v.recipe.name == chosen), None)
     lines = [
-        "Built-in samples, not your data: with no data given, every variant was judged on "
-        "real photographs, text, audio or bytes made on the fly"
+        "Built-in samples, not your data: with no data given, every variant was judged on real "
+        "photographs, rendered text, sentences, speech-like audio or file bytes made on the fly"
     ]
     if calibrated:
         lines.append(f"INT8 calibrated on other built-in samples: {', '.join(calibrated)}")

@@ -10,13 +10,20 @@ An ONNX file rarely says how its images were normalised, so the choice is made, 
 3. the metadata: keys naming a mean and a std (image_mean, mean_values...), 1 or 3 numbers each,
    in pixel units when the mean exceeds 1, else after / 255; a key naming the colour order
    ('BGR') sets it;
-4. else the FP32 model's own outputs on a few samples under each of CANDIDATES (`pick`; a
+4. the family: where the graph shows a family whose pre-processing is known, its own, ahead of
+   any confidence (`family_scaling`). PP-OCR (a PaddlePaddle / paddle2onnx producer, or the
+   'character' alphabet in the metadata, or an input named x whose output has the classes of a
+   PP-OCR alphabet: 97, 6625, 18385 or 18710): its recognizers and direction classifiers read a
+   text line as (pixel / 255 - 0.5) / 0.5, -1..1; its text detectors ImageNet mean/std. A
+   line the FP32 recognizer reads more confidently under another range is still fed -1..1:
+   confidence on rendered lines is a weak signal, the family's training pipeline a strong one;
+5. else the FP32 model's own outputs on a few samples under each of CANDIDATES (`pick`; a
    classifier's or a CTC recognizer's scores through a softmax when they are logits): a
    candidate whose outputs vary across samples much less than the others' is saturated (its
    responsiveness, 1 - the mean cosine between samples' outputs, under 3/4 of the candidates'
    median) and dropped; among the rest the most confident wins (`confidence`), a candidate
    within TIE (0.005) of the best counting as a tie that the earlier one wins;
-5. with no output to read confidence from (an embedding, a regression): ImageNet for NCHW
+6. with no output to read confidence from (an embedding, a regression): ImageNet for NCHW
    (torchvision's convention), -1..1 for NHWC (TF-slim's and Keras MobileNet's).
 
 Colour order is RGB unless the metadata says BGR: the samples' channels are not searched.
@@ -57,6 +64,15 @@ cannot tell them apart a model trained on either neighbour sees at most twice or
 range. Raw pixels 0..255 are not among them: larger inputs make larger logits, which look
 confident whatever the model was trained on, so they are only taken where the graph or the
 metadata says so."""
+PADDLE_PRODUCERS = ("paddle",)
+"""Producer names of Paddle exports: 'PaddlePaddle', 'paddle2onnx'."""
+PPOCR_ALPHABET_KEY = "character"
+PADDLE_INPUT = "x"
+PPOCR_CLASSES = frozenset({97, 6625, 18385, 18710})
+"""The classes of PP-OCR's recognizers, the blank and a space included: English 97, Chinese
+(v1 to v4) 6625, v5 18385, v6 18710."""
+PPOCR_RANGES = {"text lines": "-1..1", "text pages": "ImageNet mean/std"}
+PPOCR_ROLES = {"text lines": "recognizers and direction classifiers", "text pages": "detectors"}
 PIXELS = Normalisation(scale=1.0)
 UNIT = Normalisation()
 PASS_THROUGH = ("Cast", "Transpose")
@@ -123,6 +139,37 @@ def metadata_scaling(model: onnx.ModelProto) -> tuple[Normalisation, str] | None
         color="BGR" if bgr else "RGB",
     )
     return norm, f"mean {mean}, std {std} (the model's metadata{', BGR' if bgr else ''})"
+
+
+def family_scaling(
+    model: onnx.ModelProto, input_name: str, kind: str
+) -> tuple[Normalisation, str] | None:
+    """Step 4: the normalisation the model's family feeds an input of built-in `kind` ('text
+    lines', 'text pages'), and why; None when no family is shown or it has no rule for it."""
+    family = ppocr_evidence(model, input_name)
+    if family is None or kind not in PPOCR_RANGES:
+        return None
+    key = PPOCR_RANGES[kind]
+    norm = CANDIDATES[key]
+    return norm, f"{key} (PP-OCR's {PPOCR_ROLES[kind]} feed it; {family})"
+
+
+def ppocr_evidence(model: onnx.ModelProto, input_name: str) -> str | None:
+    """What shows the model is a PP-OCR export, in words; None when nothing does."""
+    producer = model.producer_name.lower()
+    if any(word in producer for word in PADDLE_PRODUCERS):
+        return f"the graph's producer is {model.producer_name!r}"
+    if any(prop.key == PPOCR_ALPHABET_KEY for prop in model.metadata_props):
+        return f"the metadata holds PaddleOCR's {PPOCR_ALPHABET_KEY!r} alphabet"
+    classes = _last_dim(model.graph.output[0]) if model.graph.output else None
+    if input_name == PADDLE_INPUT and classes in PPOCR_CLASSES:
+        return f"input {PADDLE_INPUT!r} and {classes} output classes, a PP-OCR alphabet's"
+    return None
+
+
+def _last_dim(value: onnx.ValueInfoProto) -> int | None:
+    dims = value.type.tensor_type.shape.dim
+    return int(dims[-1].dim_value) if dims and dims[-1].HasField("dim_value") else None
 
 
 def default_for(layout: str) -> tuple[Normalisation, str]:

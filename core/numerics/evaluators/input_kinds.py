@@ -2,9 +2,13 @@
 
 In the order asked, the first that fits names the model's input kind:
 
-- image: a float input of rank 4 with 1, 3 or 4 channels on axis 1 (NCHW) or axis 3 (NHWC);
+- image: a float input of rank 4 with 1, 3 or 4 channels on axis 1 (NCHW) or axis 3 (NHWC),
+  unless its shape is that of audio frames ([N, 1, T, 257]);
 - tokens: an integer input of rank 2 named like ids, tokens or a mask (input_ids);
-- audio: a float input of rank 2 or 3 named like audio (waveform, input_values, speech...);
+- audio: a float input of rank 2 or 3 named like audio (waveform, input_values, speech, fbank,
+  mel...), or whose declared shape shows audio (optistudio.core.data.builtin.audio_inputs: a
+  row of at least 4,000 samples, [N, L], [N, L, 1] or [N, 1, L]; frames of STFT bins such as
+  257, or [N, 80|128, T] mel frames);
 - features: a float input of rank 2 ([N, F]); sequence: a float input of rank 3.
 
 A task declares the kinds its models take (`EvaluatorInfo.input_kinds`): a model whose kind is
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from optistudio.core.data.builtin.audio_inputs import declared_audio
+from optistudio.core.model.info import TensorSpec
 from optistudio.core.numerics.evaluators.base import ModelFacts
 from optistudio.core.numerics.evaluators.evidence import WEAK, Evidence
 from optistudio.core.numerics.evaluators.outputs import FLOAT_DTYPES, shape_text, size
@@ -64,13 +70,21 @@ def _is(kind: str, name: str, shape: list, dtype: str) -> bool:
     floating = dtype in FLOAT_DTYPES or not dtype
     lowered = name.lower()
     if kind == "image":
-        return floating and len(shape) == 4 and bool({size(shape[1]), size(shape[3])} & CHANNELS)
+        channels = bool({size(shape[1]), size(shape[3])} & CHANNELS) if len(shape) == 4 else False
+        return floating and channels and not _shows_audio(name, shape)
     if kind == "tokens":
         integer = dtype.startswith(("int", "uint"))
         return integer and len(shape) == 2 and any(word in lowered for word in TOKEN_WORDS)
     if kind == "audio":
-        return floating and len(shape) in (2, 3) and any(word in lowered for word in AUDIO_WORDS)
+        named = len(shape) in (2, 3) and any(word in lowered for word in AUDIO_WORDS)
+        return floating and (named or _shows_audio(name, shape))
     return floating and len(shape) == (2 if kind == "features" else 3)
+
+
+def _shows_audio(name: str, shape: list) -> bool:
+    """Whether a float input's declared shape is that of audio (a waveform or frames)."""
+    spec = TensorSpec(name=name, dtype="float32", shape=list(shape))
+    return declared_audio(spec) is not None
 
 
 def fixed_image_size(facts: ModelFacts) -> tuple[int, int] | None:

@@ -140,9 +140,7 @@ def test_log_mel_of_a_low_tone_is_loudest_in_a_low_band() -> None:
         pytest.param(spec("x", "N", 1, "T", 257), (1, 1, 16, 257), "STFT magnitude", id="stft"),
     ],
 )
-def test_each_audio_input_is_fed_speech_like_audio_in_its_form(
-    tensor, batch_shape, says
-) -> None:
+def test_each_audio_input_is_fed_speech_like_audio_in_its_form(tensor, batch_shape, says) -> None:
     data = fed([tensor])
 
     batch = next(iter(data.batches()))[tensor.name]
