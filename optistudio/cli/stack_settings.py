@@ -19,6 +19,7 @@ STACK_SETTINGS = (
     "queues",
     "backends",
     "max_upload_mb",
+    "allow_open",
 )
 """Settings fields, in the order `up --help` lists their options."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from optistudio.cli.exposure import check_exposure
 from optistudio.cli.stack_settings import env_name
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.services.settings import Settings
@@ -23,12 +24,13 @@ from optistudio.services.settings import Settings
 
 @dataclass(frozen=True)
 class UpOption:
-    """One option of `up`: its flag, the settings field it sets, what it means, its type."""
+    """One option of `up`: its flag, the settings field it sets, what it means, its type
+    (`metavar` None: a switch that sets the field to True)."""
 
     flag: str
     field: str
     what: str
-    metavar: str
+    metavar: str | None
     type: Callable[[str], Any] = str
 
     @property
@@ -54,6 +56,12 @@ OPTIONS = (
         "--backends", "backends", "comma-separated backends the worker offers; empty: all", "LIST"
     ),
     UpOption("--max-upload-mb", "max_upload_mb", "largest model file accepted", "MB", int),
+    UpOption(
+        "--allow-open",
+        "allow_open",
+        "serve a --host beyond this machine with no password and no OpenID Connect",
+        None,
+    ),
 )
 """One option per field of `STACK_SETTINGS`, in its order."""
 
@@ -66,13 +74,14 @@ def add_up_parser(commands: Any) -> None:
         "until Ctrl-C. Each option overrides the environment variable named beside it.",
     )
     for option in OPTIONS:
-        up.add_argument(
-            option.flag,
-            dest=option.field,
-            type=option.type,
-            metavar=option.metavar,
-            help=option.help,
-        )
+        up.add_argument(option.flag, dest=option.field, help=option.help, **_takes(option))
+
+
+def _takes(option: UpOption) -> dict[str, Any]:
+    """What the option reads: a value of its type, or nothing (a switch: True when given)."""
+    if option.metavar is None:
+        return {"action": "store_const", "const": True}
+    return {"type": option.type, "metavar": option.metavar}
 
 
 def up_settings(args: argparse.Namespace) -> Settings:
@@ -91,5 +100,6 @@ def command_up(args: argparse.Namespace) -> int:
     from optistudio.cli.launcher import up
 
     settings = up_settings(args)
+    check_exposure(settings)
     logging.getLogger("optistudio").setLevel(logging.INFO)
     return up(settings)

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         description="Memory ONNX Runtime may use to load a new upload before it is refused; "
         "0 = 4x the model's size, at least 4096 MB, at most this machine's memory.",
     )
+    allow_open: bool = Field(
+        default=False,
+        description="Let `optistudio up` serve a non-loopback --host with no password and no "
+        "OpenID Connect (anyone who reaches the port uses the studio).",
+    )
     studio_password: SecretStr = Field(
         default=SecretStr(""),
         description="Password the studio asks for (empty = no login); never logged or shown.",

@@ -1,0 +1,119 @@
+"""`optistudio up --host` beyond this machine with no password and no OpenID Connect refuses to
+start unless `--allow-open` (OPTISTUDIO_ALLOW_OPEN) is given, and says why (issue 39, case 10).
+Loopback hosts start as before.
+
+The refusals run in a child process whose working and home folders are empty, so no
+`.streamlit/secrets.toml` of the machine running the tests decides them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from optistudio.cli import build_parser
+from optistudio.cli.exposure import check_exposure, is_loopback
+from optistudio.cli.up import up_settings
+from optistudio.services.settings import Settings
+
+LOOPBACK = [
+    "127.0.0.1",
+    "127.8.9.10",
+    "::1",
+    "[::1]",
+    "localhost",
+    "LocalHost.",
+    "::ffff:127.0.0.1",
+]
+BEYOND = ["0.0.0.0", "", "::", "192.168.1.5", "10.0.0.1", "studio.example.com"]
+CHECK = (
+    "from optistudio.cli.exposure import check_exposure;"
+    "from optistudio.services.settings import Settings;"
+    "check_exposure(Settings())"
+)
+
+
+@pytest.mark.parametrize("host", LOOPBACK)
+def test_loopback_hosts_are_this_machine(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", BEYOND, ids=[h or "empty" for h in BEYOND])
+def test_other_hosts_are_beyond_it(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def run_in(folder: Path, argv: list[str], **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPTISTUDIO_")}
+    env.update(HOME=str(folder), OPTISTUDIO_DATA_DIR=str(folder / "data"), **variables)
+    return subprocess.run(
+        [sys.executable, *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_up_on_every_interface_with_no_login_refuses_in_one_sentence(tmp_path: Path) -> None:
+    done = run_in(tmp_path, ["-m", "optistudio.cli", "up", "--host", "0.0.0.0"])
+
+    assert done.returncode == 2, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first == (
+        "error: Refusing to serve the studio on 0.0.0.0 with no password and no OpenID Connect: "
+        "anyone who can reach that address could upload models and run jobs."
+    )
+    assert "--allow-open" in done.stderr and "OPTISTUDIO_STUDIO_PASSWORD" in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before migrating or starting anything
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"OPTISTUDIO_ALLOW_OPEN": "1"}, {"OPTISTUDIO_STUDIO_PASSWORD": "s3cret"}, {}],
+    ids=["allow-open-variable", "password", "oidc-secrets"],
+)
+def test_a_login_or_allow_open_lets_it_start(tmp_path: Path, variables: dict[str, str]) -> None:
+    if not variables:
+        (tmp_path / ".streamlit").mkdir()
+        (tmp_path / ".streamlit" / "secrets.toml").write_text(
+            '[auth]\nredirect_uri = "http://studio.example.com/oauth2callback"\n'
+        )
+
+    done = run_in(tmp_path, ["-c", CHECK], OPTISTUDIO_HOST="0.0.0.0", **variables)
+
+    assert done.returncode == 0, done.stderr
+
+
+def test_without_them_the_same_check_refuses(tmp_path: Path) -> None:
+    done = run_in(tmp_path, ["-c", CHECK], OPTISTUDIO_HOST="0.0.0.0")
+
+    assert done.returncode != 0 and "Refusing to serve the studio" in done.stderr
+
+
+def test_the_allow_open_option_sets_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [n for n in os.environ if n.startswith("OPTISTUDIO_")]:
+        monkeypatch.delenv(name)
+    parser = build_parser()
+
+    assert up_settings(parser.parse_args(["up", "--allow-open"])).allow_open
+    assert not up_settings(parser.parse_args(["up"])).allow_open
+
+
+def test_loopback_or_a_password_starts_without_allow_open() -> None:
+    check_exposure(Settings(host="127.0.0.1"))
+    check_exposure(Settings(host="0.0.0.0", studio_password=SecretStr("s3cret")))
+
+
+def test_help_and_readme_name_the_option_beside_its_variable() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "optistudio.cli", "up", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    entry = " ".join(done.stdout.split("--allow-open", 1)[1].split())
+    assert "(OPTISTUDIO_ALLOW_OPEN; default False)" in entry, done.stdout
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert "| `OPTISTUDIO_ALLOW_OPEN` | `--allow-open` |" in readme
