@@ -2,13 +2,15 @@
 
 No login is asked unless one is configured. With `[auth]` in `.streamlit/secrets.toml`, people sign
 in through OpenID Connect (Streamlit's `st.login`, which needs Authlib); otherwise, with
-`OPTISTUDIO_STUDIO_PASSWORD` set, they type the admin's password. Only a flag is kept in
+`OPTISTUDIO_STUDIO_PASSWORD` set, they type the admin's password (`login_config` reads which).
+Share links belong to the account's subject at its provider (`share_owner`). Only a flag is kept in
 `st.session_state`, never the password, and neither the password nor what was typed is logged or
 shown. Share links (`?share=TOKEN`) are answered before this gate and stay public.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import importlib.util
 import json
@@ -22,6 +24,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 from pydantic import SecretStr
 
+from optistudio.studio.login_config import oidc_configured
 from optistudio.studio.state import settings
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,8 @@ WRONG_PASSWORD_DELAY_S = 1.0
 """A wrong password waits this long before the answer, to slow guessing down."""
 
 PROVIDER_TIMEOUT_S = 3
+OWNER_LENGTH = 255
+"""The shares table's owner column holds this many characters."""
 
 LoginMode = Literal["none", "password", "oidc"]
 
@@ -50,15 +55,11 @@ def password_matches(given: str, expected: SecretStr) -> bool:
 def require_login() -> None:
     """Stop the script run at a login form unless this session has signed in (or none is set)."""
     password = settings().studio_password
-    mode = login_mode(password, oidc_configured=_oidc_configured())
+    mode = login_mode(password, oidc_configured=oidc_configured())
     if mode == "oidc":
         _oidc_gate()
     elif mode == "password":
         _password_gate(password)
-
-
-def _oidc_configured() -> bool:
-    return st.secrets.load_if_toml_exists() and "auth" in st.secrets
 
 
 def _oidc_gate() -> None:
@@ -105,6 +106,24 @@ def signed_in_as(claims: Mapping[str, object]) -> str:
     if name and email:
         return f"{name} ({email})"
     return name or email or str(claims.get("sub") or "an unnamed account")
+
+
+def share_owner(claims: Mapping[str, object]) -> str:
+    """The key a signed-in account's share links are kept under, from its ID token's claims.
+
+    The identity provider's subject (`sub`, unique and never reassigned within its issuer
+    `iss`), never a display name or e-mail, which two accounts can share or which can change
+    hands. Only a token without `sub` (not OpenID Connect as written) falls back to its e-mail,
+    the key used before; with neither, "" (nobody: links it makes are listed for no one).
+    Links made before this keying were kept under a name or an e-mail: they still open, and
+    no account lists or revokes them (docs/SECURITY.md)."""
+    subject = str(claims.get("sub") or "")
+    if not subject:
+        return str(claims.get("email") or "")
+    key = f"oidc {claims.get('iss') or '-'} {subject}"  # an issuer URL holds no space
+    if len(key) <= OWNER_LENGTH:
+        return key
+    return f"oidc sha256 {hashlib.sha256(key.encode()).hexdigest()}"
 
 
 def _password_gate(expected: SecretStr) -> None:

@@ -16,6 +16,7 @@ from optistudio.core.report.metric_info import column_title
 from optistudio.core.report.snapshot import CompareSnapshot, axis_choices
 from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
 from optistudio.studio import cached, charts, pages, state
+from optistudio.studio.auth import share_owner
 from optistudio.studio.compare_services import (
     Selection,
     build_snapshot,
@@ -243,15 +244,17 @@ def share_url(token: str) -> str:
 
 
 def current_owner() -> str:
-    """Who owns new share links: the logged-in user when a login is set up, else 'local'."""
+    """Who owns new share links: the signed-in account's subject at its identity provider
+    (auth.share_owner) when OpenID Connect is set up, else 'local'; "" is nobody."""
     user = st.user
     if getattr(user, "is_logged_in", False):
-        return str(user.get("email") or user.get("name") or "local")
+        return share_owner(user.to_dict())
     return "local"
 
 
 def my_shares() -> None:
-    shares = owned_shares(state.session_factory(), owner=current_owner())
+    owner = current_owner()
+    shares = owned_shares(state.session_factory(), owner=owner) if owner else []
     if not shares:
         return
     with st.expander(f"Your share links ({len(shares)})"):
