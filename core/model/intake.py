@@ -4,11 +4,13 @@ Checks run cheapest and safest first: the file's size before reading it; the pro
 without external data; declared sizes (every stored tensor, fixed-shape inputs, outputs and value
 infos, constant-shaped ConstantOfShape) against a memory budget, from the protobuf's dims alone,
 without materialising a tensor; external-data locations validated (relative, inside the model's
-folder, long enough for what each tensor declares) before any of that data is opened; then
+folder, no part starting with ".", not the stored graph's own name model.onnx, long enough for
+what each tensor declares) before any of that data is opened; then
 onnx.checker on the file path, which handles models over protobuf's 2 GB limit; last, when the
 caller hands one in, the load check (whether a runtime loads the file: ONNX Runtime's, from
 core/backends/loadable.py, a floor this package may not import). Everything after that only
-describes the model.
+describes the model. Its address (ModelInfo.sha256) is the hash of the graph together with every
+external data file's name and bytes (content_address).
 
 Accepted is what ONNX Runtime runs: a negative dim (Paddle2ONNX's -1) is a dynamic dim, and an
 IR 3 model whose initializers are not all listed as graph inputs is checked as if they were; a
@@ -20,11 +22,8 @@ check says.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from google.protobuf.message import DecodeError
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from optistudio.core.errors import ModelRejected
+from optistudio.core.model.content_address import address_of
 from optistudio.core.model.declared_sizes import (
     check_declared_sizes,
     declared_bytes,
@@ -44,6 +44,7 @@ from optistudio.core.model.declared_sizes import (
 )
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.stored_folder import STORED_NAME, place_checked
 from optistudio.core.model.undefined_ops import undefined_ops
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,6 @@ MAX_UPLOAD_ENV = "OPTISTUDIO_MAX_UPLOAD_MB"
 OLD_OPSET = 11
 """Models below this default-domain opset get a warning (ONNX Runtime supports 7 and up)."""
 
-_CHUNK = 1024**2
 _SNIFF_BYTES = 512
 _SIGNATURES = (
     (b"\x89PNG", "a PNG image"),
@@ -81,6 +81,8 @@ class StoredModel:
 
     path: Path
     info: ModelInfo
+    created: bool = False
+    """Whether this store wrote the model's folder (False: a copy that verified was there)."""
 
 
 def inspect_model(
@@ -110,22 +112,18 @@ def store_model(
     max_tensor_bytes: int | None = None,
     load_check: LoadCheck | None = None,
 ) -> StoredModel:
-    """Inspect `source`, then copy it to artifact_dir/models/<sha[:2]>/<sha>/model.onnx.
+    """Inspect `source`, then store it as artifact_dir/models/<sha[:2]>/<sha>/model.onnx.
 
-    Nothing is stored when inspection (or `load_check`) rejects the file. Copies are atomic
-    (temp file + rename), so concurrent stores of the same model are safe and an existing copy
-    is kept as it is.
-    External data files are copied beside it under their relative names, before the model.
-    The address is the hash of the .onnx file alone, not of its external data.
+    Nothing is stored when inspection (or `load_check`) rejects the file. The address covers
+    the graph and every external data file, by name and bytes (content_address); what is stored
+    is exactly what was checked, copied into a staging folder, hashed and renamed into place in
+    one step, and an existing folder is kept only when it verifies (stored_folder).
     """
     source = Path(source)
     info, locations = _inspect(source, max_bytes, max_tensor_bytes, load_check)
     folder = Path(artifact_dir) / "models" / info.sha256[:2] / info.sha256
-    for location in locations:
-        _copy_atomic(source.parent / location, folder / location)
-    target = folder / "model.onnx"
-    _copy_atomic(source, target)
-    return StoredModel(path=target, info=info)
+    path, created = place_checked(source, locations, folder, info.sha256)
+    return StoredModel(path=path, info=info, created=created)
 
 
 def _inspect(
@@ -142,7 +140,8 @@ def _inspect(
     _run_checker(path, model)
     if load_check is not None:
         _run_load_check(load_check, path)
-    return _describe(model, path, total_size, bool(locations)), locations
+    sha256 = address_of(path, locations)
+    return _describe(model, sha256, total_size, bool(locations)), locations
 
 
 def _file_size(path: Path) -> int:
@@ -240,7 +239,8 @@ def _external_info(tensor: onnx.TensorProto) -> ExternalDataInfo:
 
 
 def _check_location(location: str, folder: Path) -> None:
-    """Reject absolute locations and any that resolve outside the model's folder (traversal)."""
+    """Reject absolute locations, any that resolve outside the model's folder (traversal), any
+    part starting with "." and the name the graph is stored under (stored_folder)."""
     hint = "External data must sit in the model's folder and be named by relative paths."
     if not location or "\x00" in location:
         raise ModelRejected(f"External data location {location!r} is not a file name.", hint=hint)
@@ -256,6 +256,24 @@ def _check_location(location: str, folder: Path) -> None:
             f"External data location {location!r} points outside the model's folder; "
             "refusing to read it.",
             hint=hint,
+        )
+    _check_stored_name(location, hint)
+
+
+def _check_stored_name(location: str, hint: str) -> None:
+    """Refuse hidden names (where the store's temp files go) and the stored graph's own name."""
+    parts = location.replace("\\", "/").split("/")
+    if any(part.startswith(".") for part in parts):
+        raise ModelRejected(
+            f"External data location {location!r} has a part starting with '.'; refusing it.",
+            hint=hint + " Rename the data file so no part of its path starts with '.'.",
+        )
+    if "/".join(part for part in parts if part).casefold() == STORED_NAME:
+        raise ModelRejected(
+            f"External data location {location!r} is the name the graph itself is stored under "
+            f"({STORED_NAME}); refusing it.",
+            hint="Re-save the model with its weights in a file of another name, e.g. "
+            "onnx.save(..., save_as_external_data=True, location='model.onnx.data').",
         )
 
 
@@ -325,14 +343,14 @@ def _without_folder(text: str, path: Path) -> str:
 
 
 def _describe(
-    model: onnx.ModelProto, path: Path, size_bytes: int, external_data: bool
+    model: onnx.ModelProto, sha256: str, size_bytes: int, external_data: bool
 ) -> ModelInfo:
     graph = model.graph
     inputs = _graph_inputs(graph)
     flops = _flops(model)
     opsets = _opsets(model)
     return ModelInfo(
-        sha256=_sha256(path),
+        sha256=sha256,
         size_bytes=size_bytes,
         ir_version=model.ir_version,
         opsets=opsets,
@@ -348,14 +366,6 @@ def _describe(
         metadata_keys=sorted({prop.key for prop in model.metadata_props}),
         warnings=_warnings(opsets, inputs, flops),
     )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _opsets(model: onnx.ModelProto) -> dict[str, int]:
@@ -451,22 +461,3 @@ def _input_warning(spec: TensorSpec) -> str | None:
         spec.shape[i] if isinstance(spec.shape[i], str) else f"#{i}" for i in spec.dynamic_dims
     ]
     return f"dynamic dims {names} on input {spec.name}"
-
-
-def _copy_atomic(source: Path, target: Path) -> None:
-    """Copy via a temp file in the target's folder and os.replace; keep an existing target."""
-    if target.exists():
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "wb") as out, source.open("rb") as src:
-            shutil.copyfileobj(src, out, _CHUNK)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise

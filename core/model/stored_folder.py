@@ -1,0 +1,109 @@
+"""A checked model put into its content-addressed folder, as exactly the files that were checked.
+
+The graph is written as `model.onnx` and each external data file under the relative name the
+graph gives it (intake has refused names that leave the folder, start with "." or collide with
+`model.onnx`). Everything is copied into a fresh staging folder beside the target, hashed while
+it is copied, and compared with the address intake computed (content_address); only then is the
+staging folder renamed into place, in one step. Nothing already in the store stands for the
+checked files: an existing folder is kept only when it verifies against the address, else it is
+set aside and replaced. Concurrent stores of one model are safe: the loser of the rename finds a
+folder that verifies and drops its copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from optistudio.core.errors import ArtifactStoreError, ModelRejected
+from optistudio.core.model.content_address import content_address, verify_stored
+
+STORED_NAME = "model.onnx"
+"""The name every stored graph is kept under."""
+_CHUNK = 1024**2
+_ATTEMPTS = 3
+
+
+def place_checked(
+    source: Path, locations: list[str], folder: Path, sha256: str
+) -> tuple[Path, bool]:
+    """`folder`/model.onnx holding the checked `source` and its external data at `locations`,
+    whose address is `sha256`, and whether this call wrote it (an existing folder is kept when
+    it verifies)."""
+    target = folder / STORED_NAME
+    if _verifies(target, sha256):
+        return target, False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{sha256[:12]}.staging."))
+    try:
+        if _stage(source, locations, staging) != sha256:
+            raise ModelRejected(
+                "The model's files changed while they were being stored.",
+                hint="Upload the model again, and leave its files unchanged until it is stored.",
+            )
+        created = _swap_in(staging, folder, sha256)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target, created
+
+
+def _verifies(target: Path, sha256: str) -> bool:
+    if not target.is_file():
+        return False
+    try:
+        verify_stored(target, sha256)
+    except ModelRejected:
+        return False
+    return True
+
+
+def _stage(source: Path, locations: list[str], staging: Path) -> str:
+    """Copy the graph and its external data into `staging`; the address of what was written."""
+    graph = _copy_hashing(source, staging / STORED_NAME)
+    external = [(name, _copy_hashing(source.parent / name, staging / name)) for name in locations]
+    return content_address(graph, external)
+
+
+def _copy_hashing(source: Path, target: Path) -> str:
+    """Copy `source` to a new file `target` (fsynced); the SHA-256 of the bytes written."""
+    digest = hashlib.sha256()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with source.open("rb") as src, target.open("xb") as out:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return digest.hexdigest()
+
+
+def _swap_in(staging: Path, folder: Path, sha256: str) -> bool:
+    """Rename `staging` to `folder` (True); a folder already there stays if it verifies (False),
+    else it is set aside first (another store may be doing the same: a few attempts)."""
+    for _ in range(_ATTEMPTS):
+        try:
+            os.rename(staging, folder)
+            return True
+        except OSError:
+            pass
+        if _verifies(folder / STORED_NAME, sha256):
+            return False
+        _set_aside(folder, sha256)
+    raise ArtifactStoreError(
+        "The model's folder in the artifact store could not be replaced by the checked copy.",
+        hint="Check that the artifact folder is writable, then upload the model again.",
+    )
+
+
+def _set_aside(folder: Path, sha256: str) -> None:
+    """Move a folder that does not verify out of the way and delete it."""
+    stale = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{sha256[:12]}.stale."))
+    try:
+        os.rename(folder, stale / "old")
+    except FileNotFoundError:
+        pass  # another store set it aside first
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
