@@ -18,8 +18,10 @@ import numpy as np
 import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
+from optistudio.core.errors import ModelRejected
 from optistudio.core.llm.configs import config_beside
 from optistudio.core.llm.decoder import DTYPE_BYTES, DecoderIO, read_decoder_io
+from optistudio.core.model.contained import contained
 
 PASS_THROUGH = {"Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze"}
 WEIGHT_OPS = {"MatMul", "Gemm", "MatMulNBits", "MatMulInteger"}
@@ -108,7 +110,8 @@ def size_on_disk(path: Path) -> int:
 
 
 def model_files(path: Path) -> list[Path]:
-    """The .onnx file and the external data files it names; an OpenVINO .xml and its .bin."""
+    """The .onnx file and the external data files it names; an OpenVINO .xml and its .bin.
+    ModelRejected when a name leads outside the model's folder (core.model.contained)."""
     if path.suffix == ".xml":
         weights = path.with_suffix(".bin")
         return [path, weights] if weights.is_file() else [path]
@@ -119,7 +122,14 @@ def model_files(path: Path) -> list[Path]:
         for entry in tensor.external_data
         if entry.key == "location"
     }
-    return [path, *(path.parent / name for name in sorted(locations))]
+    files = [contained(path.parent, name) for name in sorted(locations)]
+    if None in files:
+        raise ModelRejected(
+            "The model names an external data file that is not inside its folder; refusing to "
+            "read it.",
+            hint="External data must sit in the model's folder and be named by relative paths.",
+        )
+    return [path, *(file for file in files if file is not None)]
 
 
 def _heads(io: DecoderIO, hidden: int | None) -> int | None:

@@ -4,6 +4,10 @@ ONNX Runtime GenAI's model builder writes `genai_config.json` (whose model.decod
 names the graph), the graph, its external data and the tokenizer files; Optimum writes
 `model.onnx` with `config.json` and the tokenizer files. Given a folder, the graph is the file
 genai_config.json names, else `model.onnx`, else the folder's only .onnx file.
+
+The name genai_config.json gives must stay inside the folder (relative, no "..", no link
+leading out: optistudio.core.model.contained); one that does not is refused with the same
+sentence whether or not anything exists where it points.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from optistudio.core.llm.card import model_files
 from optistudio.core.llm.configs import CONFIG_FILES, config_beside
 from optistudio.core.llm.convert import checkpoint_architecture
 from optistudio.core.llm.decoder import is_decoder, read_decoder_io
+from optistudio.core.model.contained import contained
 
 TOKENIZER_FILES = (
     "tokenizer.json",
@@ -29,6 +34,10 @@ TOKENIZER_FILES = (
 )
 """What a tokenizer is saved as (the fast tokenizer.json, and the files of slower ones)."""
 DEFAULT_FILE = "model.onnx"
+OUTSIDE_FOLDER = (
+    "The folder's genai_config.json names a model file (model.decoder.filename) that is not "
+    "inside the folder, and only files inside it are read."
+)
 
 
 def decoder_path(path: Path) -> Path:
@@ -36,8 +45,15 @@ def decoder_path(path: Path) -> Path:
     if not path.is_dir():
         return path
     named = _genai_filename(path)
-    if named is not None and (path / named).is_file():
-        return path / named
+    inside = None if named is None else contained(path, named)
+    if named is not None and inside is None:
+        raise InvalidSpec(
+            OUTSIDE_FOLDER,
+            hint="Set model.decoder.filename to the graph's name inside the folder, e.g. "
+            f"{DEFAULT_FILE}.",
+        )
+    if inside is not None and inside.is_file():
+        return inside
     if (path / DEFAULT_FILE).is_file():
         return path / DEFAULT_FILE
     found = sorted(path.glob("*.onnx"))
@@ -95,4 +111,4 @@ def _genai_filename(folder: Path) -> str | None:
         name = json.loads(config.read_text())["model"]["decoder"]["filename"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return name if isinstance(name, str) else None
+    return name if isinstance(name, str) and name else None

@@ -39,10 +39,30 @@ def genai_config_for(card: DecoderCard, model: Path) -> tuple[dict[str, Any], st
     """The config for the decoder at `model` and where it came from ("genai_config.json" beside
     it, or "written from the model card")."""
     found = _read(model.parent / GENAI_CONFIG)
-    if found is not None and isinstance(found.get("model", {}).get("decoder"), dict):
-        found["model"]["decoder"]["filename"] = model.name
+    decoder = _decoder_entry(found)
+    if found is not None and decoder is not None:
+        decoder["filename"] = model.name
         return found, GENAI_CONFIG
     return written_config(card, model.name, _beside(model)), "written from the model card"
+
+
+def renamed_config(config: Path, filename: str) -> str | None:
+    """The text of the genai_config.json at `config` with model.decoder.filename set to
+    `filename` (the name the catalog stores the graph under), or None when it names that file
+    already (or none) or is no such config (it is then kept as it is)."""
+    found = _read(config)
+    decoder = _decoder_entry(found)
+    if decoder is None or decoder.get("filename", filename) == filename:
+        return None
+    decoder["filename"] = filename
+    return json.dumps(found, indent=4) + "\n"
+
+
+def _decoder_entry(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The config's model.decoder object, None when it has none."""
+    model = (config or {}).get("model")
+    decoder = model.get("decoder") if isinstance(model, dict) else None
+    return decoder if isinstance(decoder, dict) else None
 
 
 def written_config(
