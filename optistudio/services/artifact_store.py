@@ -7,7 +7,11 @@ Two stores behind one small interface, chosen by `OPTISTUDIO_ARTIFACT_STORE`:
   worker downloads it once into its own artifact folder, which is then its cache.
 
 Either way a model's address is its SHA-256 (`models/<sha[:2]>/<sha>/model.onnx`, external data
-files beside it), so the same bytes are stored once and a cached copy is checked against its hash.
+files beside it; the hash covers the graph and every external data file, by name and bytes:
+optistudio.core.model.content_address), so the same bytes are stored once. Whoever opens a
+stored model (`local_model`: a worker, the export, the studio) gets it only after it verifies
+against that hash (once per process while its files are unchanged); a mismatch is refused in
+one sentence.
 Credentials come from the usual AWS_* environment (boto3's own chain) and are never logged.
 """
 
@@ -25,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from optistudio.core.errors import ArtifactStoreError, ModelRejected
+from optistudio.core.model.content_address import verify_stored
 from optistudio.core.model.intake import StoredModel
 from optistudio.services.settings import Settings, get_settings
 
@@ -41,7 +46,8 @@ class ArtifactStore(Protocol):
         ...
 
     def local_model(self, address: str, sha256: str) -> Path:
-        """A local path of the model at `address` (downloaded once if it must be)."""
+        """A local path of the model at `address` (downloaded once if it must be), verified
+        against `sha256`: ModelRejected when its files do not match."""
         ...
 
     def publish_data(self, path: Path) -> None:
@@ -87,6 +93,7 @@ class SharedFolderStore:
         """The recorded path, or the same model under this machine's mount of the folder."""
         for candidate in (Path(address), model_folder(self.artifact_dir, sha256) / MODEL_FILE):
             if candidate.is_file():
+                verify_stored(candidate, sha256)
                 return candidate
         raise ModelRejected(
             f"The stored model file is missing ({address}).",
@@ -138,6 +145,7 @@ class S3Store:
         """The cached copy, or the model's folder downloaded, checked and moved into the cache."""
         target = model_folder(self.cache_dir, sha256)
         if (target / MODEL_FILE).is_file():
+            verify_stored(target / MODEL_FILE, sha256)
             return target / MODEL_FILE
         if not address.startswith(S3_SCHEME):
             return SharedFolderStore(self.cache_dir).local_model(address, sha256)
@@ -146,10 +154,11 @@ class S3Store:
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{sha256[:12]}."))
         try:
             self._download_folder(bucket, str(PurePosixPath(key).parent), scratch)
-            _check_hash(scratch / MODEL_FILE, sha256, address)
+            _check_download(scratch / MODEL_FILE, sha256, address)
             _move_into_place(scratch, target)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        verify_stored(target / MODEL_FILE, sha256)  # whichever copy won the race
         return target / MODEL_FILE
 
     def publish_data(self, path: Path) -> None:
@@ -268,6 +277,17 @@ def _check_hash(path: Path, sha256: str, address: str) -> None:
             f"The copy of the model downloaded from {address} does not match its SHA-256.",
             hint="The stored object was changed or damaged; upload the model again.",
         )
+
+
+def _check_download(graph: Path, sha256: str, address: str) -> None:
+    """The downloaded model verifies, else one sentence naming where it came from."""
+    try:
+        verify_stored(graph, sha256)
+    except ModelRejected as exc:
+        raise ModelRejected(
+            f"The copy of the model downloaded from {address} does not match its SHA-256.",
+            hint=exc.hint,
+        ) from None
 
 
 def _move_into_place(scratch: Path, target: Path) -> None:
