@@ -21,12 +21,13 @@ from optistudio.core.backends.isolated_load import isolated_check_loads
 from optistudio.core.errors import InvalidSpec, ModelRejected
 from optistudio.core.llm.configs import CONFIG_FILES
 from optistudio.core.llm.folder import TOKENIZER_FILES, decoder_path, is_decoder_file
+from optistudio.core.llm.genai_config import GENAI_CONFIG, renamed_config
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import store_model
 from optistudio.core.model.samples import build_sample
 from optistudio.db.queries import get_or_create_model, set_input_profile
 from optistudio.db.session import transaction
-from optistudio.services.artifact_store import store_for
+from optistudio.services.artifact_store import MODEL_FILE, store_for
 from optistudio.services.input_profiles import proposed_profile
 from optistudio.services.settings import Settings
 
@@ -65,8 +66,8 @@ def add_model_file(
         load_check=None if origin == "variant" else isolated_check_loads(settings),
     )
     beside = any((source.parent / name).is_file() for name in SIDE_FILES)
-    if beside and is_decoder_file(stored.path):  # before publishing: a bucket gets the folder
-        _copy_side_files(source.parent, stored.path.parent)
+    if stored.created and beside and is_decoder_file(stored.path):  # before publishing: a
+        _copy_side_files(source.parent, stored.path.parent)  # bucket gets the whole folder
     address = store_for(settings).publish(stored)
     with transaction(factory) as s:
         model, created = get_or_create_model(
@@ -143,12 +144,19 @@ def _check_members(members: list[zipfile.ZipInfo], max_bytes: int) -> None:
 
 
 def _copy_side_files(source: Path, stored: Path) -> None:
-    """A decoder's configs and tokenizer, beside its stored graph (where jobs and the bundle
-    read them, optistudio.core.llm.folder); an existing copy is kept, as for the graph."""
+    """A decoder's configs and tokenizer, beside the graph this upload stored (where jobs and
+    the bundle read them, optistudio.core.llm.folder). Only into a folder the upload wrote: a
+    later upload of the same graph never adds to, or changes, another's model. An existing
+    file (an external data file of that name) is kept; genai_config.json names the stored graph
+    (model.onnx) in place of the uploaded file's name."""
     for name in SIDE_FILES:
         if (source / name).is_file() and not (stored / name).exists():
             temp = stored / f".{name}.{os.getpid()}.tmp"
-            shutil.copyfile(source / name, temp)
+            renamed = renamed_config(source / name, MODEL_FILE) if name == GENAI_CONFIG else None
+            if renamed is None:
+                shutil.copyfile(source / name, temp)
+            else:
+                temp.write_text(renamed)
             os.replace(temp, stored / name)
 
 
