@@ -24,7 +24,6 @@ def waveform_classifier(path: Path, *, length: int = 16000, layout: str = "NL") 
     weights = {
         "to_ncl": np.array([0, 1, length], np.int64),
         "w": rng.standard_normal((8, 1, 400)).astype(np.float32) * 0.05,
-        "axes": np.array([2], np.int64),
         "fc": rng.standard_normal((CLASSES, 8)).astype(np.float32),
         "fc_b": np.zeros(CLASSES, np.float32),
     }
@@ -32,7 +31,7 @@ def waveform_classifier(path: Path, *, length: int = 16000, layout: str = "NL") 
         helper.make_node("Reshape", ["input_1", "to_ncl"], ["ncl"]),
         helper.make_node("Conv", ["ncl", "w"], ["c"], strides=[160]),
         helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("ReduceMean", ["r", "axes"], ["pooled"], keepdims=0),
+        helper.make_node("ReduceMean", ["r"], ["pooled"], axes=[2], keepdims=0),
         *_head("pooled"),
     ]
     return _save(path, nodes, "input_1", shape, weights)
@@ -43,14 +42,13 @@ def mel_classifier(path: Path, *, bands: int = 80) -> Path:
     rng = np.random.default_rng(1)
     weights = {
         "w": rng.standard_normal((16, bands, 3)).astype(np.float32) * 0.02,
-        "axes": np.array([2], np.int64),
         "fc": rng.standard_normal((CLASSES, 16)).astype(np.float32),
         "fc_b": np.zeros(CLASSES, np.float32),
     }
     nodes = [
         helper.make_node("Conv", ["x", "w"], ["c"]),
         helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("ReduceMean", ["r", "axes"], ["pooled"], keepdims=0),
+        helper.make_node("ReduceMean", ["r"], ["pooled"], axes=[2], keepdims=0),
         *_head("pooled"),
     ]
     return _save(path, nodes, "x", ["batch", bands, "frames"], weights)
@@ -62,7 +60,6 @@ def stft_classifier(path: Path, *, bins: int = 257) -> Path:
     rng = np.random.default_rng(2)
     weights = {
         "one": np.array(1.0, np.float32),
-        "axes": np.array([1, 2], np.int64),
         "proj": rng.standard_normal((bins, 16)).astype(np.float32) * 0.1,
         "fc": rng.standard_normal((CLASSES, 16)).astype(np.float32),
         "fc_b": np.zeros(CLASSES, np.float32),
@@ -70,7 +67,7 @@ def stft_classifier(path: Path, *, bins: int = 257) -> Path:
     nodes = [
         helper.make_node("Add", ["x", "one"], ["shifted"]),
         helper.make_node("Log", ["shifted"], ["logged"]),
-        helper.make_node("ReduceMean", ["logged", "axes"], ["pooled"], keepdims=0),
+        helper.make_node("ReduceMean", ["logged"], ["pooled"], axes=[1, 2], keepdims=0),
         helper.make_node("MatMul", ["pooled", "proj"], ["projected"]),
         helper.make_node("Relu", ["projected"], ["hidden"]),
         *_head("hidden"),
