@@ -17,7 +17,8 @@ headline then names the fastest of them, its speedup and why, in this order:
 A variant judged on built-in samples says so in its reason too.
 
 A variant that failed before it was timed has no speedup and is never "left out": the run lists
-it as failed with its error. This module reads variants only (`VariantResult` of
+it as failed with its error; one not applicable (to this graph, or on its backend) is listed
+apart with its sentence (`not_applicable_note`) and counted as no failure. This module reads variants only (`VariantResult` of
 optistudio.core.optimize.run), so a result stored before headlines existed gets one too.
 """
 
@@ -43,7 +44,14 @@ if TYPE_CHECKING:
 
 OVER_BUDGET = "over budget: "
 """How `within_budget`'s note starts for a variant that missed."""
-__all__ = ["RANDOM_REASON", "RANDOM_SUFFIX", "LeftOut", "headline", "left_out"]
+__all__ = [
+    "RANDOM_REASON",
+    "RANDOM_SUFFIX",
+    "LeftOut",
+    "headline",
+    "left_out",
+    "not_applicable_note",
+]
 UNSTEADY = 0.1
 """An interval wider than this share of the speedup says the timing was unsteady."""
 MARGIN: float = ComparisonSpec.model_fields["min_effect"].default
@@ -150,7 +158,7 @@ def headline(
     if not variants:
         return "Keep the original: no recipe was run."
     if best is None and not any(v.status == "made" for v in variants):
-        return f"No variant could be made: {len(variants)} recipe(s) failed."
+        return f"No variant could be made: {_unmade(variants)}."
     lead = (
         f"Chosen: {best.recipe.label}, {figures(best)}{_on_builtin(best)}."
         if best is not None
@@ -158,6 +166,25 @@ def headline(
     )
     out = left_out(variants, chosen, speed_only=speed_only, margin=margin)
     return lead if out is None else f"{lead} {out.sentence()}"
+
+
+def _unmade(variants: Sequence[VariantResult]) -> str:
+    """'2 recipe(s) failed, 3 not applicable' (either part only when there are some)."""
+    failed = sum(v.status == "failed" for v in variants)
+    aside = sum(v.status == "not_applicable" for v in variants)
+    parts = [f"{failed} recipe(s) failed"] if failed else []
+    parts += [f"{aside} not applicable to this model or backend"] if aside else []
+    return ", ".join(parts)
+
+
+def not_applicable_note(variants: Sequence[VariantResult]) -> str | None:
+    """'Not applicable here (not failures): INT8 dynamic (to this graph), FP32 on OpenVINO (on
+    openvino).'; None when every recipe applied."""
+    aside = [v for v in variants if v.status == "not_applicable"]
+    if not aside:
+        return None
+    named = ", ".join(f"{v.recipe.label} ({v.not_applicable_where()})" for v in aside)
+    return f"Not applicable here (not failures; each says why): {named}."
 
 
 def figures(variant: VariantResult) -> str:

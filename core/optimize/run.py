@@ -10,7 +10,11 @@ on decides whether Auto may choose it (optistudio.core.optimize.provenance).
 
 A recipe that fails with an expected error (a pass that cannot handle the model, a variant file
 the checks refuse, data the variant cannot run) is one variant with status "failed", its error
-(code, message, hint) and no file; the others go on. Bugs still raise, and so does a cancelled or
+(code, message, hint) and no file; the others go on. One whose passes do not apply to this
+graph (ONNX Runtime's quantizer refuses it, or makes a graph ONNX Runtime cannot load:
+optistudio.core.passes.prepare), or whose checked file its backend cannot load (OpenVINO, after
+trying it at the run's static shapes), is "not_applicable" with that sentence instead: listed
+apart, never counted as a failure. Bugs still raise, and so does a cancelled or
 timed-out run. A variant file is checked as intake checks an upload, but a refusal is the
 recipe's fault, never the model's: it is reported as the pass's failure.
 
@@ -57,6 +61,7 @@ from optistudio.core.errors import (
     Cancelled,
     DataMismatch,
     InvalidSpec,
+    ModelLoadError,
     OptistudioError,
     TimedOut,
 )
@@ -80,7 +85,7 @@ from optistudio.core.numerics.evaluators.recognize import (
     read_task,
 )
 from optistudio.core.optimize.decoder_run import optimize_decoder, refuse_input_data
-from optistudio.core.optimize.headline import LeftOut, headline, left_out
+from optistudio.core.optimize.headline import LeftOut, headline, left_out, not_applicable_note
 from optistudio.core.optimize.making import (
     check_variant,
     made_earlier,
@@ -105,6 +110,7 @@ from optistudio.core.optimize.spec import QUICK_COMPARISON as QUICK_COMPARISON
 from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.prepare import GraphNotApplicable
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
@@ -168,6 +174,12 @@ class OptimizeReport(BaseModel):
     @property
     def failed(self) -> list[VariantResult]:
         return [v for v in self.variants if v.status == "failed"]
+
+    @property
+    def not_applicable(self) -> list[VariantResult]:
+        """Recipes that do not apply to this graph or whose backend cannot load the variant:
+        listed apart from failures (optistudio.core.optimize.variant)."""
+        return [v for v in self.variants if v.status == "not_applicable"]
 
 
 def optimize(
@@ -258,7 +270,8 @@ def optimize(
         **told(variants, pick, spec),
         notes=int8_notes(recipes)
         + data_notes(variants, **samples)
-        + ([qat_note] if qat_note else []),
+        + ([qat_note] if qat_note else [])
+        + [note for note in [not_applicable_note(variants)] if note],
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,
         task_reason=judge.recognition.reason if judge else next(iter(task_reasons), ""),
@@ -522,9 +535,21 @@ def _variant(
     except (Cancelled, TimedOut):
         raise
     except OptistudioError as exc:
-        log.info("recipe %s failed: %s", recipe.name, exc)
-        result.fail(exc.info())
+        set_outcome(result, exc)
     return result
+
+
+def set_outcome(result: VariantResult, exc: OptistudioError) -> None:
+    """A recipe whose passes do not apply to this graph (GraphNotApplicable), or whose made
+    file its backend cannot load (ModelLoadError once the file passed the checks), is not
+    applicable, with the sentence that says so; any other expected error fails it."""
+    made = result.path is not None
+    if isinstance(exc, GraphNotApplicable) or (made and isinstance(exc, ModelLoadError)):
+        log.info("recipe %s not applicable: %s", result.recipe.name, exc)
+        result.set_aside(exc.info())
+        return
+    log.info("recipe %s failed: %s", result.recipe.name, exc)
+    result.fail(exc.info())
 
 
 def _timed(

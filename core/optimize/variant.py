@@ -1,6 +1,8 @@
 """One recipe's outcome in an optimization run (`VariantResult`): made, with its file and its
-figures, or failed, with its error. Its own module so that what reads variants (the headline,
-the notes) needs nothing of the run that makes them."""
+figures; failed, with its error; or not applicable, with the sentence that says why (ONNX
+Runtime's quantizer cannot take this graph, or the variant's backend cannot load it), listed
+apart from failures: the recipe does not fit this model, nothing went wrong. Its own module so
+that what reads variants (the headline, the notes) needs nothing of the run that makes them."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from optistudio.core.errors import ErrorInfo
+from optistudio.core.errors import ErrorCode, ErrorInfo
 from optistudio.core.measure.compare import Verdict
 from optistudio.core.numerics.accuracy import AccuracyReport
 from optistudio.core.optimize.decoder_timing import DecoderFigures
 from optistudio.core.optimize.recipes import REFERENCE_BACKEND, Recipe
 
-VariantStatus = Literal["made", "failed"]
+VariantStatus = Literal["made", "failed", "not_applicable"]
 BuiltinUse = Literal["calibrated and judged", "judged"]
 """What a variant did on the built-in samples (optistudio.core.data.builtin)."""
 
@@ -35,7 +37,9 @@ class VariantResult(BaseModel):
     recipe: Recipe
     status: VariantStatus = Field(
         default="made",
-        description="made: the file was checked and timed; failed: `error` says why (no file).",
+        description="made: the file was checked and timed; failed: `error` says why (no "
+        "file); not_applicable: the recipe does not apply to this graph, or its backend cannot "
+        "load the variant, `error` says why (no file).",
     )
     precision: str
     backend: str = Field(default=REFERENCE_BACKEND, description="Where it was checked and timed.")
@@ -114,3 +118,18 @@ class VariantResult(BaseModel):
     def fail(self, error: ErrorInfo) -> None:
         """Mark the variant failed with `error`; a failed variant has no file."""
         self.status, self.error, self.path = "failed", error, None
+
+    def set_aside(self, error: ErrorInfo) -> None:
+        """Mark the variant not applicable, `error` saying why; it has no file either."""
+        self.status, self.error, self.path = "not_applicable", error, None
+
+    def not_applicable_where(self) -> str:
+        """'on openvino' (its backend could not load it) or 'to this graph' (the passes)."""
+        loading = self.error is not None and self.error.code == ErrorCode.model_load_failed
+        return f"on {self.backend}" if loading else "to this graph"
+
+    def why_not_applicable(self) -> str:
+        """'not applicable on openvino: OpenVINO could not load this model: ...'."""
+        message = self.error.message if self.error else "no reason kept"
+        prefix = "Not applicable to this graph: "
+        return f"not applicable {self.not_applicable_where()}: {message.removeprefix(prefix)}"

@@ -5,35 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.openvino_static import ReshapedOpenVinoModel
+from tests.core.passes.exporter_graphs import dynamic_rank_squeeze
 
 ov = pytest.importorskip("openvino")
-
-
-def dynamic_rank_squeeze(path: Path) -> Path:
-    """x [N, 16] -> MatMul [16, 1] -> Squeeze with no axes: the output's rank depends on N."""
-    weight = np.linspace(-1.0, 1.0, 16, dtype=np.float32).reshape(16, 1)
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "w"], ["m"], name="score"),
-            helper.make_node("Squeeze", ["m"], ["y"], name="squeeze"),
-        ],
-        "scalar_head",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
-        [numpy_helper.from_array(weight, "w")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-    return path
 
 
 def test_openvino_refuses_the_dynamic_graph_itself(tmp_path: Path) -> None:

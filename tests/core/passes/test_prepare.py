@@ -9,14 +9,13 @@ output, whose nodes are partly unnamed) quantized again.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from optistudio.core.passes.base import PassContext
 from optistudio.core.passes.prepare import (
@@ -32,124 +31,13 @@ from optistudio.core.passes.quantize import (
     run_int8_dynamic,
     run_int8_static,
 )
-
-
-class Batches:
-    """Seeded normal batches for named inputs of given shapes."""
-
-    description = "random normal batches"
-
-    def __init__(self, shapes: dict[str, tuple[int, ...]], count: int = 4) -> None:
-        self.shapes, self.count = shapes, count
-
-    def batches(self) -> Iterator[dict[str, np.ndarray]]:
-        rng = np.random.default_rng(7)
-        for _ in range(self.count):
-            yield {
-                name: rng.standard_normal(shape).astype(np.float32)
-                for name, shape in self.shapes.items()
-            }
-
-
-def _weights(seed: int, **shapes: tuple[int, ...]) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {
-        name: (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
-        for name, shape in shapes.items()
-    }
-
-
-def _save(graph: onnx.GraphProto, path: Path, *, opset: int, ir: int) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = ir
-    onnx.save(model, path)
-    return path
-
-
-def tf2onnx_nhwc_conv(path: Path) -> tuple[Path, dict[str, tuple[int, ...]]]:
-    """x [N, 16, 16, 3] NHWC -> Transpose(0,3,1,2) -> Conv (weight: Transpose(3,2,0,1) of an
-    HWIO initializer) -> Relu -> Transpose(0,2,3,1) -> Reshape -> MatMul (weight behind a
-    Transpose too) + bias."""
-    weights = _weights(3, w_hwio=(3, 3, 3, 8), b=(8,), fc_t=(4, 16 * 16 * 8), fc_b=(4,))
-    weights["flat"] = np.array([-1, 16 * 16 * 8], np.int64)
-    nodes = [
-        helper.make_node("Transpose", ["x"], ["nchw"], perm=[0, 3, 1, 2], name="to_nchw"),
-        helper.make_node("Transpose", ["w_hwio"], ["w"], perm=[3, 2, 0, 1], name="w_oihw"),
-        helper.make_node("Conv", ["nchw", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("Transpose", ["r"], ["nhwc"], perm=[0, 2, 3, 1], name="to_nhwc"),
-        helper.make_node("Reshape", ["nhwc", "flat"], ["f"], name="flatten"),
-        helper.make_node("Transpose", ["fc_t"], ["fc"], perm=[1, 0], name="fc_kernel"),
-        helper.make_node("MatMul", ["f", "fc"], ["m"], name="dense"),
-        helper.make_node("Add", ["m", "fc_b"], ["y"], name="dense_bias"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "tf2onnx",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 16, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
-        [numpy_helper.from_array(value, name) for name, value in weights.items()],
-    )
-    return _save(graph, path, opset=13, ir=7), {"x": (2, 16, 16, 3)}
-
-
-def keras2onnx_dense(path: Path, *, weights_as_inputs: bool) -> Path:
-    """x [N, 16] -> Dense(32, relu) -> Dense(3) as MatMul + bias Add, at opset 9 and IR 3."""
-    weights = _weights(4, w1=(16, 32), b1=(32,), w2=(32, 3), b2=(3,))
-    nodes = [
-        helper.make_node("MatMul", ["x", "w1"], ["m1"], name="dense/MatMul"),
-        helper.make_node("Add", ["m1", "b1"], ["a1"], name="dense/BiasAdd"),
-        helper.make_node("Relu", ["a1"], ["r1"], name="dense/Relu"),
-        helper.make_node("MatMul", ["r1", "w2"], ["m2"], name="dense_1/MatMul"),
-        helper.make_node("Add", ["m2", "b2"], ["y"], name="dense_1/BiasAdd"),
-    ]
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])]
-    if weights_as_inputs:
-        inputs += [
-            helper.make_tensor_value_info(name, TensorProto.FLOAT, value.shape)
-            for name, value in weights.items()
-        ]
-    graph = helper.make_graph(
-        nodes,
-        "keras2onnx",
-        inputs,
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
-        [numpy_helper.from_array(value, name) for name, value in weights.items()],
-    )
-    return _save(graph, path, opset=9, ir=3)
-
-
-def already_qdq(path: Path) -> tuple[Path, dict[str, tuple[int, ...]]]:
-    """A float CNN quantized to QDQ by ONNX Runtime itself: its Conv/Gemm nodes are unnamed."""
-    from onnxruntime.quantization import QuantFormat, quantize_static
-
-    weights = _weights(5, w1=(8, 3, 3, 3), b1=(8,), w2=(4, 8), b2=(4,))
-    nodes = [
-        helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
-        helper.make_node("Flatten", ["p"], ["f"]),
-        helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], transB=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "cnn",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
-        [numpy_helper.from_array(value, name) for name, value in weights.items()],
-    )
-    float_model = _save(graph, path.with_name("float.onnx"), opset=13, ir=8)
-    shapes = {"x": (2, 3, 8, 8)}
-
-    class Reader:
-        def __init__(self) -> None:
-            self.batches = iter(list(Batches(shapes).batches()))
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.batches, None)
-
-    quantize_static(str(float_model), str(path), Reader(), quant_format=QuantFormat.QDQ)
-    return path, shapes
+from tests.core.passes.exporter_graphs import (
+    Batches,
+    already_qdq,
+    custom_op_model,
+    keras2onnx_dense,
+    tf2onnx_nhwc_conv,
+)
 
 
 def _outputs(model: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -257,28 +145,8 @@ def test_weights_leave_the_inputs_and_the_ir_version_rises(tmp_path: Path) -> No
     assert [value.name for value in proto.graph.input] == ["x"]
 
 
-def _custom_op_model(path: Path, *, named: bool = True) -> Path:
-    """x -> com.example.NoSuchOp -> Relu -> y: no shape inference knows the custom op."""
-    nodes = [
-        helper.make_node("NoSuchOp", ["x"], ["t"], domain="com.example", name="custom"),
-        helper.make_node("Relu", ["t"], ["y"], name="relu" if named else ""),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)],
-    )
-    onnx.save(model, path)
-    return path
-
-
 def test_a_failed_preprocessing_keeps_the_graph_as_it_is_with_a_note(tmp_path: Path) -> None:
-    model = _custom_op_model(tmp_path / "m.onnx", named=False)
+    model = custom_op_model(tmp_path / "m.onnx", named=False)
 
     prepared = prepare_for_quantizer(model, tmp_path / "work")
 
@@ -290,7 +158,7 @@ def test_a_failed_preprocessing_keeps_the_graph_as_it_is_with_a_note(tmp_path: P
 
 
 def test_a_quantized_graph_onnx_runtime_cannot_load_is_not_applicable(tmp_path: Path) -> None:
-    broken = _custom_op_model(tmp_path / "out.onnx")
+    broken = custom_op_model(tmp_path / "out.onnx")
 
     with pytest.raises(GraphNotApplicable, match="Not applicable to this graph") as caught:
         finish_quantized(broken, "static INT8")
