@@ -283,6 +283,7 @@ def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
         "data": result.data,
         "variants": variant_rows(result),
         "failures": variant_failures(result),
+        "not_applicable": not_applicable(result),
         "notes": list(result.notes),
         "not_your_data": not_your_data(result),
         "inputs": "" if decoder else fed_inputs(job.spec or {}),  # a decode loop feeds it
@@ -511,8 +512,22 @@ def samples_of(variant: VariantResult) -> str:
 
 
 def variant_failures(result: OptimizeJobResult) -> list[tuple[str, ErrorInfo]]:
-    """(recipe label, error) of each variant that failed, in the run's order."""
-    return [(v.recipe.label, v.error) for v in result.variants if v.error is not None]
+    """(recipe label, error) of each variant that failed, in the run's order (one not
+    applicable is no failure: `not_applicable`)."""
+    return [
+        (v.recipe.label, v.error)
+        for v in result.variants
+        if v.error is not None and v.status != "not_applicable"
+    ]
+
+
+def not_applicable(result: OptimizeJobResult) -> list[str]:
+    """'INT8 dynamic: not applicable to this graph: ...' for each recipe set aside."""
+    return [
+        f"{v.recipe.label}: {v.why_not_applicable()}"
+        for v in result.variants
+        if v.status == "not_applicable"
+    ]
 
 
 def _check_output(info: ModelInfo, output: str | None) -> None:

@@ -338,6 +338,9 @@ def _print_variants(report: OptimizeReport) -> None:
         if v.status == "failed":
             print(f"{name:<34}{v.precision:>6}  failed ({v.error.code.value if v.error else '?'})")
             continue
+        if v.status == "not_applicable":
+            print(f"{name:<34}{v.precision:>6}  not applicable {v.not_applicable_where()}")
+            continue
         ci = f"{1 / v.ratio_high:.2f}-{1 / v.ratio_low:.2f}x"
         cosine = v.accuracy.mean_cosine
         budget = "ok" if v.within_budget else "miss"
@@ -390,7 +393,9 @@ def _print_decoder_variants(report: OptimizeReport) -> None:
 
 
 def _report_failures(report: OptimizeReport) -> None:
-    """Each failed recipe's reason and hint, on stderr."""
+    """Each failed recipe's reason and hint, then each not applicable one's, on stderr."""
+    for variant in report.not_applicable:
+        print(f"{variant.recipe.name}: {variant.why_not_applicable()}", file=sys.stderr)
     for variant in report.failed:
         error = variant.error
         message = error.message if error else "no reason recorded"

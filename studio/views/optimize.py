@@ -412,6 +412,8 @@ def show_run(run: dict[str, Any]) -> None:
     )
     for label, error in run["failures"]:
         show_error(error, prefix=f"{label} failed: ")
+    for line in run.get("not_applicable", []):
+        st.info(line)
     for part in run["drilldown"]:
         with st.expander(f"Where {part['recipe']} and the original disagree most"):
             st.dataframe(readable_frame(part["rows"]), hide_index=True, width="stretch")
