@@ -3,9 +3,9 @@
 `zipfile.ZipFile` builds one ZipInfo per member of the central directory (a few hundred bytes
 of memory each) whatever count the end record declares, so 512 MB of empty members is millions
 of objects before any check runs. Here the end-of-central-directory record (and its zip64 form)
-gives the directory's size and place; a directory larger than MAX_DIRECTORY_BYTES_PER_MEMBER x
-the member cap is refused unread, and the rest is walked header by header (46 fixed bytes plus
-name, extra field and comment lengths) until the count passes the cap.
+gives where the directory ends and its size, the place zipfile reads it from, and the directory
+is walked header by header (46 fixed bytes, then the name, extra field and comment lengths
+they give), reading at most `limit` + 1 headers: what zipfile would parse, counted first.
 
 An archive whose records cannot be found or walked is left to zipfile, which says so.
 """
@@ -17,8 +17,6 @@ from typing import IO
 
 from optistudio.core.errors import DataMismatch
 
-MAX_DIRECTORY_BYTES_PER_MEMBER = 512
-"""Central-directory bytes allowed per member (46 fixed, a name, extra fields, a comment)."""
 _END = b"PK\x05\x06"
 _END_SIZE = 22
 _ZIP64_LOCATOR = b"PK\x06\x07"
@@ -32,31 +30,14 @@ _MAX_COMMENT = 65535
 
 def check_member_count(stream: IO[bytes], *, limit: int, label: str, hint: str) -> None:
     """DataMismatch naming `label` when the archive's directory lists more than `limit`
-    members or is too large to hold only that many; the stream is left at its start."""
+    members; the stream is left at its start."""
     try:
-        directory = _directory(stream, limit * MAX_DIRECTORY_BYTES_PER_MEMBER, label, hint)
+        end = _end_record(stream)
+        count = 0 if end is None else _count_entries(stream, *end, limit)
     finally:
         stream.seek(0)
-    if directory is not None and _count_entries(directory, limit) > limit:
+    if count > limit:
         raise DataMismatch(f"{label} holds more than {limit:,} members.", hint=hint)
-
-
-def _directory(stream: IO[bytes], most: int, label: str, hint: str) -> bytes | None:
-    """The central directory's bytes; None when the end records are not where zip puts them."""
-    end = _end_record(stream)
-    if end is None:
-        return None
-    position, size = end
-    if size > most:
-        raise DataMismatch(
-            f"{label} has a {size:,}-byte member directory, more than {most:,} bytes allows "
-            "for the members it may hold.",
-            hint=hint,
-        )
-    if position < size:
-        return None
-    stream.seek(position - size)
-    return stream.read(size)
 
 
 def _end_record(stream: IO[bytes]) -> tuple[int, int] | None:
@@ -90,13 +71,17 @@ def _zip64_end(stream: IO[bytes], end_position: int) -> tuple[int, int] | None:
     return record_at, size
 
 
-def _count_entries(directory: bytes, limit: int) -> int:
-    """Entries in the directory, counted up to limit + 1 (then the walk stops)."""
-    count, position = 0, 0
-    while count <= limit and directory[position : position + 4] == _ENTRY:
-        if position + _ENTRY_SIZE > len(directory):
+def _count_entries(stream: IO[bytes], end: int, size: int, limit: int) -> int:
+    """Entries of the directory of `size` bytes ending at `end`, counted up to limit + 1."""
+    count, position = 0, end - size
+    if position < 0:
+        return 0
+    while count <= limit and position + _ENTRY_SIZE <= end:
+        stream.seek(position)
+        header = stream.read(_ENTRY_SIZE)
+        if len(header) < _ENTRY_SIZE or not header.startswith(_ENTRY):
             break
-        name, extra, comment = struct.unpack("<HHH", directory[position + 28 : position + 34])
+        name, extra, comment = struct.unpack("<HHH", header[28:34])
         position += _ENTRY_SIZE + name + extra + comment
         count += 1
     return count

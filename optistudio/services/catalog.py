@@ -10,7 +10,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -30,6 +29,7 @@ from optistudio.db.session import transaction
 from optistudio.services.artifact_store import MODEL_FILE, store_for
 from optistudio.services.input_profiles import proposed_profile
 from optistudio.services.settings import Settings
+from optistudio.services.upload_archive import unpack_folder, upload_name
 
 
 @dataclass(frozen=True)
@@ -96,51 +96,29 @@ def add_upload(
 ) -> CatalogEntry:
     """Store an uploaded stream (copied in chunks to a scratch file first): an .onnx file, or
     a .zip of a model's folder (a decoder with its genai_config.json / config.json and
-    tokenizer files, or a graph with its external data)."""
+    tokenizer files, or a graph with its external data). An odd name or archive is refused in
+    one sentence (upload_archive) and leaves nothing in the scratch folder."""
     scratch_root = settings.data_dir / "incoming"
     scratch_root.mkdir(parents=True, exist_ok=True)
+    name = upload_name(filename)
     with tempfile.TemporaryDirectory(dir=scratch_root) as scratch:
-        target = Path(scratch) / Path(filename).name
+        target = Path(scratch) / name
         _copy_bounded(stream, target, settings.max_upload_bytes)
         if target.suffix.lower() == ".zip":
             target = _model_in_zip(target, Path(scratch) / "folder", settings.max_upload_bytes)
-        return add_model_file(factory, settings, target, name=Path(filename).stem)
+        return add_model_file(factory, settings, target, name=Path(name).stem)
 
 
 def _model_in_zip(archive: Path, folder: Path, max_bytes: int) -> Path:
-    """Unpack a model's folder (bounded, nothing outside `folder`) and find its graph."""
-    try:
-        with zipfile.ZipFile(archive) as zipped:
-            members = [m for m in zipped.infolist() if not m.is_dir()]
-            _check_members(members, max_bytes)
-            zipped.extractall(folder, members)
-    except zipfile.BadZipFile:
-        raise ModelRejected(
-            f"{archive.name!r} is not a readable .zip.",
-            hint="Zip the model's folder again, or upload the .onnx file itself.",
-        ) from None
+    """Unpack a model's folder (bounded, nothing outside `folder`: upload_archive) and find
+    its graph."""
+    unpack_folder(archive, folder, max_bytes)
     entries = list(folder.iterdir())
     root = entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
     try:
         return decoder_path(root)
     except InvalidSpec as exc:
         raise ModelRejected(exc.message, hint="Zip one model's folder.") from None
-
-
-def _check_members(members: list[zipfile.ZipInfo], max_bytes: int) -> None:
-    """Refuse members outside the folder (absolute, '..') and more than the upload limit."""
-    for member in members:
-        parts = Path(member.filename).parts
-        if Path(member.filename).is_absolute() or ".." in parts:
-            raise ModelRejected(
-                f"The .zip member {member.filename!r} points outside the model's folder.",
-                hint="Zip the folder with relative names.",
-            )
-    if sum(m.file_size for m in members) > max_bytes:
-        raise ModelRejected(
-            f"The .zip unpacks to more than the upload limit of {max_bytes // 2**20} MiB.",
-            hint="Raise OPTISTUDIO_MAX_UPLOAD_MB if this model is expected to be this big.",
-        )
 
 
 def _copy_side_files(source: Path, stored: Path) -> None:
