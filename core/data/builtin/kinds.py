@@ -15,7 +15,8 @@ In this order, the first that fits names an input's set:
 - bytes (an integer input of rank 2 named like bytes, or whose embedding table has 256 or 257
   rows): windows of real files;
 - position ids (an integer input of rank 2 named like positions): 0, 1, ... along the row;
-- token ids (an integer input of rank 2 named like ids or tokens): real sentences, hashed;
+- token ids (an integer input of rank 2 named like ids or tokens, or whatever its name when it
+  indexes an embedding table of more than 257 rows): real sentences, hashed;
 - a waveform (`audio_inputs`: a float row of samples named like audio, or of at least 4,000
   samples, or beside a sample-rate input; [N, L], [N, L, 1], [N, 1, L]): speech-like clips at
   the rate the model states or the length implies;
@@ -135,7 +136,7 @@ def _sequence_set(
             return InputSet(spec.name, "bytes")
         if "position" in name:
             return InputSet(spec.name, "positions")
-        if any(word in name for word in TOKEN_WORDS):
+        if any(word in name for word in TOKEN_WORDS) or (vocab or 0) > max(BYTE_VOCABS):
             return InputSet(spec.name, "token ids")
     return None
 

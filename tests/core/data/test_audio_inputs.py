@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.data.builtin.audio_inputs import (
     audio_input,
@@ -185,3 +185,18 @@ def test_a_grey_image_stays_an_image_and_a_spectrogram_is_not_one() -> None:
     sets = plan(base, None, None).sets
 
     assert sets["input1"].kind == "text lines" and sets["x"].kind == "audio"
+
+
+def test_ids_that_index_an_embedding_table_are_token_ids_whatever_their_name() -> None:
+    table = numpy_helper.from_array(np.zeros((3000, 4), np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input"], ["y"])],
+        "embed",
+        [helper.make_tensor_value_info("input", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 4])],
+        initializer=[table],
+    )
+    base = SyntheticDataset([spec("input", "batch", "seq", dtype="int64")], samples=2)
+
+    assert plan(base, helper.make_model(graph), None).sets["input"].kind == "token ids"
+    assert "'input'" in plan(base, None, None).missing  # no table, no name: no set
