@@ -58,6 +58,8 @@ def task_section(chosen: dict[str, Any]) -> None:
             else "Jobs judge accuracy in the recognized task unless one is set here."
         )
     )
+    for warning in reading.warnings if reading else ():
+        st.warning(warning)
     if reading and reading.reasons and reading.task is not None:
         with st.expander("Why recognition reads it so"):
             st.markdown("\n".join(f"- {reason}" for reason in reading.reasons))

@@ -43,105 +43,30 @@ from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import DataMismatch, InvalidSpec, OutputsDiffer
 from optistudio.core.model.info import TensorSpec
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.numerics.accuracy_report import BUILTIN_NOTE as BUILTIN_NOTE
+from optistudio.core.numerics.accuracy_report import GENERIC_METRIC_NAMES as GENERIC_METRIC_NAMES
+from optistudio.core.numerics.accuracy_report import GENERIC_METRICS as GENERIC_METRICS
+from optistudio.core.numerics.accuracy_report import LABELLED_NOTE as LABELLED_NOTE
+from optistudio.core.numerics.accuracy_report import SYNTHETIC_NOTE as SYNTHETIC_NOTE
+from optistudio.core.numerics.accuracy_report import UNLABELLED_NOTE as UNLABELLED_NOTE
+from optistudio.core.numerics.accuracy_report import AccuracyReport as AccuracyReport
 from optistudio.core.numerics.evaluators.base import (
-    Disagreement,
     Evaluator,
     EvaluatorInfo,
     MetricInfo,
     Recognition,
+    TaskScore,
 )
 from optistudio.core.numerics.evaluators.outputs import output_role as role_of
 from optistudio.core.numerics.evaluators.recognize import model_facts
-from optistudio.core.numerics.samples import (
-    Declared,
-    fed_rows,
-    paired_views,
-    shape_note,
-)
+from optistudio.core.numerics.numeric_floor import FLOOR_SNR_DB, all_constant, check_floor
+from optistudio.core.numerics.numeric_floor import cosines as numeric_cosines
+from optistudio.core.numerics.output_tally import OutputTally
+from optistudio.core.numerics.samples import Declared, fed_rows
 from optistudio.core.progress import ProgressCallback
 
-SYNTHETIC_NOTE = "synthetic inputs: accuracy means agreement with the original, not task accuracy"
-BUILTIN_NOTE = "built-in samples, not your data: agreement with the original on real inputs; "
-UNLABELLED_NOTE = "no labels: top-1 is agreement with the original model, not task accuracy"
-LABELLED_NOTE = "top-1 accuracy measured against the given labels"
 NO_SIZE_LIMIT = 2**62
 """Models compared here already passed intake; its upload size cap does not apply again."""
-
-
-class AccuracyReport(BaseModel):
-    """The candidate's outputs compared with the reference's on the same inputs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    samples: int = Field(description="Samples compared (samples fed, on the inputs' batch axis).")
-    data: Literal["synthetic", "user", "builtin"] = Field(
-        description="Where the inputs came from: random, the user's, or built-in samples."
-    )
-    max_abs_error: float = Field(description="Largest |reference - candidate| over all outputs.")
-    output: str = Field(default="", description="The output that cosine and top-1 judge.")
-    output_role: Literal["classifier", "embedding", "other"] = Field(
-        default="other",
-        description="What the judged output looks like from the graph: top-1 is judged only for "
-        "a classifier's output (or with labels).",
-    )
-    candidate_backend: str = Field(
-        default="onnxruntime", description="Backend the candidate ran on."
-    )
-    candidate_precision: str = Field(
-        default="fp32", description="Inference precision the candidate ran at, e.g. bf16."
-    )
-    mean_abs_error: float = Field(description="Mean |reference - candidate| over all elements.")
-    mean_cosine: float = Field(description="Per-sample cosine of the first output, averaged.")
-    min_cosine: float = Field(description="The worst sample's cosine of the first output.")
-    top1_agreement: float | None = Field(
-        default=None,
-        description="Fraction of samples whose argmax over the last axis agrees; None when the "
-        "first output is not [batch, classes].",
-    )
-    top1_accuracy_reference: float | None = Field(
-        default=None, description="Top-1 accuracy of the reference against the labels."
-    )
-    top1_accuracy_candidate: float | None = Field(
-        default=None, description="Top-1 accuracy of the candidate against the labels."
-    )
-    top1_drop: float | None = Field(
-        default=None, description="Reference minus candidate top-1 accuracy (0.01 = 1 point)."
-    )
-    per_output_max_abs_error: dict[str, float] = Field(
-        description="Largest absolute error of each output, by the reference's output names."
-    )
-    nan_or_inf: bool = Field(description="The candidate produced NaN or Inf: always a failure.")
-    nonfinite_values: int = Field(default=0, description="How many NaN/Inf output elements.")
-    note: str = Field(default="", description="How to read these numbers.")
-    task: str | None = Field(
-        default=None, description="The task the variant was judged in (an evaluator's name)."
-    )
-    task_reason: str = Field(default="", description="Why that task: the outputs it read.")
-    task_mode: str | None = Field(
-        default=None, description="agreement (with the original) or labels (against them)."
-    )
-    task_metrics: dict[str, float] = Field(
-        default_factory=dict, description="The task's metrics by name (see its evaluator)."
-    )
-    task_note: str = Field(
-        default="",
-        description="How the task's evaluator read the outputs (their layout, what it "
-        "assumed) and what it counted.",
-    )
-    worst: list[Disagreement] = Field(
-        default_factory=list,
-        description="The samples where the variant and the original disagree most.",
-    )
-
-    def metric(self, name: str) -> float | None:
-        """A metric by name: the task's, or a generic one (mean_cosine, min_cosine,
-        max_abs_error, mean_abs_error); None when this run did not measure it."""
-        if name in self.task_metrics:
-            return self.task_metrics[name]
-        if name in GENERIC_METRIC_NAMES:
-            value = getattr(self, name)
-            return float(value) if value is not None else None
-        return None
 
 
 class AccuracyBudget(BaseModel):
@@ -162,40 +87,14 @@ class AccuracyBudget(BaseModel):
         le=1,
         description="Smallest allowed mean cosine similarity to the original's first output.",
     )
-
-
-GENERIC_METRICS = (
-    MetricInfo(
-        name="mean_cosine",
-        label="Mean cosine",
-        higher_is_better=True,
-        unit="ratio",
-        description="Per-sample cosine of the judged output to the original's, averaged.",
-    ),
-    MetricInfo(
-        name="min_cosine",
-        label="Worst cosine",
-        higher_is_better=True,
-        unit="ratio",
-        description="The worst sample's cosine of the judged output to the original's.",
-    ),
-    MetricInfo(
-        name="max_abs_error",
-        label="Largest abs. error",
-        higher_is_better=False,
-        unit="value",
-        description="Largest |original - variant| over every output element.",
-    ),
-    MetricInfo(
-        name="mean_abs_error",
-        label="Mean abs. error",
-        higher_is_better=False,
-        unit="value",
-        description="Mean |original - variant| over every output element.",
-    ),
-)
-"""Metrics every run measures, whatever its task: a budget may name them too."""
-GENERIC_METRIC_NAMES = frozenset(metric.name for metric in GENERIC_METRICS)
+    floor_snr_db: float | None = Field(
+        default=FLOOR_SNR_DB,
+        le=100,
+        description="The numeric floor: the smallest worst-sample SNR (dB) of every float "
+        "output against the original's, kept whatever the task's metrics say "
+        "(optistudio.core.numerics.numeric_floor); None switches it off, for models whose "
+        "outputs vary from run to run.",
+    )
 
 
 @dataclass(frozen=True)
@@ -278,7 +177,7 @@ def accuracy_report(
     try:
         index = _output_index(models[0].output_names, output)
         role = output_role(Path(reference), models[0].output_names[index])
-        tally = _Tally(
+        tally = OutputTally(
             labels,
             index=index,
             top1=labels is not None or role == "classifier",
@@ -290,6 +189,7 @@ def accuracy_report(
         axes = getattr(data, "batch_axes", None)
         for batch, ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
             rows = fed_rows(batch, models[0].inputs, axes)
+            tally.note_inputs(batch, rows)
             tally.add(ref_outputs, cand_outputs, rows=rows, names=names)
             if task is not None:
                 task.add_run(
@@ -308,15 +208,27 @@ def accuracy_report(
         report = report.model_copy(update={"data": "builtin", "note": BUILTIN_NOTE + report.note})
     if task is None or judge is None:
         return report
-    score = task.score()
+    return with_task(report, task.score(), judge.recognition)
+
+
+def with_task(report: AccuracyReport, score: TaskScore, recognition: Recognition) -> AccuracyReport:
+    """The report with the task's score on it: its metrics, worst samples and why they cannot
+    judge (ties), the outputs it reads as sets left out of the numeric floor."""
+    floors = {
+        name: floor.model_copy(update={"floored": False}) if name in score.floor_exempt else floor
+        for name, floor in report.output_floors.items()
+    }
     return report.model_copy(
         update={
             "task": score.task,
-            "task_reason": judge.recognition.reason,
+            "task_reason": recognition.reason,
             "task_mode": score.mode,
             "task_metrics": score.metrics,
             "task_note": score.note,
             "worst": score.worst,
+            "task_confidence": recognition.confidence,
+            "task_void": score.void,
+            "output_floors": floors,
         }
     )
 
@@ -339,19 +251,61 @@ def _output_index(names: list[str], output: str | None) -> int:
 def within_budget(
     report: AccuracyReport, budget: AccuracyBudget, task: TaskBudget | None = None
 ) -> tuple[bool, str]:
-    """Whether a report meets a budget, and why, in words (NaN/Inf always fails). With a
-    `task` budget and a report judged in that task, its limits decide, not cosine and top-1."""
+    """Whether a report meets a budget, and why, in words (NaN/Inf always fails). Every verdict
+    keeps the numeric floor (each float output's worst-sample SNR, `numeric_floor`), which no
+    task metric overrides. With a `task` budget and a report judged in that task its limits
+    decide, not cosine and top-1, unless the task's metrics cannot judge this model
+    (`numeric_reason`): then the cosine budget decides and the task's metrics stand beside."""
     failures: list[str] = []
     passes: list[str] = []
     if report.nan_or_inf:
         failures.append(f"the candidate produced NaN/Inf ({report.nonfinite_values} values)")
-    if task is not None and report.task == task.task.name:
+    floor_passes, floor_failures = check_floor(report.output_floors, budget.floor_snr_db)
+    failures += floor_failures
+    in_task = task is not None and report.task == task.task.name
+    numeric = numeric_reason(report, task)
+    if task is not None and in_task and not numeric:
         _check_task(report, task, passes, failures)
     else:
-        _check_generic(report, budget, passes, failures)
+        void = bool(report.task_void) or all_constant(report.constant_outputs, report.output_floors)
+        _check_generic(report, budget, passes, failures, top1=not void)
+    passes += floor_passes
+    said = [f"judged numerically: {numeric}{_beside(report, task if in_task else None)}"]
+    said = said if numeric else []
     if failures:
-        return False, "over budget: " + "; ".join(failures)
-    return True, "within budget: " + ("; ".join(passes) or "no checks enabled")
+        return False, "over budget: " + "; ".join(failures + said)
+    return True, "within budget: " + ("; ".join(passes + said) or "no checks enabled")
+
+
+def numeric_reason(report: AccuracyReport, task: TaskBudget | None) -> str:
+    """Why the task's metrics cannot judge this report's model, so that the numbers do (the
+    original's outputs constant or tied, or a task recognized with low confidence and no
+    limits set by the user); '' when they can."""
+    if all_constant(report.constant_outputs, report.output_floors):
+        return (
+            "the original's outputs are the same for every input, so no task metric means anything"
+        )
+    if report.task_void:
+        return report.task_void
+    low = report.task_confidence == "low" and task is not None and task.defaulted
+    if low and task is not None and report.task == task.task.name:
+        return (
+            f"{task.task.label} was recognized with low confidence, so the output cosine and "
+            "the numeric floor decide"
+        )
+    return ""
+
+
+def _beside(report: AccuracyReport, task: TaskBudget | None) -> str:
+    """'; the task's metrics beside it: string_agreement 97.00% (limit 99.00%)' or ''."""
+    if task is None:
+        return ""
+    shown = []
+    for name, limit in task.limits.items():
+        metric, value = task.metric(name), report.metric(name)
+        if value is not None:
+            shown.append(f"{name} {_shown(value, metric)} (limit {_shown(limit, metric)})")
+    return f"; the task's metrics beside it, not deciding: {', '.join(shown)}" if shown else ""
 
 
 def _check_task(
@@ -385,7 +339,12 @@ def _shown(value: float, metric: MetricInfo) -> str:
 
 
 def _check_generic(
-    report: AccuracyReport, budget: AccuracyBudget, passes: list[str], failures: list[str]
+    report: AccuracyReport,
+    budget: AccuracyBudget,
+    passes: list[str],
+    failures: list[str],
+    *,
+    top1: bool = True,
 ) -> None:
     if budget.min_cosine is not None:
         ok = report.mean_cosine >= budget.min_cosine
@@ -393,8 +352,10 @@ def _check_generic(
         (passes if ok else failures).append(
             f"mean cosine {report.mean_cosine:.5f} {sign} {budget.min_cosine}"
         )
-    if budget.max_top1_drop is not None:
+    if budget.max_top1_drop is not None and top1:
         _check_top1(report, budget.max_top1_drop, passes, failures)
+    elif budget.max_top1_drop is not None:
+        passes.append("top-1 not checked (the original's own outputs tie or never change)")
 
 
 def _check_top1(
@@ -477,7 +438,7 @@ def _cast(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
 def _paired_outputs(
     models: list[_Runner],
     data: CalibrationSource,
-    tally: _Tally,
+    tally: OutputTally,
     progress: ProgressCallback | None,
 ) -> Iterable[tuple[dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]]:
     total = _sample_count(data)
@@ -486,260 +447,6 @@ def _paired_outputs(
         if progress is not None:
             fraction = min(tally.samples / total, 1.0) if total else 0.0
             progress(fraction, f"compared {tally.samples} samples")
-
-
-class _OutputErrors:
-    """Running absolute-error sums for one output."""
-
-    def __init__(self) -> None:
-        self.max = 0.0
-        self.total = 0.0
-        self.count = 0
-
-    def add(self, error: np.ndarray) -> None:
-        if error.size:
-            self.max = max(self.max, float(error.max()))
-            self.total += float(error.sum())
-            self.count += error.size
-
-
-class _Tally:
-    """Running sums over batches: errors per output, cosines, top-1 counts.
-
-    Each output is read per sample fed from its real shape (`samples.paired_views`); an output
-    whose real shapes differ between the models or from the declaration (`declared`, each
-    model's, by output) is named in the note. `lenient` (a task judges too): a batch whose
-    outputs hold another number of values (a detector's NMS keeps a different number of boxes)
-    is left to the task's evaluator; cosine and errors cover the other batches, and the note
-    says how many were left out."""
-
-    def __init__(
-        self,
-        labels: np.ndarray | None,
-        *,
-        index: int = 0,
-        top1: bool = True,
-        lenient: bool = False,
-        declared: tuple[list[Declared], list[Declared]] = ([], []),
-    ) -> None:
-        self.lenient = lenient
-        self.declared = declared
-        self.shape_notes: dict[str, str] = {}
-        self.mismatched = 0
-        self.labels = labels
-        self.index = index
-        self.top1 = top1
-        self.samples = 0
-        self.errors: list[_OutputErrors] = []
-        self.nonfinite = 0
-        self.cosine_sum = 0.0
-        self.cosine_rows = 0
-        self.cosine_min = 1.0
-        self.classification = True
-        self.agree = 0
-        self.correct = [0, 0]
-
-    def add(
-        self,
-        reference: list[np.ndarray],
-        candidate: list[np.ndarray],
-        *,
-        rows: int,
-        names: list[str] | None = None,
-    ) -> None:
-        """One batch of both models' outputs (in the reference's order), `rows` samples fed."""
-        names = names or [f"output {place}" for place in range(len(reference))]
-        try:
-            views = self._views(names, reference, candidate, rows)
-        except OutputsDiffer:
-            if not self.lenient:
-                raise
-            self.mismatched += 1
-            self.classification = False
-            return
-        self._note_shapes(names, reference, candidate)
-        self._add_errors(views)
-        cosines = _cosines(*views[self.index])
-        self.cosine_sum += float(cosines.sum())
-        self.cosine_rows += len(cosines)
-        self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
-        self._add_top1(reference[self.index], candidate[self.index], rows)
-        self.samples += rows
-
-    def _views(
-        self,
-        names: list[str],
-        reference: list[np.ndarray],
-        candidate: list[np.ndarray],
-        rows: int,
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        if len(reference) != len(candidate):
-            raise OutputsDiffer(
-                f"The original returns {len(reference)} outputs and the variant "
-                f"{len(candidate)}; they cannot be compared.",
-                hint="The variant, not your model, is at fault: use another variant.",
-            )
-        return [
-            paired_views(name, ref, cand, rows, (self._declared(0, at), self._declared(1, at)))
-            for at, (name, ref, cand) in enumerate(zip(names, reference, candidate, strict=True))
-        ]
-
-    def _declared(self, side: int, at: int) -> Declared:
-        shapes = self.declared[side]
-        return shapes[at] if at < len(shapes) else None
-
-    def _note_shapes(
-        self, names: list[str], reference: list[np.ndarray], candidate: list[np.ndarray]
-    ) -> None:
-        for at, (name, ref, cand) in enumerate(zip(names, reference, candidate, strict=True)):
-            if name not in self.shape_notes:
-                note = shape_note(name, self._declared(0, at), np.shape(ref), np.shape(cand))
-                if note:
-                    self.shape_notes[name] = note
-
-    def _add_errors(self, views: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        if not self.errors:
-            self.errors = [_OutputErrors() for _ in views]
-        for errors, (ref64, cand64) in zip(self.errors, views, strict=True):
-            finite = np.isfinite(ref64) & np.isfinite(cand64)
-            self.nonfinite += int(np.count_nonzero(~np.isfinite(cand64)))
-            errors.add(np.abs(ref64 - cand64)[finite])
-
-    def _add_top1(self, reference: np.ndarray, candidate: np.ndarray, rows: int) -> None:
-        """Top-1 of a [batch, classes] output, the same shape on both sides."""
-        self.classification &= (
-            reference.ndim == 2
-            and reference.shape == candidate.shape
-            and reference.shape[0] == rows
-            and reference.shape[1] > 1
-        )
-        if not self.classification:
-            return
-        ref_top, cand_top = reference.argmax(axis=-1), candidate.argmax(axis=-1)
-        self.agree += int(np.count_nonzero(ref_top == cand_top))
-        if self.labels is not None:
-            expected = self._labels_for(len(ref_top), reference.shape[1])
-            self.correct[0] += int(np.count_nonzero(ref_top == expected))
-            self.correct[1] += int(np.count_nonzero(cand_top == expected))
-
-    def _labels_for(self, count: int, classes: int) -> np.ndarray:
-        assert self.labels is not None
-        expected = self.labels[self.samples : self.samples + count]
-        if len(expected) < count:
-            raise DataMismatch(
-                f"labels have {len(self.labels)} entries but the dataset has more samples."
-            )
-        if expected.size and (expected.min() < 0 or expected.max() >= classes):
-            raise DataMismatch(
-                f"Labels must be class ids in [0, {classes}) for this model's output; "
-                f"found {int(expected.min())}..{int(expected.max())}."
-            )
-        return expected
-
-    def report(
-        self,
-        synthetic: bool,
-        *,
-        names: list[str],
-        role: Literal["classifier", "embedding", "other"] = "other",
-        backend: str = "onnxruntime",
-    ) -> AccuracyReport:
-        if self.samples == 0 and self.mismatched:
-            return self._all_mismatched(synthetic, names, role, backend)
-        self._check_complete()
-        counted = sum(errors.count for errors in self.errors)
-        top1 = self._top1_fields()
-        return AccuracyReport(
-            samples=self.samples,
-            data="synthetic" if synthetic else "user",
-            max_abs_error=max(errors.max for errors in self.errors),
-            mean_abs_error=sum(errors.total for errors in self.errors) / max(counted, 1),
-            output=names[self.index] if names else "",
-            mean_cosine=self.cosine_sum / max(self.cosine_rows, 1),
-            min_cosine=self.cosine_min,
-            per_output_max_abs_error={
-                name: errors.max for name, errors in zip(names, self.errors, strict=False)
-            },
-            nan_or_inf=self.nonfinite > 0,
-            nonfinite_values=self.nonfinite,
-            note=(SYNTHETIC_NOTE if synthetic else self._note())
-            + self._shapes_note()
-            + self._mismatch_note(),
-            output_role=role,
-            candidate_backend=backend,
-            top1_agreement=top1.get("top1_agreement"),
-            top1_accuracy_reference=top1.get("top1_accuracy_reference"),
-            top1_accuracy_candidate=top1.get("top1_accuracy_candidate"),
-            top1_drop=top1.get("top1_drop"),
-        )
-
-    def _all_mismatched(
-        self,
-        synthetic: bool,
-        names: list[str],
-        role: Literal["classifier", "embedding", "other"],
-        backend: str,
-    ) -> AccuracyReport:
-        """No batch had outputs of equal shapes: the task's evaluator is the only judge."""
-        return AccuracyReport(
-            samples=0,
-            data="synthetic" if synthetic else "user",
-            max_abs_error=0.0,
-            mean_abs_error=0.0,
-            output=names[self.index] if names else "",
-            mean_cosine=0.0,
-            min_cosine=0.0,
-            per_output_max_abs_error={},
-            nan_or_inf=False,
-            note=f"the outputs differ in shape on all {self.mismatched} batches (e.g. a "
-            "different number of detections): cosine and errors are not defined; the task's "
-            "metrics judge",
-            output_role=role,
-            candidate_backend=backend,
-        )
-
-    def _check_complete(self) -> None:
-        if self.samples == 0:
-            raise DataMismatch("The dataset is empty: no samples were compared.")
-        if self.labels is not None and not self.classification:
-            raise DataMismatch(
-                "Labels were given but the model's first output is not [batch, classes], "
-                "so top-1 accuracy is undefined."
-            )
-        if self.labels is not None and len(self.labels) != self.samples:
-            raise DataMismatch(
-                f"labels have {len(self.labels)} entries but the dataset has "
-                f"{self.samples} samples."
-            )
-
-    def _shapes_note(self) -> str:
-        if not self.shape_notes:
-            return ""
-        return "; " + "; ".join(self.shape_notes.values()) + " (compared per sample)"
-
-    def _mismatch_note(self) -> str:
-        if not self.mismatched:
-            return ""
-        return (
-            f"; {self.mismatched} batch(es) left out of cosine and errors: their outputs "
-            "differ in shape (e.g. a different number of detections)"
-        )
-
-    def _note(self) -> str:
-        return LABELLED_NOTE if self.labels is not None else UNLABELLED_NOTE
-
-    def _top1_fields(self) -> dict[str, float | None]:
-        if not (self.classification and self.top1):
-            return {}
-        fields: dict[str, float | None] = {"top1_agreement": self.agree / self.samples}
-        if self.labels is not None:
-            reference, candidate = (count / self.samples for count in self.correct)
-            fields |= {
-                "top1_accuracy_reference": reference,
-                "top1_accuracy_candidate": candidate,
-                "top1_drop": reference - candidate,
-            }
-        return fields
 
 
 def _check_same_outputs(reference: list[np.ndarray], candidate: list[np.ndarray]) -> None:
@@ -759,19 +466,6 @@ def _per_sample(output: np.ndarray) -> np.ndarray:
     return output.astype(np.float64).reshape(rows, -1)
 
 
-def _cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    broken = (~np.isfinite(candidate)).any(axis=1)
-    finite = np.isfinite(reference) & np.isfinite(candidate)
-    ref, cand = np.where(finite, reference, 0.0), np.where(finite, candidate, 0.0)
-    ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
-    dot = np.einsum("ij,ij->i", ref, cand)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cosines = np.clip(dot / (ref_norm * cand_norm), -1.0, 1.0)
-    both_zero = (ref_norm == 0) & (cand_norm == 0)
-    cosines = np.where(both_zero, 1.0, np.where((ref_norm == 0) | (cand_norm == 0), 0.0, cosines))
-    return np.where(broken, 0.0, cosines)
-
-
 def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, float | bool]:
     """How closely one output matches its reference: max abs error, error relative to the
     reference's largest magnitude, worst and mean per-sample cosine, and NaN/Inf in it."""
@@ -782,7 +476,7 @@ def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> dict[str, 
     error = np.abs(ref - cand)[finite]
     max_abs = float(error.max()) if error.size else 0.0
     scale = float(np.abs(ref[np.isfinite(ref)]).max()) if np.isfinite(ref).any() else 0.0
-    cosines = _cosines(ref, cand)
+    cosines = numeric_cosines(ref, cand)
     return {
         "max_abs_error": max_abs,
         "max_rel_error": max_abs / scale if scale else max_abs,

@@ -76,6 +76,7 @@ from optistudio.core.numerics.accuracy import (
     accuracy_report,
     within_budget,
 )
+from optistudio.core.numerics.accuracy_report import constant_notes
 from optistudio.core.numerics.evaluators.base import ModelFacts
 from optistudio.core.numerics.evaluators.evidence import Confidence
 from optistudio.core.numerics.evaluators.recognize import (
@@ -271,6 +272,7 @@ def optimize(
         notes=int8_notes(recipes)
         + data_notes(variants, **samples)
         + ([qat_note] if qat_note else [])
+        + constant_notes(v.accuracy for v in variants)
         + [note for note in [not_applicable_note(variants)] if note],
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,

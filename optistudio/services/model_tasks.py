@@ -18,7 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.numerics.evaluators.base import evaluators
-from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
+from optistudio.core.numerics.evaluators.recognize import (
+    constant_warning,
+    model_facts,
+    read_task,
+)
 from optistudio.core.optimize.run import NO_TASK
 from optistudio.db.models import Model
 from optistudio.db.queries import get_model, original_of, set_model_task
@@ -91,12 +95,21 @@ class Recognized:
     confidence: str | None
     reasons: tuple[str, ...]
     """The evidence weighed, heaviest first; without a task, why none was recognized."""
+    warnings: tuple[str, ...] = ()
+    """What the card must say beside the task: outputs no input reaches (every accuracy check
+    then compares constants)."""
 
     def line(self) -> str:
-        """'Object detection (boxes), high confidence' or 'none recognized: <why>'."""
+        """'Object detection (boxes), high confidence' or 'none recognized: <why>'; a task read
+        with low confidence says that the numbers judge."""
         if self.task is None:  # an optimize job then reads the shapes one run returns
             why = f": {self.reasons[0]}" if self.reasons else ""
             return f"none recognized from the declared outputs{why} (a job reads them again from one run)"
+        if self.confidence == "low":
+            return (
+                f"{self.label}, low confidence: jobs judge by output cosine and the numeric "
+                "floor, its metrics shown beside (set the task to have them decide)"
+            )
         return f"{self.label}, {self.confidence} confidence" if self.confidence else self.label
 
 
@@ -104,11 +117,14 @@ def recognized(path: Path) -> Recognized:
     """The task recognition reads from the model at `path` (its declared outputs, graph and
     metadata; no run: the studio never runs a model). An optimize job whose declared shapes
     show no task reads them again from one run (optistudio.core.optimize.run_shapes)."""
-    reading = read_task(model_facts(path))
+    facts = model_facts(path)
+    reading = read_task(facts)
+    warned = tuple(filter(None, [constant_warning(facts)]))
     if reading.found is None:
-        return Recognized(None, "none recognized", None, tuple(reading.reasons))
+        return Recognized(None, "none recognized", None, tuple(reading.reasons), warned)
     info, recognition = reading.found
-    return Recognized(info.name, info.label, recognition.confidence, tuple(reading.reasons))
+    reasons = tuple(reading.reasons)
+    return Recognized(info.name, info.label, recognition.confidence, reasons, warned)
 
 
 def task_label(task: str | None) -> str:

@@ -103,6 +103,11 @@ class ModelFacts(BaseModel):
         default_factory=dict, description="The inputs' numpy dtype names: int64 token ids..."
     )
     metadata_keys: list[str] = Field(default_factory=list)
+    constant_outputs: list[str] = Field(
+        default_factory=list,
+        description="Outputs no input reaches: computed from weights and constants alone, the "
+        "same for every input.",
+    )
     metadata: dict[str, str] = Field(
         default_factory=dict,
         repr=False,
@@ -181,6 +186,17 @@ class TaskScore(BaseModel):
     metrics: dict[str, float]
     worst: list[Disagreement] = Field(default_factory=list)
     note: str = ""
+    void: str = Field(
+        default="",
+        description="Why these metrics say nothing about the model (the original's own top two "
+        "tie on most samples, so every variant 'agrees'): the numbers judge instead; '' when "
+        "they judge.",
+    )
+    floor_exempt: list[str] = Field(
+        default_factory=list,
+        description="Outputs the task reads as sets (boxes after the model's own NMS, whose "
+        "rows may come in another order), left out of the numeric floor.",
+    )
 
 
 class TaskTally(ABC):

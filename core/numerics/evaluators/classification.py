@@ -3,8 +3,10 @@
 The judged output holds scores [N, C] (C > 1 classes), made by a Softmax / LogSoftmax / Sigmoid
 or a linear head (Gemm, MatMul, MatMul + bias), or scikit-learn's ZipMap. Weighed as evidence
 (`evidence`): a ZipMap, or a softmax on the class axis (any but the batch axis 0; also one
-written as Exp / ReduceSum / Div), is STRONG; a Sigmoid or a linear head MODERATE; a softmax
-over the batch axis WEAK. A name
+written as Exp / ReduceSum / Div), is STRONG; a linear head over more than FEW_VALUES classes
+MODERATE; a Sigmoid (a probability per label: `multilabel` reads it), a linear head of
+FEW_VALUES or fewer values (a regressor's as much as a classifier's: `regression` reads it) or a
+softmax over the batch axis WEAK. A name
 like logits / prob / class adds WEAK support, one like embedding MODERATE evidence against;
 label names in the metadata count WEAK for (one per class) or against (another count); an image,
 token or audio input counts WEAK support. For sample i with the original's scores r_i and the
@@ -30,6 +32,10 @@ says little: the original itself all but split the sample, so by its own probabi
 flip moves the chance of a right answer by less than NEAR_TIE. The default budget lets such
 flips pass up to 5 % of the samples and clear ones up to 1 %, so by the original's
 probabilities the expected top-1 loss stays within 1 + 0.1 x 5 = 1.5 points.
+
+An original whose own top two are exactly equal (gap <= 1e-6) on most samples leaves top-1 to
+rounding: every variant "agrees" with it, so the score says it is void (`near_ties`) and the
+numbers judge instead.
 
 Without labels, top1_disagreement bounds the drop from above: a sample can only lose its label
 where the two disagree. Budgets with labels are set on top1_drop (the integrator's choice).
@@ -59,7 +65,14 @@ from optistudio.core.numerics.evaluators.base import (
 )
 from optistudio.core.numerics.evaluators.evidence import MODERATE, STRONG, WEAK, Evidence
 from optistudio.core.numerics.evaluators.label_metadata import label_evidence
+from optistudio.core.numerics.evaluators.near_ties import (
+    EXACT_TIE,
+    NEAR_TIE,
+    top_two_gaps,
+    void_by_ties,
+)
 from optistudio.core.numerics.evaluators.outputs import (
+    FEW_VALUES,
     OneOutputEvaluator,
     made_by,
     named_like,
@@ -73,9 +86,6 @@ from optistudio.core.numerics.evaluators.outputs import (
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
 TOP5 = 5
-NEAR_TIE = 0.1
-"""A sample is a near-tie when the original's top two classes are closer than this in
-probability."""
 PROBABILITIES = frozenset({"Softmax", "LogSoftmax"})
 CLASS_WORDS = ("logit", "prob", "class", "softmax")
 
@@ -199,7 +209,14 @@ def _head(output: OutputFacts) -> tuple[float, str] | None:
     if output_role(output) != "classifier":
         return None
     if output.producer == "Sigmoid":
-        return MODERATE, "after Sigmoid: a probability per class (or per label)"
+        return WEAK, "after Sigmoid: a probability per label more than a choice of one class"
+    classes = size(output.shape[1]) if len(output.shape) == 2 else None
+    if classes is not None and classes <= FEW_VALUES:
+        return (
+            WEAK,
+            f"after {made_by(output)}: {classes} values, a classifier's logits or a "
+            "regressor's values",
+        )
     return MODERATE, f"after {made_by(output)}: a linear head's logits"
 
 
@@ -226,7 +243,7 @@ class ClassificationTally(BaseTally):
         self.output = output
         self.classes = 0
         self.agree = {1: 0, TOP5: 0}
-        self.clear_flips, self.near_ties = 0, 0
+        self.clear_flips, self.near_ties, self.exact_ties = 0, 0, 0
         self.correct = {(1, "reference"): 0, (1, "candidate"): 0}
         self.correct |= {(TOP5, "reference"): 0, (TOP5, "candidate"): 0}
 
@@ -242,8 +259,10 @@ class ClassificationTally(BaseTally):
         self.classes = ref.shape[1]
         ref_top, cand_top = ref.argmax(axis=1), cand.argmax(axis=1)
         self.agree[1] += int(np.count_nonzero(ref_top == cand_top))
-        tied = _gaps(ref) < NEAR_TIE
+        gaps = top_two_gaps(ref, axis=1)
+        tied = gaps < NEAR_TIE
         self.near_ties += int(np.count_nonzero(tied))
+        self.exact_ties += int(np.count_nonzero(gaps <= EXACT_TIE))
         self.clear_flips += int(np.count_nonzero((ref_top != cand_top) & ~tied))
         if self.classes >= TOP5:
             self.agree[TOP5] += int(np.count_nonzero(_in_top5(cand, ref_top)))
@@ -303,7 +322,9 @@ class ClassificationTally(BaseTally):
                 f"(the original's top two within {NEAR_TIE:g} in probability; "
                 f"{self.near_ties} of {self.samples} samples were)"
             )
-        return self.finished(metrics, note)
+        return self.finished(
+            metrics, note, void=void_by_ties(self.exact_ties, self.samples, "samples")
+        )
 
     def _accuracy(self) -> dict[str, float]:
         share = {key: count / self.samples for key, count in self.correct.items()}
@@ -334,21 +355,6 @@ def _flip(sample: int, ref: np.ndarray, cand: np.ndarray, label: int | None) -> 
         label=None if label is None else f"class {label}",
         severity=1.0 if confidence is None else confidence,
     )
-
-
-def _gaps(scores: np.ndarray) -> np.ndarray:
-    """Per row: its top class's probability minus its second's (the rows' own values when they
-    hold probabilities, else their softmax); a row with NaN or Inf gets 1 (never a tie)."""
-    values = scores.astype(np.float64)
-    finite = np.asarray(np.isfinite(values).all(axis=1), dtype=bool)
-    values = np.where(finite[:, None], values, 0.0)
-    if values.shape[1] < 2:
-        return np.ones(len(values))
-    if values.size and not (values.min() >= 0 and values.max() <= 1):
-        values = np.exp(values - values.max(axis=1, keepdims=True))
-        values /= values.sum(axis=1, keepdims=True)
-    top2 = -np.partition(-values, 1, axis=1)[:, :2]
-    return np.where(finite, top2[:, 0] - top2[:, 1], 1.0)
 
 
 def _confidence(row: np.ndarray, cls: int) -> float | None:

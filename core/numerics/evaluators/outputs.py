@@ -31,6 +31,13 @@ EMBEDDING_MAKERS = frozenset(
     {"Div", "LpNormalization", "ReduceMean", "ReduceSum", "ReduceL2", "Mul", "GlobalAveragePool"}
 )
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16"})
+SQUASHING = frozenset({"Softmax", "LogSoftmax", "Sigmoid", "HardSigmoid", "Tanh", "ArgMax"})
+"""Ops that make probabilities or decisions: an output they make holds no regressor's values."""
+FEW_VALUES = 4
+"""A linear head of this many values or fewer per sample reads as a regressor's as much as a
+classifier's."""
+REGRESSION_WORDS = ("regress", "predict", "variable", "value", "mos", "quality", "age")
+"""Output names that say 'a value': skl2onnx calls a regressor's output 'variable'."""
 
 
 def size(dim: Dim) -> int | None:
@@ -55,6 +62,13 @@ def output_role(output: OutputFacts) -> Literal["classifier", "embedding", "othe
     if output.producer in CLASSIFIER_HEADS:
         return "classifier"
     return "embedding" if output.producer in EMBEDDING_MAKERS else "other"
+
+
+def linear_head(output: OutputFacts) -> bool:
+    """Whether a linear layer made the output: Gemm, MatMul, or MatMul / Gemm + bias."""
+    return output.producer in LINEAR_OPS or (
+        output.producer == "Add" and bool(LINEAR_OPS & set(output.feeds))
+    )
 
 
 def made_by(output: OutputFacts) -> str:

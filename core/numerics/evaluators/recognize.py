@@ -17,6 +17,10 @@ When no task is recognized the caller judges the model by output cosine (and top
 reading says why. Recognition reads declared shapes; how the arrays are read is decided again
 from each run's real shapes.
 
+`model_facts` also names the outputs no input reaches (`ModelFacts.constant_outputs`): computed
+from weights and constants alone, they are the same for every input, and a model all of whose
+outputs are so makes every accuracy check void (the card warns, `constant_warning`).
+
 The producer of an output is looked up past pass-through ops (Identity, Reshape, Flatten,
 Squeeze, Unsqueeze, Cast, Transpose), which change a tensor's layout or type but not what it
 means: a Softmax's probabilities stay probabilities when squeezed. A softmax written in
@@ -58,6 +62,10 @@ PASS_THROUGH = frozenset(
 SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 SOFTMAX_LAST_AXIS_SINCE = 13
 """Softmax's axis defaults to -1 from opset 13, to 1 before it."""
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"}
+)
+"""Ops whose outputs change from run to run without an input."""
 CONFLICT_MARGIN = 1.0
 """A runner-up on the same outputs this close to the winner's total is a conflict."""
 
@@ -105,6 +113,37 @@ def model_facts(path: Path) -> ModelFacts:
         input_dtypes={value.name: _dtype(value) for value in inputs},
         metadata_keys=sorted({prop.key for prop in model.metadata_props}),
         metadata={prop.key: prop.value for prop in model.metadata_props},
+        constant_outputs=_unreached(graph, {value.name for value in inputs}),
+    )
+
+
+def _unreached(graph: onnx.GraphProto, inputs: set[str]) -> list[str]:
+    """The graph's outputs that no input reaches (nodes in the order ONNX requires: each after
+    its producers). A node with a subgraph (If, Loop, Scan) or a random op counts as reached,
+    since it may read the inputs from its body or vary on its own; with no input at all there
+    is nothing to reach, and intake says so already."""
+    if not inputs:
+        return []
+    reached = set(inputs)
+    for node in graph.node:
+        varies = node.op_type in RANDOM_OPS or any(
+            attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for attribute in node.attribute
+        )
+        if varies or reached.intersection(node.input):
+            reached.update(node.output)
+    return [value.name for value in graph.output if value.name not in reached]
+
+
+def constant_warning(facts: ModelFacts) -> str:
+    """The card's warning when no input reaches any of the model's outputs; '' otherwise."""
+    outputs = [output.name for output in facts.outputs]
+    if not outputs or set(facts.constant_outputs) < set(outputs):
+        return ""
+    return (
+        f"No input reaches the model's outputs ({', '.join(outputs)}): they are computed from "
+        "weights and constants alone and are the same for every input, so every accuracy "
+        "check compares constants and says nothing. Check the export."
     )
 
 

@@ -1,18 +1,25 @@
 """Regression: a variant judged by how far its predicted values move, relative to the original's.
 
 The judged output holds one value per sample, [N] or [N, 1] floats (scikit-learn regressors
-exported by skl2onnx call it 'variable'). With r_i and c_i the original's and the variant's
-values:
+exported by skl2onnx call it 'variable'), or a few values per sample [N, K] from a linear head
+with no softmax or sigmoid after it (three opinion scores of a speech-quality model). Weighed as
+evidence (`evidence`): one float per sample is MODERATE, WEAK when a linear head makes it (a
+binary classifier's logit looks the same: `binary` reads it); K <= FEW_VALUES values from a
+linear head MODERATE, and WEAK more for so few of them (classes come in more); an output made by
+a softmax, a sigmoid or an ArgMax is not a regressor's. A name like 'variable' or 'value' adds
+WEAK support, one like 'logits' or 'prob' WEAK evidence against. With r_i and c_i the original's
+and the variant's values of sample i (K of them; one for [N] and [N, 1]):
 
-    e_i = |r_i - c_i| / max(|r_i|, 1e-6)       (relative error; the floor keeps a zero
+    e_i = |r_i - c_i| / max(|r_i|, 1e-6)       (relative error, |.| the Euclidean norm over
+                                                  the K values; the floor keeps a zero
                                                   prediction from dividing by zero)
     mean_relative_error = mean_i e_i   (default budget: <= 0.01),   max_relative_error = max_i e_i
 
 A NaN or Inf from the variant counts as e_i = 1 (as far off as no prediction at all; the note
 counts them, and the accuracy report fails any variant that makes them); metrics stay finite
 so they store as JSON.
-With labels y_i (a .npy of floats, [N] or [N, 1], or a .csv of one number per line) each
-model's mean absolute error and the increase, in the target's own unit:
+With labels y_i (a .npy of floats, [N] or [N, 1], or a .csv of one number per line; one value
+per sample only) each model's mean absolute error and the increase, in the target's own unit:
 
     mae_m = mean_i |m_i - y_i|,   mae_increase = mae_candidate - mae_reference
 
@@ -40,12 +47,20 @@ from optistudio.core.numerics.evaluators.base import (
     TaskScore,
     TaskTally,
 )
-from optistudio.core.numerics.evaluators.evidence import MODERATE, Evidence
+from optistudio.core.numerics.evaluators.evidence import MODERATE, WEAK, Evidence
 from optistudio.core.numerics.evaluators.outputs import (
+    FEW_VALUES,
+    REGRESSION_WORDS,
+    SQUASHING,
     OneOutputEvaluator,
     is_float,
+    linear_head,
+    made_by,
+    named_like,
+    recognized,
     shape_text,
     size,
+    strongest,
 )
 from optistudio.core.numerics.evaluators.tallying import BaseTally, pair
 
@@ -95,40 +110,31 @@ METRICS = [
 ]
 
 
-def _is_one_value(output: OutputFacts) -> bool:
+def _values_per_sample(output: OutputFacts) -> int | None:
+    """K for an output [N] (1) or [N, K] with K fixed; None for any other shape."""
     shape = output.shape
-    return len(shape) == 1 or (len(shape) == 2 and size(shape[1]) == 1)
+    if len(shape) == 1:
+        return 1
+    return size(shape[1]) if len(shape) == 2 else None
 
 
 def _why_not(output: OutputFacts) -> str | None:
-    return None if _is_one_value(output) else "a regressor's predictions are [N] or [N, 1]"
+    if len(output.shape) in (1, 2):
+        return None
+    return "a regressor's predictions are [N] or a few values per sample [N, K]"
 
 
 class RegressionEvaluator(OneOutputEvaluator):
-    """Relative error of each predicted value; mean absolute error against labels."""
+    """Relative error of each sample's predicted values; mean absolute error against labels."""
 
     why_not = staticmethod(_why_not)
 
     def recognize(self, facts: ModelFacts) -> Recognition | None:
-        for output in facts.outputs:
-            if is_float(output) and _is_one_value(output):
-                return Recognition(
-                    task=self.info.name,
-                    reason=f"{output.name} {shape_text(output.shape, 'N')} holds one float per "
-                    "sample: a regressor's predictions",
-                    outputs=[output.name],
-                )
-        return None
+        return recognized(self.weigh(facts))
 
     def weigh(self, facts: ModelFacts) -> Case | None:
-        """One float per sample fits a regressor among others (a score, a logit): MODERATE."""
-        found = self.recognize(facts)
-        if found is None:
-            return None
-        return Case(
-            recognition=found,
-            evidence=[Evidence(kind="structure", weight=MODERATE, text=found.reason)],
-        )
+        """The strongest output's case (module docstring)."""
+        return strongest(_regressor_case(self.info.name, output) for output in facts.outputs)
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return RegressionTally(recognition.outputs[0], labels)
@@ -172,6 +178,46 @@ def _not_values(path: Path) -> DataMismatch:
     )
 
 
+def _regressor_case(task: str, output: OutputFacts) -> Case | None:
+    """The case for `output` as a regressor's predictions, or None when it cannot be one."""
+    count = _values_per_sample(output)
+    if not is_float(output) or count is None or output.producer in SQUASHING:
+        return None
+    linear = linear_head(output)
+    shape = shape_text(output.shape, "N")
+    if count == 1:
+        reason = f"{output.name} {shape} holds one float per sample: a regressor's predictions"
+        if linear:
+            reason += f" (or, from {made_by(output)}, a binary classifier's logit)"
+        evidence = [Evidence(kind="structure", weight=WEAK if linear else MODERATE, text=reason)]
+    elif linear and count <= FEW_VALUES:
+        reason = (
+            f"{output.name} {shape} after {made_by(output)} with no softmax or sigmoid: "
+            f"{count} values per sample, a regressor's predictions"
+        )
+        evidence = [
+            Evidence(kind="structure", weight=MODERATE, text=reason),
+            Evidence(
+                kind="structure",
+                weight=WEAK,
+                text=f"only {count} values: fewer than classes come in",
+            ),
+        ]
+    else:
+        return None
+    evidence += _name_evidence(output)
+    recognition = Recognition(task=task, reason=reason, outputs=[output.name])
+    return Case(recognition=recognition, evidence=evidence)
+
+
+def _name_evidence(output: OutputFacts) -> list[Evidence]:
+    if named_like(output, *REGRESSION_WORDS):
+        return [Evidence(kind="name", weight=WEAK, text=f"named {output.name!r}, like a value")]
+    if named_like(output, "logit", "prob", "class"):
+        return [Evidence(kind="name", weight=-WEAK, text=f"named {output.name!r}, like scores")]
+    return []
+
+
 class RegressionTally(BaseTally):
     """Relative-error sums and maximum; absolute errors against labels."""
 
@@ -198,11 +244,7 @@ class RegressionTally(BaseTally):
         self.nonfinite += int(np.count_nonzero(~np.isfinite(cand)))
         self.error_sum += float(errors.sum())
         self.error_max = max(self.error_max, float(errors.max(initial=0.0)))
-        truth = None
-        if self.labels is not None:
-            truth = np.asarray(self.labels_for(first_sample, len(ref)), np.float64)
-            self.absolute["reference"] += float(np.abs(ref - truth).sum())
-            self.absolute["candidate"] += float(np.abs(cand - truth).sum())
+        truth = self._truth(first_sample, ref)
         for row in np.argsort(-errors)[: self.worst.keep]:
             label = None if truth is None else float(truth[row])
             self.worst.offer(
@@ -210,6 +252,21 @@ class RegressionTally(BaseTally):
                 partial(_off, first_sample + int(row), ref[row], cand[row], errors[row], label),
             )
         self.samples += len(ref)
+        if truth is not None:
+            self.absolute["reference"] += float(np.abs(ref[:, 0] - truth).sum())
+            self.absolute["candidate"] += float(np.abs(cand[:, 0] - truth).sum())
+
+    def _truth(self, first_sample: int, ref: np.ndarray) -> np.ndarray | None:
+        """The labels of this batch; DataMismatch for an output of several values a sample."""
+        if self.labels is None:
+            return None
+        if ref.shape[1] != 1:
+            raise DataMismatch(
+                f"Output {self.output!r} holds {ref.shape[1]} values per sample; target values "
+                "are read for one value per sample only.",
+                hint="Judge it without labels (agreement with the original).",
+            )
+        return np.asarray(self.labels_for(first_sample, len(ref)), np.float64)
 
     def score(self) -> TaskScore:
         if self.samples == 0:
@@ -232,31 +289,46 @@ class RegressionTally(BaseTally):
         return self.finished(metrics, note)
 
 
-def _off(sample: int, ref: float, cand: float, error: float, label: float | None) -> Disagreement:
-    """A sample whose value moved: both values and how far, relative to the original's."""
+def _off(
+    sample: int, ref: np.ndarray, cand: np.ndarray, error: float, label: float | None
+) -> Disagreement:
+    """A sample whose values moved: both and how far, relative to the original's."""
     return Disagreement(
         sample=sample,
-        reference=f"{ref:.6g}",
-        candidate=f"{cand:.6g} ({error:.2%} off)",
+        reference=_shown(ref),
+        candidate=f"{_shown(cand)} ({error:.2%} off)",
         label=None if label is None else f"{label:.6g}",
         severity=float(error),
     )
 
 
+def _shown(values: np.ndarray) -> str:
+    """'0.5' for one value, '[0.5, 1.25, 3]' for several."""
+    if values.size == 1:
+        return f"{float(values.reshape(-1)[0]):.6g}"
+    return "[" + ", ".join(f"{float(value):.6g}" for value in values.reshape(-1)) + "]"
+
+
 def relative_errors(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
-    """|r - c| / max(|r|, EPS) per sample; BROKEN where either value is not finite."""
+    """|r - c| / max(|r|, EPS) per sample (the norm over a row's values when the arrays are
+    [N, K]); BROKEN where a value is not finite."""
+    ref = reference.reshape(len(reference), -1).astype(np.float64)
+    cand = candidate.reshape(len(candidate), -1).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        errors = np.abs(reference - candidate) / np.maximum(np.abs(reference), EPS)
-    return np.where(np.isfinite(candidate) & np.isfinite(errors), errors, BROKEN)
+        errors = np.linalg.norm(ref - cand, axis=1) / np.maximum(np.linalg.norm(ref, axis=1), EPS)
+    finite = np.isfinite(cand).all(axis=1) & np.isfinite(errors)
+    return np.where(finite, errors, BROKEN)
 
 
 def _values(array: np.ndarray, name: str) -> np.ndarray:
-    """[N] or [N, 1] as N float64 values; DataMismatch for any other shape."""
-    if array.ndim == 1 or (array.ndim == 2 and array.shape[1] == 1):
-        return array.reshape(-1).astype(np.float64)
+    """[N], [N, 1] or [N, K] as [N, K] float64 values; DataMismatch for any other shape."""
+    if array.ndim == 1:
+        return array.reshape(-1, 1).astype(np.float64)
+    if array.ndim == 2:
+        return array.astype(np.float64)
     raise DataMismatch(
-        f"Output {name!r} has shape {list(array.shape)}; a regressor's predictions are one "
-        "value per sample, [N] or [N, 1].",
+        f"Output {name!r} has shape {list(array.shape)}; a regressor's predictions are [N] or "
+        "a few values per sample, [N, K].",
         hint="Set the task or the judged output by hand if recognition picked wrongly.",
     )
 
@@ -264,8 +336,9 @@ def _values(array: np.ndarray, name: str) -> np.ndarray:
 REGRESSION = EvaluatorInfo(
     name="regression",
     label="Regression",
-    description="Judges a regressor by how far each predicted value moves: the mean and the "
-    "largest relative error against the original's value; with target values each model's mean "
+    description="Judges a regressor by how far each sample's predicted values move: the mean "
+    "and the largest relative error against the original's values (one per sample, or a few "
+    "from a linear head with no softmax or sigmoid); with target values each model's mean "
     "absolute error and the increase. The drill-down lists the largest relative errors.",
     metrics=METRICS,
     default_budget={"mean_relative_error": 0.01},

@@ -73,8 +73,16 @@ class BaseTally(TaskTally):
             )
         return self.labels[first_sample : first_sample + count]
 
-    def finished(self, metrics: dict[str, float], note: str = "") -> TaskScore:
-        """The score, once the data is known to be complete and the labels to fit it."""
+    def finished(
+        self,
+        metrics: dict[str, float],
+        note: str = "",
+        *,
+        void: str = "",
+        floor_exempt: Sequence[str] = (),
+    ) -> TaskScore:
+        """The score, once the data is known to be complete and the labels to fit it (`void`:
+        why its metrics cannot judge; `floor_exempt`: outputs read as sets, see TaskScore)."""
         if self.samples == 0:
             raise DataMismatch("The data is empty: no samples were compared.")
         if self.labels is not None and len(self.labels) != self.samples:
@@ -89,6 +97,8 @@ class BaseTally(TaskTally):
             metrics=metrics,
             worst=self.worst.worst_first(),
             note=note,
+            void=void,
+            floor_exempt=list(floor_exempt),
         )
 
 

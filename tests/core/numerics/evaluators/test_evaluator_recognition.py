@@ -35,7 +35,9 @@ PRIORITY = [
     "ctc_text",
     "segmentation",
     "classification",
+    "multilabel",
     "embedding",
+    "binary",
     "regression",
 ]
 

@@ -10,17 +10,20 @@ import pytest
 from optistudio.core.numerics.evaluators.base import Evaluator, Recognition, evaluators
 
 BUILT_IN = {
+    "binary",
     "classification",
     "ctc_text",
     "detection_boxes",
     "detection_map",
     "embedding",
+    "multilabel",
     "regression",
     "segmentation",
     "text_generation",
 }
 RNG = np.random.default_rng(7)
 EXAMPLES = {  # task: (outputs, one batch of the original's outputs, labels or None)
+    "binary": (["p"], {"p": RNG.random((12, 1))}, np.arange(12) % 2),
     "classification": (["p"], {"p": RNG.random((12, 6))}, np.arange(12) % 6),
     "ctc_text": (["p"], {"p": RNG.random((12, 8, 11))}, ["1 2"] * 12),
     "detection_boxes": (
@@ -34,6 +37,7 @@ EXAMPLES = {  # task: (outputs, one batch of the original's outputs, labels or N
     ),
     "detection_map": (["map"], {"map": RNG.random((2, 1, 32, 32))}, [np.zeros((0, 5))] * 2),
     "embedding": (["e"], {"e": RNG.standard_normal((12, 4))}, None),
+    "multilabel": (["m"], {"m": RNG.random((12, 3, 5))}, None),
     "regression": (["v"], {"v": RNG.random((12, 1))}, RNG.random(12)),
     "segmentation": (["s"], {"s": RNG.random((2, 3, 8, 8))}, np.zeros((2, 8, 8), np.int64)),
     "text_generation": (["logits"], {"logits": RNG.standard_normal((2, 5, 16))}, None),
