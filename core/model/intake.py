@@ -44,7 +44,7 @@ from optistudio.core.model.declared_sizes import (
 )
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
-from optistudio.core.model.stored_folder import STORED_NAME, place_checked
+from optistudio.core.model.stored_folder import STORED_NAME, place_staged, staged_copy
 from optistudio.core.model.undefined_ops import undefined_ops
 
 logger = logging.getLogger(__name__)
@@ -115,21 +115,49 @@ def store_model(
     """Inspect `source`, then store it as artifact_dir/models/<sha[:2]>/<sha>/model.onnx.
 
     Nothing is stored when inspection (or `load_check`) rejects the file. The address covers
-    the graph and every external data file, by name and bytes (content_address); what is stored
-    is exactly what was checked, copied into a staging folder, hashed and renamed into place in
-    one step, and an existing folder is kept only when it verifies (stored_folder).
+    the graph and every external data file, by name and bytes (content_address). What is
+    stored is exactly what was checked: once the cheap checks pass on `source`, the graph (as
+    model.onnx) and its external data are copied into a staging folder in the store and hashed
+    as they are copied; every check then runs on that copy, which is renamed into place in one
+    step; an existing folder is kept only when it verifies (stored_folder).
     """
     source = Path(source)
-    info, locations = _inspect(source, max_bytes, max_tensor_bytes, load_check)
-    folder = Path(artifact_dir) / "models" / info.sha256[:2] / info.sha256
-    path, created = place_checked(source, locations, folder, info.sha256)
+    models = Path(artifact_dir) / "models"
+    _, locations, _ = _read_checked(source, max_bytes, max_tensor_bytes)
+    with staged_copy(source, locations, models) as (staged, sha256):
+        info, named = _inspect(staged, max_bytes, max_tensor_bytes, load_check, sha256=sha256)
+        if named != locations:
+            raise ModelRejected(
+                "The model's files changed while they were being stored.",
+                hint="Upload the model again, and leave its files unchanged until it is stored.",
+            )
+        path, created = place_staged(staged.parent, models / sha256[:2] / sha256, sha256)
     return StoredModel(path=path, info=info, created=created)
 
 
 def _inspect(
-    path: Path, max_bytes: int, max_tensor_bytes: int | None, load_check: LoadCheck | None
+    path: Path,
+    max_bytes: int,
+    max_tensor_bytes: int | None,
+    load_check: LoadCheck | None,
+    *,
+    sha256: str | None = None,
 ) -> tuple[ModelInfo, list[str]]:
-    """The model card and the external data locations (relative to the model's folder)."""
+    """The model card and the external data locations (relative to the model's folder);
+    `sha256`: the address when the caller hashed the files already."""
+    model, locations, total_size = _read_checked(path, max_bytes, max_tensor_bytes)
+    _run_checker(path, model)
+    if load_check is not None:
+        _run_load_check(load_check, path)
+    sha256 = sha256 or address_of(path, locations)
+    return _describe(model, sha256, total_size, bool(locations)), locations
+
+
+def _read_checked(
+    path: Path, max_bytes: int, max_tensor_bytes: int | None
+) -> tuple[onnx.ModelProto, list[str], int]:
+    """The cheap checks: the graph (parsed without its data), its external data locations and
+    the size of everything, each against its limit."""
     file_size = _file_size(path)
     _check_size(file_size, max_bytes)
     model = _parse(path)
@@ -137,11 +165,7 @@ def _inspect(
     locations = _external_locations(model, path.parent)
     total_size = file_size + sum((path.parent / loc).stat().st_size for loc in locations)
     _check_size(total_size, max_bytes)
-    _run_checker(path, model)
-    if load_check is not None:
-        _run_load_check(load_check, path)
-    sha256 = address_of(path, locations)
-    return _describe(model, sha256, total_size, bool(locations)), locations
+    return model, locations, total_size
 
 
 def _file_size(path: Path) -> int:

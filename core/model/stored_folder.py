@@ -1,9 +1,9 @@
 """A checked model put into its content-addressed folder, as exactly the files that were checked.
 
 The graph is written as `model.onnx` and each external data file under the relative name the
-graph gives it (intake has refused names that leave the folder, start with "." or collide with
-`model.onnx`). Everything is copied into a fresh staging folder beside the target, hashed while
-it is copied, and compared with the address intake computed (content_address); only then is the
+graph gives it (intake refuses names that leave the folder, start with "." or collide with
+`model.onnx`). Everything is copied into a fresh staging folder in the store and hashed while
+it is copied (content_address); intake runs its checks on that copy, and only then is the
 staging folder renamed into place, in one step. Nothing already in the store stands for the
 checked files: an existing folder is kept only when it verifies against the address, else it is
 set aside and replaced. Concurrent stores of one model are safe: the loser of the rename finds a
@@ -16,6 +16,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from optistudio.core.errors import ArtifactStoreError, ModelRejected
@@ -27,27 +29,31 @@ _CHUNK = 1024**2
 _ATTEMPTS = 3
 
 
-def place_checked(
-    source: Path, locations: list[str], folder: Path, sha256: str
-) -> tuple[Path, bool]:
-    """`folder`/model.onnx holding the checked `source` and its external data at `locations`,
-    whose address is `sha256`, and whether this call wrote it (an existing folder is kept when
-    it verifies)."""
+@contextmanager
+def staged_copy(source: Path, locations: list[str], root: Path) -> Iterator[tuple[Path, str]]:
+    """A copy of `source` (as model.onnx) and its external data at `locations` in a staging
+    folder under `root`, with its address; the staging folder is gone afterwards (renamed into
+    place, or removed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=".staging."))
+    try:
+        graph = _copy_hashing(source, staging / STORED_NAME)
+        external = [
+            (name, _copy_hashing(source.parent / name, staging / name)) for name in locations
+        ]
+        yield staging / STORED_NAME, content_address(graph, external)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def place_staged(staging: Path, folder: Path, sha256: str) -> tuple[Path, bool]:
+    """Rename the staging folder (whose files hash to `sha256`) to `folder`; its model.onnx
+    and whether this call put it there (False: a folder that verifies was there already)."""
     target = folder / STORED_NAME
     if _verifies(target, sha256):
         return target, False
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{sha256[:12]}.staging."))
-    try:
-        if _stage(source, locations, staging) != sha256:
-            raise ModelRejected(
-                "The model's files changed while they were being stored.",
-                hint="Upload the model again, and leave its files unchanged until it is stored.",
-            )
-        created = _swap_in(staging, folder, sha256)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target, created
+    return target, _swap_in(staging, folder, sha256)
 
 
 def _verifies(target: Path, sha256: str) -> bool:
@@ -58,13 +64,6 @@ def _verifies(target: Path, sha256: str) -> bool:
     except ModelRejected:
         return False
     return True
-
-
-def _stage(source: Path, locations: list[str], staging: Path) -> str:
-    """Copy the graph and its external data into `staging`; the address of what was written."""
-    graph = _copy_hashing(source, staging / STORED_NAME)
-    external = [(name, _copy_hashing(source.parent / name, staging / name)) for name in locations]
-    return content_address(graph, external)
 
 
 def _copy_hashing(source: Path, target: Path) -> str:
