@@ -14,6 +14,7 @@ from pathlib import Path
 
 from optistudio.core.errors import ErrorInfo, OptistudioError
 from optistudio.core.llm.folder import is_decoder_file
+from optistudio.core.optimize.headline import unmade_counts
 from optistudio.core.optimize.run import (
     OptimizeReport,
     OptimizeSpec,
@@ -114,10 +115,12 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
 
 
 def summary(report: OptimizeReport) -> str:
-    """One line for the job: how many variants were made and failed, then the headline (the
-    chosen one, or keep the original, and the fastest left out with why)."""
-    made, failed = report.made, len(report.failed)
+    """One line for the job: how many variants were made, failed and were not applicable to
+    this model, then the headline (the chosen one, or keep the original, and the fastest left
+    out with why)."""
+    made, failed, aside = report.made, len(report.failed), len(report.not_applicable)
     if not made:
-        return f"No variant could be made: {failed} recipe(s) failed; see each one's reason."
-    text = f"Made {len(made)} variant(s)" + (f", {failed} failed" if failed else "") + "."
+        return f"No variant could be made: {unmade_counts(report.variants)}; see each one's reason."
+    text = f"Made {len(made)} variant(s)" + (f", {failed} failed" if failed else "")
+    text += (f", {aside} not applicable" if aside else "") + "."
     return f"{text} {report.said()}"

@@ -51,6 +51,7 @@ __all__ = [
     "headline",
     "left_out",
     "not_applicable_note",
+    "unmade_counts",
 ]
 UNSTEADY = 0.1
 """An interval wider than this share of the speedup says the timing was unsteady."""
@@ -158,7 +159,7 @@ def headline(
     if not variants:
         return "Keep the original: no recipe was run."
     if best is None and not any(v.status == "made" for v in variants):
-        return f"No variant could be made: {_unmade(variants)}."
+        return f"No variant could be made: {unmade_counts(variants)}."
     lead = (
         f"Chosen: {best.recipe.label}, {figures(best)}{_on_builtin(best)}."
         if best is not None
@@ -168,8 +169,9 @@ def headline(
     return lead if out is None else f"{lead} {out.sentence()}"
 
 
-def _unmade(variants: Sequence[VariantResult]) -> str:
-    """'2 recipe(s) failed, 3 not applicable' (either part only when there are some)."""
+def unmade_counts(variants: Sequence[VariantResult]) -> str:
+    """'2 recipe(s) failed, 3 not applicable to this model or backend' (either part only when
+    there are some)."""
     failed = sum(v.status == "failed" for v in variants)
     aside = sum(v.status == "not_applicable" for v in variants)
     parts = [f"{failed} recipe(s) failed"] if failed else []
