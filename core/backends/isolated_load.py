@@ -57,21 +57,35 @@ class LoadCheckLimits(Protocol):
     load_check_memory_mb: int
     """0: `memory_budget`, from the model's size."""
 
+    @property
+    def max_upload_bytes(self) -> int:
+        """No model intake accepts is bigger (its file and external data)."""
+        ...
+
 
 def isolated_check_loads(limits: LoadCheckLimits) -> Callable[[Path], None]:
     """The load check intake runs (its `load_check`), in a child process within `limits`."""
-    memory = limits.load_check_memory_mb * 2**20 or None
-    return partial(check_loads_isolated, seconds=limits.load_check_time_s, memory_bytes=memory)
+    return partial(
+        check_loads_isolated,
+        seconds=limits.load_check_time_s,
+        memory_bytes=limits.load_check_memory_mb * 2**20 or None,
+        max_model_bytes=limits.max_upload_bytes,
+    )
 
 
 def check_loads_isolated(
-    path: Path, *, seconds: float = DEFAULT_SECONDS, memory_bytes: int | None = None
+    path: Path,
+    *,
+    seconds: float = DEFAULT_SECONDS,
+    memory_bytes: int | None = None,
+    max_model_bytes: int | None = None,
 ) -> None:
     """Raise ModelRejected when ONNX Runtime's CPU provider cannot load `path` in a child
-    process within `seconds` and `memory_bytes` (None: `memory_budget`); the reasons read as
-    `check_loads`'s, and a child outside its limits is one sentence (`over_limits`)."""
+    process within `seconds` and `memory_bytes` (None: `memory_budget`, for a model of at most
+    `max_model_bytes`); the reasons read as `check_loads`'s, and a child outside its limits is
+    one sentence (`over_limits`)."""
     path = Path(path).absolute()
-    memory = memory_bytes or memory_budget(path)
+    memory = memory_bytes or memory_budget(path, max_model_bytes=max_model_bytes)
     command = [sys.executable, "-P", "-c", _CHILD_SOURCE, str(memory), str(path)]
     try:
         done = subprocess.run(command, capture_output=True, timeout=seconds, check=False)
@@ -99,10 +113,15 @@ def over_limits(seconds: float, memory: int, what: str) -> ModelRejected:
     )
 
 
-def memory_budget(path: Path) -> int:
-    """4x the model's bytes, at least 4 GiB, at most this machine's memory."""
+def memory_budget(path: Path, *, max_model_bytes: int | None = None) -> int:
+    """4x the model's bytes, at least 4 GiB, at most this machine's memory. When no model may
+    pass `max_model_bytes` (the upload limit) and 4x that is under 4 GiB, the model is not
+    read again: with the default 512 MB limit, every budget is 4 GiB."""
+    machine = psutil.virtual_memory().total
+    if max_model_bytes is not None and MEMORY_PER_MODEL_BYTE * max_model_bytes <= MIN_MEMORY_BYTES:
+        return int(min(MIN_MEMORY_BYTES, machine))
     wanted = max(MIN_MEMORY_BYTES, MEMORY_PER_MODEL_BYTE * model_bytes(path))
-    return int(min(wanted, psutil.virtual_memory().total))
+    return int(min(wanted, machine))
 
 
 def model_bytes(path: Path) -> int:

@@ -116,7 +116,11 @@ def test_the_memory_budget_is_four_times_the_model_at_least_4_gib(
     big = sparse_weight_model(tmp_path / "big", 1536 * MiB)
 
     assert memory_budget(tiny_model) == min(MIN_MEMORY_BYTES, machine)
-    assert memory_budget(big) == min(4 * (1536 * MiB + big.stat().st_size), machine)
+    wanted = min(4 * (1536 * MiB + big.stat().st_size), machine)
+    assert memory_budget(big) == wanted
+    assert memory_budget(big, max_model_bytes=2048 * MiB) == wanted  # a limit that allows it
+    # Under an upload limit whose 4x is below 4 GiB, the budget is 4 GiB without reading.
+    assert memory_budget(big, max_model_bytes=512 * MiB) == min(MIN_MEMORY_BYTES, machine)
 
 
 def _load_children() -> list[psutil.Process]:
