@@ -75,3 +75,21 @@ def test_the_limits_are_settings_with_their_variables(monkeypatch: pytest.Monkey
     defaults = Settings.model_fields
     assert defaults["load_check_time_s"].default == 120.0
     assert defaults["load_check_memory_mb"].default == 0
+
+
+def test_bench_save_on_the_cli_goes_through_the_isolated_check(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    from cli_runner import run_in_process
+
+    done = run_in_process(
+        ["bench", str(tiny_model), "--batch", "1", "--save", "--min-runs", "2", "--warmup", "1"],
+        set_env={
+            "OPTISTUDIO_DATA_DIR": str(tmp_path / "data"),
+            "OPTISTUDIO_LOAD_CHECK_TIME_S": "0.001",
+        },
+        unset_env=("OPTISTUDIO_DATABASE_URL",),
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert "ONNX Runtime could not load the model within 0.001 s" in done.stderr
