@@ -21,6 +21,7 @@ import psutil
 
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.node_count import check_node_count
+from optistudio.core.model.text_fields import check_text_fields
 
 MAX_TENSOR_MB_ENV = "OPTISTUDIO_MAX_TENSOR_MB"
 
@@ -50,8 +51,10 @@ def check_declared_sizes(
 ) -> None:
     """ModelRejected when the model holds more than `max_nodes` nodes (default: node_count's
     cap), or any stored tensor, fixed-shape value, constant shape, or the graph's inputs
-    together exceed `limit`."""
+    together exceed `limit`. Text the card reads that is not UTF-8 is refused here too
+    (text_fields), the other check intake runs on the parsed protobuf before the checker."""
     check_node_count(model, max_nodes)
+    check_text_fields(model)
     for tensor in model_tensors(model):
         _check(f"tensor {tensor.name!r}", tensor.dims, tensor.data_type, limit)
     for sparse in _sparse_tensors(model.graph):

@@ -71,7 +71,7 @@ def unpack_folder(archive: Path, folder: Path, max_bytes: int) -> None:
                 _extract(zipped, files, folder)
     except DataMismatch as exc:
         raise ModelRejected(exc.message, hint=exc.hint) from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         raise ModelRejected(f"{label} is not a readable .zip.", hint=_ZIP_HINT) from None
 
 

@@ -67,6 +67,13 @@ def encrypted() -> bytes:
     return bytes(data)
 
 
+def future_version() -> bytes:
+    """A member asking for zip version 12.0 to extract (zipfile raised NotImplementedError)."""
+    data = bytearray(archive(("model.onnx", b"\x08\x07")))
+    data[data.index(b"PK\x01\x02") + 6] = 120
+    return bytes(data)
+
+
 def corrupt() -> bytes:
     data = bytearray(archive(("model.onnx", bytes(range(256)) * 64)))
     start = data.index(b"model.onnx") + len("model.onnx") + 20  # inside the deflated bytes
@@ -104,6 +111,7 @@ CASES: dict[str, tuple[str, Callable[[], bytes], str]] = {
         corrupt,
         "The .zip member 'model.onnx' could not be unpacked (corrupt data).",
     ),
+    "future-zip-version": ("v.zip", future_version, "'v.zip' is not a readable .zip."),
     "not-a-zip": ("n.zip", lambda: b"PK\x03\x04 not really", "'n.zip' is not a readable .zip."),
 }
 
