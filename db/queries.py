@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import String, cast, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, joinedload
 
@@ -189,6 +189,14 @@ def get_job_for_update(s: Session, *, job_id: int) -> Job | None:
 def list_jobs(s: Session, *, limit: int = 200) -> list[Job]:
     """The latest ``limit`` jobs, newest first, with their model loaded."""
     query = select(Job).options(joinedload(Job.model)).order_by(Job.id.desc()).limit(limit)
+    return list(s.scalars(query))
+
+
+def unfinished_jobs(s: Session) -> list[Job]:
+    """Every queued or running job, oldest first: the queue as the workers see it."""
+    query = (
+        select(Job).where(Job.status.in_([JobStatus.queued, JobStatus.running])).order_by(Job.id)
+    )
     return list(s.scalars(query))
 
 
@@ -580,3 +588,103 @@ def job_results(
         return {}
     query = select(Job.id, Job.spec, Job.result).where(Job.id.in_(job_ids))
     return {row.id: (row.spec or {}, row.result or {}) for row in s.execute(query)}
+
+
+# -- deleting -------------------------------------------------------------------------------
+
+
+def model_lineage(s: Session, *, model_id: int) -> list[Model]:
+    """The model and every variant made from it (variants of variants too), parents before
+    their variants; [] when the model does not exist."""
+    model = s.get(Model, model_id)
+    if model is None:
+        return []
+    found, frontier, seen = [model], [model.id], {model.id}
+    while frontier:
+        children = list(s.scalars(select(Model).where(Model.parent_id.in_(frontier))))
+        children = [child for child in children if child.id not in seen]
+        seen.update(child.id for child in children)
+        found.extend(children)
+        frontier = [child.id for child in children]
+    return found
+
+
+def jobs_of_models(
+    s: Session,
+    *,
+    model_ids: Iterable[int],
+    spec_keys: Iterable[str] = (),
+    for_update: bool = False,
+) -> list[Job]:
+    """Jobs run on these models, or naming one of them in their spec under one of `spec_keys`
+    (a comparison's candidate, a profiled variant), oldest first; `for_update` locks them until
+    the transaction ends, so no worker claims one meanwhile."""
+    ids = list(model_ids)
+    if not ids:
+        return []
+    named = [Job.spec[key].as_integer().in_(ids) for key in spec_keys]
+    query = select(Job).where(or_(Job.model_id.in_(ids), *named)).order_by(Job.id)
+    return _read_jobs(s, query, for_update=for_update)
+
+
+def jobs_by_ids(s: Session, *, job_ids: Iterable[int], for_update: bool = False) -> list[Job]:
+    """These jobs (those that exist), oldest first; `for_update` locks them as above."""
+    query = select(Job).where(Job.id.in_(list(job_ids))).order_by(Job.id)
+    return _read_jobs(s, query, for_update=for_update)
+
+
+def _read_jobs(s: Session, query: Any, *, for_update: bool) -> list[Job]:
+    if for_update:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    return list(s.scalars(query))
+
+
+def measurement_count(s: Session, *, job_ids: Iterable[int]) -> int:
+    """How many measured numbers these jobs stored."""
+    query = select(func.count(Measurement.id)).where(Measurement.job_id.in_(list(job_ids)))
+    return int(s.scalar(query) or 0)
+
+
+def jobs_mentioning(s: Session, *, text: str, excluding: Iterable[int] = ()) -> int:
+    """How many jobs, `excluding` these, hold `text` anywhere in their spec (a stored data
+    file's name: whether a file is still used)."""
+    query = select(func.count(Job.id)).where(
+        cast(Job.spec, String).contains(text, autoescape=True),
+        Job.id.not_in(list(excluding)),
+    )
+    return int(s.scalar(query) or 0)
+
+
+def existing_job_ids(s: Session, *, job_ids: Iterable[int]) -> set[int]:
+    """Which of these job ids still have a row."""
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    return set(s.scalars(select(Job.id).where(Job.id.in_(ids))))
+
+
+def delete_jobs(s: Session, *, job_ids: Iterable[int]) -> int:
+    """Delete these jobs and their measurements; returns how many jobs went. Files are the
+    caller's to remove, after the commit."""
+    ids = list(job_ids)
+    if not ids:
+        return 0
+    s.execute(delete(Measurement).where(Measurement.job_id.in_(ids)))
+    result: Any = s.execute(delete(Job).where(Job.id.in_(ids)))
+    return int(result.rowcount or 0)
+
+
+def delete_models(s: Session, *, model_ids: Iterable[int]) -> int:
+    """Delete these models, each variant before the model it was made from; returns how many.
+
+    Jobs on them must be gone first (``delete_jobs``), and so must variants outside the set:
+    the foreign keys refuse otherwise."""
+    remaining = set(model_ids)
+    deleted = 0
+    while remaining:
+        parents = set(s.scalars(select(Model.parent_id).where(Model.id.in_(remaining)).distinct()))
+        leaves = remaining - parents or remaining  # a cycle cannot be stored; never loop
+        result: Any = s.execute(delete(Model).where(Model.id.in_(leaves)))
+        deleted += int(result.rowcount or 0)
+        remaining -= leaves
+    return deleted
