@@ -13,6 +13,9 @@ profile resampled; 0.15-0.3 s on a 2-core machine with a 160-run profile). Three
     Verify's refit does not move, so a Verify never resets the rate;
   - the instances slider spans the counts the profile measured; a profile that measured one
     only offers EXTRA_INSTANCES more, predicted as independent copies and said so.
+A rate above the setting's ceiling is said in one sentence (`overload_line`) and shows no
+latency figure: there the percentiles grow with the run's length (core.batching.overload), so
+the headline's and the sweep's past the ceiling are left empty.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 from optistudio.core.batching.applicability import stacking_problem
 from optistudio.core.batching.fixed_batch import fixed_at_one
 from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.overload import overload
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import (
@@ -113,17 +117,40 @@ def kept_rate(value: float | None, bounds: tuple[float, float, float], default: 
     return round(round(value / step) * step, 6) if value > low else low
 
 
-def headline(band: Band, point: LoadResult) -> dict[str, float]:
+def headline(band: Band, point: LoadResult, *, overloaded: bool = False) -> dict[str, float | None]:
     """The what-if's figures: p50, p99 and throughput from the band's own draws (median), so
     they lie inside it; mean batch and queue wait from the one long run `point`. A band stored
-    before it kept its median gives the point's figures."""
-    return {
+    before it kept its median gives the point's figures. `overloaded` (`overload_line`): no
+    latency figure, each None."""
+    figures: dict[str, float | None] = {
         "throughput": band.throughput if band.throughput is not None else point.throughput,
         "p50_ms": band.p50_ms if band.p50_ms is not None else point.p50_ms,
         "p99_ms": band.p99_ms if band.p99_ms is not None else point.p99_ms,
         "mean_batch_size": point.mean_batch_size,
         "mean_queue_ms": point.mean_queue_ms,
     }
+    if overloaded:
+        figures |= {"p50_ms": None, "p99_ms": None, "mean_queue_ms": None}
+    return figures
+
+
+def overload_line(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> str | None:
+    """'Overloaded: ceiling X req/s below the offered Y req/s; latency grows without bound.'
+    for a rate the settings cannot serve, else None."""
+    sentence = overload(profile, settings, rate)
+    return f"{sentence[0].upper()}{sentence[1:]}." if sentence else None
+
+
+def overloaded_band_line(band: Band) -> str:
+    """What an overloaded prediction still says: its throughput with the band, no latency."""
+    throughput = f"{three_digits(band.throughput_low)}-{three_digits(band.throughput_high)}"
+    served = three_digits(band.throughput) if band.throughput is not None else throughput
+    return (
+        f"Served: {served} req/s (band {throughput}, {band.level:.0%} of {band.draws} simulated "
+        "Verify runs). No latency is predicted: each request waits behind a queue that grows "
+        "for as long as the rate lasts, so a percentile says how long the run was, not how "
+        "the settings serve. Raise the max batch size or instances, or lower the rate."
+    )
 
 
 def instances_caption(profile: LatencyProfile, instances: int) -> str:
@@ -299,7 +326,7 @@ def rate_sweep(
     profile: LatencyProfile, settings: BatchingSettings, *, seconds: float = VERIFY_SECONDS
 ) -> pd.DataFrame:
     """Predicted figures from 10 % to 110 % of capacity (Poisson), one row per rate, with the
-    p50/p99 band of a Verify of `seconds` (SWEEP_DRAWS draws)."""
+    p50/p99 band of a Verify of `seconds` (SWEEP_DRAWS draws); past capacity no latency."""
     top = capacity(profile, settings)
     rows = []
     for share in np.linspace(0.1, 1.1, SWEEP_POINTS):
@@ -309,5 +336,8 @@ def rate_sweep(
             max_requests=SWEEP_REQUESTS,
         )  # fmt: skip
         bounds = band.model_dump(include={"p50_low_ms", "p50_high_ms", "p99_low_ms", "p99_high_ms"})
-        rows.append({"rate": top * share, **result.model_dump(include=set(FIGURES)), **bounds})
+        row = {"rate": top * share, **result.model_dump(include=set(FIGURES)), **bounds}
+        if share > 1:  # overloaded: its percentiles grow with the run, none is shown
+            row |= dict.fromkeys([*bounds, "p50_ms", "p90_ms", "p99_ms", "mean_queue_ms"], None)
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -17,6 +17,10 @@ verify with --profile whether the measured p99 falls inside the predicted band; 
 (optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
 profile unchanged and `not_adopted` says why) and reports the predicted p99 at the verified rate
 before and after the refit beside the measured one (`recalibrated`).
+A prediction at a rate above the setting's ceiling says so in `overloaded` ("overloaded: ceiling
+X req/s below the offered Y req/s; latency grows without bound") and has no latency figure: its
+percentiles and their band are null (`optistudio.core.batching.overload`); `overloaded` is null
+when the setting keeps up.
 """
 
 from __future__ import annotations
@@ -227,7 +231,27 @@ def _predicted(
 ) -> dict[str, Any]:
     """A prediction at `rate` with its band, as the flat figures of `_payload`."""
     result = _predict(args, settings, profile, rate)
-    return _payload("predicted", settings, result, _band(args, settings, profile, rate))
+    payload = _payload("predicted", settings, result, _band(args, settings, profile, rate))
+    return _overloaded(payload, profile, settings, rate if args.process != "closed" else None)
+
+
+def _overloaded(
+    payload: dict[str, Any], profile: Any, settings: Any, rate: float | None
+) -> dict[str, Any]:
+    """`payload` with its `overloaded` sentence (None when the setting keeps up with `rate`);
+    an overloaded prediction has no latency figure: they grow with the run's length, so each
+    is null (never Infinity, never a p50 outside its own band)."""
+    from optistudio.core.batching.overload import BAND_LATENCY_FIGURES, LATENCY_FIGURES, overload
+
+    payload["overloaded"] = overload(profile, settings, rate)
+    if payload["overloaded"]:
+        bounds = ("p50_low_ms", "p50_high_ms", "p99_low_ms", "p99_high_ms")
+        for name in (*LATENCY_FIGURES, *bounds):
+            if name in payload:
+                payload[name] = None
+        for name in BAND_LATENCY_FIGURES if isinstance(payload.get("band"), dict) else ():
+            payload["band"][name] = None
+    return payload
 
 
 def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
@@ -242,7 +266,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             f"No --rate: predicted at {DEFAULT_RATE_SHARE:.0%} of the ceiling "
             f"({args.rate:g} req/s); give --rate for your own."
         )
-    return _payload(
+    payload = _payload(
         "predicted",
         settings,
         _predict(args, settings, profile),
@@ -269,6 +293,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         rate=args.rate,
         **extra,
     )
+    return _overloaded(payload, profile, settings, args.rate if args.process != "closed" else None)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -361,8 +386,9 @@ def _judged(args: argparse.Namespace, settings: Any, profile: Any, measured: Any
             continue
         predicted = _predicted(args, settings, profile, rate)
         low, high = predicted["p99_low_ms"], predicted["p99_high_ms"]
-        predicted["p99_in_band"] = low <= measured.p99_ms <= high
-        predicted["p99_band_width"] = (high - low) / 2 / predicted["p99_ms"]
+        if not predicted["overloaded"]:  # overloaded: no band to hold a p99
+            predicted["p99_in_band"] = low <= measured.p99_ms <= high
+            predicted["p99_band_width"] = (high - low) / 2 / predicted["p99_ms"]
         judged[key] = predicted
         if args.process == "closed":
             break
@@ -389,7 +415,7 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
         seed=args.seed,
         margin=args.margin / 100,
     )
-    return _payload(
+    payload = _payload(
         "predicted",
         advice.settings,
         advice.predicted,
@@ -399,6 +425,9 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
         reason=advice.reason,
         candidates=[_candidate(c) for c in advice.candidates],
         **_instances(profile, advice.settings),
+    )
+    return _overloaded(
+        payload, profile, advice.settings, args.rate if args.process != "closed" else None
     )
 
 
@@ -423,12 +452,18 @@ def _print_summary(payload: dict[str, Any]) -> None:
     for said in ("batched_rewrite", "rate_note"):
         if payload.get(said):
             print(payload[said])
-    print(
-        f"{payload['kind']}: {payload['throughput']:.1f} req/s, p50 {payload['p50_ms']:.2f} ms, "
-        f"p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "
-        f"queue {payload['mean_queue_ms']:.2f} ms + compute {payload['mean_compute_ms']:.2f} ms"
-    )
-    if "p99_low_ms" in payload:
+    if payload.get("overloaded"):
+        print(
+            f"{payload['kind']}: {payload['overloaded']} ({payload['throughput']:.1f} req/s "
+            f"served, mean batch {payload['mean_batch_size']:.2f})"
+        )
+    else:
+        print(
+            f"{payload['kind']}: {payload['throughput']:.1f} req/s, p50 {payload['p50_ms']:.2f} "
+            f"ms, p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "
+            f"queue {payload['mean_queue_ms']:.2f} ms + compute {payload['mean_compute_ms']:.2f} ms"
+        )
+    if payload.get("p99_low_ms") is not None:
         print(
             f"band ({payload['band']['level']:.0%} of {payload['band']['draws']} simulated "
             f"runs): p50 {payload['p50_low_ms']:.2f}-{payload['p50_high_ms']:.2f} ms, p99 "
@@ -459,7 +494,7 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"{moved['p99_before_ms']:.2f} -> {moved['p99_after_ms']:.2f} ms against the "
             f"measured {moved['measured_p99_ms']:.2f} ms"
         )
-    if payload.get("saturated"):
+    if payload.get("saturated") and not payload.get("overloaded"):
         print("warning: arrivals outpace service at this rate (the queue keeps growing)")
     if "reason" in payload:
         print(payload["reason"])

@@ -284,6 +284,15 @@ def _to_url(values: dict[str, int | float]) -> None:
             st.query_params[field] = str(value)
 
 
+_METRICS = (
+    ("Throughput (req/s)", "throughput"),
+    ("p50 latency (ms)", "p50_ms"),
+    ("p99 latency (ms)", "p99_ms"),
+    ("Mean batch size", "mean_batch_size"),
+    ("Mean queue wait (ms)", "mean_queue_ms"),
+)
+
+
 def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: float) -> None:
     predicted = cached_predict(profile.model_dump_json(), settings.model_dump_json(), rate)
     st.session_state["batching_predicted"] = predicted
@@ -291,22 +300,25 @@ def show_prediction(profile: LatencyProfile, settings: BatchingSettings, rate: f
         cached_band(profile.model_dump_json(), settings.model_dump_json(), rate, VERIFY_SECONDS)
     )
     point = LoadResult.model_validate(predicted)
-    figures = whatif.headline(band, point)  # from the band's own draws: inside it
+    overloaded = whatif.overload_line(profile, settings, rate)
+    figures = whatif.headline(band, point, overloaded=bool(overloaded))  # inside the band
     cols = st.columns(5)
-    cols[0].metric("Throughput (req/s)", f"{figures['throughput']:.1f}")
-    cols[1].metric("p50 latency (ms)", f"{figures['p50_ms']:.2f}")
-    cols[2].metric("p99 latency (ms)", f"{figures['p99_ms']:.2f}")
-    cols[3].metric("Mean batch size", f"{figures['mean_batch_size']:.2f}")
-    cols[4].metric("Mean queue wait (ms)", f"{figures['mean_queue_ms']:.2f}")
-    st.caption(whatif.band_line(point.model_copy(update=figures), band))
-    if predicted["saturated"]:
+    for col, (label, key) in zip(cols, _METRICS, strict=True):
+        value = figures[key]
+        col.metric(label, "-" if value is None else f"{value:.{1 if key == 'throughput' else 2}f}")
+    if overloaded:
+        st.error(overloaded)
+        st.caption(whatif.overloaded_band_line(band))
+    else:
+        st.caption(whatif.band_line(point.model_copy(update=figures), band))
+    if predicted["saturated"] and not overloaded:
         most = capacity(profile, settings)
         st.warning(
             f"Requests arrive faster than these settings can serve (at most {most:.0f} req/s): "
             "the queue keeps growing, so latency has no steady value. Raise the max batch size "
             "or instances, or lower the rate."
         )
-    else:
+    elif not overloaded:
         line, knee = cached_speed_note(
             profile.model_dump_json(), settings.model_dump_json(), rate, predicted["p99_ms"]
         )
