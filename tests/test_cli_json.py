@@ -30,6 +30,10 @@ COMMANDS = {
     "backends": ["backends"],
     "recipes": ["recipes"],
     "jobs": ["jobs"],
+    "models": ["models"],
+    "models-delete": ["models", "delete", "{variant_id}"],  # without --yes: the plan only
+    "results-delete": ["results", "delete", "{optimize_job}"],
+    "jobs-delete": ["jobs", "delete", "{optimize_job}"],
     "compare": ["compare", "--variant", "{optimize_job}"],
     "export": ["export", "{variant_id}", "--out", "{tmp}/bundle.zip"],
     "inputs": ["inputs", "{tiny}"],

@@ -31,6 +31,13 @@ from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.llm import add_llm_parser, command_llm
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
+from optistudio.cli.stored import (
+    add_models_parser,
+    add_results_parser,
+    command_delete,
+    command_models,
+    command_results,
+)
 from optistudio.cli.up import add_up_parser, command_up
 from optistudio.cli.video import add_video_parser, command_video
 from optistudio.cli.worker import add_worker_parser, command_worker
@@ -101,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_up_parser(commands)
     add_worker_parser(commands)
     add_jobs_parser(commands)
+    add_models_parser(commands)
+    add_results_parser(commands)
     commands.add_parser("ui", help="run the studio (Streamlit)")
     commands.add_parser("migrate", help="upgrade the database to the newest schema")
     return parser
@@ -341,11 +350,13 @@ def _bench_and_save(model_path: Path, spec: Any, settings: Any) -> tuple[Any, di
 
 
 def command_ui() -> int:
+    from optistudio.cli.exposure import check_exposure
     from optistudio.cli.launcher import ui_command
     from optistudio.services.settings import get_settings
     from optistudio.services.telemetry import telemetry_off_env
 
     settings = get_settings()
+    check_exposure(settings)  # as `up`: no open studio beyond this machine by accident
     command = ui_command(settings, settings.ui_port)
     os.execvpe(command[0], command, telemetry_off_env())
     return 0  # pragma: no cover
@@ -402,7 +413,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "worker":
             return command_worker(args)
         if args.command == "jobs":
+            if getattr(args, "jobs_action", None) == "delete":
+                return command_delete(args, what="job")
             return command_jobs(args)
+        if args.command == "models":
+            return command_models(args)
+        if args.command == "results":
+            return command_results(args)
         if args.command == "ui":
             return command_ui()
         return command_migrate()

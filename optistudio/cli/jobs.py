@@ -1,4 +1,5 @@
-"""`optistudio jobs`: the latest jobs as the database has them, and whether any worker runs.
+"""`optistudio jobs`: the latest jobs as the database has them, and whether any worker runs
+(`optistudio jobs delete JOB` is in `optistudio.cli.stored`).
 
 Like the studio's Jobs page, it first takes off "running" the jobs whose worker died while no
 worker is live (`optistudio.db.queries.release_orphaned_jobs`), so it never reports such a job as running:
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from optistudio.cli.output import print_json
+from optistudio.cli.stored import add_job_delete_parser
 
 HEARTBEAT_STALE_FACTOR = 3
 """A worker is live while its heartbeat is at most this many intervals old (as in workers)."""
@@ -22,6 +24,7 @@ def add_jobs_parser(commands: Any) -> None:
     jobs = commands.add_parser("jobs", help="list the latest jobs and whether a worker runs")
     jobs.add_argument("--limit", type=int, default=20, help="how many jobs (default 20)")
     jobs.add_argument("--json", action="store_true", help="print one JSON object")
+    add_job_delete_parser(jobs)
 
 
 def command_jobs(args: argparse.Namespace) -> int:
