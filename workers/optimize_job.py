@@ -98,8 +98,9 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
     if variant.status != "made" or variant.path is None or job.model is None:
         return None
     if Path(variant.path).suffix in (".tflite", ".xml"):  # the catalog holds ONNX models: a
-        # LiteRT file or an OpenVINO IR (a decoder's NNCF INT4 weights) stays in the job's folder
-        # (variant.path), timed and judged like the others; export bundles carry LiteRT files
+        # LiteRT file or an OpenVINO IR (NNCF's INT8 on the OpenVINO model, a decoder's NNCF
+        # INT4 weights) stays in the job's folder (variant.path, the .xml with its .bin), timed
+        # and judged like the others; export bundles carry LiteRT files
         return None
     entry = add_model_file(
         context.factory,

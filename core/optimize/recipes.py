@@ -124,6 +124,19 @@ BUILTIN_RECIPES |= {
         _recipe("litert_int8", "LiteRT full-integer INT8", ("simplify", {}), ("litert_int8", {})),
     )
 }
+# NNCF's INT8 on the model OpenVINO converted (an IR, run on OpenVINO only): what OpenVINO's
+# users get by default, `nncf.quantize(ov.convert_model(path), dataset)`, at any opset.
+BUILTIN_RECIPES |= {
+    r.name: r.model_copy(update={"backend": "openvino"})
+    for r in (
+        _recipe("int8_nncf_ov", "INT8 NNCF on the OpenVINO model", ("int8_nncf_ov", {})),
+        _recipe(
+            "int8_nncf_ov_transformer",
+            "INT8 NNCF transformer on the OpenVINO model",
+            ("int8_nncf_ov", {"model_type": "transformer"}),
+        ),
+    )
+}
 # A decoder's weights compressed by NNCF for OpenVINO (an IR), timed on OpenVINO.
 BUILTIN_RECIPES["int4_nncf"] = _recipe(
     "int4_nncf", "INT4 weight-only NNCF (for OpenVINO)", ("nncf_weights", {"mode": "int4_asym"})
@@ -169,6 +182,22 @@ BUILTIN_RECIPES |= {
                 "INT8 NNCF transformer, the rest in BF16",
                 ("simplify", {}),
                 ("int8_nncf", {"model_type": "transformer"}),
+            ),
+        ),
+        _at(
+            "bf16",
+            _recipe(
+                "int8_nncf_ov_bf16",
+                "INT8 NNCF on the OpenVINO model, the rest in BF16",
+                ("int8_nncf_ov", {}),
+            ),
+        ),
+        _at(
+            "bf16",
+            _recipe(
+                "int8_nncf_ov_transformer_bf16",
+                "INT8 NNCF transformer on the OpenVINO model, the rest in BF16",
+                ("int8_nncf_ov", {"model_type": "transformer"}),
             ),
         ),
     )
@@ -229,20 +258,28 @@ def auto_candidates(
 def openvino_names(
     info: ModelInfo, *, flags: list[str] | None = None, device: str = "cpu"
 ) -> list[str]:
-    """OpenVINO's own candidates besides the model as it is: NNCF's INT8 (its quantizer
-    placement follows OpenVINO's fusions; CNN or transformer flavour), and where the device
+    """OpenVINO's own candidates besides the model as it is: NNCF's INT8, CNN or transformer
+    flavour, on the model OpenVINO converted (int8_nncf_ov: what OpenVINO's users get by
+    default, at any opset; an IR) and on the ONNX graph (int8_nncf: QDQ ONNX, stored with the
+    other variants; neither was the faster on every model, docs/BENCHMARKS.md); where the device
     computes them natively, BF16 inference and INT8 with the rest in BF16 (OpenVINO's default
-    for a quantized model on such CPUs), and FP16 inference."""
+    for a quantized model on such CPUs: timed on the INT8 file already made, no second
+    quantization), and FP16 inference."""
     convs, matmuls = _conv_and_matmul(info)
     bf16 = computes("bf16", flags=flags, device=device)
     names = []
     if convs:
-        names += ["int8_nncf"] + (["int8_nncf_bf16"] if bf16 else [])
+        names += _nncf_names(["int8_nncf_ov", "int8_nncf"], bf16=bf16)
     if matmuls > convs:
-        names += ["int8_nncf_transformer"] + (["int8_nncf_transformer_bf16"] if bf16 else [])
+        names += _nncf_names(["int8_nncf_ov_transformer", "int8_nncf_transformer"], bf16=bf16)
     names += ["bf16"] if bf16 else []
     names += ["fp16_inference"] if computes("fp16", flags=flags, device=device) else []
     return names
+
+
+def _nncf_names(names: list[str], *, bf16: bool) -> list[str]:
+    """The NNCF recipes, then (on a BF16 device) each one's INT8 with the rest in BF16."""
+    return names + ([f"{name}_bf16" for name in names] if bf16 else [])
 
 
 def computes(fmt: FloatFormat, *, flags: list[str] | None = None, device: str = "cpu") -> bool:

@@ -13,11 +13,14 @@ way at most `subset_size` samples are read, and each pass NNCF makes over the da
 the source over.
 
 Opset: Q/DQ take per-channel scales only from opset 13 on, and NNCF quantizes the weights of an
-opset 10-12 model per tensor (one scale for all of a Conv's filters). Such a model is converted
-to opset 13 first, so its weights get one scale per output channel, as NNCF gives an OpenVINO
+opset 10-12 model per tensor (one scale for all of a Conv's filters); below opset 10 its ONNX
+backend refuses the model ("ONNX models with opset version < 10 do not support quantization").
+Such a model is converted to opset 13 first (onnx.version_converter; below 10 the step's
+warnings say so), so its weights get one scale per output channel, as NNCF gives an OpenVINO
 model (PP-OCRv4's detector, opset 12, 16 rendered pages on OpenVINO: binarised-map IoU with
-FP32 0.940 -> 0.955, cosine 0.977 -> 0.984; bench/det_int8_probe.py). A model that does not
-convert is quantized as it is, with a warning.
+FP32 0.940 -> 0.955, cosine 0.977 -> 0.984; bench/det_int8_probe.py). An opset 10-12 model that
+does not convert is quantized as it is, with a warning; an older one fails with the converter's
+reason (int8_nncf_ov quantizes the OpenVINO model instead, which takes any opset).
 """
 
 from __future__ import annotations
@@ -86,14 +89,14 @@ def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassConte
     os.environ.setdefault("NNCF_CI", "1")  # before nncf is imported: no telemetry
     import nncf
 
-    proto, opset, warnings = _per_channel_opset(onnx.load(model))
+    proto, opset, warnings = per_channel_opset(onnx.load(model))
     warnings += _ignored_type_warnings(proto, config.ignored_types)
     if context.target_backend != "openvino":  # the warning is for a variant run elsewhere
         warnings.insert(0, OPENVINO_WARNING)
     samples = CalibrationSamples(source, proto, config.subset_size, context)
     context.progress(0.0, "calibrating with NNCF")
-    with _nncf_errors():
-        quantized = nncf.quantize(proto, nncf.Dataset(samples), **_quantize_options(config))
+    with nncf_errors():
+        quantized = nncf.quantize(proto, nncf.Dataset(samples), **quantize_options(config))
     context.progress(0.95, "saving")
     _save(quantized, out)
     onnx.checker.check_model(out)
@@ -115,34 +118,55 @@ def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassConte
     return PassReport(output=out, details=details, warnings=warnings)
 
 
-def _per_channel_opset(
+def per_channel_opset(
     proto: onnx.ModelProto,
 ) -> tuple[onnx.ModelProto, dict[str, int | None], list[str]]:
-    """The model at opset 13 when it is at 10-12, so NNCF can scale weights per channel.
+    """The model at opset 13 when it is older, so NNCF takes it and scales weights per channel.
 
-    Returns the model, {"from": opset, "to": opset} and warnings; a model that fails to
-    convert is kept as it is.
+    Returns the model, {"from": opset, "to": opset} and warnings (one saying so when the model
+    was below NNCF's opset 10). An opset 10-12 model that fails to convert is kept as it is,
+    with a warning; an older one is PassFailed with the converter's reason.
     """
-    found = _default_opset(proto)
-    if found is None or not NNCF_MIN_OPSET <= found < PER_CHANNEL_OPSET:
+    found = default_opset(proto)
+    if found is None or found >= PER_CHANNEL_OPSET:
         return proto, {"from": found, "to": found}, []
     try:
         converted = version_converter.convert_version(proto, PER_CHANNEL_OPSET)
     except Exception as exc:  # the converter raises its own untyped errors
+        if found < NNCF_MIN_OPSET:
+            raise PassFailed(
+                f"NNCF's ONNX backend takes opset {NNCF_MIN_OPSET} or later, and this model's "
+                f"opset {found} could not be converted to {PER_CHANNEL_OPSET} "
+                f"({first_line(exc)}).",
+                hint="Use int8_nncf_ov (NNCF on the OpenVINO model takes any opset), or export "
+                "the model at opset 13 or later.",
+            ) from exc
         warning = (
             f"The model's opset {found} has no per-channel INT8 weights and it could not be "
             f"converted to opset {PER_CHANNEL_OPSET} ({first_line(exc)}), so its weights are "
             "quantized per tensor, which costs accuracy; export it at opset 13 or later."
         )
         return proto, {"from": found, "to": found}, [warning]
-    return converted, {"from": found, "to": PER_CHANNEL_OPSET}, []
+    # An IR 3 file must list its initializers as inputs, and NNCF adds scales that are not.
+    minimum = onnx.helper.find_min_ir_version_for(list(converted.opset_import))
+    converted.ir_version = max(converted.ir_version, minimum)
+    return converted, {"from": found, "to": PER_CHANNEL_OPSET}, _converted_note(found)
 
 
-def _default_opset(proto: onnx.ModelProto) -> int | None:
+def _converted_note(found: int) -> list[str]:
+    if found >= NNCF_MIN_OPSET:
+        return []
+    return [
+        f"Converted from opset {found} to {PER_CHANNEL_OPSET} with onnx.version_converter "
+        f"before quantizing: NNCF's ONNX backend takes opset {NNCF_MIN_OPSET} or later."
+    ]
+
+
+def default_opset(proto: onnx.ModelProto) -> int | None:
     return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def _quantize_options(config: NncfConfig) -> dict[str, Any]:
+def quantize_options(config: NncfConfig) -> dict[str, Any]:
     import nncf
 
     return {
@@ -215,7 +239,7 @@ def _rows(feed: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
 
 
 @contextmanager
-def _nncf_errors() -> Iterator[None]:
+def nncf_errors() -> Iterator[None]:
     """NNCF's failures (its own errors and those of the ONNX Runtime it calibrates with)."""
     try:
         yield

@@ -272,8 +272,9 @@ def _optimize_and_save(
 
 
 def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
-    """Copy each variant to OUT/<recipe>.onnx (.tflite for LiteRT), a decoder's to
-    OUT/<recipe>/ with its weights, configs and tokenizer; returns recipe -> file."""
+    """Copy each variant to OUT/<recipe>.onnx (.tflite for LiteRT, .xml with its .bin for an
+    OpenVINO IR), a decoder's to OUT/<recipe>/ with its weights, configs and tokenizer;
+    returns recipe -> file."""
     import shutil
 
     from optistudio.core.llm.folder import decoder_files
@@ -287,6 +288,8 @@ def _export_variants(report: OptimizeReport, out: Path) -> dict[str, str]:
         if variant.decoding is None:
             target = out / f"{variant.recipe.name}{source.suffix}"  # .tflite too
             shutil.copyfile(source, target)
+            if source.suffix == ".xml":  # an OpenVINO IR: its weights beside it
+                shutil.copyfile(source.with_suffix(".bin"), target.with_suffix(".bin"))
         else:
             (out / variant.recipe.name).mkdir(exist_ok=True)
             for file in decoder_files(source):
