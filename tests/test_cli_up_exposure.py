@@ -86,6 +86,14 @@ def test_a_login_or_allow_open_lets_it_start(tmp_path: Path, variables: dict[str
     assert done.returncode == 0, done.stderr
 
 
+def test_ui_on_every_interface_with_no_login_refuses_too(tmp_path: Path) -> None:
+    """`optistudio ui` (the compose studio's command) reads the host from its variable."""
+    done = run_in(tmp_path, ["-m", "optistudio.cli", "ui"], OPTISTUDIO_HOST="0.0.0.0")
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: Refusing to serve the studio on 0.0.0.0")
+
+
 def test_without_them_the_same_check_refuses(tmp_path: Path) -> None:
     done = run_in(tmp_path, ["-c", CHECK], OPTISTUDIO_HOST="0.0.0.0")
 

@@ -2,8 +2,9 @@
 
 A studio with no password and no OpenID Connect lets whoever reaches its port upload models,
 run jobs and read every result. On a loopback address (127.0.0.0/8, ::1, localhost) that is
-this machine's users; on any other `--host` it is the network's, so `up` refuses to start
-unless `--allow-open` (OPTISTUDIO_ALLOW_OPEN) says the network is trusted, and then warns.
+this machine's users; on any other `--host` it is the network's, so `up` (and `ui`, which
+reads OPTISTUDIO_HOST) refuses to start unless `--allow-open` (OPTISTUDIO_ALLOW_OPEN) says the
+network is trusted, and then warns.
 Streamlit is imported only to read the secrets when no password is set.
 """
 
