@@ -3,6 +3,8 @@
 Intake (`core/model`, floor 1) checks a file's structure and may not import a runtime; this
 module is what the callers that take models in hand it as its `load_check`. The reference CPU
 session is made with the graph unoptimized, one thread: loading is the question, not speed.
+The catalogue (studio uploads, `bench --save`) runs the same load in a child process under a
+time and a memory limit (`isolated_load`), and reads its errors with `load_refusal`.
 
 ONNX Runtime's message names the file it loaded (a server path) and sometimes its own source
 lines, so the refusal is rebuilt from what the message says: an operator no backend here
