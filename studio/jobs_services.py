@@ -23,12 +23,15 @@ from optistudio.db.queries import (
     finish_job,
     get_job,
     list_jobs,
+    live_workers,
     request_cancel,
     set_task_id,
+    unfinished_jobs,
 )
 from optistudio.db.session import transaction
 from optistudio.services.job_errors import error_columns
 from optistudio.services.jobkinds import JOB_KINDS, CompareJobSpec
+from optistudio.studio.job_status import QueueState, RunningJob
 
 log = logging.getLogger(__name__)
 
@@ -190,3 +193,18 @@ def recent_jobs(
             job_row(job) | {"result": JOB_KINDS[job.kind].read_result(job.result)}
             for job in jobs_of(s, kind=kind, model_id=model_id, limit=limit)
         ]
+
+
+def queue_state(factory: sessionmaker[Session], *, max_age_s: float) -> QueueState:
+    """The queue now: the live workers (heartbeat at most `max_age_s` old, as on the Hardware
+    page), the running jobs with their worker and start, the queued job ids, oldest first."""
+    with transaction(factory) as s:
+        live = tuple(w.hostname for w in live_workers(s, max_age_s=max_age_s))
+        jobs = unfinished_jobs(s)
+        running = tuple(
+            RunningJob(j.id, j.worker or "", j.started_at)
+            for j in jobs
+            if j.status is JobStatus.running
+        )
+        queued = tuple(j.id for j in jobs if j.status is JobStatus.queued)
+    return QueueState(live_workers=live, running=running, queued=queued)

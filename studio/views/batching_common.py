@@ -19,6 +19,7 @@ from optistudio.studio import (
     state,
 )
 from optistudio.studio.errors import show_error
+from optistudio.studio.job_status import progress_text
 
 
 def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int | None:
@@ -44,10 +45,7 @@ def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
     current = next((j for j in jobs if j["job"] == job["job"]), job)
     if current["status"] not in ("queued", "running"):
         st.rerun()
-    st.progress(
-        min(max(current["progress"], 0.0), 1.0),
-        text=f"Job #{current['job']}: {current['message'] or current['status']}",
-    )
+    st.progress(min(max(current["progress"], 0.0), 1.0), text=progress_text(current))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

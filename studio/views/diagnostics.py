@@ -19,6 +19,7 @@ from optistudio.studio import cached, state
 from optistudio.studio import diagnostics_services as diag
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
+from optistudio.studio.job_status import progress_text
 from optistudio.studio.views.optimize import image_inputs
 
 SEVERITY_ICONS = {
@@ -182,10 +183,7 @@ def _latest(kind: JobKind, model_id: int, empty: str) -> dict[str, Any] | None:
 def _finished(job: dict[str, Any]) -> bool:
     """Progress or the failure of the newest job; True when it has a result to show."""
     if job["status"] in ("queued", "running"):
-        st.progress(
-            min(max(job["progress"], 0.0), 1.0),
-            text=f"Job #{job['job']}: {job['message'] or job['status']}",
-        )
+        st.progress(min(max(job["progress"], 0.0), 1.0), text=progress_text(job))
         return False
     if job["status"] != "succeeded" or not job["result"]:
         show_error(job, prefix=f"Job #{job['job']} {job['status']}: ")

@@ -16,6 +16,7 @@ from optistudio.studio import cached, pages, state
 from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
+from optistudio.studio.job_status import progress_text
 from optistudio.studio.jobs_services import cancel_job
 
 DEFAULT_BACKEND = "onnxruntime"
@@ -155,8 +156,7 @@ def wait_for_job(job: dict[str, Any]) -> None:
     if current["status"] not in ("queued", "running"):
         st.rerun()
     st.progress(
-        min(max(current["progress"], 0.0), 1.0),
-        text=f"Video job #{current['job']}: {current['message'] or current['status']}",
+        min(max(current["progress"], 0.0), 1.0), text=progress_text(current, prefix="Video job")
     )
     if st.button("Cancel", key=f"cancel-video-{current['job']}"):
         said = cancel_job(state.session_factory(), job_id=current["job"], revoke=state.revoke_task)
