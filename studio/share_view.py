@@ -2,7 +2,8 @@
 
 `render_shared(token)` is all a share link shows: the frozen snapshot, no navigation, no job
 submission, no other data. An unknown, revoked or malformed token gets the same plain "not
-found", so a link's page never tells whether it ever existed.
+found", so a link's page never tells whether it ever existed. A result deleted after the link
+was made is said to be deleted; the snapshot still shows its figures as they were shared.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from optistudio.core.report.snapshot import (
 )
 from optistudio.studio import state
 from optistudio.studio.compare_services import shared_snapshot
+from optistudio.studio.deletion_services import deleted_note, deleted_results
 from optistudio.studio.formatting import header, readable_frame
 
 NOT_FOUND = "This shared comparison was not found. It may never have existed or be withdrawn."
@@ -43,6 +45,9 @@ def render_shared(token: str) -> None:
         f"Read-only snapshot shared from Optistudio, taken {snapshot.created_at}. "
         "Results stored after it do not change it."
     )
+    deleted = deleted_results(state.session_factory(), snapshot)
+    if note := deleted_note(deleted, len(snapshot.rows)):
+        st.warning(note)
     show_snapshot(snapshot)
     download_buttons(snapshot)
 

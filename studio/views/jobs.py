@@ -1,24 +1,27 @@
-"""Jobs: live status and progress, with Cancel."""
+"""Jobs: live status and progress, with Cancel; where a queued job stands among the workers;
+deleting a finished job (its result, measurements and files) after a confirmation."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from optistudio.core.errors import ErrorInfo
 from optistudio.core.passes.qat_history import read_history
 from optistudio.db.queries import WORKER_LOST
-from optistudio.studio import pages, state
+from optistudio.studio import deletion_services, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.jobs_services import cancel_job, job_rows
+from optistudio.studio.job_status import QueueState, queue_note, status_text
+from optistudio.studio.jobs_services import cancel_job, job_rows, queue_state
 from optistudio.studio.worker_services import check_workers
 
 ACTIVE = {"queued", "running"}
 RECENT = 8
-STUCK_AFTER_S = 30
+CONFIRM_KEY = "confirm-delete-job"
+DELETED_KEY = "deleted-job-note"
 STATUS_ICON = {
     "queued": ":material/schedule:",
     "running": ":material/play_circle:",
@@ -41,15 +44,18 @@ def live_jobs() -> None:
     stale_after_s = state.settings().heartbeat_s * state.HEARTBEAT_STALE_FACTOR
     live = check_workers(state.session_factory(), max_age_s=stale_after_s)
     rows = job_rows(state.session_factory())
+    if said := st.session_state.pop(DELETED_KEY, None):
+        st.success(said)
     if not rows:
         st.info("No jobs yet. Start a benchmark from the Models page.")
         return
     waiting = [r for r in rows if r["status"] in ACTIVE]
     if not live and waiting:
         no_worker(waiting)
+    queue = queue_state(state.session_factory(), max_age_s=stale_after_s) if waiting else None
     for row in rows[:RECENT]:
-        if row["status"] in ACTIVE:
-            active_job(row)
+        if row["status"] in ACTIVE and queue is not None:
+            active_job(row, queue)
         else:
             finished_job(row)
     st.markdown("**All jobs**")
@@ -63,6 +69,7 @@ def live_jobs() -> None:
             ),
         },
     )
+    delete_older(rows)
 
 
 def no_worker(waiting: list[dict[str, Any]]) -> None:
@@ -79,14 +86,13 @@ def worker_lost(row: dict[str, Any]) -> bool:
     return row["status"] == "queued" and row["message"].startswith(WORKER_LOST)
 
 
-def active_job(row: dict[str, Any]) -> None:
+def active_job(row: dict[str, Any], queue: QueueState) -> None:
     with st.container(border=True):
         left, right = st.columns([5, 1])
         icon = LOST_ICON if worker_lost(row) else STATUS_ICON[row["status"]]
         label = f"{icon} Job #{row['job']} · {row['kind']} · {row['model']}"
-        left.progress(
-            min(max(row["progress"], 0.0), 1.0), text=f"{label} — {row['message'] or row['status']}"
-        )
+        said = status_text(row, now=queue.now)
+        left.progress(min(max(row["progress"], 0.0), 1.0), text=f"{label} — {said}")
         epochs = read_history(row["message"])  # quantization-aware training's per-epoch line
         if epochs:
             left.line_chart(pd.DataFrame(epochs).set_index("epoch"), height=160)
@@ -94,31 +100,64 @@ def active_job(row: dict[str, Any]) -> None:
             st.toast(
                 cancel_job(state.session_factory(), job_id=row["job"], revoke=state.revoke_task)
             )
-        waiting = queued_for(row)
-        if waiting is not None and waiting > STUCK_AFTER_S and not worker_lost(row):
-            left.caption(
-                f"No worker has taken this job for {waiting:.0f} s. Is a worker running on the "
-                "'cpu' queue? `make up` starts one; `optistudio worker` adds one."
-            )
-
-
-def queued_for(row: dict[str, Any]) -> float | None:
-    """Seconds a queued job has waited, or None when it is not queued."""
-    if row["status"] != "queued" or row["created_at"] is None:
-        return None
-    return (datetime.now(UTC) - row["created_at"]).total_seconds()
+        note = queue_note(row, queue, lost=worker_lost(row))
+        if note:
+            left.caption(note)
 
 
 def finished_job(row: dict[str, Any]) -> None:
     with st.container(border=True):
-        text = f"{STATUS_ICON[row['status']]} Job #{row['job']} · {row['kind']} · {row['model']}"
-        st.markdown(f"{text} — **{row['status']}**")
-        if row["message"] and row["status"] != "succeeded":
-            show_error(row)
-        elif row["message"]:
-            st.caption(row["message"])
-        if row["status"] == "succeeded":
-            result_link(row)
+        left, right = st.columns([5, 1])
+        with left:
+            text = (
+                f"{STATUS_ICON[row['status']]} Job #{row['job']} · {row['kind']} · {row['model']}"
+            )
+            st.markdown(f"{text} — **{row['status']}**")
+            if row["message"] and row["status"] != "succeeded":
+                show_error(row)
+            elif row["message"]:
+                st.caption(row["message"])
+            if row["status"] == "succeeded":
+                result_link(row)
+        if right.button("Delete…", key=f"delete-job-{row['job']}"):
+            st.session_state[CONFIRM_KEY] = row["job"]
+        if st.session_state.get(CONFIRM_KEY) == row["job"]:
+            confirm_delete(row["job"])
+
+
+def delete_older(rows: list[dict[str, Any]]) -> None:
+    """Any finished job (the cards above show the latest few), deleted after a confirmation."""
+    older = [r["job"] for r in rows[RECENT:] if r["status"] not in ACTIVE]
+    if not older:
+        return
+    with st.expander("Delete an older job"):
+        picked = st.selectbox("Finished job", older, format_func=lambda i: f"Job #{i}")
+        if st.button("Delete…", key="delete-older-job"):
+            st.session_state[CONFIRM_KEY] = picked
+        if st.session_state.get(CONFIRM_KEY) == picked:
+            confirm_delete(picked)
+
+
+def confirm_delete(job_id: int) -> None:
+    """What deleting the job removes and frees, then "Delete for good" or "Keep it"."""
+    factory, settings = state.session_factory(), state.settings()
+    plan = deletion_services.job_plan(factory, settings, job_id=job_id)
+    if isinstance(plan, ErrorInfo):
+        st.session_state.pop(CONFIRM_KEY, None)
+        return
+    st.warning(deletion_services.confirmation(plan))
+    yes, no, _ = st.columns([1, 1, 4])
+    if no.button("Keep it", key=f"keep-job-{job_id}"):
+        st.session_state.pop(CONFIRM_KEY, None)
+        st.rerun()
+    if yes.button("Delete for good", type="primary", key=f"delete-job-now-{job_id}"):
+        st.session_state.pop(CONFIRM_KEY, None)
+        outcome = deletion_services.delete_job_now(factory, settings, job_id=job_id)
+        if isinstance(outcome, ErrorInfo):
+            show_error(outcome, prefix="Not deleted: ")
+            return
+        st.session_state[DELETED_KEY] = outcome
+        st.rerun()
 
 
 def result_link(row: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.catalog import add_sample, add_upload
 from optistudio.services.input_profiles import load_profile, save_profile
 from optistudio.services.jobkinds import BENCHMARK
-from optistudio.studio import cached, charts, pages, state
+from optistudio.studio import cached, charts, deletion_services, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count, prose
 from optistudio.studio.input_profile_services import (
@@ -41,10 +41,14 @@ FLOPS_WARNINGS = ("the FLOPs estimate sets every dynamic dim to 1", "FLOPs could
 """Intake's warnings about its FLOPs estimate, dropped once they are counted at the profile."""
 AT_PROFILE = "at the input profile's shapes"
 DEFAULTS = BenchmarkSpec()
+CONFIRM_KEY = "confirm-delete-model"
+DELETED_KEY = "deleted-model-note"
 
 
 def render() -> None:
     st.title("Models")
+    if said := st.session_state.pop(DELETED_KEY, None):
+        st.success(said)
     add_col, sample_col = st.columns([3, 2])
     with add_col:
         upload_section()
@@ -59,6 +63,7 @@ def render() -> None:
     targets = state.live_targets(info)
     decoder = model_decoder.card_of(chosen)
     model_card(chosen, info, profile, decoder=decoder is not None)
+    stored_section(chosen)
     if decoder is not None:  # a language model's own figures; fed by its decode loop
         targets = model_decoder.decoder_targets(targets)
         model_decoder.decoder_card(decoder, chosen["id"])
@@ -187,6 +192,39 @@ def model_card(
     for warning in model_decoder.card_warnings(info.warnings) if decoder else info.warnings:
         if not (at_profile and warning.startswith(FLOPS_WARNINGS)):
             st.warning(prose(warning))
+
+
+def stored_section(chosen: dict[str, Any]) -> None:
+    """What the model occupies on disk, and deleting it (with its variants, results, jobs and
+    files) after a confirmation that says what goes and what it frees."""
+    factory, settings = state.session_factory(), state.settings()
+    plan = deletion_services.model_plan(factory, settings, model_id=chosen["id"])
+    if isinstance(plan, ErrorInfo):
+        return
+    left, right = st.columns([5, 1])
+    left.caption(deletion_services.disk_use(plan) + f" Deleting it frees {plan.freed()}.")
+    if right.button("Delete model…", key=f"delete-model-{chosen['id']}"):
+        st.session_state[CONFIRM_KEY] = chosen["id"]
+    if st.session_state.get(CONFIRM_KEY) != chosen["id"]:
+        return
+    if refusal := plan.refusal():  # a job on it still queued or running
+        st.session_state.pop(CONFIRM_KEY, None)
+        show_error(refusal.info(), prefix="Not deleted: ")
+        return
+    st.warning(deletion_services.confirmation(plan))
+    yes, no, _ = st.columns([1, 1, 4])
+    if no.button("Keep it", key="keep-model"):
+        st.session_state.pop(CONFIRM_KEY, None)
+        st.rerun()
+    if yes.button("Delete for good", type="primary", key="delete-model-now"):
+        outcome = deletion_services.delete_model_now(factory, settings, model_id=chosen["id"])
+        st.session_state.pop(CONFIRM_KEY, None)
+        if isinstance(outcome, ErrorInfo):
+            show_error(outcome, prefix="Not deleted: ")
+            return
+        st.session_state[DELETED_KEY] = outcome
+        st.query_params.pop("model", None)
+        st.rerun()
 
 
 def card_flops(
