@@ -2,7 +2,8 @@
 
 A graph without external data is addressed by the SHA-256 of its file, as it always was, so
 models stored before external data counted keep their address. A graph with external data is
-addressed by the SHA-256 of one compact JSON document (UTF-8, sorted keys, no spaces):
+addressed by the SHA-256 of one compact JSON document (json.dumps: sorted keys, no spaces,
+non-ASCII escaped):
 
     {"external": [["<name>", "<sha256 of that file>"], ...], "graph": "<sha256 of the graph>"}
 
@@ -50,7 +51,7 @@ def content_address(graph_sha256: str, external: Iterable[tuple[str, str]]) -> s
     if not files:
         return graph_sha256
     document = {"external": [list(pair) for pair in files], "graph": graph_sha256}
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from optistudio.core.errors import ArtifactStoreError, ModelRejected
@@ -34,16 +34,49 @@ def staged_copy(source: Path, locations: list[str], root: Path) -> Iterator[tupl
     """A copy of `source` (as model.onnx) and its external data at `locations` in a staging
     folder under `root`, with its address; the staging folder is gone afterwards (renamed into
     place, or removed)."""
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=root, prefix=".staging."))
+    made = _missing_folders(root)
+    staging = _staging_folder(root)
+    done = False
     try:
         graph = _copy_hashing(source, staging / STORED_NAME)
         external = [
             (name, _copy_hashing(source.parent / name, staging / name)) for name in locations
         ]
         yield staging / STORED_NAME, content_address(graph, external)
+        done = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if not done:  # a refused model leaves no trace, not even the folders made for it
+            _remove_empty(made)
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _staging_folder(root: Path) -> Path:
+    """A new hidden folder in `root`, made if need be (again if a refused store removed it)."""
+    for _ in range(_ATTEMPTS):
+        root.mkdir(parents=True, exist_ok=True)
+        with suppress(FileNotFoundError):
+            return Path(tempfile.mkdtemp(dir=root, prefix=".staging."))
+    raise ArtifactStoreError(
+        "The artifact store's models folder could not be written to.",
+        hint="Check that the artifact folder is writable, then upload the model again.",
+    )
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: another store is using it
+            return
 
 
 def place_staged(staging: Path, folder: Path, sha256: str) -> tuple[Path, bool]:
