@@ -32,14 +32,18 @@ def command_jobs(args: argparse.Namespace) -> int:
     from optistudio.db.session import make_session_factory, transaction
     from optistudio.services.migrate import upgrade
     from optistudio.services.settings import get_settings
+    from optistudio.studio.jobs_services import queue_state
 
     settings = get_settings()
     upgrade(settings.database_url, lock_dir=settings.data_dir)
     stale_after_s = settings.heartbeat_s * HEARTBEAT_STALE_FACTOR
-    with transaction(make_session_factory(settings.database_url)) as s:
+    factory = make_session_factory(settings.database_url)
+    with transaction(factory) as s:
         release_orphaned_jobs(s, max_age_s=stale_after_s)
         workers = [w.hostname for w in live_workers(s, max_age_s=stale_after_s)]
-        jobs = [_job_json(job) for job in list_jobs(s, limit=args.limit)]
+        listed = list_jobs(s, limit=args.limit)
+    queue = queue_state(factory, max_age_s=stale_after_s)
+    jobs = [_job_json(job) | {"standing": _standing(job, queue)} for job in listed]
     if args.json:
         print_json({"live_workers": workers, "jobs": jobs})
     else:
@@ -61,6 +65,19 @@ def _job_json(job: Any) -> dict[str, Any]:
         "created_at": _iso(job.created_at),
         "finished_at": _iso(job.finished_at),
     }
+
+
+def _standing(job: Any, queue: Any) -> str | None:
+    """Where an unfinished job stands, as the Jobs page says it: a queued one among the
+    workers, a running one's elapsed time and estimate; None otherwise."""
+    from optistudio.db.queries import WORKER_LOST
+    from optistudio.studio.job_status import queue_note, timing_note
+
+    row = {"job": job.id, "status": job.status.value, "progress": float(job.progress or 0.0)}
+    row |= {"message": job.message or "", "created_at": job.created_at}
+    row["started_at"] = job.started_at
+    lost = row["message"].startswith(WORKER_LOST)
+    return queue_note(row, queue, lost=lost) or timing_note(row, now=queue.now)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -87,5 +104,7 @@ def _print(workers: list[str], jobs: list[dict[str, Any]]) -> None:
             f"{job['id']:>5}  {job['kind']:<16} {job['status']:<10} {job['attempts']:>5}  "
             f"{job['message']}"
         )
+        if job["standing"] and (workers or job["status"] == "running"):  # else said above
+            print(f"{'':>5}  {job['standing']}")
         if job["hint"]:
             print(f"{'':>5}  hint: {job['hint']}")
