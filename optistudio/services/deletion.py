@@ -155,6 +155,7 @@ def plan_job_deletion(
 def model_plan(
     s: Session, settings: Settings, *, model_id: int, for_update: bool = False
 ) -> DeletionPlan:
+    """The plan for a model, in the caller's transaction (`for_update`: its jobs locked)."""
     lineage = model_lineage(s, model_id=model_id)
     if not lineage:
         raise DeleteRefused(
@@ -183,6 +184,7 @@ def model_plan(
 def job_plan(
     s: Session, settings: Settings, *, job_id: int, result: bool = False, for_update: bool = False
 ) -> DeletionPlan:
+    """The plan for a job (or its result), in the caller's transaction."""
     jobs = jobs_by_ids(s, job_ids=[job_id], for_update=for_update)
     if not jobs:
         raise DeleteRefused(
