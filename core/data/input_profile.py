@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.data.batch import batch_axis, batch_dim_names, check_batch_axes
+from optistudio.core.data.declared_dims import fixed_dims_offer
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
     ArrayValue,
@@ -276,6 +277,7 @@ def _check_shape(spec: TensorSpec, shape: list[int]) -> None:
         raise InvalidSpec(
             f"Shape {list(shape)} does not fit input {spec.name!r}: expected {expected} "
             f"(rank {len(spec.shape)}, '?' is free, sizes positive).",
+            hint=fixed_dims_offer(spec, shape),
         )
 
 

@@ -37,6 +37,7 @@ from optistudio.core.data.batch import (
     check_batch_axes,
     pinned_batches,
 )
+from optistudio.core.data.declared_dims import fixed_dims_offer
 from optistudio.core.data.feed_budget import allocating, check_feed_budget
 from optistudio.core.data.npy_headers import check_budget, npz_headers
 from optistudio.core.errors import DataMismatch, InvalidSpec
@@ -475,6 +476,7 @@ def _apply_override(spec: TensorSpec, override: list[int]) -> tuple[int, ...]:
         raise InvalidSpec(
             f"Shape {override} does not fit input {spec.name!r}: expected {expected} "
             f"(rank {len(spec.shape)}, '?' is free).",
+            hint=fixed_dims_offer(spec, override),
         )
     return tuple(override)
 

@@ -107,6 +107,10 @@ BUILTIN_RECIPES: dict[str, Recipe] = {
         _recipe(
             "dynamic_batch", "Dynamic batch (batch fixed at 1 made free)", ("dynamic_batch", {})
         ),
+        # Nor is this: it frees the declared dims the graph does not need (a batch of 10, a
+        # 32x32 a fully convolutional detector runs at any size), so the model runs at the
+        # shapes its users feed.
+        _recipe("free_dims", "Free the declared dims the graph does not need", ("free_dims", {})),
     )
 }
 # The LiteRT conversions: their variants are .tflite files, timed on litert whatever the target.

@@ -4,10 +4,12 @@ The input flags are one parser for every command that runs a model (`add_input_f
 `--shape NAME=D1,D2,...` (a full shape, used exactly), `--dim NAME=N` (a named dynamic dim),
 `--value NAME=NUMBER` (fills an input, e.g. a sample rate; `NAME=@FILE.npz`: a small array,
 one request's value), `--batch-axis NAME=K|none` (an input's batch axis where the inferred one
-is wrong: a state [layers, batch, hidden] is state=1) and `--inputs FILE.npz` (arrays by
-input name, used as given; their shapes become the shapes). They are read as text and checked
-by `input_options`, so a bad one is an expected failure that names the flag and the form, also
-under --json.
+is wrong: a state [layers, batch, hidden] is state=1), `--inputs FILE.npz` (arrays by
+input name, used as given; their shapes become the shapes) and `--free-dims` (the command
+runs a checked copy of the model file with the declared dims freed that the shapes ask
+otherwise, or every dim the graph does not need: `optistudio.core.passes.free_dims`). They are
+read as text and checked by `input_options`, so a bad one is an expected failure that names
+the flag and the form, also under --json.
 
 A command on a model file (`args.model`) runs where the flags leave sizes free at the file's
 proposed input profile (`propose_profile`), checked by one run and corrected where a guess did
@@ -117,6 +119,13 @@ def add_input_flags(parser: argparse.ArgumentParser, *, request: bool = False) -
         "state=1 for a state [layers, batch, hidden]; none: no batch axis",
     )
     add(
+        "--free-dims",
+        action="store_true",
+        help="run a copy of the model with the declared dims the graph does not need freed "
+        "(those --shape asks otherwise, else all it can run without), checked first: equal "
+        "to the file at its declared sizes and run at two others",
+    )
+    add(
         "--inputs",
         type=Path,
         metavar="FILE.npz",
@@ -130,6 +139,8 @@ def input_options(args: argparse.Namespace, *, resolve: bool = True) -> InputOpt
     command on a model file, the sizes they leave free come from its checked proposal
     (`resolve=False`: not, e.g. when calibration data's shapes decide them)."""
     given = _given_options(args)
+    if getattr(args, "free_dims", False) and _model_file(args):
+        _run_freed(args, given)
     if not resolve or given.inputs_file or not _model_file(args):
         return given
     cached: InputOptions | None = getattr(args, "_input_options", None)
@@ -140,11 +151,28 @@ def input_options(args: argparse.Namespace, *, resolve: bool = True) -> InputOpt
 
 
 def resolved_inputs(args: argparse.Namespace) -> dict[str, Any] | None:
-    """What the command ran the model at and how (for its JSON), once `input_options` ran."""
+    """What the command ran the model at and how (for its JSON), once `input_options` ran;
+    with --free-dims also the freed copy it ran (`freed_dims`: path and line)."""
     options = getattr(args, "_input_options", None)
+    freed = getattr(args, "_freed_dims", None)
     if options is None or options.resolved is None or not options.resolved.guesses:
-        return None
-    return cast(dict[str, Any], options.resolved.summary())
+        return {"freed_dims": freed} if freed else None
+    summary = cast(dict[str, Any], options.resolved.summary())
+    return summary | {"freed_dims": freed} if freed else summary
+
+
+def _run_freed(args: argparse.Namespace, given: InputOptions) -> None:
+    """--free-dims: `args.model` becomes the checked copy with the declared dims freed that
+    the shapes asked otherwise (none asked: every dim the graph does not need), once per
+    command; one line on stderr says so (never into --json's stdout)."""
+    from optistudio.core.passes.free_dims import freed_copy
+
+    if getattr(args, "_freed_dims", None):
+        return
+    original = args.model
+    args.model, line = freed_copy(original, shapes=given.shapes or None, dims=given.dims)
+    args._freed_dims = {"original": str(original), "path": str(args.model), "line": line}
+    print(f"free dims: {line}", file=sys.stderr)
 
 
 def _model_file(args: argparse.Namespace) -> bool:

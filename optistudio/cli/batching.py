@@ -155,12 +155,13 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
                 hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
             ) from None
     options = SessionOptions(threads=args.threads, spin_wait=args.spin)
+    inputs = input_options(args).model_inputs  # first: --free-dims sets args.model
     return measure_latency_profile(
         args.model,
         max_batch_size=settings.max_batch_size,
         backend=args.backend,
         options=options,
-        inputs=input_options(args).model_inputs,
+        inputs=inputs,
         instances=args.instance_counts,
     )
 
@@ -319,6 +320,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             "--recalibrate refits a saved profile: give it with --profile.",
             hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
         )
+    inputs = input_options(args).model_inputs  # first: --free-dims sets args.model
     run = measure_load(
         args.model,
         settings,
@@ -328,7 +330,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         seconds=args.seconds,
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=args.spin),
-        inputs=input_options(args).model_inputs,
+        inputs=inputs,
         seed=args.seed,
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}

@@ -76,13 +76,14 @@ def _played(args: argparse.Namespace, sources: list[Path]) -> int:
     from optistudio.core.backends import SessionOptions
     from optistudio.core.video.run import run_video
 
+    shapes = input_options(args).full_shapes()  # first: --free-dims sets args.model
     report = run_video(
         args.model,
         sources,
         _settings(args),
         backend=args.backend,
         options=SessionOptions(threads=args.threads, spin_wait=False),
-        shapes=input_options(args).full_shapes(),
+        shapes=shapes,
         baseline=not args.no_baseline,
         capacity_streams=args.capacity,
         probe_seconds=args.probe_seconds,

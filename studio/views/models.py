@@ -32,6 +32,7 @@ from optistudio.studio.input_profile_services import (
 )
 from optistudio.studio.jobs_services import submit_benchmark
 from optistudio.studio.model_batch import dynamic_batch_offer
+from optistudio.studio.model_free_dims import free_dims_offer
 from optistudio.studio.model_services import model_file
 from optistudio.studio.model_task import task_section
 from optistudio.studio.views import model_decoder
@@ -388,6 +389,8 @@ def benchmark_form(
     if batch.freeable:
         dynamic_batch_offer(chosen["id"])
         pages.link("batching", "Batch it on the Batching page", query={"model": str(chosen["id"])})
+    if not decoder:
+        free_dims_offer(chosen["id"], info)
     if not submitted:
         return
     try:
