@@ -84,7 +84,8 @@ def free_batch(model: onnx.ModelProto) -> BatchRewrite:
     if not inputs:
         raise PassFailed(
             "No input of this model has its batch fixed at 1: there is nothing to free.",
-            hint="Batch it as it is; the batching and video jobs take a dynamic batch directly.",
+            hint="Batch it as it is; the batching and video jobs take a dynamic batch directly. "
+            "A batch fixed at another number is freed by the free_dims recipe (--free-dims).",
         )
     result = BatchRewrite(model=rewritten, inputs=inputs)
     for value in graph.input:
