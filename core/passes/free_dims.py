@@ -213,7 +213,8 @@ def _needed(
 ) -> PassFailed:
     """The refusal for shapes the graph cannot run at: the dims it needs, each with the node
     that needs it, and the ones that could be freed; `failure` when each alone would do."""
-    needs, frees = [], []
+    needs: list[tuple[str, int, str | None]] = []
+    frees: list[tuple[str, int, str | None]] = []
     for name, freed in axes.items():
         for axis in freed:
             one = {name: [axis]}
@@ -253,20 +254,17 @@ def _probe(
 ) -> str | None:
     """Why the graph needs `axes` (one dim) as declared, or None: it runs with it moved."""
     probe = out.with_name(f"{out.stem}.probe.onnx")
+    moved = run_sizes(base, axes, target, batch_axes)[1]
+    at = ", ".join("x".join(map(str, shape)) for shape in moved.values())
     try:
-        rewrite = free_axes(model, axes, batch_axes, sizes=base)
-        onnx.save(rewrite.model, str(probe))
-        ((name, (axis,)),) = axes.items()
-        moved = run_sizes(base, axes, target, batch_axes)[1]
+        onnx.save(free_axes(model, axes, batch_axes, sizes=base).model, str(probe))
         specs = inspect_model(probe, max_bytes=NO_SIZE_LIMIT).inputs
         feeds = synthesize_inputs(specs, batch_size=1, dims=dims, overrides=moved)[0]
         run_model(probe, feeds, "")
         return None
     except PassFailed as exc:
-        cause = exc.__cause__
-        at = "x".join(map(str, moved[name])) if "moved" in locals() else ""
-        if cause is not None:
-            return f"node {failed_node(cause).removeprefix('fails at node ')} fails at {at}"
+        if exc.__cause__ is not None:  # the run failed: the node the runtime names
+            return f"node {failed_node(exc.__cause__).removeprefix('fails at node ')} fails at {at}"
         return exc.message.removeprefix("The dims cannot be freed: ").rstrip(".")
     finally:
         probe.unlink(missing_ok=True)
