@@ -25,8 +25,8 @@ timed for seconds yields tens of thousands of pairs: the interval then gets so n
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,6 +114,12 @@ def verdict_of(low: float, high: float, *, margin: float = 0.0) -> Verdict:
     if low > 1.0 + margin:
         return SLOWER
     return NO_DIFFERENCE
+
+
+def straddles(low: float, high: float, margin: float) -> bool:
+    """Whether the interval of B/A holds the threshold 1 - margin that "faster" must clear:
+    it can then say neither "faster" nor "not faster by the margin"."""
+    return low < 1.0 - margin <= high
 
 
 def describe(interval: RatioInterval, *, a: str = "A", b: str = "B") -> str:
@@ -306,6 +312,24 @@ def compare_models(
     variant is fed FP16 data of the same shapes (and the spec's arrays in its own dtypes).
     """
     report = progress or ignore_progress
+    feeds_a, feeds_b, spec = pair_feeds(path_a, path_b, spec, info_a=info_a, info_b=info_b)
+    backend_b = spec.candidate_backend or spec.backend
+    where = spec.backend if backend_b == spec.backend else f"{spec.backend} (A), {backend_b} (B)"
+    report(0.0, f"Loading both models on {where} ({spec.device})")
+    with loaded_pair(path_a, path_b, spec) as (model_a, model_b):
+        return compare_loaded(model_a, model_b, feeds_a, feeds_b, spec, progress=report)
+
+
+def pair_feeds(
+    path_a: Path,
+    path_b: Path,
+    spec: ComparisonSpec,
+    *,
+    info_a: ModelInfo | None = None,
+    info_b: ModelInfo | None = None,
+) -> tuple[Feeds, Feeds, ComparisonSpec]:
+    """A's and B's inputs (the same arrays, each in its own dtypes) and the spec at the batch
+    size they have."""
     info_a = info_a or inspect_model(path_a)
     arrays = spec.arrays(info_a.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
@@ -313,20 +337,25 @@ def compare_models(
     spec = spec.model_copy(update={"batch_size": batch})
     feeds_a = _feeds(info_a, spec, arrays)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec, arrays)
-    backend_b = spec.candidate_backend or spec.backend
+    return feeds_a, feeds_b, spec
+
+
+@contextmanager
+def loaded_pair(
+    path_a: Path, path_b: Path, spec: ComparisonSpec
+) -> Iterator[tuple[LoadedModel, LoadedModel]]:
+    """A on the spec's backend and precision, B on its candidate's; both closed on exit."""
     # Two sessions share this process: an idle one must not spin and steal the other's cores.
     options = SessionOptions(
         device=spec.device, threads=spec.threads, spin_wait=False, precision=spec.precision
     )
     options_b = options.model_copy(update={"precision": spec.candidate_precision or spec.precision})
-    where = spec.backend if backend_b == spec.backend else f"{spec.backend} (A), {backend_b} (B)"
-    report(0.0, f"Loading both models on {where} ({spec.device})")
     with ExitStack() as loaded:
         model_a = get_backend(spec.backend).load(path_a, options)
         loaded.callback(model_a.close)
-        model_b = get_backend(backend_b).load(path_b, options_b)
+        model_b = get_backend(spec.candidate_backend or spec.backend).load(path_b, options_b)
         loaded.callback(model_b.close)
-        return compare_loaded(model_a, model_b, feeds_a, feeds_b, spec, progress=report)
+        yield model_a, model_b
 
 
 def compare_loaded(
@@ -387,7 +416,7 @@ def _timed_pairs(
     while True:
         a_first = len(a_ms) % 2 == 0
         first, second = (side_a, side_b) if a_first else (side_b, side_a)
-        t_first, t_second = _time_run(*first), _time_run(*second)
+        t_first, t_second = time_run(*first), time_run(*second)
         a_ms.append(t_first if a_first else t_second)
         b_ms.append(t_second if a_first else t_first)
         now = time.perf_counter()
@@ -398,7 +427,8 @@ def _timed_pairs(
             next_report = now + PROGRESS_INTERVAL_S
 
 
-def _time_run(model: LoadedModel, feeds: Feeds) -> float:
+def time_run(model: LoadedModel, feeds: Feeds) -> float:
+    """Wall milliseconds of one run."""
     clock = time.perf_counter_ns
     t0 = clock()
     model.run(feeds)

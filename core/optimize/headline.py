@@ -12,7 +12,9 @@ headline then names the fastest of them, its speedup and why, in this order:
   check it, and the run is not speed-only: only the user's data can confirm it
   (optistudio.core.optimize.provenance);
 - its interval does not say "faster": not significantly faster (and, when the interval is wider
-  than UNSTEADY of the speedup, the timing was too unsteady to tell).
+  than UNSTEADY of the speedup, the timing was too unsteady to tell; when more rounds were
+  timed, optistudio.core.optimize.unsteady, what they said: still unresolved after the cap, or
+  resolved as not faster by the margin).
 
 A variant judged on built-in samples says so in its reason too.
 
@@ -138,8 +140,11 @@ def missed_by(variant: VariantResult) -> str:
 
 def not_significant(variant: VariantResult) -> str:
     """'not significantly faster (95 % CI 0.97-1.80x): its timing was too unsteady to tell'; the
-    last part only when the interval is wider than UNSTEADY of the speedup."""
+    last part only when the interval is wider than UNSTEADY of the speedup. Timed again in more
+    rounds, what they said instead: '...: still unresolved after the 20 s cap (41 more rounds)'."""
     text = f"not significantly faster{_interval(variant, ' ')}"
+    if variant.timing_note:
+        return f"{text}: {variant.timing_note}"
     low, high = variant.ratio_low, variant.ratio_high
     if low and high and variant.speedup and (1 / low - 1 / high) > UNSTEADY * variant.speedup:
         return text + ": its timing was too unsteady to tell"
@@ -161,7 +166,7 @@ def headline(
     if best is None and not any(v.status == "made" for v in variants):
         return f"No variant could be made: {unmade_counts(variants)}."
     lead = (
-        f"Chosen: {best.recipe.label}, {figures(best)}{_on_builtin(best)}."
+        f"Chosen: {best.recipe.label}, {figures(best)}{_on_builtin(best)}{_retimed(best)}."
         if best is not None
         else "Keep the original: no variant is significantly faster within the accuracy budget."
     )
@@ -222,6 +227,11 @@ def _decoder_figures(variant: VariantResult) -> str:
         parts.append(f"perplexity {increase:+.2%}")
     parts.append(f"{found.size_bytes / 1e6:.1f} vs {found.original_size_bytes / 1e6:.1f} MB")
     return ", " + ", ".join(parts)
+
+
+def _retimed(variant: VariantResult) -> str:
+    """', timing resolved after 12 more rounds ...' for a choice timed again."""
+    return f", timing {variant.timing_note}" if variant.timing_note else ""
 
 
 def _on_builtin(variant: VariantResult) -> str:

@@ -54,6 +54,29 @@ class DecoderSettings(BaseModel):
     )
 
 
+class UnsteadyTiming(BaseModel):
+    """How long Auto may time more rounds of a candidate whose first interval cannot tell
+    whether it is faster (optistudio.core.optimize.unsteady)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        le=600,
+        description="Most seconds of more interleaved rounds for one candidate whose speedup "
+        "interval straddles the threshold Auto needs (on one thread when the machine is "
+        "busy); 0 = never time more rounds.",
+    )
+    job_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="Most seconds of more rounds for all candidates of one run together, "
+        "spent on the most promising first; 0 = never time more rounds.",
+    )
+
+
 QUICK_COMPARISON = ComparisonSpec(min_pairs=30, min_seconds=1.5, max_seconds=15.0)
 
 NO_TASK = "none"
@@ -100,6 +123,12 @@ class OptimizeSpec(ModelInputs):
     comparison: ComparisonSpec = Field(
         default_factory=lambda: QUICK_COMPARISON.model_copy(),
         description="How each variant is timed against the original (interleaved).",
+    )
+    unsteady_timing: UnsteadyTiming = Field(
+        default_factory=UnsteadyTiming,
+        description="When a candidate's speedup interval straddles the threshold Auto needs "
+        "(faster by the comparison's min_effect), more interleaved rounds are timed until it "
+        "resolves or these caps pass; the variant's timing note says which.",
     )
     accuracy_samples: int = Field(
         default=32,

@@ -68,6 +68,12 @@ class VariantResult(BaseModel):
     speedup: float | None = Field(default=None, description="1 / ratio.")
     original_p50_ms: float | None = None
     variant_p50_ms: float | None = None
+    timing_note: str = Field(
+        default="",
+        description="When its first interval straddled the threshold Auto needs, what more "
+        "rounds said: 'resolved after 12 more rounds ...: faster' or 'still unresolved after "
+        "the 20 s cap (...)' (optistudio.core.optimize.unsteady); '' when none were timed.",
+    )
     decoding: DecoderFigures | None = Field(
         default=None,
         description="A decoder's figures next to its FP32 original's: TTFT, tokens/s at batch "

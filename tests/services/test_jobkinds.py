@@ -10,7 +10,7 @@ import pytest
 from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.soak import SoakSpec
-from optistudio.core.optimize.spec import DecoderSettings
+from optistudio.core.optimize.spec import DecoderSettings, UnsteadyTiming
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import (
     BATCHING_PROFILE,
@@ -325,6 +325,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     task = {"task": None, "budgets": {}, "speed_only": False}  # task budgets came later
     precisions = {"precision": "fp32", "candidate_precision": None}  # inference precisions too
     decoder = {"decoder": DecoderSettings().model_dump()}  # a decoder's settings came later
+    unsteady = {"unsteady_timing": UnsteadyTiming().model_dump()}  # more rounds came later
     return {
         "spec": spec
         | {
@@ -334,7 +335,8 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
             "comparison": spec["comparison"] | inputs | precisions,
         }
         | task
-        | decoder,
+        | decoder
+        | unsteady,
         "variants": [_variant_now(v) for v in STORED[kind]["variants"]],
         "notes": [],  # what the run chose and why (the INT8 weight range) came later
         "task": None,
@@ -364,6 +366,7 @@ def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
         "calibrated_on_random": False,
         "builtin_samples": None,  # judged (and calibrated) on built-in samples came later
         "decoding": None,  # a decoder's TTFT, tokens/s and sizes came later
+        "timing_note": "",  # what more rounds said came later
         "verdict": stored["verdict"] or None,
         "status": "failed" if error else "made",
         "error": {"code": "failed", "message": error, "hint": None, "detail": None}
