@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import PassFailed
 from optistudio.core.model.intake import inspect_model
+from optistudio.core.model.ir_inputs import list_initializers
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.batch_check import check_free_batch
 
@@ -101,6 +102,11 @@ def free_batch(model: onnx.ModelProto) -> BatchRewrite:
         result.edits.append(f"outputs {', '.join(freed)}: dim 0 from 1 to '{BATCH_DIM}'")
     del graph.value_info[:]
     result.model = onnx.shape_inference.infer_shapes(rewritten, strict_mode=False)
+    if listed := list_initializers(result.model):  # an IR < 4 file lists its constants
+        result.edits.append(
+            f"IR {result.model.ir_version}: new constants {', '.join(listed)} listed as graph "
+            "inputs too, as that IR version requires"
+        )
     return result
 
 
