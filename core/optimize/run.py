@@ -22,6 +22,11 @@ A recipe with an inference precision (bf16@openvino, int8_nncf_bf16) is checked 
 on its backend, the original staying FP32; the variant's precision says so ('bf16', 'int8+bf16').
 One that differs from an earlier recipe only in that precision times the earlier one's file.
 
+A candidate Auto could choose whose first interval straddles the threshold "faster" must clear
+is timed again in more interleaved rounds until it resolves or a cap passes (on one thread when
+the machine is busy; the spec's unsteady_timing, optistudio.core.optimize.unsteady), and its
+timing note says which.
+
 The chosen variant is the one with the lowest B/A latency ratio among those within the accuracy
 budget whose interval says "faster", leaving out, unless the run is speed-only, those calibrated
 on random inputs or on built-in samples with no task to check them; if none qualifies, the
@@ -109,6 +114,7 @@ from optistudio.core.optimize.run_shapes import output_shapes
 from optistudio.core.optimize.spec import NO_TASK as NO_TASK
 from optistudio.core.optimize.spec import QUICK_COMPARISON as QUICK_COMPARISON
 from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
+from optistudio.core.optimize.unsteady import resolve_unsteady, timing_notes
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.prepare import GraphNotApplicable
@@ -259,6 +265,7 @@ def optimize(
         variants.append(
             _variant(model, info, with_settings(qat, settings), timed, out_dir, judged, share)
         )
+    resolve_unsteady(model, variants, timed, progress=report)
     chosen = choose(variants, speed_only=spec.speed_only)
     pick = chosen.recipe.name if chosen else None
     samples = {"speed_only": spec.speed_only, "chosen": pick, "why_random": fed.why_random}
@@ -273,6 +280,7 @@ def optimize(
         + data_notes(variants, **samples)
         + ([qat_note] if qat_note else [])
         + constant_notes(v.accuracy for v in variants)
+        + timing_notes(variants)
         + [note for note in [not_applicable_note(variants)] if note],
         environment=fingerprint(threads=spec.comparison.threads),
         task=judge.recognition.task if judge else None,
@@ -521,7 +529,7 @@ def _variant(
             candidate_precision=recipe.precision or "fp32",
         )
         result.within_budget, result.budget_note = within_budget(
-            result.accuracy, spec.budget, judged.budget
+            result.accuracy, spec.budget, judged.budget, precision=result.precision
         )
         result.budget_note += budget_suffix(result, speed_only=spec.speed_only)
         share(0.7, f"timing on {backend} against the original")
