@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Dim = int | str | None
@@ -52,6 +54,37 @@ QUANTIZED_OPS = frozenset(
     }
 )
 """Op types that only a quantized (INT8) model contains."""
+QUANTIZED_FORMATS = (
+    ("QDQ", frozenset({"QuantizeLinear", "DequantizeLinear"})),
+    ("QLinear", frozenset({"QLinearConv", "QLinearMatMul"})),
+    ("ConvInteger", frozenset({"ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"})),
+)
+"""How a quantized graph is written, by the ops that mark each way: Quantize/DequantizeLinear
+pairs around float ops (QDQ), quantized operators (QLinear*), or integer ops fed by dynamic
+quantization (ConvInteger / MatMulInteger)."""
+
+
+def quantized_formats(op_histogram: Mapping[str, int]) -> list[str]:
+    """The ways the graph is quantized ('QDQ', 'QLinear', 'ConvInteger'), in that order."""
+    ops = set(op_histogram)
+    return [name for name, marks in QUANTIZED_FORMATS if marks & ops]
+
+
+def quantized_note(op_histogram: Mapping[str, int]) -> str:
+    """'already quantized (QDQ)' for a graph holding quantization ops; '' for one without."""
+    formats = quantized_formats(op_histogram)
+    return f"already quantized ({' / '.join(formats)})" if formats else ""
+
+
+def precision_label(precision: str | None, op_histogram: Mapping[str, int]) -> str:
+    """A model's precision as every label shows it: the stored precision ('fp32' by default
+    for an upload), saying 'already quantized (QDQ)' where the file holds quantization ops
+    that the stored precision does not name (an INT8 file uploaded as it was)."""
+    stored = precision or "fp32"
+    note = quantized_note(op_histogram)
+    if not note or stored.startswith(("int", "uint")):
+        return stored
+    return note if stored == "fp32" else f"{stored}, {note}"
 
 
 class ModelInfo(BaseModel):
@@ -69,7 +102,10 @@ class ModelInfo(BaseModel):
     outputs: list[TensorSpec]
     op_histogram: dict[str, int] = Field(description="op type to node count, most common first")
     node_count: int
-    parameter_count: int = Field(description="elements in all initializers")
+    parameter_count: int = Field(
+        description="elements of every stored tensor and of the weights the graph generates "
+        "from constants (optistudio.core.model.parameters)"
+    )
     flops_estimate: int | None = Field(
         default=None,
         description="multiply-adds x2 for one sample (dynamic dims at their defaults); "
@@ -91,3 +127,8 @@ class ModelInfo(BaseModel):
     def quantized(self) -> bool:
         """True when the graph holds quantization ops (a QDQ, QOperator or dynamic INT8 model)."""
         return bool(QUANTIZED_OPS & set(self.op_histogram))
+
+    @property
+    def quantized_note(self) -> str:
+        """'already quantized (QDQ)' for a quantized graph, '' otherwise (the card's fact)."""
+        return quantized_note(self.op_histogram)

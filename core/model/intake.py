@@ -39,11 +39,11 @@ from optistudio.core.model.declared_sizes import (
     check_declared_sizes,
     declared_bytes,
     default_tensor_budget,
-    graph_tensors,
     model_tensors,
 )
 from optistudio.core.model.flops import estimate_flops
 from optistudio.core.model.info import ModelInfo, TensorSpec
+from optistudio.core.model.parameters import parameter_count
 from optistudio.core.model.stored_folder import STORED_NAME, place_staged, staged_copy
 from optistudio.core.model.undefined_ops import undefined_ops
 
@@ -51,8 +51,9 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
 MAX_UPLOAD_ENV = "OPTISTUDIO_MAX_UPLOAD_MB"
-OLD_OPSET = 11
-"""Models below this default-domain opset get a warning (ONNX Runtime supports 7 and up)."""
+OLDEST_RUN_OPSET = 7
+"""ONNX Runtime runs default-domain opsets from 7 up; only an older model gets a warning (the
+passes that need a newer one, NNCF's INT8 at 10 and up, convert it themselves and say so)."""
 
 _SNIFF_BYTES = 512
 _SIGNATURES = (
@@ -384,7 +385,7 @@ def _describe(
         outputs=[_tensor_spec(value) for value in graph.output],
         op_histogram=_op_histogram(graph),
         node_count=len(graph.node),
-        parameter_count=_parameter_count(graph),
+        parameter_count=parameter_count(model),
         flops_estimate=flops,
         external_data=external_data,
         metadata_keys=sorted({prop.key for prop in model.metadata_props}),
@@ -438,19 +439,6 @@ def _op_histogram(graph: onnx.GraphProto) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def _parameter_count(graph: onnx.GraphProto) -> int:
-    """Elements of every stored tensor (initializers, Constant values, subgraphs) + sparse values."""
-    dense = sum(_elements(tensor) for tensor in graph_tensors(graph))
-    return dense + sum(_elements(sparse.values) for sparse in graph.sparse_initializer)
-
-
-def _elements(tensor: onnx.TensorProto) -> int:
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count
-
-
 def _flops(model: onnx.ModelProto) -> int | None:
     try:
         return estimate_flops(model)
@@ -462,8 +450,11 @@ def _flops(model: onnx.ModelProto) -> int | None:
 def _warnings(opsets: dict[str, int], inputs: list[TensorSpec], flops: int | None) -> list[str]:
     warnings = []
     opset = opsets.get("", 0)
-    if 0 < opset < OLD_OPSET:
-        warnings.append(f"opset {opset} is old; ONNX Runtime may need conversion")
+    if 0 < opset < OLDEST_RUN_OPSET:
+        warnings.append(
+            f"opset {opset} is older than ONNX Runtime runs ({OLDEST_RUN_OPSET} and newer): "
+            "convert it (onnx.version_converter) and upload it again"
+        )
     if opset > onnx.defs.onnx_opset_version():
         warnings.append(f"opset {opset} is newer than this onnx package knows")
     if not inputs:

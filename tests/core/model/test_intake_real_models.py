@@ -131,7 +131,7 @@ def test_an_ir3_model_is_accepted_and_its_weights_are_not_inputs(
     assert info.ir_version == 3
     assert [(spec.name, spec.shape) for spec in info.inputs] == [("x", [1, 3, 8, 8])]
     assert info.parameter_count == 4 * 3 * 3 * 3
-    assert any(f"opset {opset} is old" in warning for warning in info.warnings)
+    assert not [w for w in info.warnings if f"opset {opset}" in w]  # ONNX Runtime runs 7 and up
 
 
 def test_the_checker_still_refuses_a_broken_ir3_model(tmp_path: Path) -> None:
