@@ -63,6 +63,7 @@ from optistudio.core.numerics.numeric_floor import FLOOR_SNR_DB, all_constant, c
 from optistudio.core.numerics.numeric_floor import cosines as numeric_cosines
 from optistudio.core.numerics.output_tally import OutputTally
 from optistudio.core.numerics.samples import Declared, fed_rows
+from optistudio.core.numerics.tolerances import floor_for
 from optistudio.core.progress import ProgressCallback
 
 NO_SIZE_LIMIT = 2**62
@@ -249,18 +250,25 @@ def _output_index(names: list[str], output: str | None) -> int:
 
 
 def within_budget(
-    report: AccuracyReport, budget: AccuracyBudget, task: TaskBudget | None = None
+    report: AccuracyReport,
+    budget: AccuracyBudget,
+    task: TaskBudget | None = None,
+    *,
+    precision: str | None = None,
 ) -> tuple[bool, str]:
     """Whether a report meets a budget, and why, in words (NaN/Inf always fails). Every verdict
     keeps the numeric floor (each float output's worst-sample SNR, `numeric_floor`), which no
-    task metric overrides. With a `task` budget and a report judged in that task its limits
+    task metric overrides; for a variant computing in `precision` ('bf16', 'int8+bf16') the
+    floor is that precision's rule where it is stricter than the budget's
+    (`optistudio.core.numerics.tolerances`, the rule bench's output check holds too). With a `task` budget and a report judged in that task its limits
     decide, not cosine and top-1, unless the task's metrics cannot judge this model
     (`numeric_reason`): then the cosine budget decides and the task's metrics stand beside."""
     failures: list[str] = []
     passes: list[str] = []
     if report.nan_or_inf:
         failures.append(f"the candidate produced NaN/Inf ({report.nonfinite_values} values)")
-    floor_passes, floor_failures = check_floor(report.output_floors, budget.floor_snr_db)
+    floor_db, rule = floor_for(precision, budget.floor_snr_db)
+    floor_passes, floor_failures = check_floor(report.output_floors, floor_db, rule)
     failures += floor_failures
     in_task = task is not None and report.task == task.task.name
     numeric = numeric_reason(report, task)

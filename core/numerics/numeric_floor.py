@@ -186,14 +186,16 @@ def cosines(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
 
 
 def check_floor(
-    floors: Mapping[str, OutputFloor], limit_db: float | None
+    floors: Mapping[str, OutputFloor], limit_db: float | None, rule: str = ""
 ) -> tuple[list[str], list[str]]:
-    """What the floor says of a report's outputs: (passes, failures), a sentence each."""
+    """What the floor says of a report's outputs: (passes, failures), a sentence each; `rule`
+    names the precision rule that set the limit ('the BF16 rule'), '' for the budget's own."""
     judged = {name: floor for name, floor in floors.items() if floor.floored}
     if limit_db is None or not judged:
         return [], []
+    said = f"numeric floor ({rule})" if rule else "numeric floor"
     failures = [
-        f"numeric floor: {name!r} worst-sample SNR {floor.worst_snr_db:.1f} dB < "
+        f"{said}: {name!r} worst-sample SNR {floor.worst_snr_db:.1f} dB < "
         f"{limit_db:g} dB (worst cosine {floor.worst_cosine:.4f}); no task metric overrides it"
         for name, floor in judged.items()
         if floor.worst_snr_db is not None and floor.worst_snr_db < limit_db
@@ -205,7 +207,7 @@ def check_floor(
         return ["numeric floor not measured (the original's outputs are zero)"], []
     name, lowest = min(measured.items(), key=lambda item: item[1].worst_snr_db or 0.0)
     return [
-        f"numeric floor: worst-sample SNR >= {limit_db:g} dB on every output (lowest "
+        f"{said}: worst-sample SNR >= {limit_db:g} dB on every output (lowest "
         f"{lowest.worst_snr_db:.1f} dB on {name!r})"
     ], []
 

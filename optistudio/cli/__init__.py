@@ -212,8 +212,10 @@ def print_table(payload: dict[str, Any]) -> None:
         print(f"batch {r['batch_size']} inputs: {shapes}")
     check = payload.get("output_check")
     if check:
-        verdict = "agree" if check["passed"] else "DISAGREE: " + "; ".join(check["problems"])
-        print(f"outputs vs {check['reference']} ({check['precision']} tolerance): {verdict}")
+        from optistudio.core.numerics.crosscheck import OutputCheck
+
+        verdict = OutputCheck.model_validate(check).verdict()
+        print(f"outputs vs {check['reference']} at {check['precision']}: {verdict}")
 
 
 def command_bench(args: argparse.Namespace) -> int:
