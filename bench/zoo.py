@@ -4,6 +4,9 @@ For each model, the stages a user's upload goes through, called as the workers c
 
   intake     store_model with ONNX Runtime's load check (the studio's upload); a stored model
              must then load in ONNX Runtime ("stored" means "ONNX Runtime loaded it")
+  free-dims  only for a model typed with --free-dims: the checked copy with the declared dims
+             the shapes conflict with freed (free_dims.freed_copy, as the CLI makes it); the
+             stages after it run that copy
   bench:B    run_benchmark on each backend B available on this CPU (inventory)
   optimize   optimize with the auto recipe over every available backend
   profile    diagnose, with the first INT8 variant Auto made on ONNX Runtime when there is one
@@ -69,6 +72,7 @@ from optistudio.core.optimize.run import (  # noqa: E402
     available_backends,
     optimize,
 )
+from optistudio.core.passes.free_dims import freed_copy  # noqa: E402
 from optistudio.core.report.bundle import BundleSource, write_bundle  # noqa: E402
 
 Status = Literal["ok", "said", "bug", "skipped"]
@@ -219,6 +223,8 @@ def run_model(model: ZooModel, folder: Path, budgets: Budgets = QUICK) -> ModelR
         return run
     run.ort_loads, run.ort_runs, run.ort_reason = _ort_runs(context)
     run.outcomes.append(run_stage("intake", lambda: _intake(context)))
+    if context.typed.free_dims and context.path is not None:
+        run.outcomes.append(run_stage("free-dims", lambda: _free_dims(context)))
     for stage, work in _stages(context):
         if context.path is None:
             outcome = Outcome(stage, "skipped")
@@ -258,7 +264,13 @@ def _ort_runs(context: _Context) -> tuple[bool, bool, str]:
     except Exception as exc:  # ONNX Runtime's own exception types
         return False, False, f"{type(exc).__name__}: {first_line(exc)}"
     try:
-        info = inspect_model(context.source)
+        source = context.source
+        if context.typed.free_dims:  # what the user runs: the copy --free-dims makes
+            source, _ = freed_copy(
+                source, shapes=context.typed.shapes, folder=context.folder / "ort"
+            )
+            session = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+        info = inspect_model(source)
         feeds, _, _ = user_inputs(info.inputs, batch_size=1, inputs_file=None, **context.inputs)
         session.run(None, feeds)
     except Exception as exc:  # ONNX Runtime's, or the inputs' OptistudioError
@@ -277,6 +289,18 @@ def _intake(context: _Context) -> tuple[str, dict[str, Any]]:
     info = stored.info
     text = f"IR {info.ir_version}, opsets {info.opsets}, {info.node_count} nodes"
     return text, {"warnings": info.warnings, "inputs": [i.model_dump() for i in info.inputs]}
+
+
+def _free_dims(context: _Context) -> tuple[str, dict[str, Any]]:
+    """--free-dims: the stored model's checked copy with the conflicting dims freed, which the
+    later stages run (the CLI runs every command on it)."""
+    assert context.path is not None
+    typed = context.typed
+    path, line = freed_copy(
+        context.path, shapes=typed.shapes, dims=typed.dims, folder=context.folder / "freed"
+    )
+    context.path, context.info = path, inspect_model(path)
+    return line, {}
 
 
 def _bench_on(context: _Context, backend: str) -> Callable[[], tuple[str, dict[str, Any]]]:

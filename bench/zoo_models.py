@@ -60,6 +60,9 @@ class UserInputs:
     shapes: dict[str, list[int]] = field(default_factory=dict)
     dims: dict[str, int] = field(default_factory=dict)
     values: dict[str, float] = field(default_factory=dict)
+    free_dims: bool = False
+    """--free-dims: the jobs run the checked copy with the declared dims the shapes conflict
+    with freed (bench/zoo.py's free-dims stage), as the package frees them on load."""
 
     def fields(self) -> dict[str, Any]:
         """The spec fields every model-running spec has (shapes, dims, values)."""
@@ -70,6 +73,7 @@ class UserInputs:
         parts = [f"--shape {n}={','.join(map(str, s))}" for n, s in self.shapes.items()]
         parts += [f"--dim {n}={v}" for n, v in self.dims.items()]
         parts += [f"--value {n}={v:g}" for n, v in self.values.items()]
+        parts += ["--free-dims"] if self.free_dims else []
         return " ".join(parts)
 
 
@@ -127,13 +131,15 @@ def _wheel_file(model: WheelModel) -> Callable[[Path], Path]:
 
 def wheel_zoo_model(model: WheelModel) -> ZooModel:
     """A wheel's model as a zoo entry, with the inputs its package feeds it."""
-    quick = model.quick_shapes
+    quick, free = model.quick_shapes, model.free_dims
     return ZooModel(
         model.name,
         model.kind,
         _wheel_file(model),
-        UserInputs(shapes=model.shapes, values=model.values),
-        quick_inputs=UserInputs(shapes=quick, values=model.values) if quick else None,
+        UserInputs(shapes=model.shapes, values=model.values, free_dims=free),
+        quick_inputs=UserInputs(shapes=quick, values=model.values, free_dims=free)
+        if quick
+        else None,
         full_only=model.full_only,
         wheel=model,
     )

