@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.backends.blame import REFERENCE, made_by_studio, passes_of
 from optistudio.core.errors import (
     Cancelled,
     ErrorCode,
@@ -93,7 +94,7 @@ def run_job(
         _finish(factory, job_id, JobStatus.timed_out, _timed_out())
     except OptistudioError as exc:
         log.info("job %s failed: %s", job_id, exc)
-        _finish(factory, job_id, JobStatus.failed, exc.info())
+        _finish(factory, job_id, JobStatus.failed, blamed(job, exc).info())
     except Exception as exc:
         if is_unavailable(exc):
             log.warning("job %s: database unavailable: %s", job_id, exc)
@@ -104,6 +105,17 @@ def run_job(
         raise
     else:
         _finish(factory, job_id, JobStatus.succeeded, message, environment_id=environment_id)
+
+
+def blamed(job: Job, exc: OptistudioError) -> OptistudioError:
+    """A variant's file (the studio made it) failing blames its pass (core.backends.blame)."""
+    model = job.model
+    if model is None or model.parent_id is None:
+        return exc
+    backend = str((job.spec or {}).get("backend") or REFERENCE)
+    return made_by_studio(
+        exc, precision=model.precision, passes=passes_of(model.recipe), backend=backend
+    )
 
 
 def _finish(

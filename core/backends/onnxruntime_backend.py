@@ -40,6 +40,7 @@ from optistudio.core.backends.base import (
     LoadedModel,
     SessionOptions,
 )
+from optistudio.core.backends.blame import user_file_hint
 from optistudio.core.backends.loadable import cleaned_message, known_cause
 from optistudio.core.errors import (
     BackendUnavailable,
@@ -261,7 +262,7 @@ def load_failure(message: str, path: Path, provider: str, ort_version: str) -> M
         return ModelLoadError(
             f"ONNX Runtime could not load this model: {cause.message}", hint=cause.hint
         )
-    hint = f"Check that it loads with ONNX Runtime {ort_version} on your machine."
+    hint = user_file_hint("ONNX Runtime", ort_version)  # made files: core.backends.blame
     if provider != "cpu":
         hint += f" The {provider} provider may refuse what the CPU provider runs: try device cpu."
     return ModelLoadError(

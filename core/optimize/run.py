@@ -58,6 +58,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import backends
+from optistudio.core.backends.blame import made_by_studio
 from optistudio.core.data.datasets import load_labels
 from optistudio.core.data.inputs import sample_dims
 from optistudio.core.data.source import CalibrationSource
@@ -554,6 +555,9 @@ def set_outcome(result: VariantResult, exc: OptistudioError) -> None:
     file its backend cannot load (ModelLoadError once the file passed the checks), is not
     applicable, with the sentence that says so; any other expected error fails it."""
     made = result.path is not None
+    if made:  # the studio's file, not the user's: the error names the pass (core.backends.blame)
+        steps = [step.step for step in result.recipe.steps] or [result.recipe.name]
+        exc = made_by_studio(exc, precision=result.precision, passes=steps, backend=result.backend)
     if isinstance(exc, GraphNotApplicable) or (made and isinstance(exc, ModelLoadError)):
         log.info("recipe %s not applicable: %s", result.recipe.name, exc)
         result.set_aside(exc.info())
