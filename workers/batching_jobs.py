@@ -104,7 +104,7 @@ def verify_job(
     )
     result = BatchingVerifyJobResult(
         measured=run.result,
-        requests=_samples(run),
+        requests=request_samples(run),
         errors=run.errors,
         p99_halves_ms=p99_halves(run.latency_ms),
         batches=VerifyBatches(
@@ -183,7 +183,7 @@ def instances_line(profile: LatencyProfile, max_batch_size: int) -> str:
     return f" {text[0].upper()}{text[1:]}." if parts else ""
 
 
-def _samples(run: LoadRun) -> RequestSamples:
+def request_samples(run: LoadRun) -> RequestSamples:
     keep = np.linspace(0, len(run.latency_ms) - 1, min(SAMPLE_POINTS, len(run.latency_ms)))
     index = np.unique(keep.astype(int))
     columns = {

@@ -1,17 +1,23 @@
 """A deployable zip bundle for one model or variant, written streaming to disk.
 
 Contents: the model file(s), the recipe spec that reproduces it (its command with the input
-flags the variant ran at), accuracy and benchmark reports, `pipeline.json` (long symbolic dims
-as short placeholders, their text under "symbolic_dims"), a Triton model repository
+flags the variant ran at), accuracy and benchmark reports, `pipeline.json` (schema v1,
+`optistudio.core.batching.pipeline_file`; long symbolic dims as short placeholders, their text
+under "symbolic_dims"), a Triton model repository
 (`triton/<name>/config.pbtxt`, `triton/<name>/1/`; served by the backend the variant is made
 for: ONNX Runtime, or OpenVINO for an OpenVINO variant),
 OpenVINO IR (`openvino/<name>.xml` + `.bin`), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
 made here, run on macOS / iOS only), for a decoder with a KV cache the folder ONNX Runtime
 GenAI loads as it is (`genai/`: the graph, genai_config.json, the tokenizer; core.report.genai),
 `manifest.json` and `SHA256SUMS` (every other member's SHA-256, checkable with `sha256sum -c`).
-A part that cannot be built (a model without a dynamic batch dim has no Triton batching
-config, a TensorRT engine needs a TensorRT worker, a run on ONNX Runtime's CANN provider needs
-an Ascend machine) is listed in the manifest's `skipped` with the reason, never faked.
+The Triton config batches with the serving setting chosen by
+`optistudio.core.batching.serving_choice` (the newest verified, else a stored recommendation,
+else the profile's ceiling, else a free batch's default: never the benchmark's batch), named in
+the manifest's "serving"; a model whose batch cannot be batched (fixed, and its rewrite refused;
+or no batch dim at all) is served as it is, `max_batch_size: 0` on the setting's instances.
+A part that cannot be built (a TensorRT engine needs a TensorRT worker, a run on ONNX Runtime's
+CANN provider needs an Ascend machine) is listed in the manifest's `skipped` with the reason,
+never faked.
 
 Files are copied into the zip in chunks while their hash is taken, so a big model is never held
 in memory; the zip is written under a temporary name and renamed when complete.
@@ -37,7 +43,10 @@ import onnx
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from optistudio.core.backends.onnxruntime_backend import CANN_MISSING
+from optistudio.core.batching.applicability import batch_dim_problem
 from optistudio.core.batching.fixed_batch import BatchRefused, batchable, fixed_at_one
+from optistudio.core.batching.pipeline_file import pipeline_text
+from optistudio.core.batching.serving_choice import choose_serving, triton_batching
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
@@ -47,10 +56,10 @@ from optistudio.core.progress import ProgressCallback
 from optistudio.core.report import coreml
 from optistudio.core.report import genai as genai_part
 from optistudio.core.report import litert as litert_part
+from optistudio.core.report.litert_tensors import tflite_tensors
 from optistudio.core.report.symbolic_dims import SymbolicDims
 
 CHUNK = 1 << 20
-DEFAULT_QUEUE_DELAY_US = 100
 TENSORRT_SKIPPED = (
     "No TensorRT engine: engines are built for one GPU by a TensorRT worker, and none is "
     "available here. Build it on the serving GPU from the .onnx in model/ with `trtexec --onnx=...`."
@@ -85,9 +94,10 @@ class BundleSource:
     litert_precisions: list[str] = field(default_factory=list)
     """LiteRT files to make (litert_part.PRECISIONS for an export; empty: listed as skipped)."""
     serving: dict[str, Any] | None = None
-    """The batching settings a Verify served and measured (`BatchingSettings` as JSON, and
-    "verify_job": its id): the Triton config's dynamic batcher and instance_group count, and
-    pipeline.json's "serving", take them. None: the measured batch sizes, one instance."""
+    """The batching setting to serve (`serving_choice.choose_serving`'s dict: `BatchingSettings`
+    as JSON with its "source", "job" and "note"): the Triton config's dynamic batcher and
+    instance_group count, pipeline.json's "serving" and the manifest take it. None: a free
+    batch's default, said as such (never the benchmark's batch sizes)."""
 
 
 @dataclass
@@ -205,7 +215,7 @@ def _steps(
         parts["triton_served"] = triton_served  # a batch fixed at 1: the rewrite, or as it is
     if (genai := genai_part.add_genai(source.model_path, writer, skipped)) is not None:
         parts["genai"] = genai  # a decoder: the folder ONNX Runtime GenAI loads as it is
-    writer.add_json("pipeline.json", pipeline(source, name, parts))
+    writer.add_text("pipeline.json", pipeline_text(pipeline(source, name, parts)))
     skipped["tensorrt"] = source.tensorrt_note
     if source.cann_note:
         skipped["cann"] = source.cann_note
@@ -282,6 +292,7 @@ def pipeline(
     and runs; `parts` adds what the format converters made (e.g. "coreml": its packages)."""
     dims = SymbolicDims()
     return {
+        "written_by": "bundle",
         "name": name,
         "model": f"model/{source.model_path.name}",
         "format": "onnx",
@@ -297,7 +308,7 @@ def pipeline(
         "triton": f"triton/{name}",
         "openvino": f"openvino/{name}.xml",
         "runs_on": RUNS_ON | {"triton": _triton_runs_on(served_backend(source))},
-        "serving": source.serving,
+        "serving": serving_of(source),
         **(parts or {}),
     }
 
@@ -313,24 +324,29 @@ def _triton_runs_on(backend: str) -> str:
     return f"Triton Inference Server's {served} backend (Linux servers)"
 
 
+def serving_of(source: BundleSource) -> dict[str, Any]:
+    """The setting the bundle serves: the source's, else the default (said so in its note)."""
+    if source.serving is None:
+        return choose_serving()
+    return {"note": "the setting the caller gave", **source.serving}
+
+
 def _triton(
     source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
 ) -> str | None:
-    """The Triton model repository; returns how a batch fixed at 1 is served (None when it is
-    not fixed): through its checked rewrite with a free batch, or as it is with no batching
-    (max_batch_size 0) on the instances a Verify served, when the rewrite is refused."""
+    """The Triton model repository; returns how a model that cannot batch as it is gets served
+    (None when it batches): a batch fixed at 1 through its checked rewrite with a free batch,
+    else as it is with no batching (max_batch_size 0) on the setting's instances."""
     model_path, info, served = source.model_path, source.info, None
-    batching = _triton_batching(source)
+    batching = triton_batching(serving_of(source))
     if fixed_at_one(info):
         try:
             freed = batchable(model_path)
             model_path, info, served = freed.path, inspect_model(freed.path), freed.note
         except BatchRefused as exc:
-            batching |= {"max_batch_size": 0, "preferred_batch_sizes": []}
-            served = (
-                f"{exc.message} Triton serves it as it is: no batching (max_batch_size 0) on "
-                f"{batching.get('instances', 1)} instance(s)."
-            )
+            batching, served = _unbatched(batching, exc.message)
+    elif (problem := batch_dim_problem(info)) is not None:
+        batching, served = _unbatched(batching, f"Dynamic batching does not apply: {problem}")
     try:
         config = triton_config(name, info, **batching)
     except OptistudioError as exc:
@@ -345,25 +361,13 @@ def _triton(
     return served
 
 
-def _triton_batching(source: BundleSource) -> dict[str, Any]:
-    """The dynamic batcher and instance count of the Triton config: as a Verify served them
-    (`source.serving`), else the measured batch sizes on one instance."""
-    serving = source.serving
-    if serving:
-        largest = int(serving["max_batch_size"])
-        return {
-            "max_batch_size": largest,
-            "preferred_batch_sizes": serving.get("preferred_batch_sizes") or [largest],
-            "max_queue_delay_us": round(float(serving["timeout_ms"]) * 1000),
-            "instances": int(serving.get("instances", 1)),
-        }
-    sizes = sorted({b for b in source.batch_sizes if b >= 1}) or [1]
-    max_batch = max(max(sizes), 1)
-    return {
-        "max_batch_size": max_batch,
-        "preferred_batch_sizes": [b for b in sizes if b > 1] or [max_batch],
-        "max_queue_delay_us": DEFAULT_QUEUE_DELAY_US,
-    }
+def _unbatched(batching: dict[str, Any], why: str) -> tuple[dict[str, Any], str]:
+    """Triton's "no batching" (max_batch_size 0) on the setting's instances, and the line."""
+    unbatched = batching | {"max_batch_size": 0, "preferred_batch_sizes": []}
+    return unbatched, (
+        f"{why} Triton serves it as it is: no batching (max_batch_size 0) on "
+        f"{batching.get('instances', 1)} instance(s)."
+    )
 
 
 def _served_by(config: str, backend: str) -> str:
@@ -460,9 +464,15 @@ def _litert(
         for precision, path in made.files.items():
             writer.add_file(f"litert/{path.name}", path)
             files[precision] = f"litert/{path.name}"
+        tensors = tflite_tensors(made.files, source.info)  # the .tflite's own names and dims
     if made.skipped:
         skipped["litert"] = _skipped_line("LiteRT", "file", made.skipped)
-    return {"runs_on": litert_part.RUNS_ON, "files": files, "versions": made.versions}
+    return {
+        "runs_on": litert_part.RUNS_ON,
+        "files": files,
+        "tensors": {p: t.model_dump(mode="json") for p, t in tensors.items()},
+        "versions": made.versions,
+    }
 
 
 def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, str]) -> None:
@@ -473,6 +483,7 @@ def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, st
         "sha256_of_model": source.info.sha256,
         "files": files,
         "skipped": skipped,
+        "serving": serving_of(source)["note"],
         "check": "unzip the bundle, then run `sha256sum -c SHA256SUMS`",
     }
     writer.add_text("SHA256SUMS", sums)

@@ -30,6 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from optistudio.cli.args import add_input_flags, input_options, parse_int_list, resolved_inputs
+from optistudio.cli.batching_store import (
+    SAVE_HELP,
+    profile_result,
+    profile_spec,
+    recorded,
+    stored_model,
+    verify_result,
+    verify_spec,
+)
 from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec, describe_validation_error, first_line
 
@@ -44,7 +53,12 @@ def add_batching_parser(commands: Any) -> None:
         "batching", help="profile, simulate, verify and tune dynamic batching for a model"
     )
     batching.add_argument("action", choices=ACTIONS)
-    batching.add_argument("model", type=Path, help="path to an .onnx file")
+    batching.add_argument(
+        "model",
+        type=Path,
+        help="path to an .onnx file, or a stored model's id (profile, recommend and verify then "
+        "store their results)",
+    )
     add_input_flags(batching, request=True)
     add = batching.add_argument
     add("--backend", default="onnxruntime")
@@ -93,6 +107,7 @@ def add_batching_parser(commands: Any) -> None:
         help="verify with --profile: write the profile refitted from this run's batches here",
     )
     add("--seed", type=int, default=0)
+    add("--save", action="store_true", help=SAVE_HELP)
     add("--json", action="store_true", help="print one JSON object")
 
 
@@ -120,6 +135,8 @@ def command_batching(args: argparse.Namespace) -> int:
         raise InvalidSpec(
             "--rate is needed (requests per second) for an open-loop arrival process."
         )
+    stored = stored_model(args)  # a model id: args.model becomes its file
+    args.stored = stored if args.action != "simulate" else None
     payload = {
         "profile": _profile_command,
         "simulate": _simulate_command,
@@ -256,7 +273,15 @@ def _overloaded(
 
 
 def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    profile = _profile(args, settings, fresh=True)
+    from optistudio.db.models import JobKind
+
+    profile, stored = recorded(
+        args.stored,
+        JobKind.batching_profile,
+        lambda: profile_spec(args, settings),
+        lambda: _profile(args, settings, fresh=True),
+        lambda measured: profile_result(measured, settings.max_batch_size),
+    )
     if args.out is not None:
         args.out.write_text(profile.model_dump_json(indent=2))
     ceiling, best = profile.ceiling(settings.max_batch_size, instances=settings.instances)
@@ -294,6 +319,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         rate=args.rate,
         **extra,
     )
+    payload["stored"] = stored
     return _overloaded(payload, profile, settings, args.rate if args.process != "closed" else None)
 
 
@@ -320,20 +346,29 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             "--recalibrate refits a saved profile: give it with --profile.",
             hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
         )
+    from optistudio.db.models import JobKind
+
     inputs = input_options(args).model_inputs  # first: --free-dims sets args.model
-    run = measure_load(
-        args.model,
-        settings,
-        rate=args.rate,
-        process=args.process,
-        clients=args.clients,
-        seconds=args.seconds,
-        backend=args.backend,
-        options=SessionOptions(threads=args.threads, spin_wait=args.spin),
-        inputs=inputs,
-        seed=args.seed,
+    run, stored = recorded(
+        args.stored,
+        JobKind.batching_verify,
+        lambda: verify_spec(args, settings),
+        lambda: measure_load(
+            args.model,
+            settings,
+            rate=args.rate,
+            process=args.process,
+            clients=args.clients,
+            seconds=args.seconds,
+            backend=args.backend,
+            options=SessionOptions(threads=args.threads, spin_wait=args.spin),
+            inputs=inputs,
+            seed=args.seed,
+        ),
+        lambda measured: verify_result(measured, settings),
     )
     extra: dict[str, Any] = {"errors": run.errors, "p99_halves_ms": p99_halves(run.latency_ms)}
+    extra["stored"] = stored
     if run.note:
         extra["batched_rewrite"] = run.note
     if args.profile is not None:
@@ -399,6 +434,7 @@ def _judged(args: argparse.Namespace, settings: Any, profile: Any, measured: Any
 
 def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     from optistudio.core.batching.tuner import recommend
+    from optistudio.db.models import JobKind
 
     if args.p99_budget_ms is None:
         raise InvalidSpec("recommend needs --p99-budget-ms (the p99 latency you can accept).")
@@ -407,15 +443,31 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
             f"--margin is a percentage from 0 to below 100 (10 = the model 10 % slower), got "
             f"{args.margin:g}."
         )
-    profile = _profile(args, settings)
-    advice = recommend(
-        profile,
-        p99_budget_ms=args.p99_budget_ms,
-        rate=args.rate,
-        base=settings,
-        max_batch_size=settings.max_batch_size,
-        seed=args.seed,
-        margin=args.margin / 100,
+
+    def advised() -> tuple[Any, Any]:
+        profile = _profile(args, settings)
+        return profile, recommend(
+            profile,
+            p99_budget_ms=args.p99_budget_ms,
+            rate=args.rate,
+            base=settings,
+            max_batch_size=settings.max_batch_size,
+            seed=args.seed,
+            margin=args.margin / 100,
+        )
+
+    (profile, advice), stored = recorded(
+        args.stored,
+        JobKind.batching_profile,
+        lambda: profile_spec(args, settings),
+        advised,
+        lambda measured: profile_result(
+            measured[0],
+            settings.max_batch_size,
+            measured[1],
+            budget_ms=args.p99_budget_ms,
+            rate=args.rate,
+        ),
     )
     payload = _payload(
         "predicted",
@@ -427,6 +479,7 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
         reason=advice.reason,
         candidates=[_candidate(c) for c in advice.candidates],
         **_instances(profile, advice.settings),
+        stored=stored,
     )
     return _overloaded(
         payload, profile, advice.settings, args.rate if args.process != "closed" else None
@@ -543,3 +596,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
         )
     for field, why in (payload.get("unmeasured") or {}).items():
         print(f"{field}: {why}")
+    if payload.get("stored"):
+        ids = payload["stored"]
+        print(
+            f"stored as job #{ids['job_id']} on model #{ids['model_id']}: "
+            f"`optistudio export {ids['model_id']}` serves the newest verified setting, else "
+            "the recommended one"
+        )

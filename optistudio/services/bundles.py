@@ -7,18 +7,24 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.backends.inventory import offers
+from optistudio.core.batching.serving_choice import StoredSetting, choose_serving
+from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.report.bundle import TENSORRT_SKIPPED, BundleSource
 from optistudio.core.report.litert import PRECISIONS as LITERT_PRECISIONS
-from optistudio.db.models import JobKind
-from optistudio.db.queries import get_model, list_workers, newest_succeeded
+from optistudio.db.models import Job, JobKind
+from optistudio.db.queries import finished_jobs, get_model, list_workers, newest_succeeded
 from optistudio.db.selection import stored_results, variant_origin
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
 from optistudio.services.input_profiles import profile_of
+from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
+from optistudio.services.jobresults import StoredRecommendation
 from optistudio.services.settings import Settings
 
+LOOKBACK = 200
+"""Finished profile jobs searched for the model's recommendation."""
 HELP_IDS = (
     "Model ids are printed by `optistudio optimize --save` (each variant's model_id) and "
     "`optistudio bench --save`; the studio's Models page lists them too."
@@ -45,8 +51,7 @@ def bundle_source(
         info, name = ModelInfo.model_validate(model.info), model.name
         precision, recipe = model.precision, model.recipe
         profile = profile_of(s, model).model_dump(mode="json")
-        verify = newest_succeeded(s, kind=JobKind.batching_verify, model_id=model.id)
-        serving = _served(verify.id, verify.spec) if verify is not None else None
+        serving = serving_setting(s, model_id=model.id)
         parent_card = (
             {"id": parent.id, "name": parent.name, "sha256": parent.sha256} if parent else None
         )
@@ -70,11 +75,54 @@ def bundle_source(
     )
 
 
-def _served(job_id: int, spec: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The batching settings the model's newest successful Verify served and measured (what
-    the bundle's Triton config and pipeline.json take), with that job's id; None without."""
-    settings = (spec or {}).get("settings")
-    return {**settings, "verify_job": job_id} if settings else None
+def serving_setting(s: Session, *, model_id: int) -> dict[str, Any]:
+    """The setting the model's bundle serves (`serving_choice.choose_serving`): its newest
+    successful Verify's, else the newest recommendation stored on a profile, else the newest
+    profile's ceiling batch, else the default."""
+    verify = newest_succeeded(s, kind=JobKind.batching_verify, model_id=model_id)
+    verified = _verified(verify) if verify is not None else None
+    profiles = [
+        (job.id, BATCHING_PROFILE.read_result(job.result))
+        for job in finished_jobs(s, kind=JobKind.batching_profile, limit=LOOKBACK)
+        if job.model_id == model_id
+    ]
+    recommended = next(
+        (
+            StoredSetting(job, result.recommendation.settings, _advice(result.recommendation))
+            for job, result in profiles
+            if result is not None and result.recommendation is not None
+        ),
+        None,
+    )
+    profiled = next(
+        (
+            (job, result.best_batch)
+            for job, result in profiles
+            if result is not None and result.best_batch is not None
+        ),
+        None,
+    )
+    return choose_serving(verified, recommended, profiled)
+
+
+def _verified(job: Job) -> StoredSetting | None:
+    """The setting a Verify served, with what it measured; None for a row without one."""
+    settings = (job.spec or {}).get("settings")
+    if not settings:
+        return None
+    result = BATCHING_VERIFY.read_result(job.result)
+    said = (
+        f"{result.measured.throughput:.1f} req/s, p99 {result.measured.p99_ms:.1f} ms"
+        if result is not None
+        else ""
+    )
+    return StoredSetting(job.id, BatchingSettings.model_validate(settings), said)
+
+
+def _advice(recommendation: StoredRecommendation) -> str:
+    rate = f"{recommendation.rate:g} req/s" if recommendation.rate else "max throughput"
+    kept = "" if recommendation.feasible else ", not kept by any setting"
+    return f"p99 budget {recommendation.p99_budget_ms:g} ms at {rate}{kept}"
 
 
 def _reproduce(

@@ -23,6 +23,7 @@ from pydantic import (
 from optistudio.core.backends.base import Precision
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import LoadResult
+from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.core.diagnose.diagnostics import DiagnosticsReport
 from optistudio.core.llm.serving import DecoderBenchReport
@@ -91,6 +92,19 @@ class ProfileJobResult(DiagnosticsReport):
     variant_name: str = ""
 
 
+class StoredRecommendation(BaseModel):
+    """What `optistudio batching recommend` found on a profile (`tuner.Recommendation` less its
+    candidates): the setting an export serves when no Verify measured one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    settings: BatchingSettings
+    feasible: bool = Field(description="Whether the setting keeps the p99 budget.")
+    reason: str = Field(description="Why this setting, in words.")
+    p99_budget_ms: float = Field(description="The p99 budget it was searched under.")
+    rate: float | None = Field(default=None, description="The arrival rate (None: max rate).")
+
+
 class BatchingProfileJobResult(BaseModel):
     """Latency per batch size and the best throughput one instance reaches; for a decoder with
     a KV cache, the cost of a decoding step per batch size and of a prefill per prompt length
@@ -115,13 +129,18 @@ class BatchingProfileJobResult(BaseModel):
         description="A decoder with a KV cache, timed by decoding: ms per step at each live "
         "batch size and per prefill at each prompt length; None for any other model.",
     )
+    recommendation: StoredRecommendation | None = Field(
+        default=None,
+        description="The setting `optistudio batching recommend` chose on this profile; None "
+        "for a profile alone.",
+    )
 
     @model_serializer(mode="wrap")
     def _without_the_other_profile(self, handler: SerializerFunctionWrapHandler) -> Any:
         """The fields of the profile it holds only: other models' rows store as they did
         before decoders, and a decoder's holds no empty latency fields."""
         data = handler(self)
-        for name in ("profile", "ceiling", "best_batch", "decode_profile"):
+        for name in ("profile", "ceiling", "best_batch", "decode_profile", "recommendation"):
             if isinstance(data, dict) and data.get(name) is None:
                 data.pop(name, None)
         return data

@@ -207,7 +207,7 @@ def test_the_triton_config_names_the_backend_the_variant_is_made_for(  # type: i
         assert config["default_model_filename"] == "model.onnx"  # the file in 1/ it serves
     else:
         assert config["platform"] == "onnxruntime_onnx" and "backend" not in config
-    assert config["dynamic_batching"]["preferred_batch_size"] == [4]  # batching left as it was
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4, 8]  # batching as it was
     assert read_json(bundle, "pipeline.json")["backend"] == served
 
 
