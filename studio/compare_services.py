@@ -16,8 +16,11 @@ from typing import Any
 
 import pandas as pd
 from pydantic import ValidationError
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.model.info import precision_label
+from optistudio.core.optimize.provenance import data_label
 from optistudio.core.report.metric_info import label_of, reference_value
 from optistudio.core.report.snapshot import (
     DEFAULT_LATENCY,
@@ -27,7 +30,7 @@ from optistudio.core.report.snapshot import (
     axis_choices,
     shown_precision,
 )
-from optistudio.db.models import JobKind
+from optistudio.db.models import JobKind, Model
 from optistudio.db.queries import finished_jobs, job_results
 from optistudio.db.selection import (
     environments_by_id,
@@ -145,17 +148,31 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
     with transaction(factory) as s:
         rows = result_index(s)
         runs = run_precisions(s, job_ids=sorted({r["job_id"] for r in rows}))
+        ops = op_histograms(s, ids={r["model_id"] for r in rows if r["model_id"]})
         variants = variant_options(s) | decoder_options(s)
     return variants | {
         result_key(r["job_id"], r["backend"], r["batch_size"], r["threads"]): (
             f"#{r['job_id']} {r['model_name'] or 'deleted model'} "
-            f"[{shown_precision(r['precision'], runs.get(r['job_id']))}] · "
+            f"[{_label(r['precision'], runs.get(r['job_id']), ops.get(r['model_id']))}] · "
             f"{r['backend']} · "
             f"{'video, max ' if r['kind'] == JobKind.video else ''}"
             f"batch {r['batch_size']} · {r['threads']} threads"
         )
         for r in rows
     }
+
+
+def op_histograms(s: Session, *, ids: set[int]) -> dict[int, dict[str, int]]:
+    """Each model's op histogram (what says a file is quantized already), by id."""
+    if not ids:
+        return {}
+    query = select(Model.id, Model.info).where(Model.id.in_(ids))
+    return {row.id: dict((row.info or {}).get("op_histogram") or {}) for row in s.execute(query)}
+
+
+def _label(model: str | None, run: str | None, ops: dict[str, int] | None) -> str:
+    """`shown_precision`, saying 'already quantized (QDQ)' for a file quantized as uploaded."""
+    return shown_precision(precision_label(model, ops or {}), run)
 
 
 def run_precisions(s: Session, *, job_ids: list[int]) -> dict[int, str]:
@@ -185,10 +202,13 @@ def build_snapshot(
         judged = {i: _task_metric_names(variant_accuracy(s, original_ids={i})) for i in originals}
         env_ids = {r["environment_id"] for r in measured.values() if r["environment_id"]}
         runs = run_precisions(s, job_ids=job_ids)
+        ops = op_histograms(s, ids=set(models))
         timed = variant_rows(s, selection.keys)
         timed |= decoder_rows(s, [key for key in benchmarks if key not in measured])
         env_ids |= {r.environment_id for r in timed.values() if r.environment_id}
         environments = environments_by_id(s, ids=env_ids)
+    for model_id, model in models.items():
+        model["precision"] = precision_label(model["precision"], ops.get(model_id) or {})
     made = {
         key: _row(key, measured[key], models, accuracy, judged, runs.get(measured[key]["job_id"]))
         for key in selection.keys
@@ -272,7 +292,7 @@ def _row(
         report = accuracy.get(record["model_id"])
         note = (
             f"variant of #{model['parent_id']}; accuracy from optimize job "
-            f"#{report['optimize_job']} on {report.get('data', '?')} data"
+            f"#{report['optimize_job']} on {data_label(report.get('data'))}"
             if report
             else f"variant of #{model['parent_id']}; no accuracy report stored"
         )

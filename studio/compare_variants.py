@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from optistudio.core.model.info import precision_label
+from optistudio.core.optimize.provenance import data_label
 from optistudio.core.report.snapshot import ResultRow, shown_precision
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
@@ -24,6 +26,8 @@ from optistudio.services.jobresults import OptimizeJobResult, StoredVariant
 VARIANT_PATTERN = re.compile(r"v(\d{1,12})\.(o|\d{1,4})")
 ORIGINAL = "o"
 MB = 1e6
+OPTIMIZE_RUN = "optimize run"
+"""A row's source: timed by its optimize job (p50 and speedup only)."""
 LOOKBACK = 100
 """Newest optimize jobs whose variants are offered."""
 
@@ -42,10 +46,13 @@ def variant_options(s: Session) -> dict[str, str]:
         if not timed:
             continue
         name = job.model.name if job.model else "deleted model"
-        options[variant_key(job.id, None)] = f"#{job.id} {name} [fp32] · original, optimize run"
+        original = _original_precision(job.model)
+        options[variant_key(job.id, None)] = (
+            f"#{job.id} {name} [{original}] · original, optimize run"
+        )
         for index, variant in timed:
             options[variant_key(job.id, index)] = (
-                f"#{job.id} {name} · {variant.recipe.label} [{_precision(variant)}] · "
+                f"#{job.id} {name} · {variant.recipe.label} [{_precision(variant, _ops(job.model))}] · "
                 f"{variant.backend} · optimize run"
             )
     return options
@@ -81,6 +88,7 @@ def _row(
 ) -> ResultRow | None:
     name = model.name if model is not None else "deleted model"
     timed = [v for v in report.variants if _timed(v)]
+    ops = _ops(model)
     if index == ORIGINAL:
         if not timed:
             return None
@@ -93,9 +101,10 @@ def _row(
         } | _original_decoding(timed[0])
         return ResultRow(
             key=key, job_id=job_id, model_id=model_id, model=name, parent_id=None,
-            precision="fp32", backend=report.variants[0].recipe.backend or "onnxruntime",
+            precision=precision_label(None, ops), backend=report.variants[0].recipe.backend or "onnxruntime",
             batch_size=1, threads=0, environment_id=environment_id, metrics=metrics,
             accuracy_note=f"the original, timed by optimize job #{job_id} beside its variants",
+            noise=interval_noise(timed[0]), source=OPTIMIZE_RUN,
         )  # fmt: skip
     position = int(index)
     if position >= len(report.variants) or not _timed(report.variants[position]):
@@ -107,7 +116,7 @@ def _row(
         model_id=variant.model_id,
         model=f"{name} · {variant.recipe.label}",
         parent_id=model_id,
-        precision=_precision(variant),
+        precision=_precision(variant, ops),
         backend=variant.backend,
         batch_size=1,
         threads=0,
@@ -115,15 +124,39 @@ def _row(
         metrics=_metrics(variant),
         accuracy_note=_note(job_id, variant),
         task=variant.accuracy.task if variant.accuracy else None,
+        noise=interval_noise(variant),
+        source=OPTIMIZE_RUN,
     )
+
+
+def interval_noise(variant: StoredVariant) -> float | None:
+    """The relative noise of the variant's timing: half its speedup interval's width over the
+    ratio (0.05: the run could tell it apart from +-5 %); None without an interval."""
+    low, high, ratio = variant.ratio_low, variant.ratio_high, variant.ratio
+    if not (low and high and ratio):
+        return None
+    return (high - low) / (2 * ratio)
 
 
 def _timed(variant: StoredVariant) -> bool:
     return variant.status == "made" and variant.variant_p50_ms is not None
 
 
-def _precision(variant: StoredVariant) -> str:
-    return shown_precision(variant.precision, variant.recipe.precision)
+def _precision(variant: StoredVariant, ops: dict[str, int] | None = None) -> str:
+    """The variant's precision; one made from an already quantized original stays quantized
+    whatever its recipe's precision ('fp16, already quantized (QDQ)')."""
+    made = variant.precision or "fp32"
+    return shown_precision(precision_label(made, ops or {}), variant.recipe.precision)
+
+
+def _ops(model: Any) -> dict[str, int]:
+    """The original's op histogram (empty for a deleted one)."""
+    info = getattr(model, "info", None) or {}
+    return dict(info.get("op_histogram") or {})
+
+
+def _original_precision(model: Any) -> str:
+    return precision_label(None, _ops(model))
 
 
 def _metrics(variant: StoredVariant) -> dict[str, float | None]:
@@ -190,8 +223,5 @@ def _note(job_id: int, variant: StoredVariant) -> str:
         else ""
     )
     speed = f"{variant.speedup:.2f}x its original{interval}" if variant.speedup else "timed"
-    data = variant.accuracy.data if variant.accuracy else "no"
-    return (
-        f"optimize job #{job_id}: {speed}, timed interleaved in the same run; accuracy on "
-        f"{data} data"
-    )
+    data = data_label(variant.accuracy.data) if variant.accuracy else "no accuracy report"
+    return f"optimize job #{job_id}: {speed}, timed interleaved in the same run; accuracy on {data}"

@@ -19,6 +19,7 @@ from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.core.measure.stages import Breakdown
+from optistudio.core.model.info import precision_label
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import list_models
 from optistudio.db.session import transaction
@@ -66,7 +67,7 @@ def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[di
     """Models to compare with `model_id`: its variants, original and siblings first, then the
     rest (a profile job refuses a model that is not the same network, and says why)."""
     with transaction(factory) as s:
-        models = [(m.id, m.name, m.parent_id, m.precision) for m in list_models(s)]
+        models = [(m.id, m.name, m.parent_id, _precision(m)) for m in list_models(s)]
     parent = next((p for i, _, p, _ in models if i == model_id), None)
     family = {model_id, parent} - {None}
     others = [m for m in models if m[0] != model_id]
@@ -80,6 +81,11 @@ def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[di
         | {"related": False}
         for i, name, _, precision in unrelated
     ]
+
+
+def _precision(model: Any) -> str:
+    """'fp32', 'int8', or 'already quantized (QDQ)' for an uploaded INT8 file."""
+    return precision_label(model.precision, (model.info or {}).get("op_histogram") or {})
 
 
 @dataclass(frozen=True)

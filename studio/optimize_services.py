@@ -29,6 +29,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.core.numerics.accuracy import AccuracyBudget
 from optistudio.core.numerics.evaluators.base import EvaluatorInfo, evaluators
 from optistudio.core.numerics.evaluators.recognize import model_facts, read_task
+from optistudio.core.optimize.provenance import judged_on_random, samples_label
 from optistudio.core.optimize.recipes import ANY
 from optistudio.core.optimize.run import NO_TASK
 from optistudio.core.optimize.variant import VariantResult
@@ -57,8 +58,9 @@ TIMING_CAP_FACTOR = 10
 TOP1_TASKS = frozenset({None, "classification"})
 """Tasks whose variants are read by top-1 (no task: cosine and top-1); a detector's or a text
 recognizer's table and form leave top-1 out."""
-BUDGET_EXAMPLE = "string_agreement=0.99, cer=0.01"
-"""The budget box's example when no task is recognized for the model."""
+NO_TASK_BUDGET = "none: no task, so the cosine and top-1 budget below judges"
+"""The budget box's placeholder when no task judges the model: a budget in task metrics needs a
+task (the run refuses one without), so no other task's metrics are suggested."""
 VARIANT_NUMBERS = {
     "speedup": "{:.2f}x",
     "mean cosine": "{:.4f}",
@@ -457,31 +459,53 @@ class TaskHint:
     budget_example: str
     reads_top1: bool
     decoder: bool = False
+    confidence: str | None = None
+    """Recognition's confidence ('low': cosine and the numeric floor decide, the task's
+    metrics are shown beside); None when the task was set or none was recognized."""
+
+    @property
+    def placeholder(self) -> str:
+        """The budget box's placeholder: the judged task's own example, else why there is none."""
+        return self.budget_example or NO_TASK_BUDGET
+
+    def empty_means(self) -> str:
+        """What an empty budget box means for this model."""
+        if self.task is None:
+            return "no task recognized: the cosine and top-1 budget below judges"
+        if self.confidence == "low":
+            return f"{self.label} read with low confidence: cosine judges, its metrics beside"
+        return f"{self.label}'s default, {self.budget_example}"
 
 
 def task_hint(model_path: Path | None, task: str | None = None) -> TaskHint:
     """The task the model's graph reads as (or `task`, the one set for it) and its budget
     example; a model whose file cannot be read gets the generic hint."""
     if task == NO_TASK:
-        return TaskHint(None, "none: cosine and top-1 only", BUDGET_EXAMPLE, True)
+        return TaskHint(None, "none: cosine and top-1 only", "", True)
+    confidence = None
     try:
-        info = evaluators.get(task) if task else _recognized(model_path)
+        if task:
+            info = evaluators.get(task)
+        else:
+            info, confidence = _recognized(model_path)
     except Exception as exc:  # a hint must never break the form: it falls back to the generic
         log.info("no task hint for %s: %s", model_path, exc)
         info = None
     if info is None:
-        return TaskHint(None, "not recognized", BUDGET_EXAMPLE, True)
+        return TaskHint(None, "not recognized", "", True)
     decoder = model_path is not None and is_decoder_file(model_path)
     budget = info.labels_budget if decoder and info.labels_budget else info.default_budget
     example = ", ".join(f"{name}={limit:g}" for name, limit in budget.items())
-    return TaskHint(info.name, info.label, example, info.name in TOP1_TASKS, decoder)
+    top1 = info.name in TOP1_TASKS
+    return TaskHint(info.name, info.label, example, top1, decoder, confidence)
 
 
-def _recognized(model_path: Path | None) -> EvaluatorInfo | None:
+def _recognized(model_path: Path | None) -> tuple[EvaluatorInfo | None, str | None]:
+    """The task the model's graph reads as and recognition's confidence in it."""
     if model_path is None:
-        return None
+        return None, None
     found = read_task(model_facts(model_path)).found
-    return found[0] if found else None
+    return (found[0], found[1].confidence) if found else (None, None)
 
 
 def not_your_data(result: OptimizeJobResult) -> str:
@@ -498,17 +522,19 @@ def not_your_data(result: OptimizeJobResult) -> str:
             "Judged on built-in samples, not your data: every variant's accuracy is agreement "
             "with the original on them. Give 'Calibration / accuracy data' to confirm."
         )
-    if any(v.calibrated_on_random for v in result.variants):
-        return "Judged on random inputs, not your data: INT8 calibrated on them is left out."
+    if judged_on_random(result.variants):
+        return (
+            "Judged on random inputs, not your data: every variant's accuracy is agreement with "
+            "the original on noise, and INT8 calibrated on them is left out. Give 'Calibration "
+            "/ accuracy data' to confirm."
+        )
     return ""
 
 
 def samples_of(variant: VariantResult) -> str:
-    """What the variant was calibrated and judged on, for its row: 'your data', 'calibrated
-    and judged on built-in samples, not your data', or 'calibrated on random inputs'."""
-    if variant.builtin_samples:
-        return variant.samples_note()
-    return "calibrated on random inputs" if variant.calibrated_on_random else "your data"
+    """What the variant was calibrated and judged on, for its row: 'your data' only for the
+    user's own samples (`optistudio.core.optimize.provenance.samples_label`)."""
+    return samples_label(variant)
 
 
 def variant_failures(result: OptimizeJobResult) -> list[tuple[str, ErrorInfo]]:

@@ -20,6 +20,8 @@ from optistudio.core.report.snapshot import (
     CompareSnapshot,
     decoder_note,
     environment_differences,
+    missing_notes,
+    missing_reason,
     pareto_title,
     shared_environment,
     table_metrics,
@@ -29,7 +31,7 @@ from optistudio.core.report.snapshot import (
 from optistudio.studio import state
 from optistudio.studio.compare_services import shared_snapshot
 from optistudio.studio.deletion_services import deleted_note, deleted_results
-from optistudio.studio.formatting import header, readable_frame
+from optistudio.studio.formatting import EMPTY, header, readable_frame
 
 NOT_FOUND = "This shared comparison was not found. It may never have existed or be withdrawn."
 
@@ -73,16 +75,24 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
             "settled (UNSTABLE) while these ran; run them again on a quiet machine.\n\n"
             + "\n".join(f"- {label}" for label in flagged)
         )
+    if contended := snapshot.contended_baseline():
+        st.warning(f"**Deltas flagged (⚠)**: {contended}")
     sweet_spot_box(snapshot)
-    st.dataframe(styled_table(snapshot), hide_index=True, width="stretch")
+    styled, _ = table_frame(snapshot)
+    helps = column_help(snapshot)
+    config = {title: st.column_config.Column(help=text) for title, text in helps.items()}
+    st.dataframe(styled, hide_index=True, width="stretch", column_config=config)
     x, y = label_of(snapshot.latency_metric), label_of(snapshot.quality_metric)
     st.caption(
         "↓ lower is better, ↑ higher is better; best value per column in green. Δ is the change "
         f"against the baseline (⚑). ◆ on the Pareto frontier of {x} and {y}, ★ sweet spot. "
         "Error is 1 − mean cosine of each variant against its own original (the original: 0); "
-        "an original scores itself as exact on its variants' agreement metrics."
+        "an original scores itself as exact on its variants' agreement metrics. Differences "
+        "that do not matter crown nobody: accuracy within 1e-6 (or equal at the 4 digits "
+        "shown) is a tie, and so is latency within its measurement's noise (2 % at least); on "
+        "a tie in accuracy the faster result wins."
     )
-    for note in (video_note(snapshot), decoder_note(snapshot)):
+    for note in (video_note(snapshot), decoder_note(snapshot), *missing_notes(snapshot)):
         if note:
             st.caption(note)
     st.subheader(pareto_title(snapshot))
@@ -122,9 +132,18 @@ def sweet_spot_box(snapshot: CompareSnapshot) -> None:
 
 
 def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
-    """One row per result; a value column per metric (and its Δ), best cells in green."""
+    """One row per result; a value column per metric (and its Δ), best cells in green, a dash
+    where a result has no figure (`missing_notes` says why, under the table)."""
+    return table_frame(snapshot)[0]
+
+
+def table_frame(snapshot: CompareSnapshot) -> tuple[pd.io.formats.style.Styler, pd.DataFrame]:
+    """The styled table and the frame under it: every cell text, '—' where a figure is
+    missing (Streamlit would draw None as the word), Δ headers marked ⚠ against a baseline
+    that ran contended."""
     records = table_records(snapshot)
     metrics = [m for m in table_metrics(snapshot) if any(r[m] is not None for r in records)]
+    flagged = " ⚠" if snapshot.contended_baseline() else ""
     table = pd.DataFrame(
         {
             "": ["⚑" * r["baseline"] + "◆" * r["pareto"] + "★" * r["sweet spot"] for r in records],
@@ -134,16 +153,29 @@ def styled_table(snapshot: CompareSnapshot) -> pd.io.formats.style.Styler:
     best = pd.DataFrame(False, index=table.index, columns=table.columns)
     for metric in metrics:
         title = column_title(metric)
-        table[title] = [r[metric] for r in records]
+        table[title] = [_number(r[metric]) for r in records]
         best[title] = [r[f"{metric} best"] for r in records]
         if snapshot.baseline is not None:
-            table[f"Δ {delta_name(metric)}"] = [r[f"{metric} delta"] for r in records]
+            table[f"Δ {delta_name(metric)}{flagged}"] = [
+                EMPTY if r[f"{metric} delta"] is None else f"{r[f'{metric} delta']:+.1%}"
+                for r in records
+            ]
     best = best.reindex(columns=table.columns, fill_value=False)
-    styler = table.style.apply(lambda _: best.map(_green), axis=None)
-    deltas = [c for c in table.columns if c.startswith("Δ ")]
-    return styler.format("{:+.1%}", subset=deltas, na_rep="").format(
-        _number, subset=[column_title(m) for m in metrics], na_rep=""
-    )
+    return table.style.apply(lambda _: best.map(_green), axis=None), table
+
+
+def column_help(snapshot: CompareSnapshot) -> dict[str, str]:
+    """Each value column's tooltip: why some of its cells read '—' (none when all have one)."""
+    helps = {}
+    for metric in table_metrics(snapshot):
+        missing = {
+            missing_reason(row, metric)
+            for row in snapshot.rows
+            if snapshot.value(row, metric) is None
+        }
+        if missing:
+            helps[column_title(metric)] = "— : " + "; ".join(sorted(missing))
+    return helps
 
 
 def delta_name(metric: str) -> str:
@@ -152,7 +184,9 @@ def delta_name(metric: str) -> str:
     return header(label.removesuffix(" latency") if label != metric else metric)
 
 
-def _number(value: float) -> str:
+def _number(value: float | None) -> str:
+    if value is None:
+        return EMPTY
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 

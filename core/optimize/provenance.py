@@ -25,6 +25,13 @@ from optistudio.core.data.source import CalibrationSource
 from optistudio.core.optimize.variant import VariantResult
 
 Origin = Literal["user", "builtin", "random"]
+DATA_LABELS = {
+    "user": "your data",
+    "builtin": "built-in samples, not your data",
+    "synthetic": "random inputs, not your data",
+}
+"""An accuracy report's `data` as every page, report and export names it: only the user's own
+samples are 'your data'."""
 RANDOM_SUFFIX = "; calibrated on random inputs: Auto leaves it (give data)"
 """What the run appends to the budget note of a variant calibrated on random inputs."""
 RANDOM_REASON = "calibrated on random inputs; give data to confirm"
@@ -56,6 +63,40 @@ def mark(
     if origin(judged) == "builtin":
         builtin_calibration = calibrates and origin(calibration) == "builtin"
         variant.builtin_samples = "calibrated and judged" if builtin_calibration else "judged"
+
+
+def data_label(data: str | None) -> str:
+    """'your data', 'built-in samples, not your data' or 'random inputs, not your data' for an
+    accuracy report's `data`; 'no accuracy report' for None."""
+    if data is None:
+        return "no accuracy report"
+    return DATA_LABELS.get(data, f"{data} samples")
+
+
+def samples_label(variant: VariantResult) -> str:
+    """What the variant was calibrated and judged on, for its row on every page: 'your data'
+    only when its accuracy was judged on the user's samples; 'calibrated and judged on built-in
+    samples, not your data', 'judged on random inputs, not your data', or 'not judged' (a
+    failed variant)."""
+    if variant.builtin_samples:
+        return variant.samples_note()
+    judged = variant.accuracy.data if variant.accuracy else None
+    if judged == "synthetic" or (judged is None and variant.calibrated_on_random):
+        both = "calibrated and judged" if variant.calibrated_on_random else "judged"
+        return f"{both} on random inputs, not your data"
+    if variant.calibrated_on_random:
+        return f"calibrated on random inputs, judged on {data_label(judged)}"
+    if judged is None:
+        return "not judged"
+    return data_label(judged)
+
+
+def judged_on_random(variants: Sequence[VariantResult]) -> bool:
+    """Whether any variant was judged (or calibrated) on random inputs."""
+    return any(
+        v.calibrated_on_random or (v.accuracy is not None and v.accuracy.data == "synthetic")
+        for v in variants
+    )
 
 
 def budget_suffix(variant: VariantResult, *, speed_only: bool) -> str:

@@ -15,7 +15,7 @@ from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
 
 MAX_BOXES = 40
 """Latency distributions drawn at most; more boxes than this are unreadable."""
-FRONTIER_COLOR, POINT_COLOR, SWEET_COLOR = "#d62728", "#7f8fa6", "#2ca02c"
+FRONTIER_COLOR, SWEET_COLOR = "#d62728", "#2ca02c"
 
 
 MARGIN = {"l": 60, "r": 20, "t": 30, "b": 50}
@@ -43,20 +43,35 @@ def _xy(snapshot: CompareSnapshot, x: str, y: str) -> list[tuple[int, float, flo
     return points
 
 
-def _scatter(
-    snapshot: CompareSnapshot, rows: list[tuple[int, float, float]], name: str, **style: object
+def _marker(
+    snapshot: CompareSnapshot, point: tuple[int, float, float], name: str, on_front: bool
 ) -> go.Scatter:
+    """One result as its own legend entry: no text beside the point (labels of close points
+    overlap into unreadable text), its name in the legend and its full label on hover."""
+    row = snapshot.rows[point[0]]
+    marker: dict[str, object] = {"size": 11}
+    if on_front:
+        marker |= {"symbol": "diamond", "line": {"color": FRONTIER_COLOR, "width": 2}}
     return go.Scatter(
-        x=[p[1] for p in rows],
-        y=[p[2] for p in rows],
+        x=[point[1]],
+        y=[point[2]],
         name=name,
-        text=[point_label(snapshot, snapshot.rows[p[0]]) for p in rows],
-        hovertext=[snapshot.rows[p[0]].label for p in rows],
+        mode="markers",
+        marker=marker,
+        hovertext=[row.label + (" · on the Pareto frontier" if on_front else "")],
         hovertemplate="%{hovertext}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
-        textposition="top center",
         cliponaxis=False,
-        **style,
     )
+
+
+def legend_names(snapshot: CompareSnapshot) -> list[str]:
+    """Each row's legend entry: its `point_label`, made unique with its key where two rows
+    would read alike."""
+    labels = [point_label(snapshot, row) for row in snapshot.rows]
+    return [
+        label if labels.count(label) == 1 else f"{label} ({row.key})"
+        for label, row in zip(labels, snapshot.rows, strict=True)
+    ]
 
 
 def point_label(snapshot: CompareSnapshot, row: ResultRow) -> str:
@@ -75,20 +90,29 @@ def point_label(snapshot: CompareSnapshot, row: ResultRow) -> str:
 
 
 def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
-    """Every result as a point, the Pareto frontier of (x, y) as a highlighted line."""
+    """Every result as a point named in the legend, the Pareto frontier of (x, y) as a line
+    through its points (diamonds); hover gives each point's full label."""
     points = _xy(snapshot, x, y)
     if (x, y) == (snapshot.latency_metric, snapshot.quality_metric):
         front = set(snapshot.frontier())  # empty where the stored axes cannot rank here
     else:
-        front = set(pareto_front(snapshot.points(), [x, y]))
+        front = set(pareto_front(snapshot.points(), [x, y], snapshot.noises()))
     on = sorted((p for p in points if p[0] in front), key=lambda p: (p[1], p[2]))
-    off = [p for p in points if p[0] not in front]
     figure = go.Figure()
-    dominated = {"color": POINT_COLOR}
-    figure.add_trace(_scatter(snapshot, off, "dominated", mode="markers+text", marker=dominated))
-    style = {"color": FRONTIER_COLOR, "size": 11}
-    front_mode = "lines+markers+text"
-    figure.add_trace(_scatter(snapshot, on, "Pareto frontier", mode=front_mode, marker=style))
+    if len(on) > 1:
+        figure.add_trace(
+            go.Scatter(
+                x=[p[1] for p in on],
+                y=[p[2] for p in on],
+                name="Pareto frontier",
+                mode="lines",
+                line={"color": FRONTIER_COLOR},
+                hoverinfo="skip",
+            )
+        )
+    names = legend_names(snapshot)
+    for point in points:
+        figure.add_trace(_marker(snapshot, point, names[point[0]], point[0] in front))
     return _layout(figure, axis_title(x), axis_title(y))
 
 
@@ -111,7 +135,17 @@ def pareto_figure(snapshot: CompareSnapshot) -> go.Figure:
     if sweet is not None:
         point = [p for p in _xy(snapshot, x, y) if p[0] == sweet]
         star = {"symbol": "star", "size": 20, "color": SWEET_COLOR}
-        figure.add_trace(_scatter(snapshot, point, "sweet spot", mode="markers", marker=star))
+        figure.add_trace(
+            go.Scatter(
+                x=[p[1] for p in point],
+                y=[p[2] for p in point],
+                name=f"sweet spot: {legend_names(snapshot)[sweet]}",
+                mode="markers",
+                marker=star,
+                hovertext=[snapshot.rows[sweet].label],
+                hovertemplate="%{hovertext}<extra>sweet spot</extra>",
+            )
+        )
     if not _xy(snapshot, x, y):
         missing = f"No selected result has both {label_of(x)} and {label_of(y)}"
         figure.add_annotation(text=missing, showarrow=False)

@@ -17,6 +17,7 @@ from optistudio.core.report.snapshot import (
     CompareSnapshot,
     decoder_note,
     environment_differences,
+    missing_notes,
     pareto_title,
     shared_environment,
     table_metrics,
@@ -70,7 +71,7 @@ def report_html(snapshot: CompareSnapshot) -> str:
     titles = [pareto, "Throughput vs p99 latency", "Latency spread"]
     body = [f"<h1>{html.escape(snapshot.title)}</h1>", _summary(snapshot), _warnings(snapshot)]
     body.append(_table(snapshot))
-    for note in (video_note(snapshot), decoder_note(snapshot)):
+    for note in (video_note(snapshot), decoder_note(snapshot), *missing_notes(snapshot)):
         body.append(f"<p>{html.escape(note)}</p>" if note else "")
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
     body.append(_disagreements(snapshot))
@@ -97,6 +98,8 @@ def _summary(snapshot: CompareSnapshot) -> str:
 def _warnings(snapshot: CompareSnapshot) -> str:
     problem = snapshot.axes_problem()
     axes = f"<p class='warn'>{html.escape(problem)}</p>" if problem else ""
+    if contended := snapshot.contended_baseline():
+        axes += f"<p class='warn'><b>Deltas flagged</b>: {html.escape(contended)}</p>"
     flagged = "".join(f"<li>{html.escape(r.label)}</li>" for r in snapshot.rows if r.flags)
     if flagged:
         axes += (
@@ -120,7 +123,10 @@ def _table(snapshot: CompareSnapshot) -> str:
         flags = "★ " * record["sweet spot"] + "◆ " * record["pareto"] + "⚑ " * record["baseline"]
         cells = "".join(_cell(record, m) for m in columns)
         rows.append(f"<tr><td>{flags}{html.escape(record['result'])}</td>{cells}</tr>")
-    legend = "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column</p>"
+    legend = (
+        "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column "
+        "(accuracy within 1e-6 and latency within its noise are ties, crowning nobody)</p>"
+    )
     return f"<h2>Results</h2>{legend}<table><tr><th>result</th>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -157,7 +163,8 @@ def _disagreements(snapshot: CompareSnapshot) -> str:
 def _cell(record: dict[str, object], metric: str) -> str:
     value, change = record[metric], record[f"{metric} delta"]
     if value is None:
-        return "<td></td>"
+        why = html.escape(str(record.get(f"{metric} missing") or "not measured"), quote=True)
+        return f"<td title='{why}'>—</td>"
     text = f"{value:.4g}" + (f" ({change:+.1%})" if isinstance(change, float) else "")
     css = "num best" if record[f"{metric} best"] else "num"
     return f"<td class='{css}'>{html.escape(text)}</td>"

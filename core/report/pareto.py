@@ -3,9 +3,11 @@
 Any stored metric with a direction can rank: the table's, or a task metric its evaluator
 declares (`optistudio.core.report.metric_info`); one without a direction is refused.
 
-A point is on the frontier when no other point is at least as good in every metric and strictly
-better in one. Identical points tie: none dominates the other, so all of them stay on the
-frontier. Points missing a metric (None or NaN) are never on it.
+A point is on the frontier when no other point is at least as good in every metric and better
+in one by more than a tie (`optistudio.core.report.ties`: accuracy within its resolution,
+latency within the measurement's noise). Tied points stay on the frontier together; a point
+more accurate by float rounding alone is not kept for that. Points missing a metric (None or
+NaN) are never on it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from optistudio.core.report.metric_info import ranking_direction
+from optistudio.core.report.ties import accuracy_tie, tie, worst_noise
 
 Point = Mapping[str, float | None]
 
@@ -37,34 +40,54 @@ def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
     )
 
 
-def pareto_front(points: Sequence[Point], metrics: Sequence[str]) -> list[int]:
-    """Indices (ascending) of the points no other point dominates on `metrics`."""
+def dominates_beyond_ties(
+    a: Sequence[float], b: Sequence[float], metrics: Sequence[str], noise: float | None = None
+) -> bool:
+    """Costs `a` dominate `b` once ties are set aside (`optistudio.core.report.ties`): no
+    worse beyond a tie anywhere, and better beyond a tie somewhere."""
+    better = False
+    for x, y, name in zip(a, b, metrics, strict=True):
+        if tie(name, x, y, noise):
+            continue
+        if x > y:
+            return False
+        better = True
+    return better
+
+
+def pareto_front(
+    points: Sequence[Point],
+    metrics: Sequence[str],
+    noise: Sequence[float | None] | None = None,
+) -> list[int]:
+    """Indices (ascending) of the points no other point dominates on `metrics` by more than a
+    tie; `noise` is each point's relative latency noise (None: unknown)."""
     signs = _signs(metrics)
+    noises = list(noise) if noise is not None else [None] * len(points)
     costs = [(i, c) for i, p in enumerate(points) if (c := _cost(p, metrics, signs)) is not None]
-    if len(metrics) == 2:
-        return _front_2d(costs)
-    return sorted(i for i, c in costs if not any(dominates(other, c) for _, other in costs))
-
-
-def _front_2d(costs: list[tuple[int, tuple[float, ...]]]) -> list[int]:
-    """O(n log n) sweep: sorted by first then second cost, a point is kept when its second cost
-    beats every earlier one, or equals the last kept point exactly (a tie)."""
-    front: list[int] = []
-    last: tuple[float, ...] | None = None
-    for index, cost in sorted(costs, key=lambda item: item[1]):
-        if last is None or cost[1] < last[1] or cost == last:
-            front.append(index)
-            last = cost
-    return sorted(front)
+    return sorted(
+        i
+        for i, c in costs
+        if not any(
+            dominates_beyond_ties(other, c, metrics, worst_noise(noises[i], noises[j]))
+            for j, other in costs
+            if j != i
+        )
+    )
 
 
 def sweet_spot(
-    points: Sequence[Point], *, latency: str, budget: float, quality: str | None
+    points: Sequence[Point],
+    *,
+    latency: str,
+    budget: float,
+    quality: str | None,
 ) -> int | None:
     """The best point whose `latency` is within `budget`: best `quality` first, then fastest.
 
-    Without a quality metric (or where no point has it) the fastest point within budget wins.
-    None when nothing fits the budget.
+    Quality that ties with the best (a difference below its resolution, `ties.accuracy_tie`)
+    counts as the best: the fastest of those wins. Without a quality metric (or where no point
+    has it) the fastest point within budget wins. None when nothing fits the budget.
     """
     (lat_sign,) = _signs([latency])
     q_sign = _signs([quality])[0] if quality else 0.0
@@ -76,4 +99,12 @@ def sweet_spot(
         q = p.get(quality) if quality else None
         q_cost = math.inf if q is None or math.isnan(float(q)) else q_sign * float(q)
         fitting.append((q_cost, lat_sign * float(value), i))
-    return min(fitting)[2] if fitting else None
+    if not fitting:
+        return None
+    best = min(fitting)[0]
+    tied = [f for f in fitting if f[0] == best or (math.isfinite(best) and _q_tie(f[0], best))]
+    return min(tied, key=lambda f: (f[1], f[0], f[2]))[2]
+
+
+def _q_tie(cost: float, best: float) -> bool:
+    return math.isfinite(cost) and accuracy_tie(cost, best)

@@ -26,6 +26,7 @@ from optistudio.core.report.metric_info import (
     label_of,
 )
 from optistudio.core.report.pareto import pareto_front, sweet_spot
+from optistudio.core.report.ties import tie, worst_noise
 
 TABLE_METRICS = (
     "p50_ms",
@@ -102,6 +103,24 @@ class ResultRow(BaseModel):
         description="The samples where the variant and its original disagree most: sample, "
         "reference, candidate, label, severity (the optimize job's drill-down).",
     )
+    noise: float | None = Field(
+        default=None,
+        description="Relative noise of its latency: an optimize run's speedup interval "
+        "(half its width over the speedup); None reads a benchmark's window spread.",
+    )
+    source: str = Field(
+        default="benchmark",
+        description="What measured it: 'benchmark' (percentiles, throughput) or 'optimize "
+        "run' (p50 and speedup only, timed interleaved with its original).",
+    )
+
+    @property
+    def latency_noise(self) -> float | None:
+        """Relative noise of the row's latency figures (`optistudio.core.report.ties`): its own,
+        else the spread of its benchmark's window medians; None when unknown."""
+        if self.noise is not None:
+            return self.noise
+        return self.metrics.get("window_spread")
 
     @property
     def flags(self) -> list[str]:
@@ -168,11 +187,29 @@ class CompareSnapshot(BaseModel):
                 )
         return None
 
+    def noises(self) -> list[float | None]:
+        return [row.latency_noise for row in self.rows]
+
     def frontier(self) -> list[int]:
-        """Rows on the latency / quality Pareto frontier (none when the axes cannot rank)."""
+        """Rows on the latency / quality Pareto frontier (none when the axes cannot rank);
+        differences within a tie (`optistudio.core.report.ties`) dominate nothing."""
         if self.axes_problem():
             return []
-        return pareto_front(self.points(), [self.latency_metric, self.quality_metric])
+        metrics = [self.latency_metric, self.quality_metric]
+        return pareto_front(self.points(), metrics, self.noises())
+
+    def contended_baseline(self) -> str | None:
+        """The sentence that flags every delta when the baseline ran CONTENDED or UNSTABLE
+        (its figures are disturbed, so are the changes against them); None otherwise."""
+        base = self.baseline_row()
+        if base is None or not base.flags:
+            return None
+        how = " and ".join(flag.upper() for flag in base.flags)
+        return (
+            f"The baseline {base.label} ran {how}: every Δ compares against figures another "
+            "process disturbed, so a large change may be the machine, not the model. Measure "
+            "the baseline again on a quiet machine before reading the deltas."
+        )
 
     def sweet_spot(self) -> int | None:
         if self.budget_ms is None or self.axes_problem():
@@ -186,16 +223,20 @@ class CompareSnapshot(BaseModel):
 
 
 def best_rows(snapshot: CompareSnapshot, metric: str) -> list[int]:
-    """Indices of the rows holding the best value of `metric` (all of them on a tie)."""
+    """Indices of the rows holding the best value of `metric`, with every row that ties with
+    it (`optistudio.core.report.ties`: within the accuracy's resolution or the measurement's
+    noise); none when every row ties, since then nothing is best."""
     values = [(i, snapshot.value(r, metric)) for i, r in enumerate(snapshot.rows)]
     known = [(i, v) for i, v in values if v is not None]
     if not known or higher_is_better(metric) is None:
         return []  # nothing to compare, or nothing says which way is better
-    best = known[0][1]
-    for _, v in known[1:]:
+    top, best = known[0]
+    for i, v in known[1:]:
         if is_better(metric, v, best):
-            best = v
-    return [i for i, v in known if v == best]
+            top, best = i, v
+    noises = snapshot.noises()
+    tied = [i for i, v in known if tie(metric, v, best, worst_noise(noises[i], noises[top]))]
+    return [] if len(known) > 1 and len(tied) == len(known) else tied
 
 
 def delta(snapshot: CompareSnapshot, row: ResultRow, metric: str) -> float | None:
@@ -258,6 +299,42 @@ def _is_task_metric(name: str) -> bool:
     return name not in METRICS and name not in GENERIC_METRIC_NAMES and is_quality_metric(name)
 
 
+NOT_MEASURED = "not measured (optimize keeps p50 only)"
+"""Why an optimize run's row has no percentile, throughput or memory: the run timed p50 alone."""
+PERCENTILE_LIKE = frozenset(
+    {"p10_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "throughput"}
+    | {"peak_rss_mb", "model_rss_mb", "std_ms", "cv"}
+)
+
+
+def missing_reason(row: ResultRow, metric: str) -> str:
+    """Why `row` has no value of `metric`, in a few words, for the dash in its cell."""
+    if row.source == "optimize run" and metric in PERCENTILE_LIKE:
+        return NOT_MEASURED
+    if metric == "throughput" or (metric in METRICS and METRICS[metric].unit == "ms"):
+        return "not measured by this run"
+    if row.parent_id is None and is_quality_metric(metric):
+        return "no figure: the original is the reference, or the metric needs labels"
+    if is_quality_metric(metric):
+        return "not measured: its accuracy report has no such figure"
+    return "not measured by this run"
+
+
+def missing_notes(snapshot: CompareSnapshot) -> list[str]:
+    """One sentence per reason the table shows a dash, naming the columns it applies to:
+    'p90 latency, p99 latency: not measured (optimize keeps p50 only)'."""
+    columns: dict[str, list[str]] = defaultdict(list)
+    for metric in table_metrics(snapshot):
+        if all(snapshot.value(row, metric) is None for row in snapshot.rows):
+            continue  # the column is not shown
+        for row in snapshot.rows:
+            if snapshot.value(row, metric) is None:
+                reason = missing_reason(row, metric)
+                if label_of(metric) not in columns[reason]:
+                    columns[reason].append(label_of(metric))
+    return [f"— in {', '.join(names)}: {reason}" for reason, names in columns.items()]
+
+
 def table_records(snapshot: CompareSnapshot) -> list[dict[str, Any]]:
     """Flat records (one per row) with every table metric, its delta and whether it is best."""
     columns = table_metrics(snapshot)
@@ -271,11 +348,15 @@ def table_records(snapshot: CompareSnapshot) -> list[dict[str, Any]]:
             "baseline": row.key == snapshot.baseline,
             "pareto": i in frontier,
             "sweet spot": i == sweet,
+            "baseline contended": snapshot.contended_baseline() is not None,
         }
         for metric in columns:
             record[metric] = snapshot.value(row, metric)
             record[f"{metric} delta"] = delta(snapshot, row, metric)
             record[f"{metric} best"] = i in best[metric]
+            record[f"{metric} missing"] = (
+                missing_reason(row, metric) if record[metric] is None else ""
+            )
         records.append(record)
     return records
 

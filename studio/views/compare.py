@@ -167,6 +167,8 @@ def pick(options: dict[str, str], wanted: Selection) -> Selection:
         list(options),
         format_func=options.get,
         key=SELECTED,
+        filter_mode="contains",  # typing 'resnet' lists only labels holding it, never a fuzzy
+        # match from another model that Enter would add unasked
         placeholder="Pick stored results (model · backend · batch · threads)",
         help="Benchmark results, and each optimize variant as its optimize run timed it "
         "against its original ('optimize run': p50 and speedup only, no second benchmark).",

@@ -173,6 +173,11 @@ def model_card(
     cols[3].metric("Opset", info.opset)
     cols[4].metric("Nodes", info.node_count)
     st.caption(f"SHA-256 `{info.sha256}` · IR {info.ir_version} · producer {info.producer or '—'}")
+    if info.quantized_note:  # an INT8 file as uploaded: its precision is not fp32
+        st.info(
+            f"This file is {info.quantized_note}: it holds quantization ops as uploaded, so it "
+            "is no FP32 original, and its variants are judged against this quantized file."
+        )
     dims = SymbolicDims()
     left, right = st.columns(2)
     with left:

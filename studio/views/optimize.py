@@ -170,9 +170,9 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             f"this model's outputs read as: {hint.label}.",
         )
         budgets = middle.text_input(
-            f"Budget in the task's terms (empty = {_default_budget(hint)})",
+            f"Budget in the task's terms (empty = {hint.empty_means()})",
             "",
-            placeholder=hint.budget_example,
+            placeholder=hint.placeholder,
             help="METRIC=LIMIT, comma separated; the metric's direction decides the side. The "
             "tasks and their metrics are listed under 'Tasks and their metrics' below.",
         )
@@ -247,11 +247,6 @@ def optimize_form(chosen: dict[str, Any]) -> None:
             epochs=epochs,
         )
         submit(chosen, form, data, labels, train, train_labels, decoder=hint.decoder)
-
-
-def _default_budget(hint: TaskHint) -> str:
-    """What an empty budget box means for this model: its task's default, or the generic one."""
-    return f"{hint.label}'s default, {hint.budget_example}" if hint.task else "the task's default"
 
 
 def training_inputs() -> tuple[Any, Any, int]:

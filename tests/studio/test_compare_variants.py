@@ -67,7 +67,7 @@ def test_an_optimize_variant_is_offered_and_compared_as_it_was_timed(
     assert variant.metrics["cosine_error"] == pytest.approx(0.002)
     assert variant.precision == "int8+bf16" and variant.parent_id == seeded.original
     assert "2.00x its original (95 % interval 1.82-2.22x)" in variant.accuracy_note
-    assert "builtin data" in variant.accuracy_note
+    assert "accuracy on built-in samples, not your data" in variant.accuracy_note
     assert snapshot.baseline == f"v{job}.o"
     assert bench.key == seeded.keys[0]  # a benchmark result beside them
     assert variant.environment_id is not None and str(variant.environment_id) in (

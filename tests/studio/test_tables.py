@@ -213,7 +213,28 @@ def verify() -> pd.DataFrame:
     return batching_verify.verify_table(batching_verify.comparison_frame(predicted, measured, band))
 
 
+def compare_snapshot_table() -> pd.DataFrame:
+    """The Compare page's table: an optimize run's variant (p50 only: its percentiles and
+    throughput were never measured) beside a benchmark, against it as the baseline."""
+    from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
+    from optistudio.studio.share_view import table_frame
+
+    common = {"model_id": 1, "model": "cnn", "backend": "onnxruntime", "batch_size": 1}
+    common |= {"threads": 0, "environment_id": None}
+    variant = ResultRow(
+        key="v3.0", job_id=3, parent_id=1, source="optimize run", noise=0.02, **common,
+        metrics={"p50_ms": 35.95, "speedup_vs_original": 1.15, "cosine_error": 2e-14},
+    )  # fmt: skip
+    bench = ResultRow(
+        key="4.onnxruntime.1.0", job_id=4, parent_id=None, **common,
+        metrics={"p50_ms": 41.35, "p99_ms": 50.0, "throughput": 24.2, "cosine_error": 0.0},
+    )  # fmt: skip
+    snapshot = CompareSnapshot(rows=[variant, bench], baseline=bench.key, budget_ms=45.0)
+    return table_frame(snapshot)[1]
+
+
 BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
+    "compare stored results": compare_snapshot_table,
     "optimize variants": lambda: variants(None),
     "optimize variants of a detector": lambda: variants(DETECTOR),
     "optimize variants of a decoder": decoder_variants,

@@ -1,5 +1,6 @@
 """The comparison figures are readable: one labelled row per result in the latency spread,
-every throughput-vs-p99 point named, and room for axis titles and tick labels."""
+every point of the scatter plots named in the legend (never as text beside it, where close
+points' labels overlap), and room for axis titles and tick labels."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from optistudio.core.report.figures import (
     distribution_figure,
+    legend_names,
     pareto_figure,
     point_label,
     throughput_figure,
@@ -61,17 +63,25 @@ def test_a_spread_with_no_percentiles_says_why_it_is_empty() -> None:
     assert "No selected result has stored percentiles" in figure.layout.annotations[0].text
 
 
-def test_every_throughput_point_is_labelled(snapshot) -> None:
-    figure = throughput_figure(snapshot)
+@pytest.mark.parametrize("draw", [throughput_figure, pareto_figure], ids=["throughput", "pareto"])
+def test_every_point_is_named_in_the_legend_and_no_text_sits_on_the_plot(snapshot, draw) -> None:
+    figure = draw(snapshot)
 
-    shown = {
-        label: (x, y)
+    named = {
+        trace.name: (trace.x[0], trace.y[0])
         for trace in figure.data
-        if "text" in trace.mode
-        for label, x, y in zip(trace.text, trace.x, trace.y, strict=True)
+        if trace.mode == "markers" and trace.showlegend is not False
     }
-    assert set(shown) == {"#1 onnxruntime b1", "#2 onnxruntime b8", "#3 openvino b1"}
-    assert shown["#2 onnxruntime b8"] == (1.5, 8000.0)  # the label sits on its own point
+    assert not [t for t in figure.data if "text" in (t.mode or "")]  # labels never overlap
+    assert {"#1 onnxruntime b1", "#2 onnxruntime b8", "#3 openvino b1"} <= set(named)
+    if draw is throughput_figure:
+        assert named["#2 onnxruntime b8"] == (1.5, 8000.0)  # the entry names its own point
+
+
+def test_rows_that_read_alike_get_legend_entries_of_their_own() -> None:
+    twins = CompareSnapshot(rows=[row(1, 2.0), row(1, 1.0).model_copy(update={"key": "x"})])
+
+    assert legend_names(twins) == ["#1 b1 (1.onnxruntime.1.2)", "#1 b1 (x)"]
 
 
 def test_a_label_names_only_what_sets_the_results_apart() -> None:
