@@ -35,6 +35,7 @@ import onnx
 from onnx import numpy_helper
 
 from optistudio.core.errors import PassFailed
+from optistudio.core.model.ir_inputs import list_initializers
 
 MAX_ROUNDS = 8
 """Rounds of deriving and shape inference (one per chain of Reshapes that pin a dim)."""
@@ -90,6 +91,8 @@ def free_axes(
     sizes_b = {n: [s * 2 if i in names[n] else s for i, s in enumerate(sizes_a[n])] for n in names}
     _derive_constants(rewritten, sizes_a, sizes_b, result)
     del graph.value_info[:]
+    if listed := list_initializers(rewritten):  # an IR < 4 file lists its constants
+        result.edits.append(f"new constants {', '.join(listed)} listed as graph inputs (IR < 4)")
     result.model = rewritten
     return result
 
