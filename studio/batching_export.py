@@ -1,51 +1,74 @@
 """The Batching page's export: the settings a Verify measured (else the sliders'), written for
-our runtime (pipeline.json) and for Triton Inference Server's dynamic batcher (config.pbtxt)."""
+our runtime (pipeline.json v1, the same schema and writer as the export bundle's) and for Triton
+Inference Server's dynamic batcher (config.pbtxt)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from optistudio.core.batching.pipeline_file import ServingSetting, pipeline_text
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.model.info import ModelInfo
 
 
-def verified_settings(
+def verified_serving(
     settings: BatchingSettings,
     verify_jobs: list[dict[str, Any]],
     spec_of: Callable[[int], dict[str, Any]],
-) -> tuple[BatchingSettings, str]:
-    """The settings to export and a line saying where they come from: those the newest
+) -> ServingSetting:
+    """The setting to export, with a note saying where it comes from: the one the newest
     succeeded Verify (`recent_jobs` rows, newest first) served, its instance count among them,
     else the sliders'. `spec_of` reads a job's stored spec."""
     for job in verify_jobs:
         if job["status"] == "succeeded" and job.get("result") is not None:
             served = BatchingSettings.model_validate(spec_of(job["job"])["settings"])
             measured = job["result"].measured
-            return served, (
+            note = (
                 f"Exported as Verify job #{job['job']} served and measured them: max batch "
                 f"{served.max_batch_size}, timeout {served.timeout_ms:g} ms, "
                 f"{served.instances} instance(s): {measured.throughput:.1f} req/s, p99 "
                 f"{measured.p99_ms:.1f} ms."
             )
-    return settings, (
+            return _serving(served, "verified", note, job["job"])
+    note = (
         "Not verified yet: exported as the sliders set them. Verify them first to export "
         "settings measured on this machine."
     )
+    return _serving(settings, "sliders", note, None)
 
 
-def pipeline_json(name: str, backend: str, settings: BatchingSettings, shapes: dict) -> str:
-    """The settings for our runtime: `Pipeline.load(model, BatchingSettings(**json['batching']))`."""
-    document = {
-        "model": name,
-        "backend": backend,
-        "shapes": shapes,
-        "instances": settings.instances,
-        "batching": settings.model_dump(mode="json"),
-    }
-    return json.dumps(document, indent=2) + "\n"
+def _serving(settings: BatchingSettings, source: str, note: str, job: int | None) -> ServingSetting:
+    extra = {"source": source, "note": note, "job": job, "verify_job": job}
+    return ServingSetting.model_validate(settings.model_dump() | extra)
+
+
+def pipeline_json(
+    name: str, info: ModelInfo, served: BatchingProfileSpec, serving: ServingSetting
+) -> str:
+    """pipeline.json v1 for the setting (`optistudio.core.batching.pipeline_file`): the model
+    file `<name>.onnx` beside it, on the backend, device and threads the profile ran, read back
+    by `PipelineOptimizer.from_file` and `optistudio serve`."""
+    profile = {"shapes": served.shapes, "values": served.values}
+    if not (served.shapes or served.values):
+        profile = None
+    return pipeline_text(
+        {
+            "written_by": "batching_page",
+            "name": _triton_name(name),
+            "model": f"{_triton_name(name)}.onnx",
+            "backend": served.backend,
+            "device": served.device,
+            "threads": served.threads,
+            "opsets": info.opsets,
+            "inputs": [t.model_dump() for t in info.inputs],
+            "outputs": [t.model_dump() for t in info.outputs],
+            "input_profile": profile,
+            "serving": serving.model_dump(),
+        }
+    )
 
 
 def triton_text(name: str, info: ModelInfo, settings: BatchingSettings) -> str:

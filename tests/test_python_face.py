@@ -18,7 +18,7 @@ import psutil
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from optistudio import InferenceBackend, PipelineOptimizer, register_fusion_pattern
+from optistudio import DeviceType, InferenceBackend, PipelineOptimizer, register_fusion_pattern
 from optistudio.core.errors import InferenceFailed, InvalidSpec, UnknownName
 from optistudio.core.fusion import fusion_patterns
 from optistudio.core.fusion.apply import numerical_check
@@ -81,7 +81,8 @@ def test_the_root_package_exports_lazily_and_db_stays_light() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [
         "[]",
-        "['InferenceBackend',",
+        "['DeviceType',",
+        "'InferenceBackend',",
         "'PipelineOptimizer',",
         "'register_fusion_pattern']",
         "True",
@@ -106,6 +107,61 @@ def test_inference_backend_predicts_like_onnxruntime(tiny_model: Path) -> None:
 
     assert backend.name == "onnxruntime"
     np.testing.assert_array_equal(outputs[0], direct(tiny_model, feeds)[0])
+
+
+@pytest.mark.parametrize(
+    "device", [DeviceType.CPU, "CPU", "cpu", " Cpu "], ids=["enum", "upper", "lower", "mixed"]
+)
+def test_inference_backend_takes_the_device_as_the_enum_or_in_any_case(
+    tiny_model: Path, device: DeviceType | str
+) -> None:
+    with InferenceBackend.create(device).load(tiny_model) as backend:
+        outputs = backend.predict(rows(2))
+
+    assert backend.options.device == "cpu" and backend.name == "onnxruntime"
+    np.testing.assert_array_equal(outputs[0], direct(tiny_model, rows(2))[0])
+
+
+def test_a_cuda_device_in_capitals_is_the_same_device() -> None:
+    from optistudio.core.backends.predictor import session_options_from
+
+    assert session_options_from({"device": "CUDA:1"}).device == "cuda:1"
+    assert session_options_from({"device": DeviceType.CUDA}).device == "cuda"
+
+
+def test_predict_takes_one_array_for_a_one_input_model(tiny_model: Path) -> None:
+    array = rows(3)["x"]
+
+    with InferenceBackend.create("cpu").load(tiny_model) as backend:
+        outputs = backend.predict(array)
+
+    np.testing.assert_array_equal(outputs[0], direct(tiny_model, {"x": array})[0])
+
+
+def two_input_model(path: Path) -> Path:
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])],
+        "add",
+        [info("a", TensorProto.FLOAT, ["n", 4]), info("b", TensorProto.FLOAT, ["n", 4])],
+        [info("y", TensorProto.FLOAT, ["n", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_one_array_for_a_two_input_model_is_refused_naming_the_inputs(tmp_path: Path) -> None:
+    model = two_input_model(tmp_path / "add.onnx")
+
+    with InferenceBackend.create("cpu").load(model) as backend:
+        with pytest.raises(InvalidSpec, match=r"2 inputs \(a, b\)") as caught:
+            backend.predict(np.ones((1, 4), np.float32))
+        both = backend.predict({"a": np.ones((1, 4), np.float32), "b": np.ones((1, 4), np.float32)})
+
+    assert "dict" in (caught.value.hint or "")
+    np.testing.assert_array_equal(both[0], np.full((1, 4), 2, np.float32))
 
 
 def test_inference_backend_takes_a_named_backend_model_and_options(tiny_model: Path) -> None:
@@ -179,8 +235,10 @@ def test_predict_returns_the_outputs_of_its_own_rows(tiny_model: Path) -> None:
 
     with PipelineOptimizer(max_batch_size=8, timeout_ms=1).load(tiny_model) as optimizer:
         outputs = optimizer.predict(feeds, timeout=WAIT)
+        from_array = optimizer.predict(feeds["x"], timeout=WAIT)  # one input: a bare array
 
     np.testing.assert_allclose(outputs[0], direct(tiny_model, feeds)[0], atol=1e-6)
+    np.testing.assert_array_equal(from_array[0], outputs[0])
 
 
 def test_close_runs_what_is_queued_then_refuses_requests(tiny_model: Path) -> None:

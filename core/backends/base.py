@@ -9,17 +9,56 @@ never loads TensorRT or OpenVINO.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from optistudio.core.errors import InvalidSpec
 from optistudio.core.loader import load
 from optistudio.core.registry import Registry
 
 Precision = Literal["fp32", "fp16", "bf16", "int8"]
 PerformanceHint = Literal["latency", "throughput"]
+
+
+class DeviceType(str, Enum):
+    """The device kinds backends list: `InferenceBackend.create(DeviceType.CPU)`. A device is
+    also given as text, in any case ('CPU', 'cpu', 'cuda:0'); `SessionOptions` keeps it in
+    lower case."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+    GPU = "gpu"
+    NPU = "npu"
+    ANE = "ane"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def device_name(device: DeviceType | str) -> str:
+    """'cpu', 'cuda:0', ...: a DeviceType's value, or the text stripped and in lower case."""
+    return device.value if isinstance(device, DeviceType) else str(device).strip().lower()
+
+
+def named_feeds(inputs: Mapping[str, Any] | Any, names: list[str]) -> dict[str, np.ndarray]:
+    """Arrays by input name: a mapping as it is, a bare array for a model with one input
+    (`names`: the model's inputs, in order). InvalidSpec when a bare array meets several."""
+    if isinstance(inputs, Mapping):
+        return {name: np.asarray(value) for name, value in inputs.items()}
+    if len(names) == 1:
+        return {names[0]: np.asarray(inputs)}
+    raise InvalidSpec(
+        f"This model has {len(names)} inputs ({', '.join(names) or 'none known'}), so one array "
+        "cannot say which it feeds.",
+        hint="Pass a dict of arrays by input name, e.g. predict({'"
+        + (names[0] if names else "x")
+        + "': array, ...}).",
+    )
 
 
 class Availability(BaseModel):
@@ -42,7 +81,9 @@ class SessionOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    device: str = Field(default="cpu", description="Device to run on, e.g. 'cpu' or 'cuda:0'.")
+    device: str = Field(
+        default="cpu", description="Device to run on, e.g. 'cpu' or 'cuda:0' (any case)."
+    )
     threads: int | None = Field(
         default=None,
         ge=1,
@@ -95,6 +136,12 @@ class SessionOptions(BaseModel):
         description="ONNX Runtime only: bind inputs and outputs to the device, so a repeated "
         "input is copied to the GPU once instead of on every run.",
     )
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device_in_lower_case(cls, device: Any) -> Any:
+        """'CPU', DeviceType.CPU and 'cpu' are one device."""
+        return device_name(device) if isinstance(device, (str, DeviceType)) else device
 
 
 class BackendSpec(BaseModel):

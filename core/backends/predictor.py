@@ -1,7 +1,8 @@
 """A model on a backend picked from the registry, ready to predict: `optistudio.InferenceBackend`.
 
-    backend = InferenceBackend.create("cpu").load("model.onnx")
+    backend = InferenceBackend.create(DeviceType.CPU).load("model.onnx")   # or "cpu", "CPU"
     outputs = backend.predict({"x": array})        # the output arrays, in the model's order
+    outputs = backend.predict(array)               # the same, for a model with one input
 
 `create` takes the backend named, or else the first available backend on this machine that lists
 the device's kind: ONNX Runtime, then OpenVINO (the runtimes that run the ONNX file as it is),
@@ -19,14 +20,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 from pydantic import ValidationError
 
 from optistudio.core.backends.base import (
+    DeviceType,
     InferenceBackend,
     LoadedModel,
     SessionOptions,
     backends,
     get_backend,
+    named_feeds,
 )
 from optistudio.core.errors import BackendUnavailable, InvalidSpec, describe_validation_error
 
@@ -38,17 +42,20 @@ class Predictor:
         self.backend = backend
         self.options = options
         self._model: LoadedModel | None = None
+        self._path: Path | None = None
+        self._input_names: list[str] | None = None
 
     @classmethod
     def create(
         cls,
-        device: str = "cpu",
+        device: DeviceType | str = "cpu",
         *,
         backend: str | None = None,
         model: str | Path | None = None,
         **options: Any,
     ) -> Predictor:
-        """A predictor on `device` ('cpu', 'cuda:0', ...); loads `model` when given.
+        """A predictor on `device` (DeviceType.CPU, 'cpu', 'CPU', 'cuda:0', ...); loads `model`
+        when given.
 
         Raises UnknownName for a backend not registered, BackendUnavailable when none can run
         on the device here, InvalidSpec for a bad option.
@@ -72,23 +79,32 @@ class Predictor:
         """Load an ONNX file, replacing the model loaded before; returns this predictor."""
         loaded = self.backend.load(Path(model), self.options)
         self.close()
-        self._model = loaded
+        self._model, self._path = loaded, Path(model)
         return self
 
-    def predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
-        """Run the model once on arrays by input name; returns its outputs in model order."""
+    def predict(self, inputs: Mapping[str, Any] | np.ndarray) -> list[np.ndarray]:
+        """Run the model once on arrays by input name, or on one array for a model with one
+        input; returns its outputs in model order."""
         if self._model is None:
             raise InvalidSpec(
                 f"No model is loaded on this {self.name} predictor.",
                 hint="Call .load('model.onnx') first, or pass model= to create().",
             )
-        return self._model.run({name: np.asarray(value) for name, value in inputs.items()})
+        if isinstance(inputs, Mapping):
+            return self._model.run(named_feeds(inputs, []))
+        return self._model.run(named_feeds(inputs, self._names()))
+
+    def _names(self) -> list[str]:
+        """The loaded ONNX file's inputs (read once, when a bare array first asks)."""
+        if self._input_names is None:
+            self._input_names = graph_input_names(self._path) if self._path else []
+        return self._input_names
 
     def close(self) -> None:
         """Release the loaded model (a later predict needs a new load)."""
         if self._model is not None:
             self._model.close()
-            self._model = None
+            self._model, self._path, self._input_names = None, None, None
 
     def __enter__(self) -> Predictor:
         return self
@@ -98,6 +114,16 @@ class Predictor:
 
     def __repr__(self) -> str:
         return f"Predictor({self.name!r}, device={self.options.device!r})"
+
+
+def graph_input_names(model: Path) -> list[str]:
+    """The ONNX file's feeds (graph inputs that are not initializers), read without its
+    weights' external data; [] for a file of another format (a .tflite)."""
+    if model.suffix.lower() != ".onnx":
+        return []
+    graph = onnx.load(str(model), load_external_data=False).graph
+    stored = {tensor.name for tensor in graph.initializer}
+    return [value.name for value in graph.input if value.name not in stored]
 
 
 PREFERRED = ("onnxruntime", "openvino")

@@ -3,7 +3,11 @@
     with PipelineOptimizer(max_batch_size=32, timeout_ms=50, memory_pool_ratio=0.8) as server:
         server.load("model.onnx")                  # the first backend for the CPU: onnxruntime
         outputs = server.predict({"x": rows})      # blocks; one request, rows along dim 0
+        outputs = server.predict(rows)             # the same, for a model with one input
         future = server.submit({"x": rows})        # at once; future.result() is a Response
+
+    server = PipelineOptimizer.from_file("bundle.zip")   # or its pipeline.json: loaded and
+                                                         # batched as the file's "serving" says
 
 It wraps the batching runtime, `optistudio.core.batching.pipeline.Pipeline`, whose docstring
 states the batch rule: requests from any number of threads queue up, leave as one batch of at
@@ -22,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from optistudio.core.backends.base import DeviceType, named_feeds
 from optistudio.core.backends.predictor import pick_backend, session_options_from
-from optistudio.core.batching.fixed_batch import batchable
+from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.pipeline import Pipeline, PipelineStats, Response
+from optistudio.core.batching.pipeline_file import PipelineFile, opened_pipeline
 from optistudio.core.batching.settings import BatchingSettings, serving_options, settings_from
 from optistudio.core.errors import InvalidSpec
 
@@ -64,13 +70,35 @@ class PipelineOptimizer:
         self._pipeline: Pipeline | None = None
         self.note = ""
         """Set by `load` when the model's batch was fixed at 1 and its checked rewrite serves."""
+        self.document: PipelineFile | None = None
+        """The pipeline.json `from_file` read; None for a model loaded by path."""
+
+    @classmethod
+    def from_file(cls, path: str | Path, **options: Any) -> PipelineOptimizer:
+        """Serve what a pipeline.json v1 names (`optistudio.core.batching.pipeline_file`): an
+        export bundle (.zip or its folder) or the file itself, its model on the file's backend,
+        device and threads, batched with its "serving" setting. `options` are SessionOptions
+        fields that win over the file's. Raises InvalidSpec for a file that is not v1 or
+        misses its model."""
+        with opened_pipeline(path) as opened:
+            document = opened.document
+            settings = document.batching().model_dump()
+            given = file_options(document) | options
+            where = {"backend": document.backend, "device": document.device}
+            try:
+                optimizer = cls(**settings).load(opened.model_path, **where, **given)
+            except BatchRefused:  # a batch fixed at 1 for good: one request a batch
+                optimizer = cls(**(settings | UNBATCHED))
+                optimizer.load(opened.model_path, **where, **given)
+        optimizer.document = document
+        return optimizer
 
     def load(
         self,
         model: str | Path,
         *,
         backend: str | None = None,
-        device: str = "cpu",
+        device: DeviceType | str = "cpu",
         **options: Any,
     ) -> PipelineOptimizer:
         """Load `settings.instances` sessions of an ONNX model behind the pipeline.
@@ -90,27 +118,33 @@ class PipelineOptimizer:
         defaults = serving_options().model_dump(exclude_unset=True)
         session_options = session_options_from({**defaults, **options, "device": device})
         name = backend or pick_backend(session_options.device)
-        freed = batchable(Path(model))
+        try:
+            freed = batchable(Path(model))
+        except BatchRefused as exc:
+            if self.settings.max_batch_size != 1:
+                raise
+            freed = Batchable(Path(model), f"{exc.message} Served as it is, one row a batch.")
         self._pipeline = Pipeline.load(
             freed.path, self.settings, backend=name, options=session_options
         )
         self.note = freed.note
         return self
 
-    def submit(self, inputs: Mapping[str, Any]) -> Future[Response]:
-        """Queue one request (arrays by input name, rows along dim 0) and return its future;
-        its Response holds the outputs and the size of the batch it ran in."""
-        return self._serving().submit(_feeds(inputs))
+    def submit(self, inputs: Mapping[str, Any] | np.ndarray) -> Future[Response]:
+        """Queue one request (arrays by input name, or one array for a model with one input;
+        rows along dim 0) and return its future; its Response holds the outputs and the size
+        of the batch it ran in."""
+        return self._serving().submit(self._feeds(inputs))
 
     def predict(
-        self, inputs: Mapping[str, Any], *, timeout: float | None = None
+        self, inputs: Mapping[str, Any] | np.ndarray, *, timeout: float | None = None
     ) -> list[np.ndarray]:
         """Submit one request and wait for its outputs (in model order, its rows only)."""
-        return self._serving().infer(_feeds(inputs), timeout=timeout).outputs
+        return self._serving().infer(self._feeds(inputs), timeout=timeout).outputs
 
-    async def predict_async(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+    async def predict_async(self, inputs: Mapping[str, Any] | np.ndarray) -> list[np.ndarray]:
         """Submit one request and await its outputs without blocking the event loop."""
-        response = await self._serving().infer_async(_feeds(inputs))
+        response = await self._serving().infer_async(self._feeds(inputs))
         return response.outputs
 
     @property
@@ -131,6 +165,9 @@ class PipelineOptimizer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _feeds(self, inputs: Mapping[str, Any] | np.ndarray) -> dict[str, np.ndarray]:
+        return named_feeds(inputs, [spec.name for spec in self._serving().inputs])
+
     def _serving(self) -> Pipeline:
         if self._pipeline is None:
             raise InvalidSpec(
@@ -140,5 +177,18 @@ class PipelineOptimizer:
         return self._pipeline
 
 
-def _feeds(inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    return {name: np.asarray(value) for name, value in inputs.items()}
+def file_options(document: PipelineFile) -> dict[str, Any]:
+    """SessionOptions a pipeline.json sets: its threads, and its precision where the backend
+    takes one (ONNX Runtime runs a model in the precision it is stored in: none is asked)."""
+    options: dict[str, Any] = {}
+    if document.threads is not None:
+        options["threads"] = document.threads
+    if document.backend != "onnxruntime" and document.precision in PRECISIONS:
+        options["precision"] = document.precision
+    return options
+
+
+UNBATCHED = {"max_batch_size": 1, "preferred_batch_sizes": [], "eager_threshold": None}
+"""The settings of a model whose batch stays fixed at 1 (Triton's max_batch_size 0)."""
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+"""The precisions SessionOptions can ask for (a file's other names are left to the backend)."""

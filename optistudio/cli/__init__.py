@@ -31,6 +31,7 @@ from optistudio.cli.jobs import add_jobs_parser, command_jobs
 from optistudio.cli.llm import add_llm_parser, command_llm
 from optistudio.cli.optimize import add_optimize_parser, command_optimize, command_recipes
 from optistudio.cli.output import json_stdout, print_json
+from optistudio.cli.serve import add_serve_parser, command_serve
 from optistudio.cli.stored import (
     add_models_parser,
     add_results_parser,
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     backends_cmd.add_argument("--json", action="store_true", help="print JSON")
     add_up_parser(commands)
+    add_serve_parser(commands)
     add_worker_parser(commands)
     add_jobs_parser(commands)
     add_models_parser(commands)
@@ -388,6 +390,8 @@ def _run(args: argparse.Namespace) -> int:
             return command_bench(args)
         if args.command == "up":
             return command_up(args)
+        if args.command == "serve":
+            return command_serve(args)
         if args.command == "optimize":
             return command_optimize(args)
         if args.command == "backends":

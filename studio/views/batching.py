@@ -385,20 +385,21 @@ def export(
     served: BatchingProfileSpec,
     verify_jobs: list[dict[str, Any]],
 ) -> None:
-    settings, source = batching_export.verified_settings(
+    serving = batching_export.verified_serving(
         sliders_settings,
         verify_jobs,
         lambda job_id: jobs_services.job_spec(state.session_factory(), job_id=job_id),
     )
+    settings = serving.batching()
     st.caption(
-        "The settings for our runtime (`Pipeline.load(model, BatchingSettings(**doc"
-        "['batching']))`) or for Triton Inference Server's dynamic batcher (instance_group "
-        f"count = the instances). {source}"
+        "The settings for our runtime (pipeline.json v1: `optistudio serve pipeline.json` with "
+        "the model beside it, or `PipelineOptimizer.from_file`) or for Triton Inference "
+        f"Server's dynamic batcher (instance_group count = the instances). {serving.note}"
     )
     cols = st.columns(2)
     cols[0].download_button(
         "Download pipeline.json",
-        batching_export.pipeline_json(name, served.backend, settings, served.shapes),
+        batching_export.pipeline_json(name, info, served, serving),
         file_name="pipeline.json",
         mime="application/json",
     )

@@ -8,20 +8,26 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from optistudio.core.batching.pipeline_file import parse_pipeline
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.model.intake import inspect_model
 from optistudio.studio import batching_export as export
+
+SERVED = BatchingProfileSpec(backend="onnxruntime")
 
 
 def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
     settings = BatchingSettings(max_batch_size=8, timeout_ms=2.5, instances=2)
     info = inspect_model(tiny_model)
+    serving = export.verified_serving(settings, [], dict().get)
 
-    document = json.loads(export.pipeline_json("tiny.onnx", "onnxruntime", settings, {}))
+    document = parse_pipeline(export.pipeline_json("tiny.onnx", info, SERVED, serving))
     config = parse_pbtxt(export.triton_text("tiny v2.onnx", info, settings))
 
-    assert BatchingSettings(**document["batching"]) == settings
+    assert document.batching() == settings
+    assert (document.name, document.model) == ("tiny", "tiny.onnx")
     assert config["name"] == "tiny_v2"
     assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 2500
     assert config["instance_group"][0]["count"] == 2
@@ -38,18 +44,22 @@ def test_the_export_carries_the_instances_verify_measured(tiny_model: Path) -> N
     specs = {12: {"settings": verified.model_dump(mode="json")}}
     jobs = [verify_row(13, "failed"), verify_row(12), verify_row(9)]
 
-    settings, line = export.verified_settings(sliders, jobs, specs.__getitem__)
-    config = parse_pbtxt(export.triton_text("tiny", inspect_model(tiny_model), settings))
-    document = json.loads(export.pipeline_json("tiny", "onnxruntime", settings, {}))
+    serving = export.verified_serving(sliders, jobs, specs.__getitem__)
+    info = inspect_model(tiny_model)
+    config = parse_pbtxt(export.triton_text("tiny", info, serving.batching()))
+    document = json.loads(export.pipeline_json("tiny", info, SERVED, serving))
 
-    assert settings == verified and "Verify job #12" in line and "2 instance(s)" in line
+    assert serving.batching() == verified
+    assert "Verify job #12" in serving.note and "2 instance(s)" in serving.note
     assert config["instance_group"][0]["count"] == 2
-    assert document["instances"] == 2 and document["batching"]["instances"] == 2
+    assert document["serving"]["instances"] == 2
+    assert (document["serving"]["source"], document["serving"]["verify_job"]) == ("verified", 12)
 
 
 def test_without_a_verify_the_export_is_the_sliders() -> None:
     sliders = BatchingSettings(max_batch_size=8, timeout_ms=2, instances=2)
 
-    settings, line = export.verified_settings(sliders, [verify_row(3, "running")], dict().get)
+    serving = export.verified_serving(sliders, [verify_row(3, "running")], dict().get)
 
-    assert settings == sliders and line.startswith("Not verified yet")
+    assert serving.batching() == sliders and serving.note.startswith("Not verified yet")
+    assert serving.source == "sliders" and serving.verify_job is None
