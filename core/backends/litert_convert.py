@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from optistudio.core.data.npy_headers import array_budget, checked_npz_headers
 from optistudio.core.errors import BackendUnavailable, PassFailed
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,8 @@ def default_cache_dir() -> Path:
 
 
 def write_calibration(batches: Iterable[dict[str, np.ndarray]], path: Path) -> Path:
-    """Up to CALIBRATION_SAMPLES samples of `batches`, one array per input, as an .npz."""
+    """Up to CALIBRATION_SAMPLES samples of `batches`, one array per input, as an .npz; fewer
+    when that many would pass the array budget the conversion reads them under."""
     kept: dict[str, list[np.ndarray]] = {}
     count = 0
     for batch in batches:
@@ -178,7 +180,9 @@ def write_calibration(batches: Iterable[dict[str, np.ndarray]], path: Path) -> P
             break
     if not kept:
         raise PassFailed("The calibration data holds no samples.")
-    arrays = {name: np.concatenate(parts)[:CALIBRATION_SAMPLES] for name, parts in kept.items()}
+    sample_bytes = sum(parts[0][:1].nbytes for parts in kept.values())
+    keep = max(1, min(CALIBRATION_SAMPLES, array_budget() // max(sample_bytes, 1)))
+    arrays = {name: np.concatenate(parts)[:keep] for name, parts in kept.items()}
     np.savez(path, **arrays)  # type: ignore[arg-type]
     return path
 
@@ -315,11 +319,16 @@ def _tflite_bytes(
 
 
 def _representative(calibration: str, inputs: list[Any]) -> Any:
-    data = np.load(calibration)
+    """TFLite's representative dataset: one sample of each input at a time. The headers are
+    held against the array budget first (write_calibration keeps under it), then each array
+    is loaded once."""
+    headers = checked_npz_headers(Path(calibration), "The calibration data")
     names = [i.name for i in inputs]
-    missing = [name for name in names if name not in data.files]
+    missing = [name for name in names if name not in headers]
     if missing:
         raise ValueError(f"the calibration data has no input {', '.join(missing)}")
+    with np.load(calibration, allow_pickle=False) as npz:
+        data = {name: npz[name] for name in names}
     count = min(len(data[name]) for name in names)
 
     def samples() -> Any:

@@ -70,8 +70,35 @@ def npz_headers(source: Path | IO[bytes], label: str) -> dict[str, ArrayHeader]:
                 return {name.removesuffix(".npy"): _member(archive, name) for name in entries}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as exc:
         raise DataMismatch(
-            f"{label} is not a readable .npz file ({exc}).", hint=_NPZ_HINT
+            f"{label} is not a readable .npz file ({_reason(exc)}).", hint=_NPZ_HINT
         ) from None
+
+
+def checked_npz_headers(source: Path | IO[bytes], label: str) -> dict[str, ArrayHeader]:
+    """npz_headers, then check_budget over every array: what a reader that loads the whole
+    .npz calls before np.load."""
+    headers = npz_headers(source, label)
+    check_budget(headers.values())
+    return headers
+
+
+def checked_npy_header(path: Path) -> ArrayHeader:
+    """The header of the .npy file at `path`, held against the budget (check_budget) before
+    the caller loads it.
+
+    Raises DataMismatch, naming the file, for one that is not a readable .npy (an .npz
+    included), an array of Python objects, and one over the budget."""
+    path = Path(path)
+    try:
+        with path.open("rb") as stream:
+            header = npy_header(stream, path.name)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataMismatch(
+            f"{path.name!r} is not a readable .npy file ({_reason(exc)}).",
+            hint="Save one array with np.save(path, array).",
+        ) from None
+    check_budget([header])
+    return header
 
 
 def npy_header(stream: IO[bytes], name: str) -> ArrayHeader:
@@ -115,6 +142,13 @@ def check_budget(
 
 def _opened(source: Path | IO[bytes]) -> AbstractContextManager[IO[bytes]]:
     return Path(source).open("rb") if isinstance(source, str | Path) else nullcontext(source)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, without the server path an OSError's text carries."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc)
 
 
 def _member(archive: zipfile.ZipFile, entry: str) -> ArrayHeader:

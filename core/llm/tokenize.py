@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from optistudio.core.data.npy_headers import checked_npy_header
 from optistudio.core.errors import DataMismatch
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -88,15 +89,16 @@ def check_vocabulary(ids: np.ndarray, vocab: int | None, source: str) -> None:
 
 
 def _npy_ids(path: Path) -> np.ndarray:
+    header = checked_npy_header(path)  # a bomb or an .npz is refused before any byte is loaded
+    if not np.issubdtype(header.dtype, np.integer):
+        raise DataMismatch(
+            f"{path.name} holds {header.dtype} values, not token ids.",
+            hint="Save the ids as integers: np.save('ids.npy', np.asarray(ids, dtype=np.int64)).",
+        )
     try:
         ids = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise DataMismatch(f"{path.name} could not be read as a .npy array ({exc}).") from None
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise DataMismatch(
-            f"{path.name} holds {ids.dtype} values, not token ids.",
-            hint="Save the ids as integers: np.save('ids.npy', np.asarray(ids, dtype=np.int64)).",
-        )
     return np.asarray(ids, dtype=np.int64).reshape(-1)
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from optistudio.core.data.model_inputs import ModelInputs
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.data.npy_headers import ArrayHeader, checked_npz_headers
+from optistudio.core.errors import DataMismatch, InvalidSpec
 
 T = TypeVar("T")
 
@@ -257,6 +258,7 @@ def array_value(name: str, path: Path, flag: str) -> Any:
 def _npz_arrays(path: Path, flag: str) -> dict[str, Any]:
     import numpy as np
 
+    _checked_headers(path, flag)  # a bomb is refused before any array is loaded
     try:
         npz = np.load(path, allow_pickle=False)
         if not isinstance(npz, np.lib.npyio.NpzFile):
@@ -307,20 +309,19 @@ def _number(text: str) -> float:
 
 
 def _array_shapes(path: Path) -> dict[str, list[int]]:
-    """The shape of each array in an .npz, by name; InvalidSpec naming --inputs if unreadable."""
-    import numpy as np
+    """The shape of each array in an .npz, by name, from its headers alone (no array is
+    loaded); InvalidSpec naming --inputs if unreadable or over the array budget."""
+    headers = _checked_headers(path, "--inputs")
+    return {name: list(header.shape) for name, header in headers.items()}
 
+
+def _checked_headers(path: Path, flag: str) -> dict[str, ArrayHeader]:
+    """The .npz's headers held against the array budget (checked_npz_headers), a refusal
+    there as InvalidSpec naming `flag`."""
     try:
-        npz = np.load(path, allow_pickle=False)
-        if not isinstance(npz, np.lib.npyio.NpzFile):
-            raise ValueError("one array, not named arrays")
-        with npz:
-            return {name: list(npz[name].shape) for name in npz.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InvalidSpec(
-            f"Bad --inputs {str(path)!r}: {exc}. Expected FILE.npz of arrays by input name.",
-            hint="Save one with np.savez('inputs.npz', **{input_name: array}).",
-        ) from None
+        return checked_npz_headers(path, f"{Path(path).name!r}")
+    except DataMismatch as exc:
+        raise InvalidSpec(f"Bad {flag} {str(path)!r}: {exc.message}", hint=exc.hint) from None
 
 
 def validated(spec_class: Any, fields: dict[str, Any], what: str) -> Any:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from optistudio.core.data.npy_headers import checked_npy_header
 from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Case,
@@ -152,14 +153,14 @@ class RegressionEvaluator(OneOutputEvaluator):
 
 
 def _npy_values(path: Path) -> np.ndarray:
+    header = checked_npy_header(path)  # a bomb is refused before any byte is loaded
+    shape = header.shape
+    if header.dtype.kind not in "fiu" or len(shape) not in (1, 2) or shape[1:] not in ((), (1,)):
+        raise _not_values(path)
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError):
-        values = None
-    if values is None or values.dtype.kind not in "fiu" or values.ndim not in (1, 2):
-        raise _not_values(path)
-    if values.ndim == 2 and values.shape[1] != 1:
-        raise _not_values(path)
+        raise _not_values(path) from None
     return values.reshape(-1).astype(np.float64)
 
 
