@@ -177,7 +177,7 @@ def profile_result(
             p99_budget_ms=budget_ms,
             rate=rate,
         )
-        if advice is not None
+        if advice is not None and budget_ms is not None
         else None
     )
     result = BatchingProfileJobResult(
