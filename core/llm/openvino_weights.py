@@ -7,6 +7,15 @@ last layer (the LM head) stay at 8 bits (`all_layers=False`, backup INT8_ASYM) w
 goes to 4. OpenVINO's CPU plugin unpacks the weights inside its fused MatMul kernels. The
 result is an IR (.xml + .bin) with the ONNX input and output names, so the decoding loop feeds
 it as it fed the original.
+
+Before NNCF runs, the converted graph is checked for what would fail later with NNCF's or
+OpenVINO's own words: an operator OpenVINO's IR files cannot hold (ONNX Runtime GenAI's builder
+writes com.microsoft GroupQueryAttention, which OpenVINO converts to an operator of its
+"extension" set: compiled in memory, but an IR holding it cannot be read back), and an operator
+output of dynamic element type (the same conversion leaves the attention's absent inputs as
+placeholders of dynamic type, and NNCF refuses any: "not yet supported OpenVINO data type:
+dynamic"). Either makes the recipe not apply to this decoder (`NotForOpenVINO`), in one sentence
+naming the operator, before any work.
 """
 
 from __future__ import annotations
@@ -24,6 +33,16 @@ from optistudio.core.errors import BackendUnavailable, PassFailed, first_line
 from optistudio.core.llm.weight_only import copy_configs
 
 logger = logging.getLogger(__name__)
+
+IR_OPSETS = "opset"
+"""Operators from OpenVINO's numbered opsets (version ids opset1, opset13...) are what its IR
+files hold; others ("extension") exist only in memory."""
+
+
+class NotForOpenVINO(PassFailed):
+    """The converted decoder holds an operator OpenVINO's IR cannot hold, or an output of
+    dynamic element type NNCF cannot read: the recipe does not apply to this graph (not a
+    failure of the run)."""
 
 
 class NNCFWeightsConfig(BaseModel):
@@ -53,6 +72,7 @@ def compress_for_openvino(
     os.environ.setdefault("NNCF_CI", "1")
     ov, nncf = _import()
     model = ov.convert_model(str(source))
+    check_for_nncf(model, ov.get_version())
     try:
         with contextlib.redirect_stdout(sys.stderr):  # NNCF prints its tables and progress bar
             compressed = nncf.compress_weights(model, **_arguments(nncf, config))
@@ -65,6 +85,34 @@ def compress_for_openvino(
     ov.save_model(compressed, str(target), compress_to_fp16=False)
     copy_configs(source.parent, target.parent)
     return target
+
+
+def check_for_nncf(model: Any, version: str) -> None:
+    """NotForOpenVINO naming the first operator outside OpenVINO's IR opsets, else the first
+    with an output of dynamic element type; `version`: OpenVINO's, for the sentence."""
+    ops = list(model.get_ordered_ops())
+    for op in ops:
+        if not op.get_type_info().version_id.startswith(IR_OPSETS):
+            raise NotForOpenVINO(
+                "NNCF's weight compression for OpenVINO does not apply to this decoder: "
+                f"OpenVINO {version.split('-')[0]} converts its {op.get_type_name()} to an "
+                "operator its IR files cannot hold.",
+                hint=_HINT,
+            )
+    for op in ops:
+        if any(output.get_element_type().is_dynamic() for output in op.outputs()):
+            raise NotForOpenVINO(
+                "NNCF's weight compression for OpenVINO does not apply to this decoder: its "
+                f"converted graph has an output of undetermined element type "
+                f"({op.get_type_name()} {op.get_friendly_name()!r}).",
+                hint=_HINT,
+            )
+
+
+_HINT = (
+    "Use the ONNX Runtime weight-only recipes (int4_weight_only, int8_weight_only), which "
+    "keep the graph as it is."
+)
 
 
 def _arguments(nncf: Any, config: NNCFWeightsConfig) -> dict[str, Any]:

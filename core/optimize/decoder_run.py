@@ -82,6 +82,7 @@ from optistudio.core.optimize.recipes import (
 from optistudio.core.optimize.spec import DecoderSettings, OptimizeSpec
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext
+from optistudio.core.passes.prepare import GraphNotApplicable
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
 log = logging.getLogger(__name__)
@@ -279,6 +280,9 @@ def _variant(
         _time(result, card, (file, path), spec, judged.settings, original)
     except (Cancelled, TimedOut):
         raise
+    except GraphNotApplicable as exc:  # e.g. NNCF on a graph of undetermined element types
+        log.info("recipe %s not applicable to the decoder: %s", recipe.name, exc)
+        result.set_aside(exc.info())
     except OptistudioError as exc:
         log.info("recipe %s failed on the decoder: %s", recipe.name, exc)
         result.fail(exc.info())

@@ -3,7 +3,9 @@
 `weight_only`: MatMulNBits INT4 / INT8 for ONNX Runtime (optistudio.core.llm.weight_only states
 the math); `nncf_weights`: nncf.compress_weights for OpenVINO, written as an IR. Both need no
 calibration data, and both refuse a model that is not a decoder with the reason (weight-only
-quantization pays off where decoding reads every weight once per token).
+quantization pays off where decoding reads every weight once per token). A decoder NNCF cannot
+read once converted (an operator output of dynamic element type) is GraphNotApplicable: the
+recipe does not apply to this graph, with the sentence that says why.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from optistudio.core.llm.decoder import load_decoder_io
-from optistudio.core.llm.openvino_weights import NNCFWeightsConfig, compress_for_openvino
+from optistudio.core.llm.openvino_weights import (
+    NotForOpenVINO,
+    NNCFWeightsConfig,
+    compress_for_openvino,
+)
 from optistudio.core.llm.weight_only import WeightOnlyConfig, quantize_weight_only
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.prepare import GraphNotApplicable
 
 
 def run_weight_only(
@@ -40,7 +47,10 @@ def run_nncf_weights(
 ) -> PassReport:
     load_decoder_io(model)
     context.progress(0.0, "compressing weights with NNCF")
-    target = compress_for_openvino(model, out.with_suffix(".xml"), config)
+    try:
+        target = compress_for_openvino(model, out.with_suffix(".xml"), config)
+    except NotForOpenVINO as exc:
+        raise GraphNotApplicable(exc.message, hint=exc.hint) from exc
     context.progress(1.0, "done")
     return PassReport(output=target, details={"mode": config.mode, "group_size": config.group_size})
 
