@@ -144,8 +144,9 @@ class KServeServer:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        address, port = self.httpd.server_address[:2]
+        host = address.decode() if isinstance(address, bytes) else str(address)
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
 
     def start(self) -> KServeServer:
