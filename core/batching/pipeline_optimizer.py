@@ -78,8 +78,9 @@ class PipelineOptimizer:
         """Serve what a pipeline.json v1 names (`optistudio.core.batching.pipeline_file`): an
         export bundle (.zip or its folder) or the file itself, its model on the file's backend,
         device and threads, batched with its "serving" setting. `options` are SessionOptions
-        fields that win over the file's. Raises InvalidSpec for a file that is not v1 or
-        misses its model."""
+        fields that win over the file's. A model whose batch is fixed at 1 and cannot be
+        freed is served as it is, one row a batch (Triton's max_batch_size 0). Raises
+        InvalidSpec for a file that is not v1 or misses its model."""
         with opened_pipeline(path) as opened:
             document = opened.document
             settings = document.batching().model_dump()

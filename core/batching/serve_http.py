@@ -70,7 +70,7 @@ class ServeReport(BaseModel):
             return [head + (f", {self.failed} failed" if self.failed else "")]
         return [
             head + (f", {self.failed} failed" if self.failed else ""),
-            f"throughput {self.throughput:.1f} req/s, p50 {self.p50_ms:.2f} ms, "
+            f"throughput {self.throughput or 0.0:.1f} req/s, p50 {self.p50_ms:.2f} ms, "
             f"p99 {self.p99_ms:.2f} ms, mean batch {self.mean_batch_size:.2f} "
             f"(max batch {self.settings['max_batch_size']}, timeout "
             f"{self.settings['timeout_ms']:g} ms, {self.settings['instances']} instance(s))",

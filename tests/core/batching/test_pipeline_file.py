@@ -161,3 +161,20 @@ def test_a_path_outside_the_folder_is_refused(tiny_model: Path, tmp_path: Path) 
 
     with pytest.raises(InvalidSpec, match="outside its folder"), opened_pipeline(path) as opened:
         opened.model_path  # noqa: B018 - the access is the test
+
+
+def test_a_batch_fixed_at_1_for_good_is_served_one_row_a_batch(tmp_path: Path) -> None:
+    from test_fixed_batch import fixed_head  # a head whose ReduceMean mixes the batch
+
+    model = fixed_head(tmp_path, mixing=True)
+    x = np.random.default_rng(0).standard_normal((1, 3, 2, 2)).astype(np.float32)
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+
+    with PipelineOptimizer.from_file(
+        bundle(model, tmp_path, {"max_batch_size": 8, "timeout_ms": 2.0})
+    ) as served:
+        outputs = served.predict(x, timeout=WAIT)
+        settings, note = served.settings, served.note
+
+    assert settings.max_batch_size == 1 and "Served as it is" in note
+    np.testing.assert_allclose(outputs[0], session.run(None, {"x": x})[0], atol=1e-6)
