@@ -21,6 +21,10 @@ model (PP-OCRv4's detector, opset 12, 16 rendered pages on OpenVINO: binarised-m
 FP32 0.940 -> 0.955, cosine 0.977 -> 0.984; bench/det_int8_probe.py). An opset 10-12 model that
 does not convert is quantized as it is, with a warning; an older one fails with the converter's
 reason (int8_nncf_ov quantizes the OpenVINO model instead, which takes any opset).
+NNCF reads a model's opset from its first opset import: a file importing ai.onnx.ml (or
+com.microsoft) before the default domain reads as "opset 1" and was refused for its opset, so
+the default domain's entry is put first. An opset refusal that still comes from NNCF says how
+to get past it, not which op types to keep in float.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassConte
     import nncf
 
     proto, opset, warnings = per_channel_opset(onnx.load(model))
+    default_domain_first(proto)
     warnings += _ignored_type_warnings(proto, config.ignored_types)
     if context.target_backend != "openvino":  # the warning is for a variant run elsewhere
         warnings.insert(0, OPENVINO_WARNING)
@@ -138,8 +143,7 @@ def per_channel_opset(
                 f"NNCF's ONNX backend takes opset {NNCF_MIN_OPSET} or later, and this model's "
                 f"opset {found} could not be converted to {PER_CHANNEL_OPSET} "
                 f"({first_line(exc)}).",
-                hint="Use int8_nncf_ov (NNCF on the OpenVINO model takes any opset), or export "
-                "the model at opset 13 or later.",
+                hint=OPSET_HINT,
             ) from exc
         warning = (
             f"The model's opset {found} has no per-channel INT8 weights and it could not be "
@@ -160,6 +164,14 @@ def _converted_note(found: int) -> list[str]:
         f"Converted from opset {found} to {PER_CHANNEL_OPSET} with onnx.version_converter "
         f"before quantizing: NNCF's ONNX backend takes opset {NNCF_MIN_OPSET} or later."
     ]
+
+
+def default_domain_first(proto: onnx.ModelProto) -> None:
+    """Put the default domain's opset import first, where NNCF reads the model's opset."""
+    imports = sorted(proto.opset_import, key=lambda entry: entry.domain not in ("", "ai.onnx"))
+    if list(imports) != list(proto.opset_import):
+        del proto.opset_import[:]
+        proto.opset_import.extend(imports)
 
 
 def default_opset(proto: onnx.ModelProto) -> int | None:
@@ -248,9 +260,18 @@ def nncf_errors() -> Iterator[None]:
     except Exception as exc:
         raise PassFailed(
             f"NNCF could not quantize this model: {type(exc).__name__}: {first_line(exc)}",
-            hint="Keep the failing op types in float (ignored_types), try the 'mixed' preset, "
-            "or use int8_static.",
+            hint=OPSET_HINT if "opset" in str(exc).lower() else FAILURE_HINT,
         ) from exc
+
+
+FAILURE_HINT = (
+    "Keep the failing op types in float (ignored_types), try the 'mixed' preset, or use "
+    "int8_static."
+)
+OPSET_HINT = (
+    "Use int8_nncf_ov (NNCF on the OpenVINO model takes any opset), or export the model at "
+    f"opset {PER_CHANNEL_OPSET} or later."
+)
 
 
 def _save(proto: onnx.ModelProto, path: Path) -> None:
