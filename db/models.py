@@ -110,9 +110,13 @@ class Model(Base):
     """An uploaded (or sample) model artifact, deduplicated by content hash."""
 
     __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("sha256", "backend", "precision"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    """The file's content address. One file is one model, except where a variant runs it on a
+    backend at an inference precision of its own (`backend`, `precision`): BF16 on OpenVINO of
+    the original's bytes is a model of its own, pointing at the same stored file."""
     name: Mapped[str] = mapped_column(String(255))
     filename: Mapped[str] = mapped_column(String(255))
     path: Mapped[str] = mapped_column(String(1024))
@@ -126,6 +130,12 @@ class Model(Base):
     recipe: Mapped[dict[str, Any] | None]
     """The recipe that produced this variant from its parent (enough to reproduce it)."""
     precision: Mapped[str] = mapped_column(String(16), default="fp32", server_default="fp32")
+    backend: Mapped[str] = mapped_column(String(32), default="", server_default="")
+    """The backend a variant was made for and measured on ('openvino'), which runs it at
+    `precision` ('bf16', 'int8+bf16'); '' for a file run as it is, on ONNX Runtime by default
+    (uploads, samples, ONNX Runtime's variants)."""
+    threads: Mapped[int | None] = mapped_column(Integer)
+    """Intra-op threads the variant was measured at; None: the runtime's default."""
     input_profile: Mapped[dict[str, Any] | None]
     """How every job feeds this model (optistudio.core.data.input_profile.InputProfile as JSON); None
     until proposed. Variants use their original's."""

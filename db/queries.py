@@ -90,7 +90,52 @@ def get_or_create_model(
 
 
 def _model_by_sha256(s: Session, sha256: str) -> Model | None:
-    return s.scalars(select(Model).where(Model.sha256 == sha256)).one_or_none()
+    """The file's model run as it is (backend ''): the oldest, when a variant stored the same
+    bytes at another precision first."""
+    query = select(Model).where(Model.sha256 == sha256, Model.backend == "").order_by(Model.id)
+    return s.scalars(query.limit(1)).first()
+
+
+def get_or_create_backend_variant(
+    s: Session,
+    *,
+    sha256: str,
+    backend: str,
+    precision: str,
+    threads: int | None,
+    name: str,
+    filename: str,
+    path: str,
+    size_bytes: int,
+    info: dict[str, Any],
+    parent_id: int,
+    recipe: dict[str, Any],
+) -> tuple[Model, bool]:
+    """The variant that runs this file on `backend` at `precision` (BF16 on OpenVINO of the
+    original's bytes), creating it if new: a model of its own, pointing at the same stored
+    file; the flag says it was created."""
+    row = Model(
+        sha256=sha256,
+        name=name,
+        filename=filename,
+        path=path,
+        size_bytes=size_bytes,
+        info=info,
+        source="variant",
+        parent_id=parent_id,
+        recipe=recipe,
+        precision=precision,
+        backend=backend,
+        threads=threads,
+    )
+    return _insert_or_fetch(s, row, lambda: _run_of(s, sha256, backend, precision))
+
+
+def _run_of(s: Session, sha256: str, backend: str, precision: str) -> Model | None:
+    query = select(Model).where(
+        Model.sha256 == sha256, Model.backend == backend, Model.precision == precision
+    )
+    return s.scalars(query).one_or_none()
 
 
 def get_model(s: Session, *, model_id: int) -> Model | None:

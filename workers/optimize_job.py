@@ -24,8 +24,9 @@ from optistudio.core.optimize.run import (
     told,
 )
 from optistudio.core.passes.qat import QAT_RECIPE
-from optistudio.db.models import Job
+from optistudio.db.models import Job, Model
 from optistudio.services.artifact_store import local_data_file
+from optistudio.services.backend_variants import add_backend_variant, recorded_backend
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OptimizeJobSpec
 from optistudio.services.jobresults import OptimizeJobResult, StoredVariant
@@ -60,7 +61,8 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         progress=context.progress,
         text=text,
     )
-    variants = [_stored(job, variant, context) for variant in report.variants]
+    threads = report.spec.comparison.threads
+    variants = [_stored(job, variant, context, threads) for variant in report.variants]
     best = choose(variants, speed_only=spec.speed_only)  # the chosen one may not be stored
     chosen = best.recipe.name if best else None
     said = told(variants, chosen, report.spec)  # the headline of the choice among those stored
@@ -81,11 +83,13 @@ def local_training(spec: OptimizeSpec) -> OptimizeSpec:
     return spec.model_copy(update={"pass_settings": settings})
 
 
-def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVariant:
+def _stored(
+    job: Job, variant: VariantResult, context: JobContext, threads: int | None
+) -> StoredVariant:
     """The variant with its stored model's id, or failed with the reason it was not stored."""
     stored = StoredVariant.model_validate(variant.model_dump())
     try:
-        stored.model_id = _store_variant(job, variant, context)
+        stored.model_id = _store_variant(job, variant, context, threads)
     except OptistudioError as exc:
         log.info("job %s: variant %s not stored: %s", job.id, variant.recipe.name, exc)
         stored.fail(
@@ -94,7 +98,9 @@ def _stored(job: Job, variant: VariantResult, context: JobContext) -> StoredVari
     return stored
 
 
-def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int | None:
+def _store_variant(
+    job: Job, variant: VariantResult, context: JobContext, threads: int | None = None
+) -> int | None:
     if variant.status != "made" or variant.path is None or job.model is None:
         return None
     if Path(variant.path).suffix in (".tflite", ".xml"):  # the catalog holds ONNX models: a
@@ -102,6 +108,8 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
         # INT4 weights) stays in the job's folder (variant.path, the .xml with its .bin), timed
         # and judged like the others; export bundles carry LiteRT files
         return None
+    if backend := recorded_backend(variant.backend):  # its own model, whatever file it runs
+        return _store_backend_variant(job.model, variant, context, backend, threads)
     entry = add_model_file(
         context.factory,
         get_settings(),
@@ -111,6 +119,28 @@ def _store_variant(job: Job, variant: VariantResult, context: JobContext) -> int
         parent_id=job.model.id,
         recipe=variant.recipe.model_dump(mode="json"),
         precision=variant.precision,
+    )
+    return entry.model_id
+
+
+def _store_backend_variant(
+    original: Model, variant: VariantResult, context: JobContext, backend: str, threads: int | None
+) -> int:
+    """A variant made for a backend other than ONNX Runtime (BF16 on OpenVINO, NNCF's INT8
+    there): a model of its own with its backend, precision and threads, even where its file is
+    the original's or another variant's."""
+    recipe = variant.recipe
+    shown = recipe.name if "@" in recipe.name else f"{recipe.name}@{backend}"
+    entry = add_backend_variant(
+        context.factory,
+        get_settings(),
+        Path(variant.path or ""),
+        name=f"{original.name} · {shown}",
+        parent_id=original.id,
+        recipe=recipe.model_dump(mode="json"),
+        backend=backend,
+        precision=variant.precision,
+        threads=threads,
     )
     return entry.model_id
 

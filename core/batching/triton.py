@@ -1,7 +1,8 @@
 """Triton Inference Server `config.pbtxt` for a model and chosen batching settings.
 
 `triton_config` writes the protobuf text format Triton reads (name, platform, max_batch_size,
-inputs/outputs without the batch dim, dynamic_batching, instance_group). `parse_pbtxt` reads
+inputs/outputs without the batch dim, dynamic_batching, instance_group); `parameters_block` a
+backend's `parameters` map (the openvino backend's HINT_BF16, INFERENCE_NUM_THREADS). `parse_pbtxt` reads
 that subset back into nested dicts (repeated fields become lists), enough to check what we wrote.
 """
 
@@ -32,7 +33,15 @@ TRITON_TYPES = {
     "object": "TYPE_STRING",
 }
 KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
-_REPEATED = {"input", "output", "instance_group", "preferred_batch_size", "dims", "gpus"}
+_REPEATED = {
+    "input",
+    "output",
+    "instance_group",
+    "preferred_batch_size",
+    "dims",
+    "gpus",
+    "parameters",
+}
 
 
 def triton_config(
@@ -69,6 +78,15 @@ def triton_config(
         lines += [f"  max_queue_delay_microseconds: {max_queue_delay_us}", "}"]
     lines += ["instance_group [", "  {", f"    count: {instances}", f"    kind: {kind}"]
     return "\n".join([*lines, "  }", "]"]) + "\n"
+
+
+def parameters_block(parameters: dict[str, str]) -> str:
+    """config.pbtxt's `parameters` map (a backend's settings, e.g. the openvino backend's
+    HINT_BF16 and INFERENCE_NUM_THREADS), one entry per key; '' for none."""
+    return "".join(
+        f'parameters {{\n  key: "{key}"\n  value {{ string_value: "{value}" }}\n}}\n'
+        for key, value in parameters.items()
+    )
 
 
 def _check_settings(

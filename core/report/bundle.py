@@ -5,11 +5,13 @@ flags the variant ran at), accuracy and benchmark reports, `pipeline.json` (sche
 `optistudio.core.batching.pipeline_file`; long symbolic dims as short placeholders, their text
 under "symbolic_dims"), a Triton model repository
 (`triton/<name>/config.pbtxt`, `triton/<name>/1/`; served by the backend the variant is made
-for: ONNX Runtime, or OpenVINO for an OpenVINO variant),
-OpenVINO IR (`openvino/<name>.xml` + `.bin`), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
+for: ONNX Runtime, or OpenVINO for an OpenVINO variant, with its HINT_BF16 and threads),
+OpenVINO IR (`openvino/<name>.xml` + `.bin`, and `run.py` compiling it with
+`compile_config.json`: the precision hint and threads the variant was measured at), Core ML packages (`coreml/<name>_<precision>.mlpackage/`,
 made here, run on macOS / iOS only), for a decoder with a KV cache the folder ONNX Runtime
 GenAI loads as it is (`genai/`: the graph, genai_config.json, the tokenizer; core.report.genai),
-`manifest.json` and `SHA256SUMS` (every other member's SHA-256, checkable with `sha256sum -c`).
+`manifest.json` (its "runs_as": backend, precision and threads, `core.report.run_settings`) and
+`SHA256SUMS` (every other member's SHA-256, checkable with `sha256sum -c`).
 The Triton config batches with the serving setting chosen by
 `optistudio.core.batching.serving_choice` (the newest verified, else a stored recommendation,
 else the profile's ceiling, else a free batch's default: never the benchmark's batch), named in
@@ -47,7 +49,7 @@ from optistudio.core.batching.applicability import batch_dim_problem
 from optistudio.core.batching.fixed_batch import BatchRefused, batchable, fixed_at_one
 from optistudio.core.batching.pipeline_file import pipeline_text
 from optistudio.core.batching.serving_choice import choose_serving, triton_batching
-from optistudio.core.batching.triton import triton_config
+from optistudio.core.batching.triton import parameters_block, triton_config
 from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -57,6 +59,14 @@ from optistudio.core.report import coreml
 from optistudio.core.report import genai as genai_part
 from optistudio.core.report import litert as litert_part
 from optistudio.core.report.litert_tensors import tflite_tensors
+from optistudio.core.report.run_settings import (
+    RunSettings,
+    manifest_entry,
+    openvino_config,
+    openvino_run_script,
+    run_settings,
+    triton_parameters,
+)
 from optistudio.core.report.symbolic_dims import SymbolicDims
 
 CHUNK = 1 << 20
@@ -98,6 +108,11 @@ class BundleSource:
     as JSON with its "source", "job" and "note"): the Triton config's dynamic batcher and
     instance_group count, pipeline.json's "serving" and the manifest take it. None: a free
     batch's default, said as such (never the benchmark's batch sizes)."""
+    backend: str | None = None
+    """The backend the stored variant runs on (its row's); None: its recipe's, else its run's
+    target (`runs_as`)."""
+    threads: int | None = None
+    """Intra-op threads the variant was measured at; None: the runtime's default."""
 
 
 @dataclass
@@ -256,11 +271,22 @@ def _value(name: str, value: Any) -> str:
 
 
 def served_backend(source: BundleSource) -> str:
-    """The backend the model is made for: its recipe's, else its optimize run's target (an
-    original, or a run for any backend: ONNX Runtime, where it was measured)."""
+    """The backend the model is made for (`runs_as`)."""
+    return runs_as(source).backend
+
+
+def runs_as(source: BundleSource) -> RunSettings:
+    """Backend, precision and threads the model runs at: its row's backend, else its recipe's,
+    else its optimize run's target (an original, or a run for any backend: ONNX Runtime, where
+    it was measured); the inference precision its recipe asked for."""
     target = ((source.reproduce or {}).get("optimize_spec") or {}).get("target_backend")
-    backend = (source.recipe or {}).get("backend") or target
-    return backend if backend and backend != "any" else "onnxruntime"
+    return run_settings(
+        recipe=source.recipe,
+        precision=source.precision,
+        backend=source.backend,
+        target=target,
+        threads=source.threads,
+    )
 
 
 def _reference_accuracy(source: BundleSource) -> dict[str, Any]:
@@ -352,7 +378,7 @@ def _triton(
     except OptistudioError as exc:
         skipped["triton"] = f"No Triton config: {exc.message}"
         return served
-    writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, served_backend(source)))
+    writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, runs_as(source)))
     folder = model_path.parent.resolve()
     for path in model_files(model_path, info):
         relative = path.resolve().relative_to(folder)
@@ -370,10 +396,14 @@ def _unbatched(batching: dict[str, Any], why: str) -> tuple[dict[str, Any], str]
     )
 
 
-def _served_by(config: str, backend: str) -> str:
-    """The config naming the Triton backend for `backend` (ONNX Runtime's platform otherwise)."""
-    line = TRITON_BACKENDS.get(backend)
-    return config if line is None else config.replace(TRITON_BACKENDS["onnxruntime"], line, 1)
+def _served_by(config: str, run: RunSettings) -> str:
+    """The config naming the Triton backend for the run's backend (ONNX Runtime's platform
+    otherwise), with that backend's parameters (OpenVINO's HINT_BF16, its threads)."""
+    line = TRITON_BACKENDS.get(run.backend)
+    if line is None:
+        return config
+    named = config.replace(TRITON_BACKENDS["onnxruntime"], line, 1)
+    return named + parameters_block(triton_parameters(run))
 
 
 def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
@@ -389,6 +419,8 @@ def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[st
         del model
         for suffix in (".xml", ".bin"):
             writer.add_file(f"openvino/{name}{suffix}", folder / f"{name}{suffix}")
+        writer.add_json("openvino/compile_config.json", openvino_config(runs_as(source)))
+        writer.add_text("openvino/run.py", openvino_run_script(name))
     except Exception as exc:  # OpenVINO raises its own RuntimeError subclasses for bad ops
         skipped["openvino"] = f"OpenVINO could not convert this model: {first_line(exc)}"
     finally:
@@ -484,6 +516,7 @@ def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, st
         "files": files,
         "skipped": skipped,
         "serving": serving_of(source)["note"],
+        "runs_as": manifest_entry(runs_as(source)),
         "check": "unzip the bundle, then run `sha256sum -c SHA256SUMS`",
     }
     writer.add_text("SHA256SUMS", sums)

@@ -50,6 +50,7 @@ def bundle_source(
         address, sha256 = model.path, model.sha256
         info, name = ModelInfo.model_validate(model.info), model.name
         precision, recipe = model.precision, model.recipe
+        backend, threads = model.backend or None, model.threads
         profile = profile_of(s, model).model_dump(mode="json")
         serving = serving_setting(s, model_id=model.id)
         parent_card = (
@@ -72,6 +73,8 @@ def bundle_source(
         input_profile=profile,
         litert_precisions=list(LITERT_PRECISIONS),  # made where the litert extra is installed
         serving=serving,
+        backend=backend,
+        threads=threads,
     )
 
 

@@ -67,5 +67,5 @@ def test_parser_handles_comments_and_inline_lists() -> None:
     assert parse_pbtxt(text) == {
         "name": "a",
         "dims": [1, -1],
-        "parameters": {"key": "x", "value": {"string_value": "1"}},
+        "parameters": [{"key": "x", "value": {"string_value": "1"}}],  # a map: repeated
     }

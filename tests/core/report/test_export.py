@@ -44,6 +44,8 @@ def test_bundle_has_every_part_and_checksums_match(tiny_model: Path, tmp_path: P
         "triton/tiny_int8/1/model.onnx",
         "openvino/tiny_int8.xml",
         "openvino/tiny_int8.bin",
+        "openvino/compile_config.json",
+        "openvino/run.py",
         "SHA256SUMS",
         "manifest.json",
     }
