@@ -52,6 +52,9 @@ BUILDERS: dict[str, Builder] = {
     "Shape": tensor_ops.shape,
     "Cast": tensor_ops.cast,
     "Dropout": tensor_ops.dropout,
+    "Where": tensor_ops.where,
+    "Expand": tensor_ops.expand,
+    "ConstantOfShape": tensor_ops.constant_of_shape,
 }
 assert set(BUILDERS) | {"Constant"} == SUPPORTED_OPS, "support.SUPPORTED_OPS and BUILDERS differ"
 

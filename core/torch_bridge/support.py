@@ -26,7 +26,10 @@ SUPPORTED_OPS: frozenset[str] = frozenset(
         "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
         # layout
         "Flatten", "Reshape", "Transpose", "Concat", "Split", "Squeeze", "Unsqueeze", "Pad",
-        "Slice", "Gather", "Shape", "Cast",
+        "Slice", "Gather", "Shape", "Cast", "Expand", "ConstantOfShape",
+        # comparisons and selection (masks)
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
+        "Where",
         # no-ops at inference
         "Identity", "Dropout", "Constant",
     }

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F
+from onnx import numpy_helper
 from torch import nn
 
 from optistudio.core.errors import PassFailed
@@ -55,6 +56,7 @@ UNARY: dict[str, Callable[..., torch.Tensor]] = {
     "Abs": torch.abs,
     "Reciprocal": torch.reciprocal,
     "Identity": lambda x: x,
+    "Not": torch.logical_not,
 }
 BINARY: dict[str, Callable[..., torch.Tensor]] = {
     "Add": torch.add,
@@ -63,6 +65,13 @@ BINARY: dict[str, Callable[..., torch.Tensor]] = {
     "Div": _div,
     "Pow": torch.pow,
     "PRelu": lambda x, slope: torch.where(x >= 0, x, x * slope),
+    "Equal": torch.eq,
+    "Less": torch.lt,
+    "Greater": torch.gt,
+    "LessOrEqual": torch.le,
+    "GreaterOrEqual": torch.ge,
+    "And": torch.logical_and,
+    "Or": torch.logical_or,
 }
 VARIADIC: dict[str, Callable[..., torch.Tensor]] = {
     "Max": torch.maximum,
@@ -350,3 +359,33 @@ def dropout(node: onnx.NodeProto, ctx: BuildContext) -> Built:
     if len(node.output) > 1 and node.output[1]:
         return Apply(lambda x: (x, torch.ones_like(x, dtype=torch.bool))), [node.input[0]]
     return Apply(lambda x: x), [node.input[0]]
+
+
+def where(node: onnx.NodeProto, ctx: BuildContext) -> Built:
+    """Where(condition, x, y), broadcast as ONNX does (numpy's rules, as torch.where's)."""
+    return Apply(torch.where), _all_inputs(node)
+
+
+def expand(node: onnx.NodeProto, ctx: BuildContext) -> Built:
+    """Expand: broadcast `x` against the shape (both ways, a 1 in the shape keeps x's size)."""
+    fixed = ctx.static_ints(node, 1)
+    if fixed is not None:
+        return Apply(lambda x: _expand(x, fixed)), [node.input[0]]
+    return Apply(lambda x, s: _expand(x, s.tolist())), _all_inputs(node)
+
+
+def _expand(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    return x.expand(torch.broadcast_shapes(tuple(x.shape), tuple(shape)))
+
+
+def constant_of_shape(node: onnx.NodeProto, ctx: BuildContext) -> Built:
+    """ConstantOfShape: its value (a one-element tensor, default float 0) filling the shape; a
+    shape the graph fixes is a tensor built once, one it computes is filled at run time."""
+    found = attrs(node).get("value")
+    value = numpy_helper.to_array(found) if found is not None else np.zeros(1, np.float32)
+    fill = torch.from_numpy(np.array(value, copy=True).reshape(()))
+    fixed = ctx.static_ints(node, 0)
+    if fixed is not None:
+        made = fill.expand(tuple(fixed)).clone()
+        return Apply(lambda: made), []
+    return Apply(lambda s: fill.expand(tuple(s.tolist())).clone()), [node.input[0]]
