@@ -70,17 +70,11 @@ def test_a_file_the_studio_made_names_its_pass_and_blames_no_user(tmp_path: Path
     assert USER_HINT not in (blamed_error.hint or "")
 
 
-def test_on_another_backend_the_blame_names_the_backend_and_still_not_the_user(
-    tmp_path: Path,
-) -> None:
+def test_another_backends_refusal_is_left_as_it_reads(tmp_path: Path) -> None:
     error = load_error(unloadable(tmp_path / "variant.onnx"))
 
-    said = made_by_studio(error, precision="int8", passes=["int8_nncf"], backend="openvino")
-
-    assert said.message.startswith(
-        "The INT8 file the studio made with int8_nncf failed to load on openvino"
-    )
-    assert "not your model" in (said.hint or "") and USER_HINT not in (said.hint or "")
+    # OpenVINO may refuse an operator of the original itself: not the pass's fault
+    assert made_by_studio(error, precision="fp32", passes=["fp32"], backend="openvino") is error
 
 
 def test_an_error_that_is_not_about_the_file_is_left_as_it_is() -> None:
