@@ -50,6 +50,9 @@ from optistudio.core.model.undefined_ops import undefined_ops
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 512 * 1024**2
+"""The browser upload limit's default (services.settings.max_upload_mb). Intake applies a
+limit only where its caller passes one: an upload's; a local file or a folder on the workers'
+shared storage has none but the machine's (declared sizes, node count, the load check)."""
 MAX_UPLOAD_ENV = "OPTISTUDIO_MAX_UPLOAD_MB"
 OLDEST_RUN_OPSET = 7
 """ONNX Runtime runs default-domain opsets from 7 up; only an older model gets a warning (the
@@ -89,7 +92,7 @@ class StoredModel:
 def inspect_model(
     path: Path,
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     max_tensor_bytes: int | None = None,
     load_check: LoadCheck | None = None,
 ) -> ModelInfo:
@@ -97,7 +100,8 @@ def inspect_model(
 
     Raises ModelRejected, with a message naming the problem, for a missing, empty, oversized,
     non-ONNX, truncated or invalid file, and for external data that is missing or would be read
-    from outside the model's folder. `max_bytes` applies to the file plus its external data;
+    from outside the model's folder. `max_bytes` (None: no limit) applies to the file plus its
+    external data;
     `max_tensor_bytes` (default: half of this machine's memory) to any one declared tensor.
     `load_check` runs after every structural check: what takes models in passes ONNX Runtime's
     (check_loads), so a stored model is one ONNX Runtime loaded.
@@ -109,7 +113,7 @@ def store_model(
     source: Path,
     *,
     artifact_dir: Path,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     max_tensor_bytes: int | None = None,
     load_check: LoadCheck | None = None,
 ) -> StoredModel:
@@ -138,7 +142,7 @@ def store_model(
 
 def _inspect(
     path: Path,
-    max_bytes: int,
+    max_bytes: int | None,
     max_tensor_bytes: int | None,
     load_check: LoadCheck | None,
     *,
@@ -155,7 +159,7 @@ def _inspect(
 
 
 def _read_checked(
-    path: Path, max_bytes: int, max_tensor_bytes: int | None
+    path: Path, max_bytes: int | None, max_tensor_bytes: int | None
 ) -> tuple[onnx.ModelProto, list[str], int]:
     """The cheap checks: the graph (parsed without its data), its external data locations and
     the size of everything, each against its limit."""
@@ -180,11 +184,12 @@ def _file_size(path: Path) -> int:
     return size
 
 
-def _check_size(size: int, max_bytes: int) -> None:
-    if size > max_bytes:
+def _check_size(size: int, max_bytes: int | None) -> None:
+    if max_bytes is not None and size > max_bytes:
         raise ModelRejected(
             f"The model is {_human_size(size)}, over the {_human_size(max_bytes)} limit.",
-            hint=f"Set {MAX_UPLOAD_ENV} (in MB) to raise the limit.",
+            hint=f"Set {MAX_UPLOAD_ENV} (in MB) to raise the upload limit, or add the model "
+            "from a local file (the CLI) or the workers' shared storage, where it does not apply.",
         )
 
 

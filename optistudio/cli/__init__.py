@@ -238,7 +238,7 @@ def command_bench(args: argparse.Namespace) -> int:
     if args.precision == "all":
         raise InvalidSpec("--precision all goes with --backend all; name one precision here.")
     spec = bench_spec(args)
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
+    info = inspect_model(args.model, load_check=check_loads)
     if args.save:
         report, saved = _bench_and_save(args.model, spec, settings)
     else:
@@ -264,7 +264,7 @@ def command_bench_all(args: argparse.Namespace, settings: Any) -> int:
 
     if args.save:
         raise InvalidSpec("--save takes one backend; run one `bench --save` per backend.")
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
+    info = inspect_model(args.model, load_check=check_loads)
     runs, skipped = [], {}
     every_precision = args.precision == "all"
     for backend in backends:
@@ -303,8 +303,8 @@ def command_compare(args: argparse.Namespace, settings: Any) -> int:
             "--save is not available with --vs yet; run the comparison in the studio."
         )
     spec = comparison_spec(args)
-    info_a = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
-    info_b = inspect_model(args.vs, max_bytes=settings.max_upload_bytes, load_check=check_loads)
+    info_a = inspect_model(args.model, load_check=check_loads)
+    info_b = inspect_model(args.vs, load_check=check_loads)
     comparison = compare_models(args.model, args.vs, spec, info_a=info_a, info_b=info_b)
     payload = comparison.model_dump(mode="json") | {"a": str(args.model), "b": str(args.vs)}
     if args.json:

@@ -187,9 +187,8 @@ def _resolved(model: Path, given: InputOptions) -> InputOptions:
     from optistudio.core.data.input_profile import propose_input_profile
     from optistudio.core.data.probe import check_profile
     from optistudio.core.model.intake import inspect_model
-    from optistudio.services.settings import get_settings
 
-    info = inspect_model(model, max_bytes=get_settings().max_upload_bytes)
+    info = inspect_model(model)
     proposal = propose_input_profile(info.inputs, metadata_keys=info.metadata_keys)
     check = check_profile(model, info, proposal, given=given)
     if check.guesses:

@@ -207,7 +207,7 @@ def command_optimize(args: argparse.Namespace) -> int:
     from optistudio.core.backends.loadable import check_loads
     from optistudio.core.model.intake import inspect_model
 
-    info = inspect_model(args.model, max_bytes=settings.max_upload_bytes, load_check=check_loads)
+    info = inspect_model(args.model, load_check=check_loads)
     if args.save:
         report, stored = _optimize_and_save(args.model, spec, settings)
     elif decoder:

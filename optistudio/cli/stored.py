@@ -1,5 +1,5 @@
 """What is stored, and deleting it: `optistudio models` (with what each occupies on disk),
-`optistudio models delete ID`, `optistudio results delete JOB` and `optistudio jobs delete JOB`.
+`optistudio models add PATH` (cli.model_add), `optistudio models delete ID`, `optistudio results delete JOB` and `optistudio jobs delete JOB`.
 
 A delete first says what it removes and frees (N variants, M results, K jobs, X MB on disk).
 With `--yes` it deletes at once; without it, a terminal asks, and anything else (a script,
@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from optistudio.cli.model_add import add_model_add_parser, command_model_add
 from optistudio.cli.output import print_json
 
 CONFIRM = "Nothing deleted: run it again with --yes to delete."
@@ -24,7 +25,8 @@ def add_models_parser(commands: Any) -> None:
         "models", help="list the stored models and what each occupies on disk; delete one"
     )
     models.add_argument("--json", action="store_true", help="print one JSON object")
-    actions = models.add_subparsers(dest="models_action", metavar="{delete}")
+    actions = models.add_subparsers(dest="models_action", metavar="{add,delete}")
+    add_model_add_parser(actions)
     delete = actions.add_parser(
         "delete", help="delete a model with its variants, results, jobs and files"
     )
@@ -60,6 +62,8 @@ def add_delete_flags(parser: argparse.ArgumentParser) -> None:
 def command_models(args: argparse.Namespace) -> int:
     if args.models_action == "delete":
         return command_delete(args, what="model")
+    if args.models_action == "add":
+        return command_model_add(args)
     return list_models(args)
 
 

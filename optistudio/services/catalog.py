@@ -1,7 +1,10 @@
 """Putting models into the catalogue: content-addressed artifact plus one database row.
 
-Shared by the studio (uploads, samples) and the CLI (`bench --save`), so a model stored either
-way is the same model.
+Shared by the studio (uploads, samples, models on the workers' shared storage) and the CLI
+(`bench --save`, `models add`), so a model stored either way is the same model. The upload
+limit (OPTISTUDIO_MAX_UPLOAD_MB) bounds what a browser sends (`add_upload`); a file already on
+this machine or its shared storage is bounded by the machine only (declared sizes, node count,
+the isolated load check's memory, which grows with the model).
 """
 
 from __future__ import annotations
@@ -10,13 +13,15 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.backends.isolated_load import isolated_check_loads
+from optistudio.core.backends.isolated_load import check_loads_isolated
 from optistudio.core.errors import InvalidSpec, ModelRejected
 from optistudio.core.llm.configs import CONFIG_FILES
 from optistudio.core.llm.folder import TOKENIZER_FILES, decoder_path, is_decoder_file
@@ -28,6 +33,7 @@ from optistudio.db.queries import get_or_create_model, set_input_profile
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import MODEL_FILE, store_for
 from optistudio.services.input_profiles import proposed_profile
+from optistudio.services.model_roots import storage_model
 from optistudio.services.settings import Settings
 from optistudio.services.upload_archive import unpack_folder, upload_name
 
@@ -51,19 +57,21 @@ def add_model_file(
     parent_id: int | None = None,
     recipe: dict[str, Any] | None = None,
     precision: str = "fp32",
+    max_bytes: int | None = None,
 ) -> CatalogEntry:
     """Validate and store `source`, then record it; the same bytes twice give one model.
 
     Variants name their `parent_id` and the `recipe` that made them from it. The row records the
     model's address in the artifact store (a shared-folder path or an s3:// URL). A model from
     outside must load in ONNX Runtime; a variant was made here and loaded by its own backend to be
-    timed, which may be the only one it is meant for (TensorRT, OpenVINO)."""
+    timed, which may be the only one it is meant for (TensorRT, OpenVINO). `max_bytes`: the
+    upload limit when `source` came from a browser; None for a file already on this machine."""
     stored = store_model(
         source,
         artifact_dir=settings.artifact_dir,
-        max_bytes=settings.max_upload_bytes,
+        max_bytes=max_bytes,
         max_tensor_bytes=settings.max_tensor_bytes,
-        load_check=None if origin == "variant" else isolated_check_loads(settings),
+        load_check=None if origin == "variant" else _load_check(settings, max_bytes),
     )
     beside = any((source.parent / name).is_file() for name in SIDE_FILES)
     if stored.created and beside and is_decoder_file(stored.path):  # before publishing: a
@@ -106,7 +114,31 @@ def add_upload(
         _copy_bounded(stream, target, settings.max_upload_bytes)
         if target.suffix.lower() == ".zip":
             target = _model_in_zip(target, Path(scratch) / "folder", settings.max_upload_bytes)
-        return add_model_file(factory, settings, target, name=Path(name).stem)
+        return add_model_file(
+            factory, settings, target, name=Path(name).stem, max_bytes=settings.max_upload_bytes
+        )
+
+
+def add_from_storage(
+    factory: sessionmaker[Session], settings: Settings, given: str, *, name: str | None = None
+) -> CatalogEntry:
+    """Store the model at `given` (an .onnx file or a model's folder) that already lies under
+    one of the operator's model roots (model_roots: one sentence for any path outside, or
+    with the feature off), checked and copied as an upload is, with no upload limit."""
+    graph = storage_model(settings, given)
+    label = name or (graph.parent.name if graph.name == MODEL_FILE else graph.stem)
+    return add_model_file(factory, settings, graph, name=label, origin="storage")
+
+
+def _load_check(settings: Settings, max_bytes: int | None) -> Callable[[Path], None]:
+    """ONNX Runtime's load check in a child process within the settings' time and memory
+    (memory from the model's size unless set; an upload's limit lets a small one skip reading)."""
+    return partial(
+        check_loads_isolated,
+        seconds=settings.load_check_time_s,
+        memory_bytes=settings.load_check_memory_mb * 2**20 or None,
+        max_model_bytes=max_bytes,
+    )
 
 
 def _model_in_zip(archive: Path, folder: Path, max_bytes: int) -> Path:

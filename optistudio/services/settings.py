@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,7 +25,17 @@ class Settings(BaseSettings):
         default="redis://127.0.0.1:6379/0",
         description="Celery broker (Redis). `optistudio up` sets it to its embedded Redis.",
     )
-    max_upload_mb: int = Field(default=512, ge=1, description="Largest model file accepted.")
+    max_upload_mb: int = Field(
+        default=512,
+        ge=1,
+        description="Largest model (file, or .zip of a folder) a browser upload may send; local "
+        "files (the CLI, the Python face) and the model roots have no such limit.",
+    )
+    model_roots: str = Field(
+        default="",
+        description="Folders on the workers' shared storage the studio may add models from "
+        "without an upload, separated by ':' (';' on Windows); empty = off.",
+    )
     host: str = Field(default="127.0.0.1", description="Address the studio listens on.")
     ui_port: int = Field(default=8501, ge=0, le=65535, description="Studio port (0 = free port).")
     redis_port: int = Field(
@@ -100,6 +111,12 @@ class Settings(BaseSettings):
     @property
     def max_upload_bytes(self) -> int:
         return self.max_upload_mb * 1024 * 1024
+
+    @property
+    def model_root_paths(self) -> list[Path]:
+        """The model roots, symbolic links resolved, in the order given; empty when off."""
+        parts = [part.strip() for part in self.model_roots.split(os.pathsep)]
+        return [Path(part).expanduser().resolve() for part in parts if part]
 
     @property
     def max_tensor_bytes(self) -> int | None:
