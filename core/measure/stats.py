@@ -48,11 +48,20 @@ def windows_agree(
     window_p50s: Sequence[float], *, windows: int = 3, tolerance: float = 0.10
 ) -> bool:
     """True when the last `windows` window medians agree within `tolerance` of their mean."""
+    deviation = window_deviation(window_p50s, windows=windows)
+    return deviation is not None and deviation <= tolerance
+
+
+def window_deviation(window_p50s: Sequence[float], *, windows: int = 3) -> float | None:
+    """What the stability rule looks at: max |p50_i - mean| / mean over the last `windows`
+    window medians; None when there are fewer windows or their mean is not positive. Between
+    half of `window_spread` (max-min over the mean) and (windows-1)/windows of it: a spread of
+    19 % can be stable at 10 %."""
     if len(window_p50s) < windows:
-        return False
+        return None
     recent = np.asarray(window_p50s[-windows:], dtype=np.float64)
     mean = recent.mean()
-    return bool(mean > 0 and np.max(np.abs(recent - mean)) / mean <= tolerance)
+    return float(np.max(np.abs(recent - mean)) / mean) if mean > 0 else None
 
 
 def window_spread(window_p50s: Sequence[float], *, windows: int = 3) -> float:

@@ -198,16 +198,18 @@ def print_table(payload: dict[str, Any]) -> None:
         f"model sha256 {payload['model']['sha256'][:12]}  {spec['backend']} {spec['device']} "
         f"{spec['precision']}  runtime {payload['runtime']}"
     )
+    from optistudio.cli.stability import stability_cells
+
     header = f"{'backend':<12}{'batch':>6}{'thr':>5}{'p50 ms':>10}{'p90 ms':>10}{'p99 ms':>10}"
-    print(header + f"{'inf/s':>11}{'runs':>7}{'spread':>8}  verdict")
+    print(header + f"{'inf/s':>11}{'runs':>7}{'window':>8}  verdict")
     for r in payload["results"]:
-        verdict = f"{'stable' if r['stable'] else 'UNSTABLE'} (cv {r['cv']:.1%})"
+        deviation, verdict = stability_cells(r, spec)
         if r.get("contended"):  # other processes competed for the CPU while it was measured
             verdict += f", CONTENDED ({r.get('other_cores', 0.0):.1f} cores busy elsewhere)"
         print(
             f"{r['backend']:<12}{r['batch_size']:>6}{r['threads']:>5}{r['p50_ms']:>10.3f}"
             f"{r['p90_ms']:>10.3f}{r['p99_ms']:>10.3f}{r['throughput']:>11.1f}"
-            f"{int(r['samples']):>7}{r['window_spread']:>7.1%}  {verdict}"
+            f"{int(r['samples']):>7}{deviation:>8}  {verdict}"
         )
     for r in payload["results"]:
         shapes = ", ".join(f"{name} {shape}" for name, shape in r["input_shapes"].items())
