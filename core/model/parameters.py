@@ -12,7 +12,7 @@ propagation). Tensors the generators are computed from are counted once, as stor
 from __future__ import annotations
 
 import logging
-import math
+from collections.abc import Iterable
 
 import onnx
 
@@ -100,5 +100,8 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
     return shapes
 
 
-def _elements(dims: object) -> int:
-    return math.prod(int(d) for d in dims)  # type: ignore[attr-defined]
+def _elements(dims: Iterable[int]) -> int:
+    count = 1
+    for dim in dims:
+        count *= int(dim)
+    return count
