@@ -42,6 +42,8 @@ from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import OptistudioError, PassFailed, first_line
 from optistudio.core.model.info import Dim, ModelInfo, TensorSpec
 from optistudio.core.numerics.crosscheck import check_outputs, reference_outputs
+from optistudio.core.report.coreml_fold import folded_constant_shapes
+from optistudio.core.report.skip_reasons import sentence
 from optistudio.core.torch_bridge import UnsupportedOps, to_torch
 
 __all__ = ["RUNS_ON", "CoreMLExport", "CoreMLPackage", "export_coreml", "missing"]
@@ -160,7 +162,8 @@ def trace(
 
     examples = example_inputs(info, input_profile)
     try:
-        module = to_torch(onnx.load(str(model_path))).eval()
+        graph, _ = folded_constant_shapes(onnx.load(str(model_path)))
+        module = to_torch(graph).eval()
     except UnsupportedOps as exc:
         raise PassFailed(
             f"The ONNX -> PyTorch route to Core ML does not support the ops {', '.join(exc.ops)}."
@@ -170,9 +173,10 @@ def trace(
         with torch.no_grad():
             traced = torch.jit.trace(module, arguments, check_trace=False, strict=False)
     except Exception as exc:  # torch raises RuntimeError / TypeError for graphs it cannot trace
-        raise PassFailed(
-            f"Tracing the model with torch.jit.trace failed: {first_line(exc)}"
-        ) from exc
+        why = sentence(
+            "Tracing the model with torch.jit.trace failed", first_line(exc), kind=_kind(exc)
+        )
+        raise PassFailed(why) from exc
     return traced, examples
 
 
@@ -238,9 +242,10 @@ class Converter:
             try:
                 self._programs[precision] = self._make(precision)
             except Exception as exc:  # coremltools raises ValueError, RuntimeError, ...
-                raise PassFailed(
-                    f"coremltools could not convert the model: {first_line(exc)}"
-                ) from exc
+                why = sentence(
+                    "coremltools could not convert the model", first_line(exc), kind=_kind(exc)
+                )
+                raise PassFailed(why) from exc
         return self._programs[precision]
 
     def _make(self, precision: str) -> Any:
@@ -335,9 +340,14 @@ def read_spec(path: Path) -> Any:
     try:
         return ct.models.MLModel(str(path), skip_model_load=True).get_spec()
     except Exception as exc:  # a package that does not read back is our bug or a broken write
-        raise PassFailed(
-            f"The Core ML package at {path.name} does not load: {first_line(exc)}"
-        ) from exc
+        why = sentence(
+            f"The Core ML package at {path.name} does not load", first_line(exc), kind=_kind(exc)
+        )
+        raise PassFailed(why) from exc
+
+
+def _kind(exc: BaseException) -> str:
+    return type(exc).__name__
 
 
 def _feature(feature: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from optistudio.core.backends.litert_convert import (
 )
 from optistudio.core.backends.litert_convert import PRECISIONS as PRECISIONS_ALL
 from optistudio.core.model.info import ModelInfo
+from optistudio.core.report.skip_reasons import sentence
 
 PRECISIONS: tuple[LiteRtPrecision, ...] = ("fp32", "fp16", "int8_dynamic")
 RUNS_ON = (
@@ -52,7 +53,7 @@ def export_litert(
     """Convert `model` to `folder/<name>_<precision>.tflite` for each precision it can."""
     missing = missing_converter()
     if missing:
-        reason = f"{missing} on this worker: {INSTALL_HINT}"
+        reason = sentence(f"{missing} on this worker", INSTALL_HINT)
         return LiteRtExport(skipped=dict.fromkeys(precisions, reason))
     outs = {p: folder / f"{name}_{p}.tflite" for p in _known(precisions)}
     outcome = convert_many(model, outs, shapes=fixed_shapes(info, input_profile))
@@ -61,8 +62,22 @@ def export_litert(
         if answer.get("ok"):
             made.files[precision] = outs[precision]
         else:
-            made.skipped[precision] = str(answer.get("error"))
+            made.skipped[precision] = skip_reason(answer.get("error"))
     return made
+
+
+CONVERTER = "onnx2tf and TensorFlow's TFLite converter"
+
+
+def skip_reason(error: object) -> str:
+    """The converter's answer as a sentence (the bundle's line names the precision): 'onnx2tf
+    and TensorFlow's TFLite converter could not convert this model: axes don't match array
+    (ValueError).' The child may report 'ValueError: ...', or the bare text."""
+    text = str(error or "").strip() or "it stopped without saying why"
+    kind, _, rest = text.partition(": ")
+    named = kind.isidentifier() and kind.endswith(("Error", "Exception")) and bool(rest)
+    what = f"{CONVERTER} could not convert this model"
+    return sentence(what, rest if named else text, kind=kind if named else None)
 
 
 def _known(precisions: list[str] | tuple[str, ...]) -> list[LiteRtPrecision]:

@@ -44,7 +44,7 @@ def test_without_the_converter_the_part_is_skipped_with_the_extra_to_install(
 
     assert skipped["litert"] == (
         "No LiteRT FP32, FP16 file: onnx2tf missing on this worker: "
-        "pip install 'optistudio[litert]'"
+        "pip install 'optistudio[litert]'."
     )
     with zipfile.ZipFile(bundle) as z:
         assert not [m for m in z.namelist() if m.startswith("litert/")]
