@@ -14,7 +14,7 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
 from optistudio.core.report.symbolic_dims import SymbolicDims
-from optistudio.services.catalog import add_sample, add_upload
+from optistudio.services.catalog import add_from_storage, add_sample, add_upload
 from optistudio.services.input_profiles import load_profile, save_profile
 from optistudio.services.jobkinds import BENCHMARK
 from optistudio.studio import cached, charts, deletion_services, pages, state
@@ -34,6 +34,7 @@ from optistudio.studio.jobs_services import submit_benchmark
 from optistudio.studio.model_batch import dynamic_batch_offer
 from optistudio.studio.model_free_dims import free_dims_offer
 from optistudio.studio.model_services import model_file
+from optistudio.studio.model_storage_services import storage_offer
 from optistudio.studio.model_task import task_section
 from optistudio.studio.views import model_decoder
 
@@ -53,6 +54,7 @@ def render() -> None:
     add_col, sample_col = st.columns([3, 2])
     with add_col:
         upload_section()
+        storage_section()
     with sample_col:
         sample_section()
     chosen = choose_model()
@@ -98,6 +100,29 @@ def upload_section() -> None:
                 )
             )
     show_outcome(done[upload.file_id])
+
+
+def storage_section() -> None:
+    """A model already on the workers' shared storage (only when the operator set roots)."""
+    offer = storage_offer(state.settings())
+    if offer is None:
+        return
+    with st.expander("Add from shared storage"):
+        st.caption(offer.caption())
+        path = st.selectbox(
+            "Model path",
+            offer.paths,
+            index=None,
+            accept_new_options=True,
+            placeholder="pick a model, or type its path",
+            key="storage-path",
+        )
+        if st.button("Add from storage", disabled=not path):
+            with st.spinner(f"Checking {path}…"):
+                outcome = ingest(
+                    lambda: add_from_storage(state.session_factory(), state.settings(), str(path))
+                )
+            show_outcome(outcome)
 
 
 def sample_section() -> None:
