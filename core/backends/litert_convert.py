@@ -352,9 +352,12 @@ def main(argv: list[str]) -> int:
 
 
 def _short(exc: BaseException) -> str:
+    """'ValueError: axes don't match array': the error's kind before its words, so the
+    parent's sentence can name it when the words alone are bare (core.report.litert)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     useful = [line for line in lines if "error:" in line.lower()] or lines
-    return (" ".join(useful[:3]) or type(exc).__name__)[:400]
+    text = " ".join(useful[:3])
+    return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:400]
 
 
 if __name__ == "__main__":

@@ -133,3 +133,14 @@ def test_a_model_with_equal_where_and_constant_of_shape_gets_core_ml_packages(
     assert made.skipped == {}
     assert [package.precision for package in made.packages] == ["fp32"]
     assert made.route_check.startswith("traced PyTorch module")
+
+
+def test_the_converters_child_reports_the_errors_kind_and_the_bundle_names_it() -> None:
+    from optistudio.core.backends.litert_convert import _short
+
+    reported = _short(ValueError("axes don't match array"))
+
+    assert reported == "ValueError: axes don't match array"
+    assert skip_reason(reported).endswith(
+        "could not convert this model: axes don't match array (ValueError)."
+    )
