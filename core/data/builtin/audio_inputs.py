@@ -6,7 +6,9 @@ Read from the input's name, its declared and resolved shape (batch first) and th
   them a fixed number of frequency bins. An odd count n_fft/2 + 1 of an STFT (STFT_BINS: 129,
   161, 201, 257, 513, 1025) marks STFT magnitude frames on either axis; 80 or 128 (MEL_BINS) on
   axis 1 of a rank-3 input whose time axis is dynamic ([N, 80, T], NeMo's layout; a fixed
-  [N, 80, 8400] is as often a detector's class scores) marks log-mel frames. An input named
+  [N, 80, 8400] is as often a detector's class scores) marks log-mel frames, and so does a
+  mel band count (BANDS_LAST: 40, 64, 80, 96, 120, 128) last after a fixed time axis of at
+  least CLIP_FRAMES (3 s of 10 ms frames: DNSMOS P.808's [N, 900, 120]). An input named
   like features (fbank, mel, spec, stft, input_features; input_values with two axes, as AST's
   [N, 1024, 128]) is frames whatever its fixed count: on a mel count where one axis has it,
   else on the smaller fixed axis, STFT magnitude for an odd count, log-mel for an even one;
@@ -45,6 +47,8 @@ TOLERANCE = 0.01
 MIN_SAMPLES = 4_000
 STFT_BINS = frozenset({129, 161, 201, 257, 513, 1025})
 MEL_BINS = frozenset({80, 128})
+BANDS_LAST = frozenset({40, 64, 80, 96, 120, 128})
+CLIP_FRAMES = 300
 FLOATS = ("float16", "float32", "float64")
 WAVE_WORDS = ("audio", "wav", "pcm", "waveform", "input_values", "speech")
 FEATURE_WORDS = ("fbank", "mel", "spec", "stft", "input_features")
@@ -159,6 +163,8 @@ def _frames(spec: TensorSpec, shape: tuple[int, ...]) -> tuple[AudioForm, int, b
         mel = bins in MEL_BINS and (named or (len(shape) == 3 and axis == 1 and fixed[2] is None))
         if mel:
             return "log-mel", bins, axis == last
+    if len(shape) == 3 and fixed[last] in BANDS_LAST and (fixed[1] or 0) >= CLIP_FRAMES:
+        return "log-mel", fixed[last], True
     if not named or not found:
         return None
     axis = min(found, key=lambda key: found[key])
