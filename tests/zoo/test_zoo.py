@@ -132,7 +132,8 @@ def test_auto_makes_a_variant(
     optimize = request.getfixturevalue("sweep")[0][name].outcome("optimize")
     assert optimize is not None and optimize.status == "ok", optimize
     variants = optimize.detail["variants"]
-    assert any(not line.startswith("failed") for line in variants.values()), variants
+    made = [line for line in variants.values() if not line.startswith(("failed", "not applicable"))]
+    assert made, variants
 
 
 def _skip_missing_wheel(name: str, missing_wheels: dict[str, str]) -> None:
