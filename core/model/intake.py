@@ -295,13 +295,13 @@ def _check_stored_name(location: str, hint: str) -> None:
     parts = location.replace("\\", "/").split("/")
     if any(part.startswith(".") for part in parts):
         raise ModelRejected(
-            f"External data location {location!r} has a part starting with '.'; refusing it.",
+            f"External data location {location!r} has a part starting with '.'.",
             hint=hint + " Rename the data file so no part of its path starts with '.'.",
         )
     if "/".join(part for part in parts if part).casefold() == STORED_NAME:
         raise ModelRejected(
             f"External data location {location!r} is the name the graph itself is stored under "
-            f"({STORED_NAME}); refusing it.",
+            f"({STORED_NAME}).",
             hint="Re-save the model with its weights in a file of another name, e.g. "
             "onnx.save(..., save_as_external_data=True, location='model.onnx.data').",
         )

@@ -150,7 +150,9 @@ def _model_in_zip(archive: Path, folder: Path, max_bytes: int) -> Path:
     try:
         return decoder_path(root)
     except InvalidSpec as exc:
-        raise ModelRejected(exc.message, hint="Zip one model's folder.") from None
+        raise ModelRejected(
+            exc.message, hint="Zip one model's folder, with every file its configs name inside it."
+        ) from None
 
 
 def _copy_side_files(source: Path, stored: Path) -> None:
