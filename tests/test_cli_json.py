@@ -95,10 +95,11 @@ def test_optimize_with_nncf_prints_one_document_and_sends_nncf_to_stderr(ran) ->
     assert done.returncode == 0, done.stderr[-2000:]
     assert "nncf" in done.stderr.lower()  # NNCF spoke, and not on stdout
     graph, nncf = payload["variants"]
-    assert (graph["status"], nncf["status"]) == ("made", "failed")
+    # OpenVINO has no Det: its variant is not applicable there (a sentence), not a failure
+    assert (graph["status"], nncf["status"]) == ("made", "not_applicable")
     assert graph["model_id"] and nncf["model_id"] is None and nncf["path"] is None
     assert nncf["error"]["code"] == "model_load_failed" and "Det" in nncf["error"]["message"]
-    assert f"failed: {nncf['recipe']['name']}: OpenVINO could not load" in done.stderr
+    assert f"{nncf['recipe']['name']}: " in done.stderr and "OpenVINO could not load" in done.stderr
     assert list(payload["files"]) == ["graph"]
 
 
@@ -140,7 +141,7 @@ def test_nothing_made_is_exit_2_with_the_document_still_one(ran, tmp_path: Path)
 
     assert done.returncode == 2
     [variant] = one_document(done)["variants"]
-    assert variant["status"] == "failed"
+    assert variant["status"] == "not_applicable"
     assert "error: no variant could be made" in done.stderr
 
 

@@ -405,7 +405,7 @@ def _report_failures(report: OptimizeReport) -> None:
         print(f"failed: {variant.recipe.name}: {message}", file=sys.stderr)
         if error and error.hint:
             print(f"  hint: {error.hint}", file=sys.stderr)
-    if report.failed and not report.made:
+    if (report.failed or report.not_applicable) and not report.made:
         print("error: no variant could be made", file=sys.stderr)
 
 

@@ -24,7 +24,8 @@ def test_the_bundle_serves_what_the_newest_successful_verify_measured(  # type: 
     db_factory, app_settings, tiny_model: Path
 ) -> None:
     model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
-    assert bundle_source(db_factory, app_settings, model_id).serving is None
+    first = bundle_source(db_factory, app_settings, model_id).serving
+    assert first is not None and first["source"] == "default"  # no measurement yet, said so
 
     older = BatchingSettings(max_batch_size=4, instances=1)
     newer = BatchingSettings(max_batch_size=8, instances=2)

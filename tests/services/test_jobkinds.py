@@ -333,6 +333,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
             "dims": {},
             **inputs,
             "comparison": spec["comparison"] | inputs | precisions,
+            "budget": spec["budget"] | {"floor_snr_db": 6.0},  # the numeric floor came later
         }
         | task
         | decoder
@@ -359,6 +360,9 @@ def _variant_now(stored: dict[str, Any]) -> dict[str, Any]:
     judged = {"task": None, "task_reason": "", "task_mode": None, "task_metrics": {}, "worst": []}
     judged |= {"candidate_precision": "fp32"}  # the precision it ran at came later
     judged |= {"task_note": ""}  # how the task read the outputs came later too
+    # the numeric floor, constant outputs and a task judged with low confidence came later
+    judged |= {"constant_outputs": [], "task_confidence": None, "output_floors": {}}
+    judged |= {"task_void": ""}
     accuracy = stored.get("accuracy")
     return stored | {
         "recipe": stored["recipe"] | {"precision": None},  # a recipe's inference precision too
