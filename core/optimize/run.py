@@ -530,7 +530,7 @@ def _variant(
             candidate_precision=recipe.precision or "fp32",
         )
         result.within_budget, result.budget_note = within_budget(
-            result.accuracy, spec.budget, judged.budget, precision=result.precision
+            result.accuracy, spec.budget, judged.budget, precision=judged_at(result, info)
         )
         result.budget_note += budget_suffix(result, speed_only=spec.speed_only)
         share(0.7, f"timing on {backend} against the original")
@@ -584,3 +584,10 @@ def _timed(
     result.verdict = comparison.verdict
     result.speedup = 1.0 / comparison.ratio if comparison.ratio else None
     result.original_p50_ms, result.variant_p50_ms = comparison.a_p50_ms, comparison.b_p50_ms
+
+
+def judged_at(result: VariantResult, info: ModelInfo) -> str:
+    """The precision whose tolerance rule judges the variant: its own, or for a graph that was
+    already quantized (QDQ / QLinear) the INT8 rule too, since both runs compute in INT8 there
+    (an already-INT8 encoder's fp32@openvino was held to the FP32 rule's 45 dB)."""
+    return f"int8+{result.precision}" if info.quantized else result.precision
