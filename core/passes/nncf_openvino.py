@@ -76,7 +76,7 @@ def run_int8_nncf_ov(
     options = quantize_options(config.model_copy(update={"ignored_types": ignored}))
     context.progress(0.0, "calibrating with NNCF on the OpenVINO model")
     with nncf_errors(), contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
-        quantized = nncf.quantize(converted, nncf.Dataset(samples), **options)
+        quantized = _quantized(nncf, converted, samples, options, warnings)
     context.progress(0.95, "saving the OpenVINO IR")
     target = out.with_suffix(".xml")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -99,6 +99,31 @@ def run_int8_nncf_ov(
     if not details["fake_quantize"]:
         warnings.append("NNCF quantized no op: the model has no op it quantizes.")
     return PassReport(output=target, details=details, warnings=warnings)
+
+
+def _quantized(
+    nncf: Any, converted: Any, samples: CalibrationSamples, options: dict[str, Any],
+    warnings: list[str],
+) -> Any:
+    """nncf.quantize on the converted model; where OpenVINO cannot infer it with dynamic shapes
+    ('Squeeze operation with dynamic rank'), on the model reshaped to the calibration samples'
+    static shapes, as the OpenVINO backend compiles it, said in a warning."""
+    try:
+        return nncf.quantize(converted, nncf.Dataset(samples), **options)
+    except Exception as exc:
+        if "dynamic" not in str(exc) or not converted.is_dynamic():
+            raise
+        first = next(iter(samples))
+        converted.reshape({name: list(array.shape) for name, array in first.items()})
+        warnings.append(
+            "OpenVINO could not run the model with dynamic shapes; it was quantized reshaped "
+            f"to the calibration samples' shapes ({_shapes(first)}), so the IR runs at those."
+        )
+        return nncf.quantize(converted, nncf.Dataset(samples), **options)
+
+
+def _shapes(feed: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {'x'.join(map(str, array.shape))}" for name, array in feed.items())
 
 
 def openvino_model(

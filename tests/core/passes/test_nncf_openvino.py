@@ -260,3 +260,31 @@ def test_the_optimization_run_makes_judges_and_times_the_ir_of_an_opset_9_model(
     assert variant.accuracy is not None and variant.accuracy.min_cosine > COSINE_BUDGET
     assert variant.within_budget
     assert variant.verdict is not None and variant.ratio_low <= variant.ratio <= variant.ratio_high
+
+
+class _Rows:
+    """Calibration source: seeded [1, 16] rows for the dynamic-rank Squeeze graph."""
+
+    def batches(self):  # type: ignore[no-untyped-def]
+        rng = np.random.default_rng(3)
+        for _ in range(4):
+            yield {"x": rng.standard_normal((1, 16)).astype(np.float32)}
+
+    @property
+    def description(self) -> str:
+        return "4 random rows"
+
+
+def test_a_graph_openvino_cannot_infer_dynamically_is_quantized_at_the_samples_shapes(
+    tmp_path: Path,
+) -> None:
+    from tests.core.passes.exporter_graphs import dynamic_rank_squeeze
+
+    model = dynamic_rank_squeeze(tmp_path / "squeeze.onnx")
+    context = PassContext(work_dir=tmp_path, calibration=_Rows())
+    options = NncfOpenVinoConfig.model_validate({"subset_size": 4})
+
+    report = run_int8_nncf_ov(model, tmp_path / "out.onnx", options, context)
+
+    assert report.output.suffix == ".xml" and report.output.is_file()
+    assert any("reshaped to the calibration samples' shapes (x 1x16)" in w for w in report.warnings)
