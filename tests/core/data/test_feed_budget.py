@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_runner import run_in_process
-from conftest import build_matmul_model
+from tests.conftest import build_matmul_model
 
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import InvalidSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import build_matmul_model
+from tests.conftest import build_matmul_model
 
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.intake import inspect_model
