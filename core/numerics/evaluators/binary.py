@@ -2,9 +2,10 @@
 
 The judged output holds one value per sample, [N] or [N, 1]: a probability after a Sigmoid, or
 a logit from a linear head (Gemm, MatMul, MatMul + bias) that a deployment passes through one.
-Weighed as evidence (`evidence`): after a Sigmoid STRONG; from a linear head MODERATE (a
-regressor's value looks the same: `regression` weighs it too); a name like 'logit' or 'prob'
-adds WEAK support, one like 'value' or 'variable' WEAK evidence against; an image, token or
+Weighed as evidence (`evidence`): after a Sigmoid STRONG; from a linear head WEAK (a
+regressor's value looks the same: `regression` weighs it too, and DNSMOS P.808's MOS read as
+binary above low with MODERATE); a name like 'logit' or 'prob' adds WEAK support after a Sigmoid
+and MODERATE to a linear head's bare value, one like 'value' or 'variable' WEAK evidence against; an image, token or
 audio input WEAK support. Judged by the decisions at 0.5 (`thresholds`): with flips counted per
 sample,
 
@@ -114,14 +115,15 @@ def _binary_case(task: str, output: OutputFacts) -> Case | None:
     shape = shape_text(output.shape, "N")
     if output.producer == "Sigmoid":
         weight, reason = STRONG, f"{output.name} {shape} after Sigmoid: one probability per sample"
-    elif linear_head(output):
-        weight = MODERATE
+    elif linear_head(output):  # one value from a linear head: a logit or a score alike
+        weight = WEAK
         reason = f"{output.name} {shape} after {made_by(output)}: one logit per sample"
     else:
         return None
     evidence = [Evidence(kind="structure", weight=weight, text=reason)]
-    if named_like(output, "logit", "prob", "class", "binary"):
-        evidence.append(Evidence(kind="name", weight=WEAK, text=f"named {output.name!r}"))
+    if named_like(output, "logit", "prob", "class", "binary"):  # the name settles a bare value
+        named = WEAK if output.producer == "Sigmoid" else MODERATE
+        evidence.append(Evidence(kind="name", weight=named, text=f"named {output.name!r}"))
     elif named_like(output, *REGRESSION_WORDS):
         text = f"named {output.name!r}, like a value"
         evidence.append(Evidence(kind="name", weight=-WEAK, text=text))
