@@ -3,6 +3,7 @@ deleting a finished job (its result, measurements and files) after a confirmatio
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,8 @@ ACTIVE = {"queued", "running"}
 RECENT = 8
 CONFIRM_KEY = "confirm-delete-job"
 DELETED_KEY = "deleted-job-note"
+DELETED_SHOWN_S = 60.0
+"""How long the 'Deleted job #N' note stays on a page that reruns by itself."""
 STATUS_ICON = {
     "queued": ":material/schedule:",
     "running": ":material/play_circle:",
@@ -44,7 +47,8 @@ def live_jobs() -> None:
     stale_after_s = state.settings().heartbeat_s * state.HEARTBEAT_STALE_FACTOR
     live = check_workers(state.session_factory(), max_age_s=stale_after_s)
     rows = job_rows(state.session_factory())
-    if said := st.session_state.pop(DELETED_KEY, None):
+    said, when = st.session_state.get(DELETED_KEY, ("", 0.0))
+    if said and time.monotonic() - when < DELETED_SHOWN_S:  # the page reruns while jobs run
         st.success(said)
     if not rows:
         st.info("No jobs yet. Start a benchmark from the Models page.")
@@ -156,7 +160,7 @@ def confirm_delete(job_id: int) -> None:
         if isinstance(outcome, ErrorInfo):
             show_error(outcome, prefix="Not deleted: ")
             return
-        st.session_state[DELETED_KEY] = outcome
+        st.session_state[DELETED_KEY] = (outcome, time.monotonic())
         st.rerun()
 
 

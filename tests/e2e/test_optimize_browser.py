@@ -43,15 +43,15 @@ def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # ty
     page.get_by_role("button", name="Optimize", exact=True).click()
     expect(page.get_by_text(re.compile(r"Optimize job #1 submitted"))).to_be_visible()
 
-    expect(page.get_by_text(re.compile(r"Made 1 variant\(s\), 1 failed\."))).to_be_visible(
-        timeout=JOB_TIMEOUT_MS
-    )
+    # OpenVINO has no Det: its variant is not applicable there (a sentence), not a failure
+    made = page.get_by_text(re.compile(r"Made 1 variant\(s\), 1 not applicable\."))
+    expect(made).to_be_visible(timeout=JOB_TIMEOUT_MS)
     failure = page.get_by_text(
-        re.compile(r"INT8 NNCF \(for OpenVINO\) on openvino failed: OpenVINO could not load")
+        re.compile(
+            r"INT8 NNCF \(for OpenVINO\)( on openvino)?: not applicable on openvino: OpenVINO could"
+        )
     )
     expect(failure).to_be_visible()
-    expect(page.get_by_text(re.compile("What to try:"))).to_be_visible()
-    expect(page.get_by_text("model_load_failed")).to_be_visible()
     expect(page.get_by_text(re.compile("No optimization run of"))).to_have_count(0)
     failure.scroll_into_view_if_needed()
     shot(page, "optimize-failed-variant")
@@ -73,7 +73,7 @@ def test_a_run_that_made_no_variant_shows_an_empty_state_not_empty_axes(  # type
     page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")
     page.get_by_role("button", name="Optimize", exact=True).click()
 
-    headline = page.get_by_text("No variant could be made: 1 recipe(s) failed.", exact=True)
+    headline = page.get_by_text(re.compile(r"No variant could be made: 1 not applicable"))
     expect(headline.first).to_be_visible(timeout=JOB_TIMEOUT_MS)
     empty = page.get_by_text(re.compile("No variant was made and timed, so there is no speedup"))
     expect(empty).to_be_visible()

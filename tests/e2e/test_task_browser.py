@@ -19,7 +19,7 @@ def choose(page, box: str, option: str) -> None:  # type: ignore[no-untyped-def]
     """Open a selectbox and pick an option; a click that lands while another popover closes
     (the recipes' list) is tried again."""
     selectbox = page.locator("[data-testid='stSelectbox']").filter(has_text=box)
-    wanted = page.get_by_role("option", name=option)
+    wanted = page.get_by_role("option", name=option, exact=True)  # not "Binary classification"
     for _ in range(5):
         selectbox.click()
         try:
