@@ -123,7 +123,12 @@ def test_the_job_cap_goes_to_the_most_promising_first(heavy: Path, light: Path) 
 
     resolve_unsteady(heavy, [next_one, promising], spec(job_seconds=0.5))
 
-    assert promising.timing_note.startswith("still unresolved after the 0.5 s cap (")
+    # the cap's own look may settle it (8 one-thread rounds did beside a busy core): either way
+    # the rounds went to it, and none were left for the next one
+    said = promising.timing_note
+    assert said.startswith("still unresolved after the 0.5 s cap (") or said.startswith(
+        "resolved after "
+    )
     assert next_one.timing_note == (
         "still unresolved: the run's 0.5 s for more rounds went to more promising candidates"
     )
