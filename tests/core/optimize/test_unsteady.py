@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper, save
 
 from optistudio.core.measure.compare import FASTER, ComparisonSpec
 from optistudio.core.numerics.accuracy import AccuracyReport
@@ -17,32 +15,13 @@ from optistudio.core.optimize.run import choose
 from optistudio.core.optimize.spec import OptimizeSpec, UnsteadyTiming
 from optistudio.core.optimize.unsteady import resolve_unsteady, timing_notes, unresolved
 from optistudio.core.optimize.variant import VariantResult
+from tests.core.measure.test_resolve import matmul_chain
 
 ACCURACY = AccuracyReport.model_validate(
     {"samples": 4, "data": "synthetic", "mean_cosine": 0.9999, "min_cosine": 0.9998}
     | {"max_abs_error": 0.01, "mean_abs_error": 0.001, "nan_or_inf": False}
     | {"per_output_max_abs_error": {"y": 0.01}}
 )
-
-
-def matmul_chain(path: Path, layers: int) -> Path:
-    """x [n, 256] through `layers` MatMuls by a 256 x 256 weight: time grows with layers."""
-    weight = numpy_helper.from_array(
-        np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32) / 16, "w"
-    )
-    names = ["x"] + [f"h{i}" for i in range(layers - 1)] + ["y"]
-    nodes = [helper.make_node("MatMul", [names[i], "w"], [names[i + 1]]) for i in range(layers)]
-    graph = helper.make_graph(
-        nodes,
-        "chain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 256])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    save(model, path)
-    return path
 
 
 def first_look(
