@@ -115,6 +115,7 @@ from optistudio.core.optimize.run_shapes import output_shapes
 from optistudio.core.optimize.spec import NO_TASK as NO_TASK
 from optistudio.core.optimize.spec import QUICK_COMPARISON as QUICK_COMPARISON
 from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
+from optistudio.core.optimize.steady import Steady, steady_note, steady_timing
 from optistudio.core.optimize.unsteady import resolve_unsteady, timing_notes
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.core.passes.base import PassContext, passes
@@ -220,16 +221,45 @@ def optimize(
     report = progress or ignore_progress
     info = inspect_model(model)
     _check_output(info, spec.accuracy_output)
-    judge, task_budget, task_reasons = task_judge(model, spec, data, labels_file)
-    fed = run_data(model, info, spec, data, judge)
-    source, calibration = fed.judged, calibration or fed.calibration
-    if labels is None and labels_file is not None:
-        if judge is None:  # judged by cosine and top-1: the labels are class ids
-            labels = load_labels(labels_file, samples=_sample_total(data))
-        elif judge.recognition.task == "classification":
-            labels = judge.labels  # class ids: top-1 against them too
-    timed = spec.model_copy(update={"comparison": timing_spec(spec, info, data)})
-    # The accuracy-aware pass searches against the run's budget unless told otherwise.
+    choice = task_judge(model, spec, data, labels_file)
+    fed = run_data(model, info, spec, data, choice.judge)
+    judging = Judging(
+        fed.judged,
+        _class_labels(labels, labels_file, choice.judge, data),
+        choice.judge,
+        choice.budget,
+        calibration or fed.calibration,
+    )
+    timed = steady_timing(spec.model_copy(update={"comparison": timing_spec(spec, info, data)}))
+    recipes = _run_recipes(spec, info)
+    making = Making(model, info, timed.spec, out_dir, judging)
+    variants = _make_all(making, spec, recipes, report)
+    qat_note = _add_qat(making, spec, recipes, variants, report)
+    resolve_unsteady(model, variants, timed.spec, progress=report)
+    report(1.0, "Done")
+    return _report(spec, fed, choice, variants, recipes, qat_note, timed)
+
+
+def _class_labels(
+    labels: np.ndarray | None,
+    labels_file: Path | None,
+    judge: TaskJudge | None,
+    data: CalibrationSource | None,
+) -> np.ndarray | None:
+    """The class ids top-1 is judged against: given, else read from `labels_file` when no task
+    judges (cosine and top-1) or the task is classification; None otherwise."""
+    if labels is not None or labels_file is None:
+        return labels
+    if judge is None:
+        if data is None:
+            raise DataMismatch("Labels were given without the data they label.")
+        return load_labels(labels_file, samples=_sample_total(data))
+    return judge.labels if judge.recognition.task == "classification" else None
+
+
+def _run_recipes(spec: OptimizeSpec, info: ModelInfo) -> list[Recipe]:
+    """The spec's recipes resolved for its target on the backends this machine has, with
+    the run's pass settings (the accuracy-aware pass searches against the run's budget)."""
     settings = {"int8_mixed": {"budget": spec.budget.model_dump()}} | spec.pass_settings
     usable = available_backends(spec.comparison.device)
     if spec.target_backend != ANY and spec.target_backend not in usable:
@@ -238,39 +268,86 @@ def optimize(
             f"{spec.target_backend} cannot run here ({why}). Available: {', '.join(usable)}.",
             hint="Pick one of those targets, or 'any'.",
         )
-    device = spec.comparison.device
     resolved = resolve_recipes(
-        spec.recipes, info, target_backend=spec.target_backend, backends=usable, device=device
+        spec.recipes,
+        info,
+        target_backend=spec.target_backend,
+        backends=usable,
+        device=spec.comparison.device,
     )
-    recipes = [with_settings(r, settings) for r in resolved]
-    variants: list[VariantResult] = []
+    return [with_settings(r, settings) for r in resolved]
+
+
+@dataclass(frozen=True)
+class Making:
+    """What every variant of a run is made, checked and timed with."""
+
+    model: Path
+    info: ModelInfo
+    timed: OptimizeSpec
+    out_dir: Path
+    judging: Judging
+
+    def variant(
+        self, recipe: Recipe, share: ProgressCallback, earlier: VariantResult | None = None
+    ) -> VariantResult:
+        return _variant(
+            self.model,
+            self.info,
+            recipe,
+            self.timed,
+            self.out_dir,
+            self.judging,
+            share,
+            earlier=earlier,
+        )
+
+
+def _make_all(
+    making: Making, spec: OptimizeSpec, recipes: list[Recipe], report: ProgressCallback
+) -> list[VariantResult]:
+    """One variant per recipe, each with its share of the progress; a recipe that differs
+    from an earlier one only in its inference precision times the earlier one's file."""
     slots = len(recipes) + int(_qat_data_given(spec))  # Auto may add QAT at the end
+    variants: list[VariantResult] = []
     for index, recipe in enumerate(recipes):
         share = scaled(report, index / slots, (index + 1) / slots, prefix=f"{recipe.label}: ")
-        judged = Judging(source, labels, judge, task_budget, calibration)
         earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
-        variants.append(
-            _variant(model, info, recipe, timed, out_dir, judged, share, earlier=earlier)
-        )
+        variants.append(making.variant(recipe, share, earlier))
+    return variants
+
+
+def _add_qat(
+    making: Making,
+    spec: OptimizeSpec,
+    recipes: list[Recipe],
+    variants: list[VariantResult],
+    report: ProgressCallback,
+) -> str | None:
+    """Auto's QAT variant appended to `variants` when every judged post-training INT8 variant
+    missed the budget and training data was given; the note that says so or what it needs."""
     add_qat, qat_note = _auto_qat(spec, recipes, variants)
     if add_qat:
-        (qat,) = resolve_recipes(
-            [QAT_RECIPE],
-            info,
-            target_backend=spec.target_backend,
-            backends=usable,
-            device=device,
-        )
-        share = scaled(report, len(recipes) / slots, 1.0, prefix=f"{qat.label}: ")
-        judged = Judging(source, labels, judge, task_budget, calibration)
-        variants.append(
-            _variant(model, info, with_settings(qat, settings), timed, out_dir, judged, share)
-        )
-    resolve_unsteady(model, variants, timed, progress=report)
+        (qat,) = _run_recipes(spec.model_copy(update={"recipes": [QAT_RECIPE]}), making.info)
+        share = scaled(report, len(recipes) / (len(recipes) + 1), 1.0, prefix=f"{qat.label}: ")
+        variants.append(making.variant(qat, share))
+    return qat_note
+
+
+def _report(
+    spec: OptimizeSpec,
+    fed: RunData,
+    choice: TaskChoice,
+    variants: list[VariantResult],
+    recipes: list[Recipe],
+    qat_note: str | None,
+    timed: Steady,
+) -> OptimizeReport:
+    """The run's report: the choice, its headline, the notes, what judged the variants."""
     chosen = choose(variants, speed_only=spec.speed_only)
     pick = chosen.recipe.name if chosen else None
     samples = {"speed_only": spec.speed_only, "chosen": pick, "why_random": fed.why_random}
-    report(1.0, "Done")
+    judge = choice.judge
     return OptimizeReport(
         spec=spec,
         data=fed.description,
@@ -278,17 +355,18 @@ def optimize(
         chosen=pick,
         **told(variants, pick, spec),
         notes=int8_notes(recipes)
+        + steady_note(timed.busy)
         + data_notes(variants, **samples)
         + ([qat_note] if qat_note else [])
         + constant_notes(v.accuracy for v in variants)
         + timing_notes(variants)
         + [note for note in [not_applicable_note(variants)] if note],
-        environment=fingerprint(threads=spec.comparison.threads),
+        environment=fingerprint(threads=timed.spec.comparison.threads),
         task=judge.recognition.task if judge else None,
-        task_reason=judge.recognition.reason if judge else next(iter(task_reasons), ""),
+        task_reason=judge.recognition.reason if judge else next(iter(choice.reasons), ""),
         task_confidence=judge.recognition.confidence if judge else None,
-        task_reasons=list(task_reasons),
-        task_budget=task_budget.limits if task_budget else {},
+        task_reasons=list(choice.reasons),
+        task_budget=choice.budget.limits if choice.budget else {},
     )
 
 

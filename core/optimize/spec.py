@@ -130,6 +130,12 @@ class OptimizeSpec(ModelInputs):
         "(faster by the comparison's min_effect), more interleaved rounds are timed until it "
         "resolves or these caps pass; the variant's timing note says which.",
     )
+    one_thread_when_busy: bool = Field(
+        default=True,
+        description="Time every variant on one thread when other processes keep the machine "
+        "busy and no threads are set (optistudio.core.optimize.steady): one thread's speedups "
+        "hold still beside load where those on every core do not.",
+    )
     accuracy_samples: int = Field(
         default=32,
         ge=1,
