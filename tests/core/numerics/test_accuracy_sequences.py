@@ -10,7 +10,8 @@ from export_models import zipmap_model
 
 from optistudio.core.data.datasets import SyntheticDataset
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.numerics.accuracy import _as_array, accuracy_report
+from optistudio.core.numerics.accuracy import accuracy_report
+from optistudio.core.numerics.compared_model import as_array as _as_array
 
 
 def test_a_zipmap_model_is_compared_with_itself(tmp_path: Path) -> None:
