@@ -51,7 +51,7 @@ from optistudio.core.numerics.budget import TaskBudget as TaskBudget
 from optistudio.core.numerics.budget import within_budget as within_budget
 from optistudio.core.numerics.compared_model import NO_SIZE_LIMIT as NO_SIZE_LIMIT
 from optistudio.core.numerics.compared_model import ComparedModel
-from optistudio.core.numerics.evaluators.base import Evaluator, Recognition, TaskScore
+from optistudio.core.numerics.evaluators.base import Evaluator, Recognition, TaskScore, TaskTally
 from optistudio.core.numerics.evaluators.outputs import output_role as role_of
 from optistudio.core.numerics.evaluators.recognize import model_facts
 from optistudio.core.numerics.output_agreement import output_agreement as output_agreement
@@ -89,28 +89,12 @@ def accuracy_report(
     Feeds are cast to each model's declared input dtypes, so an FP16 candidate with float16
     inputs gets the same data. Labels need user data and a [batch, classes] first output.
     """
-    synthetic = bool(getattr(data, "synthetic", False))
-    if labels is not None and synthetic:
-        raise DataMismatch("Labels were given with synthetic inputs; they need the real data.")
-    expected = _sample_count(data)
-    if labels is not None and expected is not None and len(labels) != expected:
-        raise DataMismatch(
-            f"labels have {len(labels)} entries but the dataset has {expected} samples."
-        )
-    # A .tflite or an OpenVINO IR (.xml) is fed as the original (its inputs keep their names).
-    like = Path(reference) if Path(candidate).suffix in (".tflite", ".xml") else None
-    models = [
-        ComparedModel(Path(reference)),
-        ComparedModel(
-            Path(candidate),
-            backend=candidate_backend,
-            interface=like,
-            precision=candidate_precision,
-        ),
-    ]
+    synthetic = _checked_synthetic(data, labels)
+    models = _load_pair(Path(reference), Path(candidate), candidate_backend, candidate_precision)
     try:
         index = _output_index(models[0].output_names, output)
-        role = output_role(Path(reference), models[0].output_names[index])
+        names = models[0].output_names
+        role = output_role(Path(reference), names[index])
         tally = OutputTally(
             labels,
             index=index,
@@ -119,20 +103,7 @@ def accuracy_report(
             declared=(models[0].declared, models[1].declared),
         )
         task = judge.evaluator.tally(judge.recognition, judge.labels) if judge else None
-        names, first = models[0].output_names, 0
-        axes = getattr(data, "batch_axes", None)
-        for batch, ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
-            rows = fed_rows(batch, models[0].inputs, axes)
-            tally.note_inputs(batch, rows)
-            tally.add(ref_outputs, cand_outputs, rows=rows, names=names)
-            if task is not None:
-                task.add_run(
-                    dict(zip(names, ref_outputs, strict=True)),
-                    dict(zip(names, cand_outputs, strict=True)),
-                    first_sample=first,
-                    samples=rows,
-                )
-            first += rows
+        _compare(models, data, tally, task, progress)
     finally:
         for model in models:
             model.close()
@@ -143,6 +114,55 @@ def accuracy_report(
     if task is None or judge is None:
         return report
     return with_task(report, task.score(), judge.recognition)
+
+
+def _checked_synthetic(data: CalibrationSource, labels: np.ndarray | None) -> bool:
+    """Whether `data` is synthetic; DataMismatch for labels that cannot go with it."""
+    synthetic = bool(getattr(data, "synthetic", False))
+    if labels is not None and synthetic:
+        raise DataMismatch("Labels were given with synthetic inputs; they need the real data.")
+    expected = _sample_count(data)
+    if labels is not None and expected is not None and len(labels) != expected:
+        raise DataMismatch(
+            f"labels have {len(labels)} entries but the dataset has {expected} samples."
+        )
+    return synthetic
+
+
+def _load_pair(
+    reference: Path, candidate: Path, backend: str, precision: Precision
+) -> list[ComparedModel]:
+    """The reference on ONNX Runtime and the candidate on `backend`; a .tflite or an OpenVINO
+    IR (.xml) is fed as the original (its inputs keep their names)."""
+    like = reference if candidate.suffix in (".tflite", ".xml") else None
+    return [
+        ComparedModel(reference),
+        ComparedModel(candidate, backend=backend, interface=like, precision=precision),
+    ]
+
+
+def _compare(
+    models: list[ComparedModel],
+    data: CalibrationSource,
+    tally: OutputTally,
+    task: TaskTally | None,
+    progress: ProgressCallback | None,
+) -> None:
+    """Every batch of `data` through both models, into the output tally and the task's."""
+    names, first = models[0].output_names, 0
+    axes = getattr(data, "batch_axes", None)
+    for batch, ref_outputs, cand_outputs in _paired_outputs(models, data, tally, progress):
+        rows = fed_rows(batch, models[0].inputs, axes)
+        tally.note_inputs(batch, rows)
+        tally.add(ref_outputs, cand_outputs, rows=rows, names=names)
+        if task is not None:
+            task.add_run(
+                dict(zip(names, ref_outputs, strict=True)),
+                dict(zip(names, cand_outputs, strict=True)),
+                first_sample=first,
+                samples=rows,
+            )
+        first += rows
 
 
 def with_task(report: AccuracyReport, score: TaskScore, recognition: Recognition) -> AccuracyReport:
