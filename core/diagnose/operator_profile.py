@@ -13,20 +13,19 @@ suffix of OpenVINO's exec_type.
 Times are per inference: a node's time in each profiled run (warm-up runs excluded; 0 in a run
 where it did not execute), averaged after dropping the slowest 10 % of runs when there are at
 least 10, so one preempted run on a busy machine does not make a Flatten the bottleneck. A node's share is its time over the sum of all nodes' times, which is less than
-the wall time of a run (the runtime's own scheduling is not in any node).
+the wall time of a run (the runtime's own scheduling is not in any node). ONNX Runtime's profile
+parsing and the mapping of runtime names back to the file's nodes live in
+optistudio.core.measure.node_times (the INT8 placement pass reads them too).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import onnx
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.backends import SessionOptions, get_backend
@@ -36,26 +35,23 @@ from optistudio.core.backends.openvino_backend import (
     read_model,
     runtime_message,
 )
-from optistudio.core.backends.reference import reference_session
 from optistudio.core.backends.target import Threads
 from optistudio.core.data.model_inputs import ModelInputs
-from optistudio.core.errors import InvalidSpec, ModelLoadError, first_line
+from optistudio.core.errors import InvalidSpec, ModelLoadError
 from optistudio.core.machine.environment import fingerprint
+from optistudio.core.measure.node_times import ORT_TYPES as ORT_TYPES
+from optistudio.core.measure.node_times import QDQ_OPS as QDQ_OPS
+from optistudio.core.measure.node_times import (
+    GraphNames,
+    OrtProfiler,
+    RawNodeTime,
+)
+from optistudio.core.measure.node_times import op_family as op_family
+from optistudio.core.measure.node_times import parse_ort_profile as parse_ort_profile
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
 
 PROFILED_BACKENDS = ("onnxruntime", "openvino")
-ORT_TYPES = {
-    "float": "fp32",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "double": "fp64",
-    "uint8": "int8",
-    "int8": "int8",
-    "int32": "int32",
-    "int64": "int64",
-    "bool": "bool",
-}
 OV_PRECISIONS = {
     "f32": "fp32",
     "f16": "fp16",
@@ -65,41 +61,8 @@ OV_PRECISIONS = {
     "i32": "int32",
     "i64": "int64",
 }
-QDQ_OPS = frozenset(
-    {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "FakeQuantize", "Convert"}
-)
 LAYOUT_OPS = frozenset({"Transpose", "ReorderInput", "ReorderOutput", "Reorder"})
 COMPUTE_FAMILIES = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention"})
-_FAMILY = {
-    "ConvInteger": "Conv",
-    "FusedConv": "Conv",
-    "NhwcConv": "Conv",
-    "Convolution": "Conv",
-    "GroupConvolution": "Conv",
-    "ConvolutionBackpropData": "ConvTranspose",
-    "MatMulInteger": "MatMul",
-    "MatMulIntegerToFloat": "MatMul",
-    "DynamicQuantizeMatMul": "MatMul",
-    "FusedMatMul": "MatMul",
-    "FullyConnected": "MatMul",
-    "QGemm": "Gemm",
-    "ReorderInput": "Reorder",
-    "ReorderOutput": "Reorder",
-}
-_TOKEN = re.compile(r"(_token_\d+|_nchwc)+$")
-
-
-def op_family(op_type: str) -> str:
-    """Op type with its quantized / fused / runtime-specific spelling folded ('QLinearConv'->'Conv').
-
-    Quantize/dequantize ops all fold into 'Quantize/Dequantize', so FP32 and INT8 profiles line
-    up by what the layer computes.
-    """
-    if op_type in QDQ_OPS:
-        return "Quantize/Dequantize"
-    if op_type in _FAMILY:
-        return _FAMILY[op_type]
-    return op_type.removeprefix("QLinear") or op_type
 
 
 class NodeTime(BaseModel):
@@ -196,7 +159,7 @@ def measure_operator_profile(
             profiler.close()
     finally:
         plain.close()
-    nodes = _with_graph_names(_shares(raw), _GraphNames(path))
+    nodes = _with_graph_names(_shares(raw), GraphNames(path))
     return OperatorProfile(
         model=path.name,
         sha256=info.sha256,
@@ -256,101 +219,6 @@ def _interleaved(
     return float(np.median(times["plain"])), float(np.median(times["profiled"]))
 
 
-class _RawNode(BaseModel):
-    node: str
-    op_type: str
-    precision: str
-    kernel: str = ""
-    per_run_us: list[float] = Field(description="Time in each profiled run.")
-    calls: int = 0
-
-    def add(self, run: int, duration_us: float) -> None:
-        self.per_run_us[run] += duration_us
-        self.calls += 1
-
-    @property
-    def time_us(self) -> float:
-        """Mean per run without the slowest 10 % of runs (when there are 10 or more)."""
-        ordered = sorted(self.per_run_us)
-        keep = len(ordered) - len(ordered) // 10
-        return float(np.mean(ordered[:keep])) if ordered else 0.0
-
-
-class _OrtProfiler:
-    """An ONNX Runtime session with profiling on; its JSON is parsed when finished."""
-
-    def __init__(self, path: Path, options: SessionOptions, work_dir: Path) -> None:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            self._session = reference_session(
-                path,
-                optimization="all",
-                threads=options.threads,
-                spin_wait=options.spin_wait,
-                quiet=True,
-                profile_prefix=work_dir / "ort_profile",
-            )
-        except Exception as exc:  # the runtime raises its own untyped errors
-            raise ModelLoadError(
-                f"ONNX Runtime could not load this model: {first_line(exc)}"
-            ) from exc
-        self._file: Path | None = None
-
-    def run(self, feeds: dict[str, np.ndarray]) -> None:
-        self._session.run(None, feeds)
-
-    def finish(self, warmup: int) -> list[_RawNode]:
-        self._file = Path(self._session.end_profiling())
-        return parse_ort_profile(json.loads(self._file.read_text()), skip_runs=warmup)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.unlink(missing_ok=True)
-        self._session = None
-
-
-def parse_ort_profile(events: list[dict[str, Any]], *, skip_runs: int = 0) -> list[_RawNode]:
-    """Node events of an ORT profile, summed per node, runs after the first `skip_runs`."""
-    runs = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("cat") == "Session" and e.get("name") == "model_run"
-    )[skip_runs:]
-    if not runs:
-        raise InvalidSpec("The ONNX Runtime profile holds no inference after the warm-up runs.")
-    starts = np.array([start for start, _ in runs])
-    sums: dict[str, _RawNode] = {}
-    for event in events:
-        run = _run_of(event["ts"], starts, runs) if event.get("cat") == "Node" else None
-        if run is None:
-            continue
-        args = event.get("args", {})
-        name = str(event["name"]).removesuffix("_kernel_time")
-        entry = sums.setdefault(
-            name,
-            _RawNode(
-                node=name,
-                op_type=str(args.get("op_name", "")),
-                precision=_ort_precision(args.get("input_type_shape", [])),
-                per_run_us=[0.0] * len(runs),
-            ),
-        )
-        entry.add(run, float(event["dur"]))
-    return list(sums.values())
-
-
-def _run_of(ts: float, starts: np.ndarray, runs: list[tuple[float, float]]) -> int | None:
-    index = int(np.searchsorted(starts, ts, side="right")) - 1
-    return index if index >= 0 and ts <= runs[index][1] else None
-
-
-def _ort_precision(input_types: list[dict[str, Any]]) -> str:
-    for entry in input_types[:1]:
-        for element_type in entry:
-            return ORT_TYPES.get(str(element_type), str(element_type))
-    return ""
-
-
 class _OpenVinoProfiler:
     """A model compiled with PERF_COUNT; counters are read after every inference."""
 
@@ -373,7 +241,7 @@ class _OpenVinoProfiler:
         self._request.infer(feeds)
         self._runs.append(self._request.get_profiling_info())
 
-    def finish(self, warmup: int) -> list[_RawNode]:
+    def finish(self, warmup: int) -> list[RawNodeTime]:
         return parse_openvino_counters(self._runs[warmup:])
 
     def close(self) -> None:
@@ -381,11 +249,11 @@ class _OpenVinoProfiler:
         self._compiled = None
 
 
-def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
+def parse_openvino_counters(runs: list[list[Any]]) -> list[RawNodeTime]:
     """OpenVINO ProfilingInfo lists (one per inference), summed per executed layer."""
     if not runs:
         raise InvalidSpec("OpenVINO returned no performance counters after the warm-up runs.")
-    sums: dict[str, _RawNode] = {}
+    sums: dict[str, RawNodeTime] = {}
     for run, layers in enumerate(runs):
         for layer in layers:
             if str(layer.status).rsplit(".", 1)[-1] != "EXECUTED":
@@ -393,7 +261,7 @@ def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
             kernel = str(layer.exec_type)
             entry = sums.setdefault(
                 layer.node_name,
-                _RawNode(
+                RawNodeTime(
                     node=layer.node_name,
                     op_type=str(layer.node_type),
                     precision=OV_PRECISIONS.get(kernel.rsplit("_", 1)[-1].lower(), ""),
@@ -405,10 +273,10 @@ def parse_openvino_counters(runs: list[list[Any]]) -> list[_RawNode]:
     return list(sums.values())
 
 
-_PROFILERS: dict[str, Any] = {"onnxruntime": _OrtProfiler, "openvino": _OpenVinoProfiler}
+_PROFILERS: dict[str, Any] = {"onnxruntime": OrtProfiler, "openvino": _OpenVinoProfiler}
 
 
-def _shares(raw: list[_RawNode]) -> list[NodeTime]:
+def _shares(raw: list[RawNodeTime]) -> list[NodeTime]:
     total = sum(node.time_us for node in raw) or 1.0
     nodes = [
         NodeTime(
@@ -427,33 +295,7 @@ def _shares(raw: list[_RawNode]) -> list[NodeTime]:
     return sorted(nodes, key=lambda n: -n.time_us)
 
 
-class _GraphNames:
-    """The file's node names, and which node produces each tensor (to map fused nodes back)."""
-
-    def __init__(self, path: Path) -> None:
-        graph = onnx.load(path, load_external_data=False).graph
-        self.nodes = {node.name: node for node in graph.node if node.name}
-        self.producers = {out: node for node in graph.node if node.name for out in node.output}
-
-    def match(self, runtime_name: str, family: str) -> str:
-        """'conv1_token_9', 'conv1/WithoutBiases' -> 'conv1'; 'r1_nchwc' (ORT names some fused
-        nodes by their output) -> the node producing 'r1', walked back through fused
-        activations to one of the runtime op's family ('conv1' for Conv+Relu -> 'r1')."""
-        stripped = _TOKEN.sub("", runtime_name)
-        for candidate in (runtime_name, stripped, runtime_name.split("/", 1)[0]):
-            if candidate in self.nodes:
-                return candidate
-        node = self.producers.get(stripped)
-        for _ in range(3):
-            if node is None or op_family(node.op_type) == family or not node.input:
-                break
-            node = self.producers.get(node.input[0])
-        if node is None or op_family(node.op_type) != family:
-            node = self.producers.get(stripped)
-        return node.name if node is not None else ""
-
-
-def _with_graph_names(nodes: list[NodeTime], names: _GraphNames) -> list[NodeTime]:
+def _with_graph_names(nodes: list[NodeTime], names: GraphNames) -> list[NodeTime]:
     for node in nodes:
         node.graph_node = names.match(node.node, node.family)
     return nodes
