@@ -13,6 +13,7 @@ frame's boxes and runs NMS on them per frame of its stream, so that cost is meas
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from optistudio.core.backends import SessionOptions, get_backend
@@ -28,7 +29,7 @@ from optistudio.core.batching.settings import (
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import DataMismatch, InvalidSpec
-from optistudio.core.model.info import TensorSpec
+from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 from optistudio.core.video.decode import clip_facts
@@ -36,6 +37,22 @@ from optistudio.core.video.detections import BoxReader, box_reader
 from optistudio.core.video.engine import OnResult, frame_input, play
 from optistudio.core.video.report import Capacity, VideoReport, VideoRun
 from optistudio.core.video.settings import VideoSettings
+
+
+@dataclass(frozen=True)
+class _Served:
+    """The model as a video run serves it: the file it loads (a batch fixed at 1 rewritten, or
+    the model itself), the settings it is served on, and the facts read once from that file."""
+
+    model: Batchable
+    settings: VideoSettings
+    refused: str
+    """Why the batch could not be freed ('' when it was): served at batch 1 on instances."""
+    info: ModelInfo
+    axes: StackAxes | None
+    spec: TensorSpec
+    size: tuple[int, int]
+    boxes: BoxReader | None
 
 
 def run_video(
@@ -57,8 +74,40 @@ def run_video(
     frame size when the model's is dynamic. `progress` hears of each phase as it starts (the
     batched run, the per-frame baseline, each capacity probe) and may raise Cancelled.
     """
-    original = Path(model_path)
-    one = {name: [1, *shape[1:]] for name, shape in (shapes or {}).items()}
+    served = _served(Path(model_path), settings, shapes or {})
+    count = served.settings.batching.instances
+    options = with_serving_threads(options or serving_options(), count)
+    runtime = get_backend(backend)
+    loaded = [runtime.load(Path(served.model.path), options) for _ in range(count)]
+    try:
+        runners = [model.run for model in loaded]
+        measured = scaled(progress, 0.0, 0.5 if capacity_streams else 1.0)
+        report = _played(runners, served, sources, baseline, measured)
+        if capacity_streams:
+            report.capacity = _searched(
+                runners, served, sources, capacity_streams, probe_seconds, progress
+            )
+    finally:
+        for model in loaded:
+            model.close()
+    pre = served.settings.preprocessing
+    return report.model_copy(
+        update={
+            "model": Path(model_path).name,
+            "batched_rewrite": served.model.note,
+            "instances": count,
+            "batch_refused": served.refused,
+            "backend": backend,
+            "input_shape": [1, *_chw(served.spec, pre, served.size)],
+            "threads": options.threads,
+        }
+    )
+
+
+def _served(original: Path, settings: VideoSettings, shapes: dict[str, list[int]]) -> _Served:
+    """The model with its batch freed (its checked rewrite when fixed at 1), else served at
+    batch 1 on several sessions (`on_instances`), with the frame it takes."""
+    one = {name: [1, *shape[1:]] for name, shape in shapes.items()}
     refused = ""
     try:  # a batch fixed at 1: its checked rewrite
         freed = batchable(original, ModelInputs(shapes=one))
@@ -67,60 +116,59 @@ def run_video(
         refused = (
             f"{exc.message} Served at batch 1 on {settings.batching.instances} instance(s) instead."
         )
-    model_path = freed.path
-    info = inspect_model(Path(model_path))
+    info = inspect_model(Path(freed.path))
     axes = one_row_axes(info) if refused else None
     if not refused:
         require_batch_dim(info)
     spec = frame_input(info.inputs)
-    size = frame_size(spec, settings.preprocessing, (shapes or {}).get(spec.name))
-    boxes = box_reader(Path(model_path))
-    count = settings.batching.instances
-    options = with_serving_threads(options or serving_options(), count)
-    runtime = get_backend(backend)
-    loaded = [runtime.load(Path(model_path), options) for _ in range(count)]
-    runners = [model.run for model in loaded]
-    try:
-        measured = scaled(progress, 0.0, 0.5 if capacity_streams else 1.0)
-        report = measure(
-            runners,
-            info.inputs,
-            sources,
-            settings,
-            size=size,
-            baseline=baseline,
-            boxes=boxes,
-            progress=measured,
-            axes=axes,
-        )
-        if capacity_streams:
-            searching = scaled(progress, 0.5, 1.0)
-            searching(0.0, f"capacity search: up to {capacity_streams} real-time streams")
-            report.capacity = capacity(
-                runners,
-                info.inputs,
-                sources,
-                settings,
-                size,
-                capacity_streams,
-                probe_seconds,
-                on_probe=_probe_progress(searching, capacity_streams),
-                boxes=boxes,
-                axes=axes,
-            )
-    finally:
-        for model in loaded:
-            model.close()
-    return report.model_copy(
-        update={
-            "model": Path(original).name,
-            "batched_rewrite": freed.note,
-            "instances": count,
-            "batch_refused": refused,
-            "backend": backend,
-            "input_shape": [1, *_chw(spec, settings.preprocessing, size)],
-            "threads": options.threads,
-        }
+    size = frame_size(spec, settings.preprocessing, shapes.get(spec.name))
+    boxes = box_reader(Path(freed.path))
+    return _Served(freed, settings, refused, info, axes, spec, size, boxes)
+
+
+def _played(
+    runners: list[Runner],
+    served: _Served,
+    sources: list[Path],
+    baseline: bool,
+    progress: ProgressCallback,
+) -> VideoReport:
+    """The batched run and, with `baseline`, the per-frame one (`measure`)."""
+    return measure(
+        runners,
+        served.info.inputs,
+        sources,
+        served.settings,
+        size=served.size,
+        baseline=baseline,
+        boxes=served.boxes,
+        progress=progress,
+        axes=served.axes,
+    )
+
+
+def _searched(
+    runners: list[Runner],
+    served: _Served,
+    sources: list[Path],
+    max_streams: int,
+    probe_seconds: float,
+    progress: ProgressCallback,
+) -> Capacity:
+    """The capacity search (`capacity`), on the second half of the progress."""
+    searching = scaled(progress, 0.5, 1.0)
+    searching(0.0, f"capacity search: up to {max_streams} real-time streams")
+    return capacity(
+        runners,
+        served.info.inputs,
+        sources,
+        served.settings,
+        served.size,
+        max_streams,
+        probe_seconds,
+        on_probe=_probe_progress(searching, max_streams),
+        boxes=served.boxes,
+        axes=served.axes,
     )
 
 
