@@ -1,21 +1,29 @@
 """Jobs as the studio handles them: commit a row, send its id by task name, list and cancel.
 
-The studio never runs a model: it commits job rows and sends tasks by name. Every page reads a
-job as the one row `job_row` builds (the Jobs page lists them; the other pages add the job's
-typed result, `recent_jobs`).
+The studio never runs a model: it commits job rows and sends tasks by name. Every page sends a
+job through `submit` (make the spec, route it to a live worker, commit, send; a refusal is a
+value, drawn by `optistudio.studio.submitting`). Every page reads a job as the one row
+`job_row` builds (the Jobs page lists them; the other pages add the job's typed result,
+`recent_jobs`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, sessionmaker
 
-from optistudio.core.errors import ErrorCode, ErrorInfo
+from optistudio.core.errors import (
+    ErrorCode,
+    ErrorInfo,
+    OptistudioError,
+    describe_validation_error,
+)
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import Job, JobKind, JobStatus, Model
 from optistudio.db.queries import (
@@ -30,13 +38,19 @@ from optistudio.db.queries import (
 )
 from optistudio.db.session import transaction
 from optistudio.services.job_errors import error_columns
-from optistudio.services.jobkinds import JOB_KINDS, CompareJobSpec
+from optistudio.services.jobkinds import JOB_KINDS, CompareJobSpec, JobKindInfo, SpecT
 from optistudio.studio.job_status import QueueState, RunningJob
 
 log = logging.getLogger(__name__)
 
 SendTask = Callable[[str, list[Any]], str]
 """Sends a task by name with its arguments; returns the broker's task id."""
+
+Route = Callable[[JobKindInfo[Any, Any], Any], str]
+"""The queue for a job of a kind with its spec (the studio's `state.route_job`)."""
+
+SenderTo = Callable[[str], SendTask]
+"""The `SendTask` that sends to a queue (the studio's `state.sender`)."""
 
 BROKER_DOWN = ErrorInfo(
     code=ErrorCode.broker_unavailable,
@@ -67,6 +81,60 @@ def submit_job(
     with transaction(factory) as s:
         set_task_id(s, job_id=job_id, task_id=task_id)
     return job_id
+
+
+class BadSetting(ValueError):
+    """A form's value that makes no setting ("batch sizes must be integers separated by
+    commas, got 'x'"): the person's to correct, refused like a spec that does not validate."""
+
+
+@dataclass(frozen=True)
+class Submitted(Generic[SpecT]):
+    """A job committed and sent: its id and the spec it runs."""
+
+    job_id: int
+    spec: SpecT
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A job not sent, and why: `settings` when the form's values make no valid spec (what is
+    wrong with them), else `error`, the expected failure that refused it (no live worker
+    offers its target, data that does not fit the model)."""
+
+    settings: str | None = None
+    error: OptistudioError | None = None
+
+    def check(self, what: str = "") -> str:
+        """The sentence for bad settings: 'Check the `what` settings: ...'."""
+        named = f"{what} " if what else ""
+        return f"Check the {named}settings: {self.settings}"
+
+
+def submit(
+    factory: sessionmaker[Session],
+    kind: JobKindInfo[SpecT, Any],
+    model_id: int,
+    make_spec: Callable[[], SpecT],
+    *,
+    route: Route,
+    sender: SenderTo,
+) -> Submitted[SpecT] | Refused:
+    """The one way a page sends a job: make its spec, route it to a live worker's queue,
+    commit the row and send its id (`submit_job`). Settings that do not validate (pydantic's
+    ValidationError or `BadSetting` from `make_spec`) and an `OptistudioError` from making or
+    routing the spec come back as a `Refused`; anything else is a bug and is raised."""
+    try:
+        spec = make_spec()
+        queue = route(kind, spec)
+    except ValidationError as exc:
+        return Refused(settings=describe_validation_error(exc))
+    except BadSetting as exc:
+        return Refused(settings=str(exc))
+    except OptistudioError as exc:
+        return Refused(error=exc)
+    job_id = submit_job(factory, kind=kind.kind, model_id=model_id, spec=spec, send=sender(queue))
+    return Submitted(job_id, spec)
 
 
 def submit_benchmark(

@@ -32,6 +32,7 @@ from optistudio.studio import (
     batching_verify,
     jobs_services,
     state,
+    submitting,
 )
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.errors import show_error
@@ -44,7 +45,6 @@ from optistudio.studio.views.batching_common import (
     cached_speed_note,
     cached_sweep,
     newest_profile_job,
-    submit_job,
 )
 from optistudio.studio.views.batching_verify import show_convergence, show_verification, verify_form
 
@@ -158,9 +158,9 @@ def submit_profile(
             backend=backend, max_batch_size=largest, threads=threads, shapes=overrides
         )
 
-    job_id = submit_job(model_id, JobKind.batching_profile, spec, "profile")
-    if job_id is not None:
-        st.success(f"Profile job #{job_id} submitted; the sliders appear when it is done.")
+    sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")
+    if sent is not None:
+        st.success(f"Profile job #{sent.job_id} submitted; the sliders appear when it is done.")
 
 
 def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec, int] | None:

@@ -1,18 +1,15 @@
-"""What the Batching page's parts share: sending a job, following it, and the cached
-simulator calls behind the sliders (each keyed by the profile and settings as JSON)."""
+"""What the Batching page's parts share: following a job, and the cached simulator calls
+behind the sliders (each keyed by the profile and settings as JSON)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import streamlit as st
-from pydantic import ValidationError
 
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
-from optistudio.services.jobkinds import JOB_KINDS
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio import (
     jobs_services,
@@ -20,23 +17,6 @@ from optistudio.studio import (
 )
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_status import progress_text
-
-
-def submit_job(model_id: int, kind: JobKind, make_spec: Any, what: str) -> int | None:
-    """Validate the spec, route it to a live worker and send it; None (said) when refused."""
-    try:
-        spec = make_spec()
-        queue = state.route_job(JOB_KINDS[kind], spec)
-    except ValidationError as exc:
-        st.error(f"Check the {what} settings: {describe_validation_error(exc)}")
-        return None
-    except OptistudioError as exc:
-        show_error(exc)
-        return None
-    send = state.sender(queue)
-    return jobs_services.submit_job(
-        state.session_factory(), kind=kind, model_id=model_id, spec=spec, send=send
-    )
 
 
 @st.fragment(run_every="2s")

@@ -12,12 +12,12 @@ from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.llm.batched_serving import ServingPolicy
 from optistudio.core.llm.card import DecoderCard
 from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
-from optistudio.db.models import JobKind
+from optistudio.services.jobkinds import BATCHING_PROFILE
 from optistudio.studio import decoder_batching as decoder
-from optistudio.studio import state
+from optistudio.studio import state, submitting
 from optistudio.studio.decoder_batching_figures import decode_profile_figure, decoder_sweep_figure
 from optistudio.studio.model_services import model_file
-from optistudio.studio.views.batching_common import newest_profile_job, submit_job
+from optistudio.studio.views.batching_common import newest_profile_job
 
 LARGEST_BATCH = 32
 """The form's largest batch: the profile job times a decoder at most at batch 32
@@ -78,9 +78,9 @@ def profile_form(model_id: int) -> None:
             backend=backend, max_batch_size=int(largest), threads=int(threads) or None
         )
 
-    job_id = submit_job(model_id, JobKind.batching_profile, spec, "profile")
-    if job_id is not None:
-        st.success(f"Profile job #{job_id} submitted; the inputs appear when it is done.")
+    sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")
+    if sent is not None:
+        st.success(f"Profile job #{sent.job_id} submitted; the inputs appear when it is done.")
 
 
 def stored_profile(model_id: int) -> tuple[DecodeProfile, int] | None:

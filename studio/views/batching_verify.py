@@ -19,12 +19,12 @@ from optistudio.studio import (
     batching_verify,
     jobs_services,
     state,
+    submitting,
 )
 from optistudio.studio.errors import show_error
 from optistudio.studio.views.batching_common import (
     cached_band,
     cached_predict,
-    submit_job,
     wait_for_job,
 )
 
@@ -61,8 +61,7 @@ def verify_form(
             served, settings, rate=rate, seconds=seconds, profile_job=profile_job
         )
 
-    job_id = submit_job(model_id, JobKind.batching_verify, spec, "verify")
-    if job_id is not None:
+    if submitting.submit(BATCHING_VERIFY, model_id, spec, what="verify") is not None:
         # The Verify jobs below were read before this one was sent: run the page again so it
         # follows this job's progress (it names the job) instead of the previous result.
         st.rerun()
