@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 
 def add_optimize_parser(commands: Any) -> None:
+    """`optimize` and `recipes` on the CLI's subcommands."""
     optimize = commands.add_parser("optimize", help="make optimized variants of a model")
     optimize.add_argument(
         "model",
@@ -37,6 +38,21 @@ def add_optimize_parser(commands: Any) -> None:
         default=[],
         help="recipe name or 'auto' (repeatable; default auto). See `optistudio recipes`.",
     )
+    _add_data_flags(optimize)
+    _add_task_flags(optimize)
+    _add_training_flags(optimize)
+    _add_budget_flags(optimize)
+    _add_target_flags(optimize)
+    add_input_flags(optimize)
+    optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
+    optimize.add_argument("--json", action="store_true", help="print one JSON object")
+    optimize.add_argument("--save", action="store_true", help="store everything in the database")
+    recipes = commands.add_parser("recipes", help="list the optimization recipes and passes")
+    recipes.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_data_flags(optimize: argparse.ArgumentParser) -> None:
+    """The evaluation and calibration data: its file, how images are read, its labels."""
     optimize.add_argument(
         "--calib",
         type=Path,
@@ -54,6 +70,10 @@ def add_optimize_parser(commands: Any) -> None:
         help="labels, one per sample, read by the task: class ids (.npy/.csv), strings (.txt, "
         "a line each), boxes (.json)",
     )
+
+
+def _add_task_flags(optimize: argparse.ArgumentParser) -> None:
+    """The task variants are judged in and its budget."""
     optimize.add_argument(
         "--task",
         help="the task variants are judged in (default: recognized from the outputs; 'none': "
@@ -74,6 +94,10 @@ def add_optimize_parser(commands: Any) -> None:
         "on random inputs (no --calib and no built-in samples fit), or on built-in samples with "
         "no task recognized",
     )
+
+
+def _add_training_flags(optimize: argparse.ArgumentParser) -> None:
+    """The qat recipe's training data."""
     optimize.add_argument(
         "--train",
         type=Path,
@@ -84,12 +108,20 @@ def add_optimize_parser(commands: Any) -> None:
         "--train-labels", type=Path, help="class ids of --train (.npy/.csv); none: distillation"
     )
     optimize.add_argument("--epochs", type=int, help="qat: at most this many epochs (8)")
+
+
+def _add_budget_flags(optimize: argparse.ArgumentParser) -> None:
+    """The generic budget (cosine, top-1), timing, and the output judged."""
     optimize.add_argument("--budget-cosine", type=float, help="least mean output cosine (0.99)")
     optimize.add_argument("--budget-top1-drop", type=float, help="largest top-1 drop (0.01)")
     optimize.add_argument("--seconds", type=float, help="timing per variant vs the original")
     optimize.add_argument(
         "--accuracy-output", help="output the accuracy budget judges (default: the first)"
     )
+
+
+def _add_target_flags(optimize: argparse.ArgumentParser) -> None:
+    """The backend the variants are for; how Auto ranks a decoder."""
     optimize.add_argument(
         "--target",
         help="backend the variants are for: 'any' (default: every backend here, Auto picks "
@@ -106,12 +138,6 @@ def add_optimize_parser(commands: Any) -> None:
     optimize.add_argument(
         "--rank-batch", type=int, help="decoders: the batch of --rank-by throughput (4)"
     )
-    add_input_flags(optimize)
-    optimize.add_argument("--out", type=Path, required=True, help="folder for the variant files")
-    optimize.add_argument("--json", action="store_true", help="print one JSON object")
-    optimize.add_argument("--save", action="store_true", help="store everything in the database")
-    recipes = commands.add_parser("recipes", help="list the optimization recipes and passes")
-    recipes.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def optimize_spec(args: argparse.Namespace, *, decoder: bool = False) -> Any:
