@@ -10,7 +10,7 @@ recommend searches instances x max batch size x timeout under --p99-budget-ms at
           keeping the budget with the model --margin percent slower than profiled (default 10).
 Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings; a
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
-throughput_low/throughput_high: 5 %-95 % over runs as long as a --seconds Verify on the profile
+throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
 resampled), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
@@ -503,7 +503,13 @@ def _finite(value: float | None) -> float | None:
 
 
 def _print_summary(payload: dict[str, Any]) -> None:
-    settings = payload["settings"]
+    """The payload in words, a section at a time (`SUMMARY_SECTIONS`)."""
+    for section in SUMMARY_SECTIONS:
+        section(payload)
+
+
+def _print_measured(payload: dict[str, Any]) -> None:
+    """Notes on what ran, then throughput and latency, or the overload that left none."""
     for said in ("batched_rewrite", "rate_note"):
         if payload.get(said):
             print(payload[said])
@@ -518,6 +524,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"ms, p99 {payload['p99_ms']:.2f} ms, mean batch {payload['mean_batch_size']:.2f}, "
             f"queue {payload['mean_queue_ms']:.2f} ms + compute {payload['mean_compute_ms']:.2f} ms"
         )
+
+
+def _print_band(payload: dict[str, Any]) -> None:
+    """The predicted band, the arrivals realised, and whether the measured p99 fell in the band."""
     if payload.get("p99_low_ms") is not None:
         print(
             f"band ({payload['band']['level']:.0%} of {payload['band']['draws']} simulated "
@@ -538,6 +548,11 @@ def _print_summary(payload: dict[str, Any]) -> None:
                 f"{payload[key]['p99_low_ms']:.2f}-{payload[key]['p99_high_ms']:.2f} ms "
                 f"(predicted at the {which} rate, +-{payload[key]['p99_band_width']:.0%})"
             )
+
+
+def _print_settings(payload: dict[str, Any]) -> None:
+    """The setting, its recalibration, a saturation warning and the advice's reason."""
+    settings = payload["settings"]
     print(
         f"settings: max batch {settings['max_batch_size']}, timeout {settings['timeout_ms']:g} ms, "
         f"instances {settings['instances']}"
@@ -553,6 +568,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
         print("warning: arrivals outpace service at this rate (the queue keeps growing)")
     if "reason" in payload:
         print(payload["reason"])
+
+
+def _print_capacity(payload: dict[str, Any]) -> None:
+    """The ceiling, instances timed at once, and the per-batch hand-back."""
     if "ceiling_throughput" in payload:
         print(
             f"ceiling: {payload['ceiling_throughput']:.1f} req/s at batch "
@@ -572,6 +591,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"per-batch hand-back under load: {payload['handoff_ms']:.2f} ms, "
             "included in predictions"
         )
+
+
+def _print_serving(payload: dict[str, Any]) -> None:
+    """What serving adds to the model's own time: runner calls, answers, machinery."""
     if payload.get("serving_delay_p50_ms") is not None:
         print(
             f"served at a light rate: runner calls {payload['served_extra_ms']:.2f} ms slower "
@@ -594,6 +617,10 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"serving machinery with no model: {payload['request_ms'] * 1000:.0f} us per request "
             f"({1000 / payload['request_ms']:.0f} req/s at most)"
         )
+
+
+def _print_stored(payload: dict[str, Any]) -> None:
+    """What could not be measured, and where the result was stored."""
     for field, why in (payload.get("unmeasured") or {}).items():
         print(f"{field}: {why}")
     if payload.get("stored"):
@@ -603,3 +630,13 @@ def _print_summary(payload: dict[str, Any]) -> None:
             f"`optistudio export {ids['model_id']}` serves the newest verified setting, else "
             "the recommended one"
         )
+
+
+SUMMARY_SECTIONS = (
+    _print_measured,
+    _print_band,
+    _print_settings,
+    _print_capacity,
+    _print_serving,
+    _print_stored,
+)
