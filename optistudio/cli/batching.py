@@ -49,6 +49,7 @@ DEFAULT_MARGIN_PERCENT = (
 
 
 def add_batching_parser(commands: Any) -> None:
+    """`batching ACTION MODEL` on the CLI's subcommands."""
     batching = commands.add_parser(
         "batching", help="profile, simulate, verify and tune dynamic batching for a model"
     )
@@ -60,6 +61,15 @@ def add_batching_parser(commands: Any) -> None:
         "store their results)",
     )
     add_input_flags(batching, request=True)
+    _add_runtime_flags(batching)
+    _add_serving_flags(batching)
+    _add_load_flags(batching)
+    _add_recommend_flags(batching)
+    _add_file_flags(batching)
+
+
+def _add_runtime_flags(batching: argparse.ArgumentParser) -> None:
+    """Where each instance runs: the backend, its threads, spin wait."""
     add = batching.add_argument
     add("--backend", default="onnxruntime")
     add(
@@ -74,6 +84,11 @@ def add_batching_parser(commands: Any) -> None:
         help="let ONNX Runtime's idle threads spin (off: behind the pipeline they slow the "
         "serving threads and make the model's speed erratic)",
     )
+
+
+def _add_serving_flags(batching: argparse.ArgumentParser) -> None:
+    """The serving setting: max batch, timeout, eager cut, instances, queue."""
+    add = batching.add_argument
     add("--max-batch-size", type=int, default=8)
     add("--timeout-ms", type=float, default=2.0)
     add("--eager", type=int, help="send at once when this many requests wait")
@@ -86,10 +101,20 @@ def add_batching_parser(commands: Any) -> None:
         "the cores)",
     )
     add("--max-queue", type=int, default=1024)
+
+
+def _add_load_flags(batching: argparse.ArgumentParser) -> None:
+    """The load sent: its rate, arrival process, clients and length."""
+    add = batching.add_argument
     add("--rate", type=float, help="arrival rate, requests/s (recommend: omit = max throughput)")
     add("--process", choices=("poisson", "constant", "closed"), default="poisson")
     add("--clients", type=int, default=0, help="closed loop: concurrent clients")
     add("--seconds", type=float, default=5.0, help="verify: how long to send")
+
+
+def _add_recommend_flags(batching: argparse.ArgumentParser) -> None:
+    """recommend's latency budget and its margin."""
+    add = batching.add_argument
     add("--p99-budget-ms", type=float, help="recommend: the p99 latency budget")
     add(
         "--margin",
@@ -98,6 +123,11 @@ def add_batching_parser(commands: Any) -> None:
         help="recommend: the budget must also hold with the model this many percent slower "
         "than profiled (default %(default)g; 0 trusts the profile exactly)",
     )
+
+
+def _add_file_flags(batching: argparse.ArgumentParser) -> None:
+    """Profiles read and written, the seed, storing, JSON output."""
+    add = batching.add_argument
     add("--profile", type=Path, help="simulate/recommend/verify: a saved profile JSON")
     add("--out", type=Path, help="profile: also write the profile JSON here")
     add(
