@@ -29,12 +29,15 @@ the cores describes a slower machine than the one served later, or a faster one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.batching.applicability import one_row_axes, stack_axes
+from optistudio.core.batching.applicability import StackAxes, one_row_axes, stack_axes
 from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.handoff import (
     HANDOFF_UNMEASURED,
@@ -53,8 +56,9 @@ from optistudio.core.batching.settings import serving_options, with_serving_thre
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
+from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.progress import ProgressCallback
+from optistudio.core.progress import ProgressCallback, scaled
 
 QUANTILES = np.linspace(0, 100, QUANTILE_COUNT)
 MAX_RUNS = 5000
@@ -65,6 +69,8 @@ IDLE_GAPS_MS = (1.0, 20.0, 200.0)
 """Idle gaps a run of the smallest size is timed after (`idle_extras`)."""
 IDLE_TRIALS = 6
 """Paired runs per idle gap."""
+_NO_PROFILE = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
+"""`Probing.profile` until the timing steps have made the real one."""
 
 
 def default_batch_sizes(max_batch_size: int) -> list[int]:
@@ -97,113 +103,259 @@ def measure_latency_profile(
     of `instances` past 1 (default `instance_counts()`: 1, 2, 4, ... up to the cores), that
     many sessions with their share of the threads time the sizes at once
     (`instance_latency`, optistudio.core.batching.instances). A batch fixed at 1 whose rewrite
-    is refused is timed at batch 1 only, as it is (`batch_refused` says why).
+    is refused is timed at batch 1 only, as it is (`batch_refused` says why). The probes run
+    in the order of PROBE_STEPS, each reporting its share of the progress.
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
-    refused = ""
-    inputs = inputs or ModelInputs()
-    try:
-        freed = batchable(model_path, inputs)
-    except BatchRefused as exc:
-        freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
-    model_path = freed.path
-    info = inspect_model(model_path)
-    axes = one_row_axes(info) if refused else stack_axes(info, inputs.batch_axes)
-    sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     given = options or serving_options()
-    options = with_serving_threads(given)
-    arrays = inputs.arrays(info.inputs)
-    model = get_backend(backend).load(model_path, options)
+    probing = _prepare(
+        model_path, backend, given, inputs or ModelInputs(), batch_sizes, max_batch_size
+    )
+    probing.min_runs, probing.min_seconds = min_runs, min_seconds * len(probing.sizes)
+    probing.instances = instances
     monitor = ContentionMonitor()
     monitor.start()
     try:
-        feeds = {size: inputs.requests(info.inputs, size, arrays=arrays) for size in sizes}
-        runs = interleaved_runs(
-            model, feeds, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
-            progress=progress,
-        )  # fmt: skip
-        rows = [[ms for size, ms in runs if size == wanted] for wanted in sizes]
-        counts = instance_counts() if instances is None else instances
-        if progress and len(counts) > 1:
-            progress(0.85, f"batch sizes on {counts[1:]} instances running at once")
-        table = measure_instances(
-            model_path, backend, given, feeds, [float(np.mean(r)) for r in rows],
-            counts=counts, min_runs=min_runs, min_seconds=min_seconds * len(sizes),
-        )  # fmt: skip
-        if progress:
-            progress(0.9, f"batch 1 after idle gaps of {', '.join(map(str, IDLE_GAPS_MS))} ms")
-        idle = idle_extras(model, feeds[sizes[0]])
-        if progress:
-            progress(0.93, f"hand-back time per batch under load at batch {sizes[-1]}")
-        requests = [
-            inputs.requests(info.inputs, 1, arrays=arrays, seed=seed)
-            for seed in range(HANDOFF_REQUESTS)
-        ]
-        gaps = measure_handoff_gaps(
-            model, info.inputs, requests, max_batch_size=sizes[-1],
-            batch_ms=float(np.mean(rows[-1])), axes=axes,
-        )  # fmt: skip
-        if progress:
-            progress(0.95, "the serving machinery's time per request, with no model")
-        request = measure_request_cost(info.inputs, requests, max_batch_size=sizes[-1], axes=axes)
-        unmeasured = {"handoff_ms": HANDOFF_UNMEASURED} if not gaps else {}
-        if request.unmeasured:
-            unmeasured["request_ms"] = request.unmeasured
-        profile = LatencyProfile(
-            batch_sizes=sizes,
-            mean_ms=[float(np.mean(r)) for r in rows],
-            p50_ms=[float(np.percentile(r, 50)) for r in rows],
-            p99_ms=[float(np.percentile(r, 99)) for r in rows],
-            quantiles_ms=[np.percentile(r, QUANTILES).tolist() for r in rows],
-            runs=runs,
-            handoff_ms=float(np.mean(gaps)) if gaps else None,
-            handoff_gaps_ms=[round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
-            idle_extra_ms=idle,
-            request_ms=round(request.ms, 5) if request.ms else 0.0,
-            unmeasured=unmeasured,
-            batched_rewrite=freed.note,
-            batch_refused=refused,
-            instance_latency=table,
-            backend=backend,
-            environment=fingerprint(threads=options.threads),
-        )
-        if progress:
-            progress(0.97, "the runtime's own cost per batch and per request at a light rate")
-        light = probe_rate(profile, sizes[-1], SERVING_PROBE_SHARE)
-        probe = ServingProbe(model, info.inputs, requests, sizes[-1], axes)
-        extra, delays = measure_serving(probe, profile)
-        profile = profile.model_copy(
-            update={
-                "served_extra_ms": round(extra, 4),
-                "serving_delays_ms": delays,
-                "serving_delays_rate": float(f"{light:.4g}") if delays else None,
-                "unmeasured": profile.unmeasured | ({} if delays else SERVING_UNMEASURED),
-            }
-        )
-        if progress:
-            progress(0.99, "the runner's extra cost per call under a heavy rate")
-        heavy = measure_served_extra_under_load(probe, profile)
-        if heavy is not None and heavy[0] > light:
-            heavy_rate, heavy_extra, heavy_delays = heavy
-            load = [(round(light, 3), round(extra, 4)), (heavy_rate, heavy_extra)]
-            update: dict[str, object] = {"served_extra_load": load}
-            if delays and heavy_delays:
-                update["serving_delays_load"] = [(heavy_rate, heavy_delays)]
-            profile = profile.model_copy(update=update)
-        if progress:
-            progress(0.995, "the pace the runtime serves at with its queue never empty")
-        profile = with_saturation(profile, measure_saturation(probe, profile))
+        run_probe_steps(probing, progress)
     finally:
-        model.close()
+        probing.model.close()
     machine = monitor.stop()
+    profile = probing.profile
     environment = {
         **profile.environment,
         "steal_share": machine.steal_share,
         "other_cores": round(machine.other_cores, 3),
     }
     return profile.model_copy(update={"environment": environment})
+
+
+@dataclass
+class Probing:
+    """What the probe steps share: the model loaded as it will be served, its requests, and
+    what the steps measured so far (`fields`, then `profile` once the timing is whole)."""
+
+    model: LoadedModel
+    path: Path
+    backend: str
+    given: SessionOptions
+    info: ModelInfo
+    axes: StackAxes
+    sizes: list[int]
+    feeds: dict[int, dict[str, np.ndarray]]
+    requests: list[dict[str, np.ndarray]]
+    fields: dict[str, Any]
+    min_runs: int = 10
+    min_seconds: float = 0.3
+    instances: list[int] | None = None
+    profile: LatencyProfile = field(default_factory=lambda: _NO_PROFILE)
+    light: float = 0.0
+    """The light serving probe's rate (req/s), once it ran."""
+
+    def probe(self) -> ServingProbe:
+        """The serving probes' Pipeline setup: max batch the largest size, timeout 0."""
+        return ServingProbe(self.model, self.info.inputs, self.requests, self.sizes[-1], self.axes)
+
+
+def _prepare(
+    model_path: Path,
+    backend: str,
+    given: SessionOptions,
+    inputs: ModelInputs,
+    batch_sizes: list[int] | None,
+    max_batch_size: int,
+) -> Probing:
+    """The model freed of a fixed batch where it can be (else timed at batch 1, saying why),
+    inspected once, loaded with the serving threads, and its feeds per size and requests."""
+    refused = ""
+    try:
+        freed = batchable(model_path, inputs)
+    except BatchRefused as exc:
+        freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
+    info = inspect_model(freed.path)
+    axes = one_row_axes(info) if refused else stack_axes(info, inputs.batch_axes)
+    sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
+    options = with_serving_threads(given)
+    arrays = inputs.arrays(info.inputs)
+    requests = [
+        inputs.requests(info.inputs, 1, arrays=arrays, seed=seed)
+        for seed in range(HANDOFF_REQUESTS)
+    ]
+    model = get_backend(backend).load(freed.path, options)
+    return Probing(
+        model=model, path=freed.path, backend=backend, given=given, info=info, axes=axes,
+        sizes=sizes, requests=requests,
+        feeds={size: inputs.requests(info.inputs, size, arrays=arrays) for size in sizes},
+        fields={
+            "batched_rewrite": freed.note, "batch_refused": refused, "backend": backend,
+            "environment": fingerprint(threads=options.threads),
+        },
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProbeStep:
+    """One probe of the profile: its share of the progress, what it says when it starts
+    ('' to say nothing), and the measurement, which adds to `Probing`."""
+
+    name: str
+    share: float
+    message: Callable[[Probing], str]
+    measure: Callable[[Probing, ProgressCallback | None], None]
+
+
+def run_probe_steps(probing: Probing, progress: ProgressCallback | None) -> None:
+    """Every step of PROBE_STEPS in order, each seeing the progress scaled to its share."""
+    done = 0.0
+    for step in PROBE_STEPS:
+        message = step.message(probing)
+        if progress and message:
+            progress(done, message)
+        scoped = scaled(progress, done, done + step.share) if progress else None
+        step.measure(probing, scoped)
+        done += step.share
+
+
+def _time_sizes(probing: Probing, progress: ProgressCallback | None) -> None:
+    runs = interleaved_runs(
+        probing.model, probing.feeds, min_runs=probing.min_runs,
+        min_seconds=probing.min_seconds, progress=progress,
+    )  # fmt: skip
+    rows = [[ms for size, ms in runs if size == wanted] for wanted in probing.sizes]
+    probing.fields |= {
+        "batch_sizes": probing.sizes,
+        "runs": runs,
+        "mean_ms": [float(np.mean(r)) for r in rows],
+        "p50_ms": [float(np.percentile(r, 50)) for r in rows],
+        "p99_ms": [float(np.percentile(r, 99)) for r in rows],
+        "quantiles_ms": [np.percentile(r, QUANTILES).tolist() for r in rows],
+    }
+
+
+def _counts(probing: Probing) -> list[int]:
+    return instance_counts() if probing.instances is None else probing.instances
+
+
+def _instances_message(probing: Probing) -> str:
+    counts = _counts(probing)
+    return f"batch sizes on {counts[1:]} instances running at once" if len(counts) > 1 else ""
+
+
+def _time_instances(probing: Probing, progress: ProgressCallback | None) -> None:
+    probing.fields["instance_latency"] = measure_instances(
+        probing.path, probing.backend, probing.given, probing.feeds, probing.fields["mean_ms"],
+        counts=_counts(probing), min_runs=probing.min_runs, min_seconds=probing.min_seconds,
+    )  # fmt: skip
+
+
+def _time_idle(probing: Probing, progress: ProgressCallback | None) -> None:
+    probing.fields["idle_extra_ms"] = idle_extras(probing.model, probing.feeds[probing.sizes[0]])
+
+
+def _time_handoff(probing: Probing, progress: ProgressCallback | None) -> None:
+    gaps = measure_handoff_gaps(
+        probing.model, probing.info.inputs, probing.requests, max_batch_size=probing.sizes[-1],
+        batch_ms=probing.fields["mean_ms"][-1], axes=probing.axes,
+    )  # fmt: skip
+    probing.fields |= {
+        "handoff_ms": float(np.mean(gaps)) if gaps else None,
+        "handoff_gaps_ms": [round(ms, 4) for ms in gaps[:HANDOFF_GAPS]],
+        "unmeasured": {} if gaps else {"handoff_ms": HANDOFF_UNMEASURED},
+    }
+
+
+def _time_requests(probing: Probing, progress: ProgressCallback | None) -> None:
+    """The serving machinery's time per request; the profile is whole after it."""
+    request = measure_request_cost(
+        probing.info.inputs, probing.requests, max_batch_size=probing.sizes[-1], axes=probing.axes
+    )
+    unmeasured = probing.fields["unmeasured"]
+    if request.unmeasured:
+        unmeasured["request_ms"] = request.unmeasured
+    probing.fields["request_ms"] = round(request.ms, 5) if request.ms else 0.0
+    probing.profile = LatencyProfile(**probing.fields)
+
+
+def _serve_light(probing: Probing, progress: ProgressCallback | None) -> None:
+    profile = probing.profile
+    light = probing.light = probe_rate(profile, probing.sizes[-1], SERVING_PROBE_SHARE)
+    extra, delays = measure_serving(probing.probe(), profile)
+    probing.profile = profile.model_copy(
+        update={
+            "served_extra_ms": round(extra, 4),
+            "serving_delays_ms": delays,
+            "serving_delays_rate": float(f"{light:.4g}") if delays else None,
+            "unmeasured": profile.unmeasured | ({} if delays else SERVING_UNMEASURED),
+        }
+    )
+
+
+def _serve_heavy(probing: Probing, progress: ProgressCallback | None) -> None:
+    profile = probing.profile
+    light = probing.light
+    heavy = measure_served_extra_under_load(probing.probe(), profile)
+    if heavy is None or heavy[0] <= light:
+        return
+    heavy_rate, heavy_extra, heavy_delays = heavy
+    load = [(round(light, 3), round(profile.served_extra_ms, 4)), (heavy_rate, heavy_extra)]
+    update: dict[str, object] = {"served_extra_load": load}
+    if profile.serving_delays_ms and heavy_delays:
+        update["serving_delays_load"] = [(heavy_rate, heavy_delays)]
+    probing.profile = profile.model_copy(update=update)
+
+
+def _serve_saturated(probing: Probing, progress: ProgressCallback | None) -> None:
+    probing.profile = with_saturation(
+        probing.profile, measure_saturation(probing.probe(), probing.profile)
+    )
+
+
+def _said(text: str) -> Callable[[Probing], str]:
+    return lambda probing: text
+
+
+PROBE_STEPS: tuple[ProbeStep, ...] = (
+    ProbeStep("batch sizes", 0.85, _said(""), _time_sizes),
+    ProbeStep("instances", 0.05, _instances_message, _time_instances),
+    ProbeStep(
+        "idle gaps",
+        0.03,
+        _said(f"batch 1 after idle gaps of {', '.join(map(str, IDLE_GAPS_MS))} ms"),
+        _time_idle,
+    ),  # fmt: skip
+    ProbeStep(
+        "hand-back",
+        0.02,
+        lambda probing: f"hand-back time per batch under load at batch {probing.sizes[-1]}",
+        _time_handoff,
+    ),  # fmt: skip
+    ProbeStep(
+        "request cost",
+        0.02,
+        _said("the serving machinery's time per request, with no model"),
+        _time_requests,
+    ),  # fmt: skip
+    ProbeStep(
+        "light serving",
+        0.02,
+        _said("the runtime's own cost per batch and per request at a light rate"),
+        _serve_light,
+    ),  # fmt: skip
+    ProbeStep(
+        "heavy serving",
+        0.005,
+        _said("the runner's extra cost per call under a heavy rate"),
+        _serve_heavy,
+    ),  # fmt: skip
+    ProbeStep(
+        "saturation",
+        0.005,
+        _said("the pace the runtime serves at with its queue never empty"),
+        _serve_saturated,
+    ),  # fmt: skip
+)
+"""The profile's probes in the order they run, with their shares of the progress (sum 1)."""
 
 
 SERVING_UNMEASURED = {
