@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.model.info import precision_label
 from optistudio.core.optimize.provenance import data_label
+from optistudio.core.report.labels import threads_text
 from optistudio.core.report.metric_info import label_of, reference_value
 from optistudio.core.report.snapshot import (
     DEFAULT_LATENCY,
@@ -43,6 +44,7 @@ from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
 from optistudio.studio.compare_decoders import decoder_options, decoder_rows
+from optistudio.studio.compare_lineage import with_lineage
 from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.jobs_services import SendTask, submit_job
@@ -156,7 +158,7 @@ def result_options(factory: sessionmaker[Session]) -> dict[str, str]:
             f"[{_label(r['precision'], runs.get(r['job_id']), ops.get(r['model_id']))}] · "
             f"{r['backend']} · "
             f"{'video, max ' if r['kind'] == JobKind.video else ''}"
-            f"batch {r['batch_size']} · {r['threads']} threads"
+            f"batch {r['batch_size']} · {threads_text(r['threads'])}"
         )
         for r in rows
     }
@@ -215,6 +217,8 @@ def build_snapshot(
         if key in measured
     }
     rows = [made.get(key) or timed[key] for key in selection.keys if key in made or key in timed]
+    with transaction(factory) as s:
+        rows = with_lineage(s, rows)
     snapshot = CompareSnapshot(
         title=title,
         created_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

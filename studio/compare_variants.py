@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from optistudio.core.model.info import precision_label
 from optistudio.core.optimize.provenance import data_label
+from optistudio.core.report.labels import ORIGINAL as ORIGINAL_RECIPE
 from optistudio.core.report.snapshot import ResultRow, shown_precision
 from optistudio.db.models import JobKind
 from optistudio.db.queries import finished_jobs
@@ -101,8 +102,9 @@ def _row(
         } | _original_decoding(timed[0])
         return ResultRow(
             key=key, job_id=job_id, model_id=model_id, model=name, parent_id=None,
-            precision=precision_label(None, ops), backend=report.variants[0].recipe.backend or "onnxruntime",
-            batch_size=1, threads=0, environment_id=environment_id, metrics=metrics,
+            recipe=ORIGINAL_RECIPE, precision=precision_label(None, ops),
+            backend=report.variants[0].recipe.backend or "onnxruntime",
+            batch_size=1, threads=_threads(report), environment_id=environment_id, metrics=metrics,
             accuracy_note=f"the original, timed by optimize job #{job_id} beside its variants",
             noise=interval_noise(timed[0]), source=OPTIMIZE_RUN,
         )  # fmt: skip
@@ -114,12 +116,13 @@ def _row(
         key=key,
         job_id=job_id,
         model_id=variant.model_id,
-        model=f"{name} · {variant.recipe.label}",
+        model=name,
         parent_id=model_id,
+        recipe=variant.recipe.label,
         precision=_precision(variant, ops),
         backend=variant.backend,
         batch_size=1,
-        threads=0,
+        threads=_threads(report),
         environment_id=environment_id,
         metrics=_metrics(variant),
         accuracy_note=_note(job_id, variant),
@@ -127,6 +130,11 @@ def _row(
         noise=interval_noise(variant),
         source=OPTIMIZE_RUN,
     )
+
+
+def _threads(report: OptimizeJobResult) -> int:
+    """The threads the run timed its variants on; 0 for the runtime's default."""
+    return report.spec.comparison.threads or 0
 
 
 def interval_noise(variant: StoredVariant) -> float | None:

@@ -13,6 +13,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
+from optistudio.core.report.figure_text import IDENTICAL_NOTE, figure_text
 from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
 from optistudio.core.report.html import report_csv, report_html, report_json
 from optistudio.core.report.metric_info import column_title, label_of
@@ -90,7 +91,7 @@ def show_snapshot(snapshot: CompareSnapshot) -> None:
         "an original scores itself as exact on its variants' agreement metrics. Differences "
         "that do not matter crown nobody: accuracy within 1e-6 (or equal at the 4 digits "
         "shown) is a tie, and so is latency within its measurement's noise (2 % at least); on "
-        "a tie in accuracy the faster result wins."
+        f"a tie in accuracy the faster result wins. {IDENTICAL_NOTE}."
     )
     for note in (video_note(snapshot), decoder_note(snapshot), *missing_notes(snapshot)):
         if note:
@@ -153,7 +154,7 @@ def table_frame(snapshot: CompareSnapshot) -> tuple[pd.io.formats.style.Styler, 
     best = pd.DataFrame(False, index=table.index, columns=table.columns)
     for metric in metrics:
         title = column_title(metric)
-        table[title] = [_number(r[metric]) for r in records]
+        table[title] = [_number(metric, r[metric]) for r in records]
         best[title] = [r[f"{metric} best"] for r in records]
         if snapshot.baseline is not None:
             table[f"Δ {delta_name(metric)}{flagged}"] = [
@@ -184,10 +185,8 @@ def delta_name(metric: str) -> str:
     return header(label.removesuffix(" latency") if label != metric else metric)
 
 
-def _number(value: float | None) -> str:
-    if value is None:
-        return EMPTY
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+def _number(metric: str, value: float | None) -> str:
+    return EMPTY if value is None else figure_text(metric, value)
 
 
 def _green(is_best: bool) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from optistudio.core.report.figure_text import figure_text
+from optistudio.core.report.labels import legend_labels, shared_parts
 from optistudio.core.report.metric_info import axis_title, label_of
 from optistudio.core.report.pareto import pareto_front
 from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
@@ -23,8 +25,13 @@ MARGIN = {"l": 60, "r": 20, "t": 30, "b": 50}
 each axis's automargin grows it for longer labels."""
 
 
-def _layout(figure: go.Figure, x: str, y: str) -> go.Figure:
-    figure.update_layout(xaxis_title=x, yaxis_title=y, height=440, margin=MARGIN, legend_title="")
+def _layout(figure: go.Figure, x: str, y: str, shared: str = "") -> go.Figure:
+    """Axis titles, and the legend titled with what every point shares ('all: tiny ·
+    onnxruntime · fp32 · batch 1 · default threads'), so its entries name only differences."""
+    title = {"text": f"all: {shared}" if shared else "", "side": "top"}
+    figure.update_layout(
+        xaxis_title=x, yaxis_title=y, height=440, margin=MARGIN, legend={"title": title}
+    )
     return _room_for_labels(figure)
 
 
@@ -44,49 +51,40 @@ def _xy(snapshot: CompareSnapshot, x: str, y: str) -> list[tuple[int, float, flo
 
 
 def _marker(
-    snapshot: CompareSnapshot, point: tuple[int, float, float], name: str, on_front: bool
+    snapshot: CompareSnapshot,
+    point: tuple[int, float, float],
+    axes: tuple[str, str],
+    name: str,
+    on_front: bool,
 ) -> go.Scatter:
     """One result as its own legend entry: no text beside the point (labels of close points
-    overlap into unreadable text), its name in the legend and its full label on hover."""
+    overlap into unreadable text), its name in the legend and its full label on hover, the
+    figures as the table reads them ('identical' for float rounding, not 1.055e-14)."""
     row = snapshot.rows[point[0]]
     marker: dict[str, object] = {"size": 11}
     if on_front:
         marker |= {"symbol": "diamond", "line": {"color": FRONTIER_COLOR, "width": 2}}
+    figures = ", ".join(
+        f"{label_of(axis)}: {figure_text(axis, value)}"
+        for axis, value in zip(axes, point[1:], strict=True)
+    )
+    front = " · on the Pareto frontier" if on_front else ""
     return go.Scatter(
         x=[point[1]],
         y=[point[2]],
         name=name,
         mode="markers",
         marker=marker,
-        hovertext=[row.label + (" · on the Pareto frontier" if on_front else "")],
-        hovertemplate="%{hovertext}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+        hovertext=[f"{row.label}{front}<br>{figures}"],
+        hovertemplate="%{hovertext}<extra></extra>",
         cliponaxis=False,
     )
 
 
 def legend_names(snapshot: CompareSnapshot) -> list[str]:
-    """Each row's legend entry: its `point_label`, made unique with its key where two rows
-    would read alike."""
-    labels = [point_label(snapshot, row) for row in snapshot.rows]
-    return [
-        label if labels.count(label) == 1 else f"{label} ({row.key})"
-        for label, row in zip(labels, snapshot.rows, strict=True)
-    ]
-
-
-def point_label(snapshot: CompareSnapshot, row: ResultRow) -> str:
-    """A point's label on a chart: its job and batch size ('#3 b8'), plus the backend, threads
-    or precision where the results differ in them. The full label is in the table and hover."""
-    rows = snapshot.rows
-    parts = [f"#{row.job_id}"]
-    if len({r.backend for r in rows}) > 1:
-        parts.append(row.backend)
-    if len({r.precision or "fp32" for r in rows}) > 1:
-        parts.append(row.precision or "fp32")
-    parts.append(f"b{row.batch_size}")
-    if len({r.threads for r in rows}) > 1:
-        parts.append(f"t{row.threads}")
-    return " ".join(parts)
+    """Each row's legend entry: its job and what sets it apart from the other rows
+    (`labels.legend_labels`); what they share titles the legend."""
+    return legend_labels(snapshot.rows)
 
 
 def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
@@ -112,8 +110,8 @@ def frontier_figure(snapshot: CompareSnapshot, x: str, y: str) -> go.Figure:
         )
     names = legend_names(snapshot)
     for point in points:
-        figure.add_trace(_marker(snapshot, point, names[point[0]], point[0] in front))
-    return _layout(figure, axis_title(x), axis_title(y))
+        figure.add_trace(_marker(snapshot, point, (x, y), names[point[0]], point[0] in front))
+    return _layout(figure, axis_title(x), axis_title(y), shared_parts(snapshot.rows))
 
 
 def pareto_figure(snapshot: CompareSnapshot) -> go.Figure:

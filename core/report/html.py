@@ -11,6 +11,7 @@ import html
 import io
 import json
 
+from optistudio.core.report.figure_text import IDENTICAL_NOTE, figure_text
 from optistudio.core.report.figures import distribution_figure, pareto_figure, throughput_figure
 from optistudio.core.report.metric_info import column_title, label_of
 from optistudio.core.report.snapshot import (
@@ -125,7 +126,8 @@ def _table(snapshot: CompareSnapshot) -> str:
         rows.append(f"<tr><td>{flags}{html.escape(record['result'])}</td>{cells}</tr>")
     legend = (
         "<p>★ sweet spot · ◆ on the Pareto frontier · ⚑ baseline · green: best in column "
-        "(accuracy within 1e-6 and latency within its noise are ties, crowning nobody)</p>"
+        "(accuracy within 1e-6 and latency within its noise are ties, crowning nobody) · "
+        f"{html.escape(IDENTICAL_NOTE, quote=False)}</p>"
     )
     return f"<h2>Results</h2>{legend}<table><tr><th>result</th>{head}</tr>{''.join(rows)}</table>"
 
@@ -165,6 +167,6 @@ def _cell(record: dict[str, object], metric: str) -> str:
     if value is None:
         why = html.escape(str(record.get(f"{metric} missing") or "not measured"), quote=True)
         return f"<td title='{why}'>—</td>"
-    text = f"{value:.4g}" + (f" ({change:+.1%})" if isinstance(change, float) else "")
+    text = figure_text(metric, value) + (f" ({change:+.1%})" if isinstance(change, float) else "")
     css = "num best" if record[f"{metric} best"] else "num"
-    return f"<td class='{css}'>{html.escape(text)}</td>"
+    return f"<td class='{css}' title='{value!r}'>{html.escape(text)}</td>"

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.metrics import METRICS
 from optistudio.core.numerics.accuracy import GENERIC_METRIC_NAMES, GENERIC_METRICS
+from optistudio.core.report.labels import result_label
 from optistudio.core.report.metric_info import (
     LATENCY_AXES,
     TABLE_ACCURACY,
@@ -88,6 +89,11 @@ class ResultRow(BaseModel):
     model_id: int | None
     model: str
     parent_id: int | None = Field(description="The original this variant was made from.")
+    recipe: str = Field(
+        default="",
+        description="The recipe that made it ('original' for the file as it came); '' in a "
+        "snapshot shared before recipes were named.",
+    )
     precision: str = Field(
         default="", description="What it ran at (`shown_precision`); '' reads as fp32."
     )
@@ -138,14 +144,8 @@ class ResultRow(BaseModel):
 
     @property
     def label(self) -> str:
-        precision = f" [{self.precision or 'fp32'}]"
-        streams = self.metrics.get("streams")
-        video = f"video ×{streams:g} · " if streams else ""
-        flags = "".join(f" · {flag.upper()}" for flag in self.flags)
-        return (
-            f"#{self.job_id} {self.model}{precision} · {self.backend} · {video}"
-            f"b{self.batch_size} · t{self.threads}{flags}"
-        )
+        """Model, recipe, precision, backend, batch and threads (`labels.result_label`)."""
+        return result_label(self)
 
 
 class CompareSnapshot(BaseModel):

@@ -70,16 +70,18 @@ def test_a_bf16_run_is_labelled_bf16_on_compare_and_its_share_page(
     pick(page, "#2 tiny [fp32] · onnxruntime · batch 1 ·")
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     spread = page.locator(".js-plotly-plot").nth(2)  # the latency spread: a row per result
-    expect(spread).to_contain_text("#1 tiny [bf16] · openvino")
+    expect(spread).to_contain_text("#1 tiny · original [bf16] · openvino")
     expect(spread).not_to_contain_text("[fp32] · openvino")
     shot(page, "compare-bf16")
 
     shared = open_shared(page, share_link(page))
     expect(shared.get_by_text("Read-only snapshot")).to_be_visible()
     expect(shared.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
-    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text("#1 tiny [bf16] · openvino")
+    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text(
+        "#1 tiny · original [bf16] · openvino"
+    )
     report = download(shared, "Download report (HTML)", tmp_path).read_text()
-    assert "#1 tiny [bf16] · openvino" in report and "[fp32] · openvino" not in report
+    assert "#1 tiny · original [bf16] · openvino" in report and "[fp32] · openvino" not in report
     shot(shared, "shared-bf16")
 
 
@@ -103,9 +105,12 @@ def test_a_contended_run_keeps_its_flag_on_the_share_page(
     warning = shared.locator("[data-testid='stAlert']").filter(has_text="Read with care")
     expect(warning).to_be_visible()
     expect(warning).to_contain_text(
-        re.compile(r"#2 wide \[fp32\] · onnxruntime · b1 · t\d+ · CONTENDED")
+        re.compile(
+            r"#2 wide · original \[fp32\] · onnxruntime · batch 1 · "
+            r"(default threads|\d+ threads?) · CONTENDED"
+        )
     )
     if contended[1] == 0.0:  # the quiet run carries no flag (another suite may have been busy)
         expect(warning).not_to_contain_text("#1 tiny")
-    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text("#2 wide [fp32]")
+    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text("#2 wide · original [fp32]")
     shot(shared, "shared-contended")

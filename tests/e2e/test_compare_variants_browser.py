@@ -68,6 +68,12 @@ def test_optimize_variants_are_compared_as_their_run_timed_them(
     table = download(page, "Download report (HTML)", tmp_path).read_text().split("<h2>")[1]
     for label, precision in zip(RECIPES.values(), ("fp32", "int8"), strict=True):
         assert f"#{job_id} tiny · {label} [{precision}] · onnxruntime" in table, table
+    assert f"#{job_id} tiny · original [fp32] · onnxruntime · batch 1 · " in table, table
+    assert " t0" not in table and " b1 " not in table  # threads and batch in words
+    legend = page.locator(".js-plotly-plot").first  # the Pareto view: one entry per result
+    for name in ("original", *RECIPES.values()):
+        expect(legend).to_contain_text(f"#{job_id} {name}")
+    expect(legend).to_contain_text("all: tiny · onnxruntime · batch 1")
     report = json.loads(download(page, "Download JSON", tmp_path).read_text())
     rows = {row["key"]: row for row in report["rows"]}
     assert list(rows) == [f"v{job_id}.o", f"v{job_id}.0", f"v{job_id}.1"]

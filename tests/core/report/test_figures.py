@@ -10,22 +10,31 @@ from optistudio.core.report.figures import (
     distribution_figure,
     legend_names,
     pareto_figure,
-    point_label,
     throughput_figure,
 )
 from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
 
 
-def row(job: int, p50: float, *, batch: int = 1, backend: str = "onnxruntime") -> ResultRow:
+def row(
+    job: int,
+    p50: float,
+    *,
+    batch: int = 1,
+    backend: str = "onnxruntime",
+    model: str = "",
+    recipe: str = "original",
+    threads: int = 2,
+) -> ResultRow:
     return ResultRow(
-        key=f"{job}.{backend}.{batch}.2",
+        key=f"{job}.{backend}.{batch}.{threads}",
         job_id=job,
         model_id=job,
-        model=f"m{job}",
+        model=model or f"m{job}",
         parent_id=None,
+        recipe=recipe,
         backend=backend,
         batch_size=batch,
-        threads=2,
+        threads=threads,
         environment_id=1,
         metrics={
             "min_ms": p50 * 0.8,
@@ -73,21 +82,72 @@ def test_every_point_is_named_in_the_legend_and_no_text_sits_on_the_plot(snapsho
         if trace.mode == "markers" and trace.showlegend is not False
     }
     assert not [t for t in figure.data if "text" in (t.mode or "")]  # labels never overlap
-    assert {"#1 onnxruntime b1", "#2 onnxruntime b8", "#3 openvino b1"} <= set(named)
+    assert {
+        "#1 m1 · onnxruntime · batch 1",
+        "#2 m2 · onnxruntime · batch 8",
+        "#3 m3 · openvino · batch 1",
+    } <= set(named)
     if draw is throughput_figure:
-        assert named["#2 onnxruntime b8"] == (1.5, 8000.0)  # the entry names its own point
+        assert named["#2 m2 · onnxruntime · batch 8"] == (1.5, 8000.0)  # its own point
+    assert figure.layout.legend.title.text == "all: original · fp32 · 2 threads"
 
 
 def test_rows_that_read_alike_get_legend_entries_of_their_own() -> None:
     twins = CompareSnapshot(rows=[row(1, 2.0), row(1, 1.0).model_copy(update={"key": "x"})])
 
-    assert legend_names(twins) == ["#1 b1 (1.onnxruntime.1.2)", "#1 b1 (x)"]
+    assert legend_names(twins) == ["#1 (1.onnxruntime.1.2)", "#1 (x)"]
 
 
-def test_a_label_names_only_what_sets_the_results_apart() -> None:
-    alike = CompareSnapshot(rows=[row(1, 2.0), row(2, 1.0, batch=8)])
+def test_a_legend_entry_names_what_sets_it_apart_and_the_title_what_all_share() -> None:
+    alike = CompareSnapshot(rows=[row(1, 2.0, model="tiny"), row(2, 1.0, batch=8, model="tiny")])
 
-    assert [point_label(alike, r) for r in alike.rows] == ["#1 b1", "#2 b8"]
+    figure = throughput_figure(alike)
+
+    assert legend_names(alike) == ["#1 batch 1", "#2 batch 8"]
+    title = figure.layout.legend.title.text
+    assert title == "all: tiny · original · onnxruntime · fp32 · 2 threads"
+
+
+def test_an_optimize_runs_original_graph_and_fusion_variants_never_share_a_label() -> None:
+    """Issue 40: all three read '#3 onnxruntime fp32 b1 t0' beside an OpenVINO BF16 run."""
+    run = [
+        row(3, 2.0, model="tiny", recipe=recipe, threads=0)
+        for recipe in ("original", "Graph optimizations", "Fusion")
+    ]
+    bf16 = row(4, 1.0, model="tiny", backend="openvino", threads=0)
+    rows = [r.model_copy(update={"key": f"v3.{i}"}) for i, r in enumerate(run)]
+    snapshot = CompareSnapshot(rows=[*rows, bf16.model_copy(update={"precision": "bf16"})])
+
+    names = legend_names(snapshot)
+    labels = [r.label for r in snapshot.rows]
+
+    assert len(set(names)) == len(names) and len(set(labels)) == len(labels)
+    assert names[:3] == [
+        "#3 original · onnxruntime · fp32",
+        "#3 Graph optimizations · onnxruntime · fp32",
+        "#3 Fusion · onnxruntime · fp32",
+    ]
+    assert labels[1] == (
+        "#3 tiny · Graph optimizations [fp32] · onnxruntime · batch 1 · default threads"
+    )
+    assert not any(" t0" in text or " b1" in text for text in [*names, *labels])
+    figure = pareto_figure(snapshot)
+    assert figure.layout.legend.title.text == "all: tiny · batch 1 · default threads"
+
+
+def test_a_point_hovers_with_its_full_label_and_rounding_reads_identical() -> None:
+    exact = row(1, 2.0, model="tiny").model_copy(update={"metrics": {"p50_ms": 2.0}})
+    exact.metrics["cosine_error"] = 1.055e-14
+    rounded = row(2, 1.0, model="tiny", recipe="Fusion")
+    rounded.metrics["cosine_error"] = 0.00123
+
+    figure = pareto_figure(CompareSnapshot(rows=[exact, rounded]))
+
+    hovers = {t.name: t.hovertext[0] for t in figure.data if t.hovertext}
+    assert hovers["#1 original"].startswith(exact.label)
+    assert "1 − mean cosine): identical" in hovers["#1 original"]
+    assert "e-14" not in hovers["#1 original"]
+    assert "0.00123" in hovers["#2 Fusion"]
 
 
 @pytest.mark.parametrize("draw", [distribution_figure, throughput_figure, pareto_figure])
