@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.metrics import METRICS
+from optistudio.core.numerics.tolerances import REFERENCE, RULES
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_comparisons, job_results, results_rows
 from optistudio.db.session import transaction
@@ -47,16 +48,26 @@ def _target_of(spec: dict[str, Any], result: dict[str, Any]) -> dict[str, str]:
 
 
 def _outputs(result: BenchmarkJobResult | None) -> str:
-    """The output check's verdict: agree, DISAGREE, the reference itself, or not checked."""
+    """The output check's verdict naming the tolerance rule that judged it, in the words bench
+    prints (`OutputCheck.verdict`: 'agree within the BF16 rule: ...', 'DISAGREE (the FP32
+    rule: ...): ...'); 'reference' for the reference itself, 'not checked' when none ran."""
     if result is None or "output_check" not in result.model_fields_set:
         return "not checked"
     check = result.output_check
-    if check is None:
-        return "reference"
-    if check.passed:
-        worst = min((float(o["cosine_min"]) for o in check.outputs.values()), default=1.0)
-        return f"agree (cos {worst:.5f})"
-    return "DISAGREE: " + "; ".join(check.problems)
+    return "reference" if check is None else check.verdict()
+
+
+def tolerance_note() -> str:
+    """Under the side-by-side table: what each target is checked against and by which rule,
+    the floors read from the rules themselves (`optistudio.core.numerics.tolerances`), the
+    ones optimize's judge holds its variants to."""
+    floors = ", ".join(f"{r.min_snr_db:g} dB {p.upper()}" for p, r in RULES.items())
+    return (
+        f"Each target's outputs are checked against {REFERENCE} on the same inputs, by the "
+        f"rule of its precision: every output's worst-sample SNR at least {floors} (a mixed "
+        "precision such as int8+bf16 by its loosest part); NaN or Inf always fails. The "
+        "outputs column names the rule that judged each run."
+    )
 
 
 def side_by_side(wide: pd.DataFrame) -> pd.DataFrame:

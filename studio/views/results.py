@@ -10,7 +10,7 @@ from optistudio.studio.decoder_rows import RESULTS_COLUMNS
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.optimize_services import variants_table
 from optistudio.studio.results_services import decoder_benchmarks as decoder_benchmarks_of
-from optistudio.studio.results_services import display_table, side_by_side
+from optistudio.studio.results_services import display_table, side_by_side, tolerance_note
 
 
 def render() -> None:
@@ -131,11 +131,7 @@ def backends_side_by_side(wide: pd.DataFrame) -> None:
             "benchmarks this model on each backend and precision the workers offer."
         )
     st.dataframe(readable_frame(table), hide_index=True, width="stretch")
-    st.caption(
-        "Each target's outputs are checked against ONNX Runtime FP32 on CPU on the same inputs, "
-        "with a tolerance that fits its precision (cosine >= 0.99999 for FP32, 0.999 FP16, "
-        "0.995 BF16, 0.98 INT8); NaN or Inf always fails."
-    )
+    st.caption(tolerance_note())
     if len(table) >= 2:
         latency = [c for c in table.columns if c.startswith("p50 at batch")][0]
         st.plotly_chart(charts.targets_bar(table, latency), width="stretch")

@@ -83,3 +83,36 @@ def test_empty_results_are_an_empty_frame(db_factory) -> None:
 )
 def test_verdict(row, expected) -> None:
     assert verdict(pd.Series(row)) == expected
+
+
+@pytest.mark.parametrize(
+    ("precision", "noise", "said"),
+    [
+        ("bf16", 0.5, "DISAGREE (the BF16 rule: worst-sample SNR >= 15 dB on every output): y:"),
+        ("fp32", 1e-7, "agree within the FP32 rule: worst-sample SNR >= 45 dB on every output ("),
+    ],
+    ids=["bf16-disagrees", "fp32-agrees"],
+)
+def test_the_outputs_verdict_names_the_rule_that_judged_it(
+    db_factory, model_id, precision: str, noise: float, said: str
+) -> None:
+    """The page words the verdict as bench prints it (`OutputCheck.verdict`), rule and all: it
+    read 'DISAGREE: <problems>' with no rule named."""
+    import numpy as np
+
+    from optistudio.core.numerics.crosscheck import check_outputs
+    from optistudio.db.queries import set_job_result
+    from optistudio.services.jobresults import BenchmarkJobResult, BenchmarkTarget
+
+    reference = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    check = check_outputs(["y"], [reference], [reference + noise], precision=precision)
+    job_id = finished_job_with(db_factory, model_id, {"p50_ms": 2.0, "p99_ms": 3.0})
+    target = BenchmarkTarget(backend="openvino", device="cpu", precision=precision)
+    result = BenchmarkJobResult(target=target, output_check=check)
+    with transaction(db_factory) as s:
+        set_job_result(s, job_id=job_id, result=result.model_dump(mode="json"))
+
+    wide = results_frame(db_factory, model_id=model_id)
+
+    assert wide.loc[0, "outputs"].startswith(said)
+    assert wide.loc[0, "outputs"] == check.verdict()  # one wording, bench's
