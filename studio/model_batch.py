@@ -12,10 +12,8 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.errors import OptistudioError
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.studio import pages, state
-from optistudio.studio.errors import show_error
+from optistudio.studio import pages, submitting
 from optistudio.studio.jobs_services import SendTask
 from optistudio.studio.optimize_services import submit_optimization
 
@@ -41,14 +39,11 @@ def dynamic_batch_offer(model_id: int) -> None:
     )
     if not st.button("Make the batch dynamic", key=f"dynamic_batch_{model_id}"):
         return
-    try:
-        queue = state.route_job(OPTIMIZE, dynamic_batch_spec())
-    except OptistudioError as exc:
-        show_error(exc)
+    sent = submitting.submit(OPTIMIZE, model_id, dynamic_batch_spec)
+    if sent is None:
         return
-    job_id = make_dynamic(state.session_factory(), model_id=model_id, send=state.sender(queue))
     st.success(
-        f"Optimize job #{job_id} submitted: the rewrite with a free batch is stored as a new "
+        f"Optimize job #{sent.job_id} submitted: the rewrite with a free batch is stored as a new "
         "model with this one's input profile when the check passes."
     )
     pages.link("jobs", "Follow it on the Jobs page")

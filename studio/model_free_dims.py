@@ -13,11 +13,9 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.errors import OptistudioError
 from optistudio.core.model.info import ModelInfo
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.studio import pages, state
-from optistudio.studio.errors import show_error
+from optistudio.studio import pages, submitting
 from optistudio.studio.jobs_services import SendTask
 from optistudio.studio.optimize_services import submit_optimization
 
@@ -66,14 +64,11 @@ def free_dims_offer(model_id: int, info: ModelInfo) -> None:
     )
     if not st.button("Free the declared dims", key=f"free_dims_{model_id}"):
         return
-    try:
-        queue = state.route_job(OPTIMIZE, free_dims_spec())
-    except OptistudioError as exc:
-        show_error(exc)
+    sent = submitting.submit(OPTIMIZE, model_id, free_dims_spec)
+    if sent is None:
         return
-    job_id = make_free(state.session_factory(), model_id=model_id, send=state.sender(queue))
     st.success(
-        f"Optimize job #{job_id} submitted: the rewrite is stored as a new model with this "
+        f"Optimize job #{sent.job_id} submitted: the rewrite is stored as a new model with this "
         "one's input profile when its check passes; run the jobs on it."
     )
     pages.link("jobs", "Follow it on the Jobs page")

@@ -7,15 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
-from pydantic import ValidationError
 
 from optistudio.core.backends.coreml_backend import RUNS_ON as CORE_ML_RUNS_ON
-from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.report.metric_info import column_title
 from optistudio.core.report.snapshot import CompareSnapshot, axis_choices
 from optistudio.services.jobkinds import COMPARE, EXPORT, CompareJobSpec, ExportJobSpec
-from optistudio.studio import cached, charts, pages, state
+from optistudio.studio import cached, charts, pages, state, submitting
 from optistudio.studio.auth import share_owner
 from optistudio.studio.compare_services import (
     Selection,
@@ -27,11 +25,8 @@ from optistudio.studio.compare_services import (
     read_selection,
     revoke,
     share_snapshot,
-    submit_export,
     write_selection,
 )
-from optistudio.studio.errors import show_error
-from optistudio.studio.jobs_services import submit_comparison
 from optistudio.studio.share_view import download_buttons, show_snapshot
 
 HELP = {name: field.description for name, field in ComparisonSpec.model_fields.items()}
@@ -80,26 +75,22 @@ def comparison_form(choices: list[dict[str, Any]]) -> None:
         submitted = st.form_submit_button("Compare", type="primary")
     if not submitted:
         return
-    try:
-        spec = CompareJobSpec(
+
+    def spec() -> CompareJobSpec:
+        return CompareJobSpec(
             candidate_model_id=candidate,
             batch_size=int(batch),
             threads=int(threads) or None,
             min_seconds=float(min_seconds),
             max_seconds=float(max_seconds),
         )
-    except ValidationError as exc:
-        st.error(f"Check the comparison settings: {describe_validation_error(exc)}")
+
+    sent = submitting.submit(COMPARE, baseline, spec, what="comparison")
+    if sent is None:
         return
-    try:
-        queue = state.route_job(COMPARE, spec)
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    job_id = submit_comparison(
-        state.session_factory(), spec=spec, baseline_id=baseline, send=state.sender(queue)
+    st.success(
+        f"Comparison job #{sent.job_id} submitted. Its result appears below when it is done."
     )
-    st.success(f"Comparison job #{job_id} submitted. Its result appears below when it is done.")
     pages.link("jobs", "Follow it on the Jobs page")
 
 
@@ -288,15 +279,11 @@ def export_section(choices: list[dict[str, Any]]) -> None:
     names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
     model_id = st.selectbox("Model or variant", list(names), format_func=names.get)
     if st.button("Build bundle", disabled=model_id is None):
-        try:
-            queue = state.route_job(EXPORT, ExportJobSpec())
-        except OptistudioError as exc:
-            show_error(exc)
-        else:
-            job_id = submit_export(
-                state.session_factory(), model_id=model_id, send=state.sender(queue)
+        sent = submitting.submit(EXPORT, model_id, ExportJobSpec)
+        if sent is not None:
+            st.success(
+                f"Export job #{sent.job_id} submitted; its download appears below when done."
             )
-            st.success(f"Export job #{job_id} submitted; its download appears below when done.")
     show_exports()
 
 

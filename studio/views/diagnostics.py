@@ -5,21 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from pydantic import ValidationError
 
 from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.db.models import JobKind
 from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
 from optistudio.services.jobresults import ProfileJobResult
-from optistudio.studio import cached, state
+from optistudio.studio import cached, state, submitting
 from optistudio.studio import diagnostics_services as diag
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
+from optistudio.studio.jobs_services import BadSetting
 from optistudio.studio.views.optimize import image_inputs
 
 SEVERITY_ICONS = {
@@ -28,6 +27,7 @@ SEVERITY_ICONS = {
     "info": ":material/info:",
 }
 POST_STEPS = ["softmax", "sigmoid", "argmax", "top5"]
+SOAK_HELP = {name: field.description for name, field in SoakSpec.model_fields.items()}
 
 
 def render() -> None:
@@ -97,8 +97,9 @@ def profile_form(model_id: int) -> None:
 
 def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: Any) -> None:
     settings = state.settings()
-    try:
-        spec = ProfileJobSpec(
+
+    def spec() -> ProfileJobSpec:
+        return ProfileJobSpec(
             backend=form["backend"],
             batch_size=int(form["batch"]),
             runs=int(form["runs"]),
@@ -110,41 +111,38 @@ def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: An
             else None,
             data_path=str(store_dataset(settings, data, filename=data.name)) if data else None,
         )
-        queue = state.route_job(PROFILE, spec)
-    except ValidationError as exc:
-        st.error(f"Check the profile settings: {describe_validation_error(exc)}")
-        return
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    send = state.sender(queue)
-    job_id = diag.submit_profile(state.session_factory(), model_id=model_id, spec=spec, send=send)
-    st.success(f"Profile job #{job_id} submitted. Its result appears below when it is done.")
+
+    sent = submitting.submit(PROFILE, model_id, spec, what="profile")
+    if sent is not None:
+        st.success(
+            f"Profile job #{sent.job_id} submitted. Its result appears below when it is done."
+        )
 
 
 def soak_form(model_id: int) -> None:
     with st.form("soak"):
         cols = st.columns(3)
-        seconds = cols[0].number_input("Seconds", 1.0, 86_400.0, 30.0, help="How long to run.")
+        seconds = cols[0].number_input("Seconds", 1.0, 86_400.0, 30.0, help=SOAK_HELP["seconds"])
         backend = cols[1].selectbox("Backend", ["onnxruntime", "openvino"], key="soak_backend")
         batches = cols[2].text_input("Batch sizes cycled", "1, 2, 4, 8")
         submitted = st.form_submit_button("Start soak", type="primary")
     if not submitted:
         return
+
+    def spec() -> SoakSpec:
+        return SoakSpec(seconds=seconds, backend=backend, batch_sizes=cycled_sizes(batches))
+
+    sent = submitting.submit(SOAK, model_id, spec, what="soak")
+    if sent is not None:
+        st.success(f"Soak job #{sent.job_id} submitted; it runs for {seconds:g} s.")
+
+
+def cycled_sizes(text: str) -> list[int]:
+    """'1, 2, 4' -> [1, 2, 4]; text that is not integers is a BadSetting saying why."""
     try:
-        sizes = [int(part) for part in batches.split(",") if part.strip()]
-        spec = SoakSpec(seconds=seconds, backend=backend, batch_sizes=sizes)
-        queue = state.route_job(SOAK, spec)
+        return [int(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
-        message = describe_validation_error(exc) if isinstance(exc, ValidationError) else exc
-        st.error(f"Check the soak settings: {message}")
-        return
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    send = state.sender(queue)
-    job_id = diag.submit_soak(state.session_factory(), model_id=model_id, spec=spec, send=send)
-    st.success(f"Soak job #{job_id} submitted; it runs for {seconds:g} s.")
+        raise BadSetting(str(exc)) from None
 
 
 @st.fragment(run_every="3s")

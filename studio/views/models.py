@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import streamlit as st
-from pydantic import ValidationError
 
 from optistudio.core.data.input_profile import InputProfile
-from optistudio.core.errors import ErrorInfo, OptistudioError, describe_validation_error
+from optistudio.core.errors import ErrorInfo, OptistudioError
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
@@ -17,7 +17,7 @@ from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.catalog import add_from_storage, add_sample, add_upload
 from optistudio.services.input_profiles import load_profile, save_profile
 from optistudio.services.jobkinds import BENCHMARK
-from optistudio.studio import cached, charts, deletion_services, pages, state
+from optistudio.studio import cached, charts, deletion_services, pages, state, submitting
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count, prose
 from optistudio.studio.input_profile_services import (
@@ -30,7 +30,7 @@ from optistudio.studio.input_profile_services import (
     symbolic_legend,
     tensor_table,
 )
-from optistudio.studio.jobs_services import submit_benchmark
+from optistudio.studio.jobs_services import BadSetting, Refused
 from optistudio.studio.model_batch import dynamic_batch_offer
 from optistudio.studio.model_free_dims import free_dims_offer
 from optistudio.studio.model_services import model_file
@@ -423,8 +423,9 @@ def benchmark_form(
         free_dims_offer(chosen["id"], info)
     if not submitted:
         return
-    try:
-        spec = BenchmarkSpec(
+
+    def spec() -> BenchmarkSpec:
+        return BenchmarkSpec(
             backend=target[0],
             device=target[1],
             precision=target[2],
@@ -436,20 +437,13 @@ def benchmark_form(
             min_seconds=float(min_seconds),
             max_seconds=float(max_seconds),
         )
-    except (ValidationError, ValueError) as exc:
-        st.error(f"Check the benchmark settings: {readable(exc)}")
+
+    sent = submitting.submit(BENCHMARK, chosen["id"], spec, what="benchmark")
+    if sent is None:
         return
-    try:
-        queue = state.route_job(BENCHMARK, spec)
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    job_id = submit_benchmark(
-        state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
-    )
-    st.success(f"Benchmark job #{job_id} submitted.")
+    st.success(f"Benchmark job #{sent.job_id} submitted.")
     pages.link("jobs", "Follow it on the Jobs page")
-    st.session_state["last_benchmark_spec"] = spec
+    st.session_state["last_benchmark_spec"] = sent.spec
 
 
 def every_target(chosen: dict[str, Any], targets: list[tuple[str, str, str]]) -> None:
@@ -470,17 +464,12 @@ def every_target(chosen: dict[str, Any], targets: list[tuple[str, str, str]]) ->
     base = st.session_state.get("last_benchmark_spec") or BenchmarkSpec()
     submitted, refused = [], []
     for backend, dev, precision in mine:
-        spec = base.model_copy(update={"backend": backend, "device": dev, "precision": precision})
-        try:
-            queue = state.route_job(BENCHMARK, spec)
-        except OptistudioError as exc:
-            refused.append((f"{backend} {precision}: ", exc))
-            continue
-        submitted.append(
-            submit_benchmark(
-                state.session_factory(), model_id=chosen["id"], spec=spec, send=state.sender(queue)
-            )
-        )
+        target = {"backend": backend, "device": dev, "precision": precision}
+        outcome = submitting.send(BENCHMARK, chosen["id"], partial(base.model_copy, update=target))
+        if isinstance(outcome, Refused):
+            refused.append((f"{backend} {precision}: ", outcome))
+        else:
+            submitted.append(outcome.job_id)
     if submitted:
         st.success(
             f"Submitted {len(submitted)} benchmark jobs: "
@@ -490,8 +479,8 @@ def every_target(chosen: dict[str, Any], targets: list[tuple[str, str, str]]) ->
         pages.link(
             "results", "Compare them on the Results page", query={"model": str(chosen["id"])}
         )
-    for target, exc in refused:
-        show_error(exc, prefix=target)
+    for prefix, refusal in refused:
+        submitting.show_refusal(refusal, prefix=prefix)
 
 
 def parse_int_list(text: str, what: str) -> list[int] | None:
@@ -502,10 +491,4 @@ def parse_int_list(text: str, what: str) -> list[int] | None:
     try:
         return [int(p) for p in parts]
     except ValueError:
-        raise ValueError(f"{what} must be integers separated by commas, got {text!r}") from None
-
-
-def readable(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return describe_validation_error(exc)
-    return str(exc)
+        raise BadSetting(f"{what} must be integers separated by commas, got {text!r}") from None

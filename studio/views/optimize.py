@@ -9,14 +9,14 @@ from pydantic import ValidationError
 
 from optistudio.core.backends import backends
 from optistudio.core.data.images import ImagePreprocessing
-from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.errors import describe_validation_error
 from optistudio.core.fusion.registry import fusion_patterns
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.optimize.recipes import ANY, AUTO, BUILTIN_RECIPES
 from optistudio.core.passes.base import passes
 from optistudio.core.passes.qat import QatConfig
-from optistudio.services.jobkinds import OPTIMIZE
-from optistudio.studio import cached, charts, pages, state
+from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
+from optistudio.studio import cached, charts, pages, state, submitting
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.model_services import model_file
@@ -27,7 +27,6 @@ from optistudio.studio.optimize_services import (
     build_spec,
     form_defaults,
     pass_settings_table,
-    submit_optimization,
     task_choices,
     task_hint,
     task_table,
@@ -347,25 +346,19 @@ def submit(
     if not form.recipes:
         st.error("Pick at least one recipe, or Auto.")
         return
-    try:
+
+    def spec() -> OptimizeJobSpec:
         info = ModelInfo.model_validate(chosen["info"])
-        spec = build_spec(
+        return build_spec(
             state.settings(), info, form, data, labels, train=train, train_labels=train_labels
         )
-        queue = state.route_job(OPTIMIZE, spec)
-    except ValidationError as exc:
-        st.error(f"Check the settings: {describe_validation_error(exc)}")
+
+    sent = submitting.submit(OPTIMIZE, chosen["id"], spec)
+    if sent is None:
         return
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    model_id = chosen["id"]
-    job_id = submit_optimization(
-        state.session_factory(), spec=spec, model_id=model_id, send=state.sender(queue)
-    )
     if not data:
         st.warning(DECODER_NO_DATA if decoder else NO_DATA_WARNING)
-    st.success(f"Optimize job #{job_id} submitted. Its variants appear below when it is done.")
+    st.success(f"Optimize job #{sent.job_id} submitted. Its variants appear below when it is done.")
     pages.link("jobs", "Follow it on the Jobs page")
 
 

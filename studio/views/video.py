@@ -6,13 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-from pydantic import ValidationError
 
 from optistudio.core.backends import backends
-from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.services.jobkinds import VIDEO
 from optistudio.services.jobresults import VideoJobResult
-from optistudio.studio import cached, pages, state
+from optistudio.studio import cached, pages, state, submitting
 from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
@@ -115,19 +113,11 @@ def video_form(model_id: int) -> None:
 
 
 def submit(model_id: int, form: video.VideoForm, clip: Any) -> None:
-    try:
-        spec = video.build_spec(state.settings(), form, clip)
-        queue = state.route_job(VIDEO, spec)
-    except ValidationError as exc:
-        st.error(f"Check the video settings: {describe_validation_error(exc)}")
-        return
-    except OptistudioError as exc:
-        show_error(exc)
-        return
-    job_id = video.submit_video(
-        state.session_factory(), model_id=model_id, spec=spec, send=state.sender(queue)
+    sent = submitting.submit(
+        VIDEO, model_id, lambda: video.build_spec(state.settings(), form, clip), what="video"
     )
-    st.success(f"Video job #{job_id} submitted; its streams appear below when it is done.")
+    if sent is not None:
+        st.success(f"Video job #{sent.job_id} submitted; its streams appear below when it is done.")
 
 
 def show_latest(model_id: int) -> None:
