@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TypeGuard
 
-from optistudio.core.errors import InvalidSpec
+from optistudio.core.errors import DataMismatch, InvalidSpec
 from optistudio.core.model.info import Dim, TensorSpec
 
 BatchAxes = Mapping[str, int | None]
@@ -177,6 +177,34 @@ def batch_of(
     if shapes and not swept_inputs(specs, shapes, axes):
         return implied_batch_size(specs, shapes, axes)
     return batch_size
+
+
+def declared_batch(
+    specs: list[TensorSpec],
+    shapes: Mapping[str, list[int]] | None = None,
+    axes: BatchAxes | None = None,
+) -> int:
+    """The batch a run takes when none is asked: the size every input that takes the batch
+    (`swept_inputs`) declares fixed on its batch axis, when they all declare one and agree (a
+    file declared [10, 3, 32, 32] is fed 10 samples a run); else 1. An open batch beside a
+    fixed one leaves it at 1: that fixed dim may be a state's layers, not the batch."""
+    names = batch_dim_names(specs, axes)
+    swept = swept_inputs(specs, dict(shapes or {}), axes)
+    sizes = {spec.shape[batch_axis(spec, names, axes) or 0] for spec in swept}
+    only = next(iter(sizes)) if len(sizes) == 1 else None
+    return only if _is_fixed(only) else 1
+
+
+def check_whole_batches(samples: int, fixed_batch: int | None, what: str) -> None:
+    """Raise DataMismatch when `samples` do not fill whole batches of a model whose batch is
+    fixed (its last batch would be short, and the model refuses it); `what` names the data."""
+    if fixed_batch and fixed_batch > 1 and samples % fixed_batch:
+        raise DataMismatch(
+            f"{what} holds {samples} sample(s), but this model runs {fixed_batch} at a time "
+            f"(its batch is fixed at {fixed_batch}), so the last batch would be short.",
+            hint=f"Give a multiple of {fixed_batch} samples, or free the model's dims (free "
+            "dims: --free-dims, or the model card) to run any count.",
+        )
 
 
 def batch_dim_name(

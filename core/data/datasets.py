@@ -22,7 +22,13 @@ from typing import IO
 
 import numpy as np
 
-from optistudio.core.data.batch import BatchAxes, batch_axis, batch_dim_names
+from optistudio.core.data.batch import (
+    BatchAxes,
+    batch_axis,
+    batch_dim_names,
+    check_whole_batches,
+    declared_batch,
+)
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.inputs import (
     InputValue,
@@ -46,15 +52,20 @@ class NpzDataset:
 
     synthetic = False
 
-    def __init__(self, path: Path, inputs: list[TensorSpec], *, batch_size: int = 1) -> None:
+    def __init__(
+        self, path: Path, inputs: list[TensorSpec], *, batch_size: int | None = None
+    ) -> None:
         self.path = Path(path)
         self.inputs = inputs
-        self.batch_size = _check_batch_size(batch_size, inputs)
+        asked = declared_batch(inputs) if batch_size is None else batch_size
+        self.batch_size = _check_batch_size(asked, inputs)
         self._members = _read_members(self.path)
         _check_names(self._members, inputs)
         for spec in inputs:
             _check_member(self._members[spec.name], spec)
         self._samples = _common_samples(self._members, inputs)
+        fixed = self.batch_size if any(_fixed_batch(spec) for spec in inputs) else None
+        check_whole_batches(self._samples, fixed, f"{self.path.name!r}")
         check_budget([self._members[spec.name] for spec in inputs], rows=self.batch_size)
 
     def __len__(self) -> int:
@@ -92,7 +103,7 @@ class SyntheticDataset:
         inputs: list[TensorSpec],
         *,
         samples: int = 32,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         dims: dict[str, int] | None = None,
         seed: int = 0,
         shapes: dict[str, list[int]] | None = None,
@@ -115,10 +126,13 @@ class SyntheticDataset:
             for s in inputs
             if s.name not in self.shapes and batch_axis(s, names, self.batch_axes) == 0
         ]
-        self.batch_size = _check_batch_size(batch_size, batched)
+        declared = declared_batch(inputs, self.shapes, self.batch_axes)
+        asked = declared if batch_size is None else batch_size
+        self.batch_size = _check_batch_size(asked, batched)
         fixed = any(_fixed_batch(spec) for spec in batched)
-        self._samples = math.ceil(samples / batch_size) * batch_size if fixed else samples
-        first_batch = batch_size if fixed else 1
+        whole = math.ceil(samples / self.batch_size) * self.batch_size
+        self._samples = whole if fixed else samples
+        first_batch = self.batch_size if fixed else 1
         self.warnings = self._feeds(first_batch, seed)[1]
 
     def __len__(self) -> int:
@@ -153,7 +167,7 @@ def open_dataset(
     path: Path,
     inputs: list[TensorSpec],
     *,
-    batch_size: int = 1,
+    batch_size: int | None = None,
     preprocessing: ImagePreprocessing | None = None,
 ) -> NpzDataset | ImageDataset:
     """An NpzDataset for an .npz file, an ImageDataset for a folder or a .zip of images.

@@ -39,6 +39,7 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from optistudio.core.data.batch import check_whole_batches, declared_batch
 from optistudio.core.errors import DataMismatch
 from optistudio.core.model.info import Dim, TensorSpec
 
@@ -179,18 +180,20 @@ class ImageDataset:
         inputs: list[TensorSpec],
         preprocessing: ImagePreprocessing,
         *,
-        batch_size: int = 1,
+        batch_size: int | None = None,
     ) -> None:
         self.source = Path(source)
         self.inputs = inputs
         self.preprocessing = preprocessing
         self.input = _image_input(inputs)
-        self.batch_size = _check_batch_size(batch_size, self.input)
+        asked = declared_batch([self.input]) if batch_size is None else batch_size
+        self.batch_size = _check_batch_size(asked, self.input)
         _check_dtype(self.input, preprocessing)
         _check_channels(self.input, preprocessing)
         self.size = _target_size(self.input, preprocessing)
         self._files = _ImageFiles(self.source)
         self._files.check_headers()
+        check_whole_batches(len(self._files.names), _fixed(self.input.shape[0]), "The data")
 
     def __len__(self) -> int:
         return len(self._files.names)

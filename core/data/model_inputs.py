@@ -118,10 +118,11 @@ class ModelInputs(BaseModel):
         specs: list[TensorSpec],
         *,
         samples: int,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         seed: int = 0,
     ) -> SyntheticDataset:
-        """Synthetic samples at these inputs (the inputs file's arrays in every batch)."""
+        """Synthetic samples at these inputs (the inputs file's arrays in every batch), at
+        `batch_size` (None: the batch the file declares fixed, else 1)."""
         return SyntheticDataset(
             specs,
             samples=samples,

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
 from optistudio.core.backends.base import Precision
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
-from optistudio.core.data.batch import batch_of
+from optistudio.core.data.batch import batch_of, declared_batch
 from optistudio.core.data.inputs import (
     shapes_of,
 )
@@ -216,8 +216,11 @@ class ComparisonSpec(ModelInputs):
         description="Inference precision of B when it differs from A's (e.g. a variant at "
         "OpenVINO's bf16 against the original in fp32); empty = A's.",
     )
-    batch_size: int = Field(
-        default=1, ge=1, description="Batch size of every run (of the inputs without a shape)."
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Batch size of every run (of the inputs without a shape); empty = the "
+        "batch the model declares fixed, else 1.",
     )
     threads: Threads = None
     warmup_runs: int = Field(
@@ -333,7 +336,8 @@ def pair_feeds(
     info_a = info_a or inspect_model(path_a)
     arrays = spec.arrays(info_a.inputs)
     shapes = {**spec.shapes, **shapes_of(arrays)}
-    batch = batch_of(info_a.inputs, shapes, spec.batch_size, spec.batch_axes)
+    asked = spec.batch_size or declared_batch(info_a.inputs, shapes, spec.batch_axes)
+    batch = batch_of(info_a.inputs, shapes, asked, spec.batch_axes)
     spec = spec.model_copy(update={"batch_size": batch})
     feeds_a = _feeds(info_a, spec, arrays)
     feeds_b = _feeds(info_b or inspect_model(path_b), spec, arrays)
@@ -463,7 +467,7 @@ def _comparison(
         b_p50_ms=b_summary["p50_ms"],
         a_summary=a_summary,
         b_summary=b_summary,
-        batch_size=spec.batch_size,
+        batch_size=spec.batch_size or 1,  # feeds made without pair_feeds: the old default
         threads=int(model_a.details.get("threads") or spec.threads or 0),
         environment=fingerprint(threads=spec.threads),
         sentence=describe(interval),

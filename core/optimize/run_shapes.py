@@ -1,5 +1,6 @@
 """The shapes a model's outputs really have: one run of the original on ONNX Runtime, on the
-run's first batch of data or on one sample of the spec's inputs.
+run's first batch of data or on one batch of the spec's inputs (one sample, or as many as
+the file declares its batch fixed at).
 
 Recognition reads the declared shapes; some exporters declare an output wrongly (ddddocr's
 captcha recognizers declare [1, seqlen] and return [T, 1, 8210] per-step scores) or leave every
@@ -49,5 +50,5 @@ def _first_feeds(
 ) -> dict[str, np.ndarray]:
     if data is not None:
         return next(iter(data.batches()), {})
-    feeds, _ = inputs.feeds(info.inputs, batch_size=1, arrays=inputs.arrays(info.inputs))
-    return feeds
+    one_run = inputs.dataset(info.inputs, samples=1)  # at the batch the file declares fixed
+    return next(iter(one_run.batches()), {})

@@ -383,7 +383,7 @@ def test_size_is_taken_from_a_fixed_model_input(tmp_path: Path) -> None:
         pytest.param(
             TensorSpec(name="pixels", dtype="float32", shape=[4, 3, "h", "w"]),
             ImagePreprocessing(size=(2, 2)),
-            "fixed batch of 4",
+            "holds 1 sample\\(s\\), but this model runs 4 at a time",
             id="fixed-batch",
         ),
     ],
