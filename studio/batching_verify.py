@@ -20,6 +20,7 @@ from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.batching.trace import slowdown_of
+from optistudio.core.batching.verify_gap import speed_gap_note
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.services.jobresults import VerifyBatches
 from optistudio.studio.batching_whatif import FIGURES, three_digits
@@ -238,15 +239,23 @@ def verify_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def profile_mismatch(
-    profile: LatencyProfile, batches: VerifyBatches | None, *, slowdown: float | None = None
+    profile: LatencyProfile,
+    batches: VerifyBatches | None,
+    *,
+    slowdown: float | None = None,
+    p99s: tuple[float, float, float | None] | None = None,
 ) -> str | None:
     """Why measured and predicted may differ: the model ran more than RUNNER_DRIFT faster or
     slower during the verify run than the profile says (`slowdown`: as the Verify job measured
     it against the profile it rested on; else from its batches against `profile`). None when
-    it did not, or for a verify job stored before batches were recorded."""
+    it did not, or for a verify job stored before batches were recorded. With `p99s`
+    (predicted, measured, predicted at the run's speed or None) the note says whether the
+    speed explains the gap's direction and size (optistudio.core.batching.verify_gap)."""
     if slowdown is None and (batches is None or not batches.runner):
         return None
     ratio = slowdown if slowdown is not None else slowdown_of(batches.runner, profile)  # type: ignore[union-attr]
+    if p99s is not None:  # (predicted, measured, at the run's speed): the note follows them
+        return speed_gap_note(ratio, p99s[0], p99s[1], at_run_speed_p99_ms=p99s[2])
     if abs(ratio - 1) <= RUNNER_DRIFT:
         return None
     pace = f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"

@@ -130,7 +130,11 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
-    mismatch = batching_verify.profile_mismatch(measured, result.batches, slowdown=slowdown)
+    at_speed = stored.recalibrated if stored is not None and not stored.not_adopted else None
+    p99s = (predicted.p99_ms, result.measured.p99_ms, at_speed.p99_ms if at_speed else None)
+    mismatch = batching_verify.profile_mismatch(
+        measured, result.batches, slowdown=slowdown, p99s=p99s
+    )
     if mismatch:
         st.warning(mismatch)
     tail = batching_verify.tail_note(result.measured, result.p99_halves_ms)
