@@ -191,8 +191,13 @@ def _spread(runs: pd.DataFrame) -> dict[str, Any] | None:
 
 
 def ratio_intervals(rows: list[dict[str, Any]]) -> go.Figure:
-    """Each comparison's B/A ratio with its interval; the band around 1 is the margin."""
-    labels = [f"job {r['job']}: {r['B']} vs {r['A']}" for r in rows]
+    """Each comparison's B/A ratio with its interval; the band around 1 is the margin. A row
+    is named by its job, both models and how they ran ('onnxruntime fp32 · batch 1 · default
+    threads'), so two runs of the same pair on other settings never read alike."""
+    labels = [
+        f"job {r['job']}: {r['B']} vs {r['A']}" + (f" ({r['runs']})" if r.get("runs") else "")
+        for r in rows
+    ]
     figure = go.Figure(
         go.Scatter(
             x=[r["ratio"] for r in rows],

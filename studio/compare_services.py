@@ -351,6 +351,7 @@ def comparison_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "A": r["A"],
             "B": r["B"],
             "batch": r["batch"],
+            "runs on": r.get("runs"),
             "B/A ratio": None if r["ratio"] is None else round(r["ratio"], 4),
             "95 % interval": _interval(r["low"], r["high"]),
             "verdict": r["verdict"] + (", contended" if r["contended"] else ""),

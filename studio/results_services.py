@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.metrics import METRICS
 from optistudio.core.numerics.tolerances import REFERENCE, RULES
+from optistudio.core.report.labels import threads_text
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_comparisons, job_results, results_rows
 from optistudio.db.session import transaction
@@ -184,6 +185,7 @@ def _comparison_row(job: Job, result: CompareJobResult) -> dict[str, Any]:
         "job": job.id,
         "A": f"#{job.model_id} {job.model.name if job.model else ''}",
         "B": f"#{result.candidate_model_id} {result.candidate_name}".strip(),
+        "runs": comparison_runs(job.spec or {}, result),
         "ratio": result.ratio,
         "low": result.low,
         "high": result.high,
@@ -194,3 +196,13 @@ def _comparison_row(job: Job, result: CompareJobResult) -> dict[str, Any]:
         "margin": result.margin,
         "contended": bool(result.contention and result.contention.contended),
     }
+
+
+def comparison_runs(spec: dict[str, Any], result: CompareJobResult) -> str:
+    """How both sides ran, in words: 'onnxruntime fp32 · batch 1 · 2 threads', or each side's
+    backend and precision where they differ ('A onnxruntime fp32, B openvino bf16 · ...')."""
+    backend, precision = spec.get("backend") or "onnxruntime", spec.get("precision") or "fp32"
+    a = f"{backend} {precision}"
+    b = f"{spec.get('candidate_backend') or backend} {spec.get('candidate_precision') or precision}"
+    sides = a if a == b else f"A {a}, B {b}"
+    return f"{sides} · batch {result.batch_size} · {threads_text(result.threads)}"

@@ -11,7 +11,12 @@ from optistudio.db.queries import MeasurementRow, claim_job, finish_job, replace
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.jobs_services import submit_benchmark
-from optistudio.studio.results_services import display_table, results_frame, verdict
+from optistudio.studio.results_services import (
+    comparison_rows,
+    display_table,
+    results_frame,
+    verdict,
+)
 
 
 @pytest.fixture
@@ -116,3 +121,40 @@ def test_the_outputs_verdict_names_the_rule_that_judged_it(
 
     assert wide.loc[0, "outputs"].startswith(said)
     assert wide.loc[0, "outputs"] == check.verdict()  # one wording, bench's
+
+
+def finished_comparison(db_factory, model_id: int, spec: dict[str, object], threads: int) -> int:
+    """A succeeded A/B comparison of `model_id` against itself, stored as the worker stores it."""
+    from optistudio.db.models import JobKind
+    from optistudio.db.queries import create_job, set_job_result
+    from optistudio.services.jobresults import CompareJobResult
+
+    summary = {"p50_ms": 2.0}
+    result = CompareJobResult(
+        ratio=0.9, low=0.85, high=0.95, confidence=0.95, verdict="faster", pairs=60,
+        duration_s=1.0, a_p50_ms=2.0, b_p50_ms=1.8, a_summary=summary, b_summary=summary,
+        batch_size=1, threads=threads, environment={}, sentence="B is faster",
+        candidate_model_id=model_id, candidate_name="tiny",
+    )  # fmt: skip
+    with transaction(db_factory) as s:
+        job_id = create_job(s, kind=JobKind.compare, spec=spec, model_id=model_id).id
+        set_job_result(s, job_id=job_id, result=result.model_dump(mode="json"))
+        finish_job(s, job_id=job_id, status=JobStatus.succeeded)
+    return job_id
+
+
+def test_a_comparison_is_named_by_how_both_sides_ran(db_factory, model_id) -> None:
+    """Two A/B runs of one pair on other settings read apart on the Compare page's chart."""
+    from optistudio.studio.charts import ratio_intervals
+
+    finished_comparison(db_factory, model_id, {"candidate_model_id": model_id}, threads=0)
+    mixed = {"candidate_backend": "openvino", "candidate_precision": "bf16", "threads": 2}
+    finished_comparison(db_factory, model_id, mixed | {"candidate_model_id": model_id}, 2)
+
+    newest, oldest = comparison_rows(db_factory)
+    labels = list(ratio_intervals([newest, oldest]).data[0].y)
+
+    assert oldest["runs"] == "onnxruntime fp32 · batch 1 · default threads"
+    assert newest["runs"] == "A onnxruntime fp32, B openvino bf16 · batch 1 · 2 threads"
+    assert labels[1].endswith("(onnxruntime fp32 · batch 1 · default threads)")
+    assert len(set(labels)) == 2
