@@ -67,6 +67,19 @@ DECODER_NO_DATA = (
     "No text given: every variant's perplexity is measured on built-in text, not yours. Give "
     "a .txt or token ids (.npy) above to confirm."
 )
+PROFILE_CAPTION = (
+    "Variants are timed, checked and calibrated at the model's input profile (its shapes and "
+    "values, set on the model card on the Models page); with data, the data's shapes replace "
+    "the sizes the profile only guessed."
+)
+TARGET_HELP = (
+    "'Any': Auto also chooses the backend — every variant is checked and timed on its own "
+    "backend against the original on ONNX Runtime. A named backend: variants are timed on it "
+    "against the original there; Auto picks candidates for it (e.g. NNCF INT8 for OpenVINO). "
+    "The job goes to a worker that offers it. litert makes .tflite variants: the conversion "
+    "runs on a worker with the litert extra (pip install 'optistudio[litert]' there); the "
+    "Hardware page shows which workers have it."
+)
 RECIPE_LABELS = {AUTO: "Auto (candidates for this model)"} | {
     name: recipe.label for name, recipe in BUILTIN_RECIPES.items()
 }
@@ -111,111 +124,17 @@ def read_task_hint(sha256: str, path: str, task: str | None) -> TaskHint:
 
 
 def optimize_form(chosen: dict[str, Any]) -> None:
+    """The form: recipes and target, data, QAT's training data, the task and its budget,
+    then the expanders (tasks, image preprocessing, pass settings); Optimize sends the job."""
     hint = read_task_hint(chosen["sha256"], chosen["path"], chosen.get("task"))
-    upload_mb = state.settings().max_upload_mb
     off = {"disabled": hint.decoder}  # what a decoder's run does not read
     with st.form("optimize"):
-        st.caption(
-            DECODER_FORM
-            if hint.decoder
-            else "Variants are timed, checked and calibrated at the model's input profile (its "
-            "shapes and values, set on the model card on the Models page); with data, the "
-            "data's shapes replace the sizes the profile only guessed."
-        )
-        left, right = st.columns([3, 1])
-        recipes = left.multiselect(
-            "Recipes", list(RECIPE_LABELS), default=[AUTO], format_func=RECIPE_LABELS.get
-        )
-        target = right.selectbox(
-            "Target backend",
-            [ANY, *(spec.name for spec in backends)],
-            format_func=lambda name: "Any backend on this CPU" if name == ANY else name,
-            help="'Any': Auto also chooses the backend — every variant is checked and timed on "
-            "its own backend against the original on ONNX Runtime. A named backend: variants "
-            "are timed on it against the original there; Auto picks candidates for it (e.g. "
-            "NNCF INT8 for OpenVINO). The job goes to a worker that offers it. litert makes "
-            ".tflite variants: the conversion runs on a worker with the litert extra (pip "
-            "install 'optistudio[litert]' there); the Hardware page shows which workers have it.",
-        )
-        left, right = st.columns(2)
-        data = left.file_uploader(
-            "Calibration / accuracy data (.npz, .zip of images, or a decoder's .txt, optional)",
-            type=["npz", "zip", "txt", "npy"],
-            max_upload_size=upload_mb,
-            help="An .npz of named input arrays (samples along the first axis), or a .zip of "
-            "images (set how they become inputs under 'Image preprocessing'); for a decoder, a "
-            ".txt (tokenized by the tokenizer.json beside the model) or token ids (.npy). "
-            "Empty: built-in samples stand in (real images, text, audio... not yours), else "
-            "random inputs.",
-        )
-        labels = right.file_uploader(
-            "Labels (optional)",
-            type=["npy", "csv", "txt", "json"],
-            max_upload_size=upload_mb,
-            help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
-            "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
-            **off,
-        )
+        st.caption(DECODER_FORM if hint.decoder else PROFILE_CAPTION)
+        recipes, target = recipe_inputs()
+        data, labels = data_inputs(off)
         with st.expander("Training data for QAT (optional)"):
             train, train_labels, epochs = training_inputs()
-        left, middle, right = st.columns([2, 3, 1])
-        tasks = task_choices()
-        task = left.selectbox(
-            "Task",
-            list(tasks),
-            format_func=tasks.get,
-            help="What the variants are judged by: the strings a recognizer reads, the boxes a "
-            "detector finds, top-1 of a classifier... Recognized from the outputs unless set; "
-            f"this model's outputs read as: {hint.label}.",
-        )
-        budgets = middle.text_input(
-            f"Budget in the task's terms (empty = {hint.empty_means()})",
-            "",
-            placeholder=hint.placeholder,
-            help="METRIC=LIMIT, comma separated; the metric's direction decides the side. The "
-            "tasks and their metrics are listed under 'Tasks and their metrics' below.",
-        )
-        speed_only = right.checkbox(
-            "Speed only",
-            help="Let Auto choose INT8 variants calibrated on random inputs when no data is "
-            "given, or on built-in samples with no task to check them (their accuracy is then "
-            "agreement on those inputs only).",
-        )
-        cols = st.columns(3)
-        min_cosine = cols[0].number_input(
-            "Least mean cosine",
-            0.0,
-            1.0,
-            DEFAULTS.min_cosine,
-            step=0.001,
-            format="%.3f",
-            help=BUDGET_HELP.get("min_cosine"),
-            **off,
-        )
-        max_drop = (
-            cols[1].number_input(
-                "Largest top-1 drop",
-                0.0,
-                1.0,
-                DEFAULTS.max_top1_drop,
-                step=0.005,
-                format="%.3f",
-                help=BUDGET_HELP.get("max_top1_drop"),
-            )
-            if hint.reads_top1
-            else None
-        )
-        if not hint.reads_top1:
-            kind = hint.label.lower()
-            article = "an" if kind[:1] in "aeiou" else "a"
-            cols[1].caption(f"No top-1 budget: {article} {kind} model is judged by its task.")
-        seconds = cols[2].number_input(
-            "Timing seconds per variant",
-            0.2,
-            600.0,
-            DEFAULTS.seconds,
-            help="Least time each variant is timed against the original.",
-        )
+        judged = task_inputs(hint) | budget_inputs(hint, off)
         accuracy_output = st.text_input(
             "Output the budget judges (empty = the first output)",
             "",
@@ -234,18 +153,122 @@ def optimize_form(chosen: dict[str, Any]) -> None:
         form = OptimizeForm(
             recipes=recipes,
             target=target,
-            min_cosine=min_cosine,
-            max_top1_drop=max_drop,
-            seconds=seconds,
             pass_settings=pass_settings,
             accuracy_output=accuracy_output.strip() or None,
             image_preprocessing=image_settings,
-            task=task or None,
-            budgets=budgets,
-            speed_only=speed_only,
             epochs=epochs,
+            **judged,
         )
         submit(chosen, form, data, labels, train, train_labels, decoder=hint.decoder)
+
+
+def recipe_inputs() -> tuple[list[str], str]:
+    """The recipes picked (Auto first) and the backend their variants target."""
+    left, right = st.columns([3, 1])
+    recipes = left.multiselect(
+        "Recipes", list(RECIPE_LABELS), default=[AUTO], format_func=RECIPE_LABELS.get
+    )
+    target = right.selectbox(
+        "Target backend",
+        [ANY, *(spec.name for spec in backends)],
+        format_func=lambda name: "Any backend on this CPU" if name == ANY else name,
+        help=TARGET_HELP,
+    )
+    return recipes, target
+
+
+def data_inputs(off: dict[str, bool]) -> tuple[Any, Any]:
+    """The calibration / accuracy data and its labels (uploads; labels off for a decoder)."""
+    upload_mb = state.settings().max_upload_mb
+    left, right = st.columns(2)
+    data = left.file_uploader(
+        "Calibration / accuracy data (.npz, .zip of images, or a decoder's .txt, optional)",
+        type=["npz", "zip", "txt", "npy"],
+        max_upload_size=upload_mb,
+        help="An .npz of named input arrays (samples along the first axis), or a .zip of "
+        "images (set how they become inputs under 'Image preprocessing'); for a decoder, a "
+        ".txt (tokenized by the tokenizer.json beside the model) or token ids (.npy). "
+        "Empty: built-in samples stand in (real images, text, audio... not yours), else "
+        "random inputs.",
+    )
+    labels = right.file_uploader(
+        "Labels (optional)",
+        type=["npy", "csv", "txt", "json"],
+        max_upload_size=upload_mb,
+        help="One per sample, read by the task: class ids (.npy/.csv) for a classifier, "
+        "strings (.txt, a line each) for a text recognizer, boxes (.json) for a detector.",
+        **off,
+    )
+    return data, labels
+
+
+def task_inputs(hint: TaskHint) -> dict[str, Any]:
+    """The task the variants are judged in, its budget in its own terms and "speed only"."""
+    left, middle, right = st.columns([2, 3, 1])
+    tasks = task_choices()
+    task = left.selectbox(
+        "Task",
+        list(tasks),
+        format_func=tasks.get,
+        help="What the variants are judged by: the strings a recognizer reads, the boxes a "
+        "detector finds, top-1 of a classifier... Recognized from the outputs unless set; "
+        f"this model's outputs read as: {hint.label}.",
+    )
+    budgets = middle.text_input(
+        f"Budget in the task's terms (empty = {hint.empty_means()})",
+        "",
+        placeholder=hint.placeholder,
+        help="METRIC=LIMIT, comma separated; the metric's direction decides the side. The "
+        "tasks and their metrics are listed under 'Tasks and their metrics' below.",
+    )
+    speed_only = right.checkbox(
+        "Speed only",
+        help="Let Auto choose INT8 variants calibrated on random inputs when no data is "
+        "given, or on built-in samples with no task to check them (their accuracy is then "
+        "agreement on those inputs only).",
+    )
+    return {"task": task or None, "budgets": budgets, "speed_only": speed_only}
+
+
+def budget_inputs(hint: TaskHint, off: dict[str, bool]) -> dict[str, Any]:
+    """The generic budget (least cosine, largest top-1 drop where the task reads top-1) and
+    how long each variant is timed."""
+    cols = st.columns(3)
+    min_cosine = cols[0].number_input(
+        "Least mean cosine",
+        0.0,
+        1.0,
+        DEFAULTS.min_cosine,
+        step=0.001,
+        format="%.3f",
+        help=BUDGET_HELP.get("min_cosine"),
+        **off,
+    )
+    max_drop = (
+        cols[1].number_input(
+            "Largest top-1 drop",
+            0.0,
+            1.0,
+            DEFAULTS.max_top1_drop,
+            step=0.005,
+            format="%.3f",
+            help=BUDGET_HELP.get("max_top1_drop"),
+        )
+        if hint.reads_top1
+        else None
+    )
+    if not hint.reads_top1:
+        kind = hint.label.lower()
+        article = "an" if kind[:1] in "aeiou" else "a"
+        cols[1].caption(f"No top-1 budget: {article} {kind} model is judged by its task.")
+    seconds = cols[2].number_input(
+        "Timing seconds per variant",
+        0.2,
+        600.0,
+        DEFAULTS.seconds,
+        help="Least time each variant is timed against the original.",
+    )
+    return {"min_cosine": min_cosine, "max_top1_drop": max_drop, "seconds": seconds}
 
 
 def training_inputs() -> tuple[Any, Any, int]:
