@@ -25,6 +25,7 @@ from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.probe_speed import bracketed, speed_beside
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms
 from optistudio.core.model.info import TensorSpec
@@ -157,6 +158,9 @@ class ServingProbe:
     requests: list[dict[str, np.ndarray]]
     max_batch_size: int
     axes: StackAxes | None = None
+    feeds: dict[int, dict[str, np.ndarray]] | None = None
+    """Batches per profiled size for the bare timings beside each probe
+    (optistudio.core.batching.probe_speed); None: the probe takes the machine as profiled."""
 
 
 SERVING_PROBE_SHARE = 0.2
@@ -185,10 +189,10 @@ def measure_serving(
     while the instance's own hand-back (`handoff_ms`, measured under saturation) holds only the
     instance.
     Returns (0, []) when the probe served no batch."""
-    run, _ = _serve(probe, profile, SERVING_PROBE_SHARE, seed=seed)
+    run, _, speed = _serve(probe, profile, SERVING_PROBE_SHARE, seed=seed)
     if not run.batches:
         return 0.0, []
-    return _served_extra(run, profile), serving_delays(run, profile)
+    return _served_extra(run, profile, speed), serving_delays(run, profile)
 
 
 def serving_delays(run: LoadRun, profile: LatencyProfile) -> list[float]:
@@ -236,11 +240,11 @@ def measure_served_extra_under_load(
     extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
     per call, which would have made every prediction saturate)."""
-    run, rate = _serve(probe, profile, SERVING_LOAD_SHARE, seed=seed)
+    run, rate, speed = _serve(probe, profile, SERVING_LOAD_SHARE, seed=seed)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
-    extra = round(_served_extra(run, profile), 4)
+    extra = round(_served_extra(run, profile, speed), 4)
     return round(rate, 3), extra, serving_delays(run, profile)
 
 
@@ -271,7 +275,7 @@ def measure_saturation(
     (a model slower per row in larger batches: a PP-OCR classifier served 58 rows/s in batches
     of 16 and 111 at batch 1), since an extra per call timed on the largest batches would
     slow the small ones out of all proportion."""
-    run, _ = _serve(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
+    run, _, speed = _serve(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
     sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
     steady = [b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending]
     if len(steady) < SATURATION_BATCHES + 1:
@@ -282,10 +286,12 @@ def measure_saturation(
     size = round(rows / (len(steady) - 1))
     top, best = profile.ceiling(probe.max_batch_size, with_handoff=True)
     # the batches' own pace by the profile, at the rate served: what the point would correct
-    own_ms = profile.latency_ms(size) + (profile.handoff_ms or 0.0) + profile.served_extra_at(top)
+    # (at the machine's speed during the probe: a slower spell is not the runtime's cost)
+    model_ms = speed * profile.latency_ms(size)
+    own_ms = model_ms + (profile.handoff_ms or 0.0) + profile.served_extra_at(top)
     if pace <= 0 or best < size or pace >= KEPT_PACE * 1000.0 * size / own_ms:
         return None
-    extra = 1000.0 * size / pace - profile.latency_ms(size) - (profile.handoff_ms or 0.0)
+    extra = 1000.0 * size / pace - model_ms - (profile.handoff_ms or 0.0)
     return round(pace, 3), round(max(extra, 0.0), 4)
 
 
@@ -302,17 +308,20 @@ def _serve(
     *,
     seed: int,
     max_queue: int | None = None,
-) -> tuple[LoadRun, float]:
+) -> tuple[LoadRun, float, float]:
     """A short Poisson run of `probe` through the real Pipeline (timeout 0) at
     `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
     SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow; `max_queue` as BatchingSettings
-    takes it (its default when None). Returns the run and its rate."""
+    takes it (its default when None). Returns the run, its rate, and the machine's speed
+    against the profile while it ran (bare timings before and after it, `probe_speed`; 1.0
+    without `probe.feeds`)."""
     rate = probe_rate(profile, probe.max_batch_size, share)
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=0)
     if max_queue is not None:
         settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = SERVING_PROBE_SECONDS
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
+    before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
         warm = [
             pipeline.submit(probe.requests[i % len(probe.requests)])
@@ -324,13 +333,15 @@ def _serve(
             pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
-    return run, rate
+    after = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
+    return run, rate, bracketed(before, after)
 
 
-def _served_extra(run: LoadRun, profile: LatencyProfile) -> float:
-    """Mean extra ms of the run's runner calls over the profiled latency and idle extra."""
+def _served_extra(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -> float:
+    """Mean extra ms of the run's runner calls over the profiled latency at the machine's
+    `speed` then (`probe_speed`) and the idle extra."""
     extras = [
-        spent - profile.latency_ms(rows) - idle
+        spent - speed * profile.latency_ms(rows) - idle
         for rows, spent, idle in runner_and_idle_ms(run.batches, profile)
     ]
     return max(float(np.mean(extras)), 0.0)

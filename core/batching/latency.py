@@ -342,11 +342,16 @@ class LatencyProfile(BaseModel):
 
     def served_extra_at(self, rate: float | None) -> float:
         """The extra ms per runner call when served at `rate` req/s: `served_extra_load`
-        interpolated (flat beyond its points), `served_extra_ms` without a rate or points."""
+        interpolated (flat beyond its points), `served_extra_ms` without a rate or points.
+        Each point's extra is at least every lower rate's (a running maximum): more requests a
+        second never make the serving threads' work per call smaller, so a point measured
+        lower than the one before is the probes' noise, and taken as it is it would predict a
+        tail that shrinks as the load grows."""
         points = self.served_extra_load
         if rate is None or len(points) < 2:
             return self.served_extra_ms
-        return max(float(np.interp(rate, [r for r, _ in points], [e for _, e in points])), 0.0)
+        extras = np.maximum.accumulate([e for _, e in points])
+        return max(float(np.interp(rate, [r for r, _ in points], extras)), 0.0)
 
     def light_rate(self) -> float | None:
         """The rate (req/s) `serving_delays_ms` was measured at, where the profile knows it."""
