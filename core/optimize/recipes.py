@@ -141,6 +141,12 @@ BUILTIN_RECIPES |= {
         ),
     )
 }
+# Static INT8 kept on the nodes where ONNX Runtime's INT8 kernels beat its FP32 ones (timed node
+# by node there), so made for and timed on ONNX Runtime. Auto adds it after the other variants
+# when full INT8 did not pay (optistudio.core.optimize.placement_offer).
+BUILTIN_RECIPES["int8_placed"] = _recipe(
+    "int8_placed", "INT8 where it pays", ("simplify", {}), ("int8_placed", {})
+).model_copy(update={"backend": "onnxruntime"})
 # A decoder's weights compressed by NNCF for OpenVINO (an IR), timed on OpenVINO.
 BUILTIN_RECIPES["int4_nncf"] = _recipe(
     "int4_nncf", "INT4 weight-only NNCF (for OpenVINO)", ("nncf_weights", {"mode": "int4_asym"})
@@ -219,7 +225,7 @@ AUTO = "auto"
 DECODER_ONNXRUNTIME = ("int4_weight_only", "int8_weight_only")
 DECODER_OPENVINO = ("int4_nncf",)
 """Auto's candidates for a decoder with a KV cache: weight-only, where decoding's time goes."""
-CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "qat")
+CPU_RANGED_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "int8_placed", "qat")
 """INT8 passes on ONNX Runtime's quantizer whose weight range follows the CPU (reduce_range)."""
 
 
