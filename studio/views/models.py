@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -11,7 +12,7 @@ import streamlit as st
 from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.errors import ErrorInfo, OptistudioError
 from optistudio.core.measure.benchmark import BenchmarkSpec
-from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.samples import list_samples
 from optistudio.core.report.symbolic_dims import SymbolicDims
 from optistudio.services.catalog import add_from_storage, add_sample, add_upload
@@ -21,6 +22,7 @@ from optistudio.studio import cached, charts, deletion_services, pages, state, s
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import human_bytes, human_count, prose
 from optistudio.studio.input_profile_services import (
+    BatchNote,
     batch_axis_choices,
     batch_note,
     cut_shapes,
@@ -285,14 +287,31 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo, profile: Inpu
     done = st.session_state.pop("profile_saved", None)
     if done:
         st.success(done)
-    factory = state.session_factory()
     if chosen.get("parent_id"):
         st.caption(
             f"A variant is fed like the model it was made from (#{chosen['parent_id']}): "
             "editing this profile edits that model's."
         )
+    st.caption(profile_caption(info, profile))
+    if profile.guessed:
+        st.warning(
+            "Some sizes were guessed (marked below): check them against the inputs your "
+            "model really gets, and save."
+        )
+    rows = profile_rows(profile, info).to_dict("records")
+    specs = {spec.name: spec for spec in info.inputs}
+    with st.form(f"input_profile_{chosen['id']}"):
+        for row in rows:
+            profile_row_inputs(chosen["id"], row, specs[row["input"]])
+        saved = st.form_submit_button("Save input profile")
+    if saved:
+        save_input_profile(chosen["id"], rows, info, profile)
+
+
+def profile_caption(info: ModelInfo, profile: InputProfile) -> str:
+    """What the profile is for, and how the batch axis takes each job's batch sizes."""
     batch = batch_note(info, profile.moved_axes(info.inputs))
-    st.caption(
+    return (
         "Every job on this model (benchmark, optimize's timing and accuracy, profile, soak, "
         "batching, export) runs at these shapes and values unless the job says otherwise. "
         + (
@@ -304,58 +323,55 @@ def input_profile_section(chosen: dict[str, Any], info: ModelInfo, profile: Inpu
         )
         + "An empty value feeds generated data; an .npz sets a small array as the value."
     )
-    if profile.guessed:
-        st.warning(
-            "Some sizes were guessed (marked below): check them against the inputs your "
-            "model really gets, and save."
-        )
-    rows = profile_rows(profile, info).to_dict("records")
-    specs = {spec.name: spec for spec in info.inputs}
-    with st.form(f"input_profile_{chosen['id']}"):
-        for row in rows:
-            name = row["input"]
-            key = f"profile_{chosen['id']}_{name}"
-            cols = st.columns([2, 3, 1, 1])
-            cols[0].markdown(f"**{name}** · {row['dtype']} · declared `{row['declared']}`")
-            row["shape"] = cols[1].text_input(
-                f"Shape of {name}",
-                row["shape"],
-                help="The full shape at batch 1, sizes separated by commas (empty: a scalar).",
-                key=f"{key}_shape",
-            )
-            axes = batch_axis_choices(specs[name])
-            row["batch axis"] = cols[2].selectbox(
-                f"Batch axis of {name}",
-                axes,
-                index=axes.index(row["batch axis"]) if row["batch axis"] in axes else 0,
-                help="The axis that takes each job's batch size (1 for a state [layers, batch, "
-                "hidden]); 'none' runs the input at this full shape whatever the batch.",
-                key=f"{key}_axis",
-            )
-            row["value"] = cols[3].text_input(
-                f"Value of {name}",
-                row["value"],
-                help="A fixed number; empty feeds generated data; 'array ...' keeps the array "
-                "set before.",
-                key=f"{key}_value",
-            )
-            upload = cols[3].file_uploader(
-                f"Array for {name} (.npz)",
-                type=["npz"],
-                max_upload_size=state.settings().max_upload_mb,
-                help="A small array (one request's value) as the fixed value, named after "
-                "the input or alone in the file.",
-                key=f"{key}_array",
-            )
-            row["upload"] = upload.getvalue() if upload is not None else None
-            if row["how it was set"] != "chosen":
-                cols[0].caption(f"Guessed: {row['how it was set']}")
-        saved = st.form_submit_button("Save input profile")
-    if not saved:
-        return
+
+
+def profile_row_inputs(model_id: int, row: dict[str, Any], spec: TensorSpec) -> None:
+    """One input's shape, batch axis, value and array upload, written into `row`."""
+    name = row["input"]
+    key = f"profile_{model_id}_{name}"
+    cols = st.columns([2, 3, 1, 1])
+    cols[0].markdown(f"**{name}** · {row['dtype']} · declared `{row['declared']}`")
+    row["shape"] = cols[1].text_input(
+        f"Shape of {name}",
+        row["shape"],
+        help="The full shape at batch 1, sizes separated by commas (empty: a scalar).",
+        key=f"{key}_shape",
+    )
+    axes = batch_axis_choices(spec)
+    row["batch axis"] = cols[2].selectbox(
+        f"Batch axis of {name}",
+        axes,
+        index=axes.index(row["batch axis"]) if row["batch axis"] in axes else 0,
+        help="The axis that takes each job's batch size (1 for a state [layers, batch, "
+        "hidden]); 'none' runs the input at this full shape whatever the batch.",
+        key=f"{key}_axis",
+    )
+    row["value"] = cols[3].text_input(
+        f"Value of {name}",
+        row["value"],
+        help="A fixed number; empty feeds generated data; 'array ...' keeps the array set before.",
+        key=f"{key}_value",
+    )
+    upload = cols[3].file_uploader(
+        f"Array for {name} (.npz)",
+        type=["npz"],
+        max_upload_size=state.settings().max_upload_mb,
+        help="A small array (one request's value) as the fixed value, named after "
+        "the input or alone in the file.",
+        key=f"{key}_array",
+    )
+    row["upload"] = upload.getvalue() if upload is not None else None
+    if row["how it was set"] != "chosen":
+        cols[0].caption(f"Guessed: {row['how it was set']}")
+
+
+def save_input_profile(
+    model_id: int, rows: list[dict[str, Any]], info: ModelInfo, before: InputProfile
+) -> None:
+    """Save the edited rows as the model's profile and show the card again, or say why not."""
     try:
-        new = profile_from_rows(rows, info, before=profile)
-        save_profile(factory, chosen["id"], new)
+        new = profile_from_rows(rows, info, before=before)
+        save_profile(state.session_factory(), model_id, new)
     except OptistudioError as exc:
         show_error(exc, prefix="Profile not saved: ")
         return
@@ -373,41 +389,12 @@ def benchmark_form(
     *,
     decoder: bool = False,
 ) -> None:
+    """The benchmark form at the input profile, then the card's offers (free the batch, the
+    declared dims); Benchmark sends the job."""
     st.subheader("Benchmark")
     batch = batch_note(info, profile.moved_axes(info.inputs))
-    batch_dynamic = batch.dynamic
-    targets = live or [("onnxruntime", "cpu", "fp32")]
     with st.form("benchmark"):
-        target = st.selectbox(
-            "Target (backend · device · precision)",
-            targets,
-            format_func=" · ".join,
-            help="What the live workers offer (Hardware page). The outputs of every target but "
-            "ONNX Runtime FP32 on CPU are checked against that reference.",
-        )
-        cols = st.columns(4)
-        batches = cols[0].text_input(
-            "Batch sizes",
-            "1,8" if batch_dynamic else str(batch.fixed or ""),
-            help=HELP["batch_sizes"] if batch_dynamic else batch.caption.capitalize() + ".",
-            disabled=not batch_dynamic,
-        )
-        threads = cols[1].number_input("Threads (0 = default)", 0, 256, 0, help=HELP["threads"])
-        off = {"disabled": decoder}  # a decoder is timed by its decode loop, not these
-        warmup = cols[2].number_input(
-            "Warm-up runs", 0, 10_000, DEFAULTS.warmup_runs, help=HELP["warmup_runs"], **off
-        )
-        min_runs = cols[3].number_input(
-            "Min runs", 1, 1_000_000, DEFAULTS.min_runs, help=HELP["min_runs"], **off
-        )
-        cols = st.columns(4)
-        min_seconds = cols[0].number_input(
-            "Min seconds", 0.0, 3600.0, DEFAULTS.min_seconds, help=HELP["min_seconds"], **off
-        )
-        max_seconds = cols[1].number_input(
-            "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"], **off
-        )
-        cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"], **off)
+        make_spec = benchmark_inputs(live, batch, decoder=decoder)
         st.caption(
             model_decoder.BENCH_CAPTION
             if decoder
@@ -421,15 +408,51 @@ def benchmark_form(
         pages.link("batching", "Batch it on the Batching page", query={"model": str(chosen["id"])})
     if not decoder:
         free_dims_offer(chosen["id"], info)
-    if not submitted:
-        return
+    if submitted:
+        send_benchmark(chosen["id"], make_spec)
+
+
+def benchmark_inputs(
+    live: list[tuple[str, str, str]], batch: BatchNote, *, decoder: bool
+) -> Callable[[], BenchmarkSpec]:
+    """The benchmark's target and settings; what makes its spec from them."""
+    target = st.selectbox(
+        "Target (backend · device · precision)",
+        live or [("onnxruntime", "cpu", "fp32")],
+        format_func=" · ".join,
+        help="What the live workers offer (Hardware page). The outputs of every target but "
+        "ONNX Runtime FP32 on CPU are checked against that reference.",
+    )
+    cols = st.columns(4)
+    batches = cols[0].text_input(
+        "Batch sizes",
+        "1,8" if batch.dynamic else str(batch.fixed or ""),
+        help=HELP["batch_sizes"] if batch.dynamic else batch.caption.capitalize() + ".",
+        disabled=not batch.dynamic,
+    )
+    threads = cols[1].number_input("Threads (0 = default)", 0, 256, 0, help=HELP["threads"])
+    off = {"disabled": decoder}  # a decoder is timed by its decode loop, not these
+    warmup = cols[2].number_input(
+        "Warm-up runs", 0, 10_000, DEFAULTS.warmup_runs, help=HELP["warmup_runs"], **off
+    )
+    min_runs = cols[3].number_input(
+        "Min runs", 1, 1_000_000, DEFAULTS.min_runs, help=HELP["min_runs"], **off
+    )
+    cols = st.columns(4)
+    min_seconds = cols[0].number_input(
+        "Min seconds", 0.0, 3600.0, DEFAULTS.min_seconds, help=HELP["min_seconds"], **off
+    )
+    max_seconds = cols[1].number_input(
+        "Max seconds (cap)", 0.1, 3600.0, DEFAULTS.max_seconds, help=HELP["max_seconds"], **off
+    )
+    cores = cols[2].text_input("CPU cores (empty = any)", "", help=HELP["cpu_affinity"], **off)
 
     def spec() -> BenchmarkSpec:
         return BenchmarkSpec(
             backend=target[0],
             device=target[1],
             precision=target[2],
-            batch_sizes=parse_int_list(batches, "batch sizes") if batch_dynamic else None,
+            batch_sizes=parse_int_list(batches, "batch sizes") if batch.dynamic else None,
             cpu_affinity=parse_int_list(cores, "CPU cores"),
             threads=int(threads) or None,
             warmup_runs=int(warmup),
@@ -438,7 +461,12 @@ def benchmark_form(
             max_seconds=float(max_seconds),
         )
 
-    sent = submitting.submit(BENCHMARK, chosen["id"], spec, what="benchmark")
+    return spec
+
+
+def send_benchmark(model_id: int, make_spec: Callable[[], BenchmarkSpec]) -> None:
+    """Send the benchmark; its settings become those of "Run on every target"."""
+    sent = submitting.submit(BENCHMARK, model_id, make_spec, what="benchmark")
     if sent is None:
         return
     st.success(f"Benchmark job #{sent.job_id} submitted.")
