@@ -3,6 +3,7 @@ predictions, and how the refits converge (the logic: optistudio.studio.batching_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -11,6 +12,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import BATCHING_VERIFY
 from optistudio.services.jobresults import BatchingVerifyJobResult
@@ -67,58 +69,122 @@ def verify_form(
         st.rerun()
 
 
+@dataclass(frozen=True)
+class Judged:
+    """What a Verify run is judged against: the prediction, its band, the prediction at the
+    rate the run realised, what the prediction rests on (and the line about before the run)
+    and the model's slowdown during the run as the job measured it."""
+
+    predicted: LoadResult
+    band: Band
+    at_realised: LoadResult | None
+    rests_on: str
+    slowdown: float | None
+    before_run: str = ""
+
+
 def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
     """The newest Verify job beside the prediction it made before it ran (stored with it: the
     profile as recalibrated by the Verify runs before it, not by itself). A run stored before
     Verify predicted is judged against the profile as measured."""
-    if not jobs:
-        st.info("No verification yet: press **Verify** to measure these settings for real.")
-        return
-    job = jobs[0]
-    if job["status"] in ("queued", "running"):
-        wait_for_job(job, JobKind.batching_verify)
-        return
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
+    job = finished_verify_job(jobs)
+    if job is None:
         return
     spec = BATCHING_VERIFY.parse_spec(
         jobs_services.job_spec(state.session_factory(), job_id=job["job"])
     )
     result: BatchingVerifyJobResult = job["result"]
     stored = result.prediction
-    before_run = ""
-    if stored is not None:
-        predicted, band, at_realised = stored.predicted, stored.band, stored.at_realised
-        rests_on, slowdown = stored.rests_on, stored.slowdown
-        if stored.on_arrivals is not None and stored.arrivals_band is not None:
-            before_run = batching_verify.before_run_line(stored.predicted, stored.band)
-            predicted, band = stored.on_arrivals, stored.arrivals_band
-            rests_on += " on this run's own send times (the arrivals' luck taken out)"
-    else:
-        profile_json, settings_json = measured.model_dump_json(), spec.settings.model_dump_json()
-        predicted = LoadResult.model_validate(
-            cached_predict(profile_json, settings_json, spec.rate or 1)
+    judged = (
+        stored_judgement(stored)
+        if stored is not None
+        else judgement_as_measured(result, spec, measured)
+    )
+    frame = batching_verify.comparison_frame(
+        judged.predicted, result.measured, judged.band, judged.at_realised
+    )
+    show_verdict(job, spec, result, judged)
+    show_notes(result, judged, measured)
+    left, right = st.columns(2)
+    left.plotly_chart(batching_figures.comparison_figure(frame), width="stretch", key="verify-bars")
+    right.plotly_chart(
+        batching_figures.timeline_figure(result.requests), width="stretch", key="verify-time"
+    )
+    st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
+
+
+def finished_verify_job(jobs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest Verify job once it has succeeded; None after saying why not (none yet, a
+    running one followed, a failed one's error)."""
+    if not jobs:
+        st.info("No verification yet: press **Verify** to measure these settings for real.")
+        return None
+    job = jobs[0]
+    if job["status"] in ("queued", "running"):
+        wait_for_job(job, JobKind.batching_verify)
+        return None
+    if job["status"] != "succeeded" or not job["result"]:
+        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
+        return None
+    return job
+
+
+def stored_judgement(stored: VerifyPrediction) -> Judged:
+    """The prediction the run stored before it ran; on its own send times when it has them."""
+    if stored.on_arrivals is None or stored.arrivals_band is None:
+        return Judged(
+            stored.predicted, stored.band, stored.at_realised, stored.rests_on, stored.slowdown
         )
-        band = Band.model_validate(
-            cached_band(profile_json, settings_json, spec.rate or 1, spec.seconds)
-        )
-        realised = result.measured.realised_rate
-        at_realised = (
-            LoadResult.model_validate(cached_predict(profile_json, settings_json, realised))
-            if realised
-            else None
-        )
-        rests_on, slowdown = "the profile as measured (this run predates refits)", None
-    frame = batching_verify.comparison_frame(predicted, result.measured, band, at_realised)
+    return Judged(
+        stored.on_arrivals,
+        stored.arrivals_band,
+        stored.at_realised,
+        stored.rests_on + " on this run's own send times (the arrivals' luck taken out)",
+        stored.slowdown,
+        before_run=batching_verify.before_run_line(stored.predicted, stored.band),
+    )
+
+
+def judgement_as_measured(
+    result: BatchingVerifyJobResult, spec: BatchingVerifySpec, measured: LatencyProfile
+) -> Judged:
+    """For a run stored before Verify predicted: the prediction from the profile as measured."""
+    profile_json, settings_json = measured.model_dump_json(), spec.settings.model_dump_json()
+    predicted = LoadResult.model_validate(
+        cached_predict(profile_json, settings_json, spec.rate or 1)
+    )
+    band = Band.model_validate(
+        cached_band(profile_json, settings_json, spec.rate or 1, spec.seconds)
+    )
+    realised = result.measured.realised_rate
+    at_realised = (
+        LoadResult.model_validate(cached_predict(profile_json, settings_json, realised))
+        if realised
+        else None
+    )
+    return Judged(
+        predicted, band, at_realised, "the profile as measured (this run predates refits)", None
+    )
+
+
+def show_verdict(
+    job: dict[str, Any],
+    spec: BatchingVerifySpec,
+    result: BatchingVerifyJobResult,
+    judged: Judged,
+) -> None:
+    """The run's settings, what it is judged against, whether it landed in the band, and
+    whether the load generator sent the rate asked."""
     st.markdown(
         f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
         f"{spec.rate:g} req/s · {job['message']}"
     )
-    st.caption(f"Judged against the prediction from {rests_on}.{before_run}")
+    st.caption(f"Judged against the prediction from {judged.rests_on}.{judged.before_run}")
+    stored = result.prediction
     if stored is not None and stored.not_adopted:
         st.warning(stored.not_adopted)
-    verdict, inside = batching_verify.band_verdict(predicted, band, result.measured)
+    verdict, inside = batching_verify.band_verdict(judged.predicted, judged.band, result.measured)
     (st.success if inside else st.warning)(verdict)
     arrivals = batching_verify.rate_line(result.measured)
     sent = result.measured.throughput
@@ -130,22 +196,21 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
             "(one Python thread cannot go faster here), so measured and predicted describe "
             "different loads. Verify at a lower rate."
         )
+
+
+def show_notes(result: BatchingVerifyJobResult, judged: Judged, measured: LatencyProfile) -> None:
+    """Why measured and predicted may differ: the model's speed during the run, the tail."""
+    stored = result.prediction
     at_speed = stored.recalibrated if stored is not None and not stored.not_adopted else None
-    p99s = (predicted.p99_ms, result.measured.p99_ms, at_speed.p99_ms if at_speed else None)
+    p99s = (judged.predicted.p99_ms, result.measured.p99_ms, at_speed.p99_ms if at_speed else None)
     mismatch = batching_verify.profile_mismatch(
-        measured, result.batches, slowdown=slowdown, p99s=p99s
+        measured, result.batches, slowdown=judged.slowdown, p99s=p99s
     )
     if mismatch:
         st.warning(mismatch)
     tail = batching_verify.tail_note(result.measured, result.p99_halves_ms)
     if tail:
         (st.warning if tail[1] else st.caption)(tail[0])
-    left, right = st.columns(2)
-    left.plotly_chart(batching_figures.comparison_figure(frame), width="stretch", key="verify-bars")
-    right.plotly_chart(
-        batching_figures.timeline_figure(result.requests), width="stretch", key="verify-time"
-    )
-    st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
 
 
 def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
