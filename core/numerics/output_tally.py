@@ -16,6 +16,7 @@ from optistudio.core.numerics.accuracy_report import (
     UNLABELLED_NOTE,
     AccuracyReport,
 )
+from optistudio.core.numerics.evaluators.tallying import class_ids
 from optistudio.core.numerics.numeric_floor import FloorTally
 from optistudio.core.numerics.numeric_floor import cosines as numeric_cosines
 from optistudio.core.numerics.samples import Declared, paired_views, sample_view, shape_note
@@ -175,12 +176,7 @@ class OutputTally:
             raise DataMismatch(
                 f"labels have {len(self.labels)} entries but the dataset has more samples."
             )
-        if expected.size and (expected.min() < 0 or expected.max() >= classes):
-            raise DataMismatch(
-                f"Labels must be class ids in [0, {classes}) for this model's output; "
-                f"found {int(expected.min())}..{int(expected.max())}."
-            )
-        return expected
+        return class_ids(expected, classes)
 
     def report(
         self,

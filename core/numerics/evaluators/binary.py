@@ -25,7 +25,6 @@ from optistudio.core.numerics.evaluators.base import (
     Case,
     EvaluatorInfo,
     MetricInfo,
-    ModelFacts,
     OutputFacts,
     Recognition,
     TaskScore,
@@ -34,15 +33,13 @@ from optistudio.core.numerics.evaluators.base import (
 from optistudio.core.numerics.evaluators.evidence import MODERATE, STRONG, WEAK, Evidence
 from optistudio.core.numerics.evaluators.outputs import (
     REGRESSION_WORDS,
-    OneOutputEvaluator,
+    WeighedEvaluator,
     is_float,
     linear_head,
     made_by,
     named_like,
-    recognized,
     shape_text,
     size,
-    strongest,
 )
 from optistudio.core.numerics.evaluators.thresholds import ThresholdTally
 
@@ -94,21 +91,6 @@ def _why_not(output: OutputFacts) -> str | None:
     return None if _one_value(output) else "a binary classifier gives one value per sample"
 
 
-class BinaryEvaluator(OneOutputEvaluator):
-    """Decisions at 0.5 of a one-logit head: flips, near-ties apart; accuracy with labels."""
-
-    why_not = staticmethod(_why_not)
-
-    def recognize(self, facts: ModelFacts) -> Recognition | None:
-        return recognized(self.weigh(facts))
-
-    def weigh(self, facts: ModelFacts) -> Case | None:
-        return strongest(_binary_case(self.info.name, output) for output in facts.outputs)
-
-    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
-        return BinaryTally(self.info.name, recognition.outputs[:1], labels)
-
-
 def _binary_case(task: str, output: OutputFacts) -> Case | None:
     if not (is_float(output) and _one_value(output)):
         return None
@@ -131,6 +113,16 @@ def _binary_case(task: str, output: OutputFacts) -> Case | None:
         task=task, reason=f"{reason}: a binary classifier", outputs=[output.name]
     )
     return Case(recognition=recognition, evidence=evidence)
+
+
+class BinaryEvaluator(WeighedEvaluator):
+    """Decisions at 0.5 of a one-logit head: flips, near-ties apart; accuracy with labels."""
+
+    why_not = staticmethod(_why_not)
+    case = staticmethod(_binary_case)
+
+    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
+        return BinaryTally(self.info.name, recognition.outputs[:1], labels)
 
 
 class BinaryTally(ThresholdTally):

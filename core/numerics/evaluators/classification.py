@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 
-from optistudio.core.errors import DataMismatch
 from optistudio.core.numerics.evaluators.base import (
     Case,
     Disagreement,
@@ -73,17 +72,16 @@ from optistudio.core.numerics.evaluators.near_ties import (
 )
 from optistudio.core.numerics.evaluators.outputs import (
     FEW_VALUES,
-    OneOutputEvaluator,
+    WeighedEvaluator,
     made_by,
     named_like,
     on_last_axis,
     output_role,
-    recognized,
     shape_text,
     size,
     strongest,
 )
-from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
+from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, class_ids, pair
 
 TOP5 = 5
 PROBABILITIES = frozenset({"Softmax", "LogSoftmax"})
@@ -159,13 +157,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return "it has a single class" if classes == 1 else None
 
 
-class ClassificationEvaluator(OneOutputEvaluator):
+class ClassificationEvaluator(WeighedEvaluator):
     """Top-1 / top-5 agreement with the original, accuracy and its drop with labels."""
 
     why_not = staticmethod(_why_not)
-
-    def recognize(self, facts: ModelFacts) -> Recognition | None:
-        return recognized(self.weigh(facts))
 
     def weigh(self, facts: ModelFacts) -> Case | None:
         return strongest(
@@ -275,13 +270,7 @@ class ClassificationTally(BaseTally):
     def _labels(self, first_sample: int, count: int) -> np.ndarray | None:
         if self.labels is None:
             return None
-        expected = np.asarray(self.labels_for(first_sample, count))
-        if expected.size and (expected.min() < 0 or expected.max() >= self.classes):
-            raise DataMismatch(
-                f"Labels must be class ids in [0, {self.classes}) for this model's output; "
-                f"found {int(expected.min())}..{int(expected.max())}."
-            )
-        return expected
+        return class_ids(np.asarray(self.labels_for(first_sample, count)), self.classes)
 
     def _add_correct(self, ref: np.ndarray, cand: np.ndarray, expected: np.ndarray) -> None:
         for side, scores in (("reference", ref), ("candidate", cand)):

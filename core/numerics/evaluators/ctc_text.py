@@ -72,7 +72,7 @@ from optistudio.core.numerics.evaluators.near_ties import (
     top_two_gaps,
     void_by_ties,
 )
-from optistudio.core.numerics.evaluators.outputs import OneOutputEvaluator, recognized, size
+from optistudio.core.numerics.evaluators.outputs import WeighedEvaluator, size
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
 BLANK = 0
@@ -151,13 +151,10 @@ def _why_not(output: OutputFacts) -> str | None:
     return None
 
 
-class CtcTextEvaluator(OneOutputEvaluator):
+class CtcTextEvaluator(WeighedEvaluator):
     """Greedy CTC decoding of both models: string agreement and character error rate."""
 
     why_not = staticmethod(_why_not)
-
-    def recognize(self, facts: ModelFacts) -> Recognition | None:
-        return recognized(self.weigh(facts))
 
     def weigh(self, facts: ModelFacts) -> Case | None:
         """Scores or ids, the input and the 'character' list weighed (`ctc_recognition`)."""

@@ -43,7 +43,6 @@ from optistudio.core.numerics.evaluators.base import (
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
-    ModelFacts,
     OutputFacts,
     Recognition,
     TaskScore,
@@ -51,14 +50,12 @@ from optistudio.core.numerics.evaluators.base import (
 )
 from optistudio.core.numerics.evaluators.evidence import MODERATE, WEAK, Evidence
 from optistudio.core.numerics.evaluators.outputs import (
-    OneOutputEvaluator,
+    WeighedEvaluator,
     made_by,
     named_like,
     output_role,
-    recognized,
     shape_text,
     size,
-    strongest,
 )
 from optistudio.core.numerics.evaluators.tallying import BaseTally, check_rank, pair
 
@@ -100,27 +97,6 @@ def _why_not(output: OutputFacts) -> str | None:
     return None if len(output.shape) == 2 else "embeddings are [N, D]"
 
 
-class EmbeddingEvaluator(OneOutputEvaluator):
-    """Cosine of each vector and recall of the original's nearest neighbours."""
-
-    why_not = staticmethod(_why_not)
-
-    def recognize(self, facts: ModelFacts) -> Recognition | None:
-        return recognized(self.weigh(facts))
-
-    def weigh(self, facts: ModelFacts) -> Case | None:
-        return strongest(_embedding_case(self.info.name, output) for output in facts.outputs)
-
-    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
-        if labels is not None:
-            raise _no_labels()
-        return EmbeddingTally(recognition.outputs[0])
-
-    def read_labels(self, path: Path, *, samples: int) -> Any:
-        """Embeddings are judged against the original's vectors only."""
-        raise _no_labels()
-
-
 def _embedding_case(task: str, output: OutputFacts) -> Case | None:
     """The case for `output` as embeddings (module docstring); None for what is not a vector
     per sample, or a vector nothing else speaks for."""
@@ -147,6 +123,22 @@ def _embedding_case(task: str, output: OutputFacts) -> Case | None:
         recognition=Recognition(task=task, reason=reason, outputs=[output.name]),
         evidence=evidence,
     )
+
+
+class EmbeddingEvaluator(WeighedEvaluator):
+    """Cosine of each vector and recall of the original's nearest neighbours."""
+
+    why_not = staticmethod(_why_not)
+    case = staticmethod(_embedding_case)
+
+    def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
+        if labels is not None:
+            raise _no_labels()
+        return EmbeddingTally(recognition.outputs[0])
+
+    def read_labels(self, path: Path, *, samples: int) -> Any:
+        """Embeddings are judged against the original's vectors only."""
+        raise _no_labels()
 
 
 def _no_labels() -> DataMismatch:

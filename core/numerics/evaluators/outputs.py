@@ -174,3 +174,19 @@ def strongest(cases: Iterable[Case | None]) -> Case | None:
 def recognized(case: Case | None) -> Recognition | None:
     """The case's recognition when its evidence decides (`evidence.decides`), else None."""
     return case.recognition if case is not None and decides(case.evidence) else None
+
+
+class WeighedEvaluator(OneOutputEvaluator):
+    """A one-output evaluator that recognizes its task by weighing: `case` states the case for
+    one output (None where it cannot be this task's), `weigh` keeps the strongest output's
+    (`strongest`) and `recognize` takes it when its evidence decides (`recognized`)."""
+
+    @staticmethod
+    def case(task: str, output: OutputFacts) -> Case | None:
+        return None
+
+    def recognize(self, facts: ModelFacts) -> Recognition | None:
+        return recognized(self.weigh(facts))
+
+    def weigh(self, facts: ModelFacts) -> Case | None:
+        return strongest(self.case(self.info.name, output) for output in facts.outputs)

@@ -1,12 +1,14 @@
 """Regression: a variant judged by how far its predicted values move, relative to the original's.
 
 The judged output holds one value per sample, [N] or [N, 1] floats (scikit-learn regressors
-exported by skl2onnx call it 'variable'), or a few values per sample [N, K] from a linear head
-with no softmax or sigmoid after it (three opinion scores of a speech-quality model). Weighed as
-evidence (`evidence`): one float per sample is MODERATE, WEAK when a linear head makes it (a
-binary classifier's logit looks the same: `binary` reads it); K <= FEW_VALUES values from a
-linear head MODERATE, and WEAK more for so few of them (classes come in more); an output made by
-a softmax, a sigmoid or an ArgMax is not a regressor's. A name like 'variable' or 'value' adds
+exported by skl2onnx call it 'variable'; a scalar when the graph squeezes the one sample fed, as
+PLCMOS does), or a few values per sample [N, K] from a linear head with no softmax or sigmoid
+after it (three opinion scores of a speech-quality model). Weighed as evidence (`evidence`): one
+float per sample is MODERATE, WEAK when a linear head makes it (a binary classifier's logit
+looks the same: `binary` reads it); K <= FEW_VALUES values from a linear head MODERATE, and
+WEAK more for so few of them (classes come in more); an output made by a softmax, a sigmoid or
+an ArgMax is not a regressor's, but one such op scaled and shifted by constants (1 + 4 *
+sigmoid(x), `rescaled`) is a score on a fixed range: WEAK more. A name like 'variable' or 'value' adds
 WEAK support, one like 'logits' or 'prob' WEAK evidence against. With r_i and c_i the original's
 and the variant's values of sample i (K of them; one for [N] and [N, 1]):
 
@@ -42,7 +44,6 @@ from optistudio.core.numerics.evaluators.base import (
     Disagreement,
     EvaluatorInfo,
     MetricInfo,
-    ModelFacts,
     OutputFacts,
     Recognition,
     TaskScore,
@@ -53,15 +54,13 @@ from optistudio.core.numerics.evaluators.outputs import (
     FEW_VALUES,
     REGRESSION_WORDS,
     SQUASHING,
-    OneOutputEvaluator,
+    WeighedEvaluator,
     is_float,
     linear_head,
     made_by,
     named_like,
-    recognized,
     shape_text,
     size,
-    strongest,
 )
 from optistudio.core.numerics.evaluators.tallying import BaseTally, pair
 
@@ -112,30 +111,60 @@ METRICS = [
 
 
 def _values_per_sample(output: OutputFacts) -> int | None:
-    """K for an output [N] (1) or [N, K] with K fixed; None for any other shape."""
+    """K for an output [N] (1) or [N, K] with K fixed, 1 for a scalar (the one sample fed);
+    None for any other shape."""
     shape = output.shape
-    if len(shape) == 1:
+    if len(shape) == 1 or (output.scalar and not shape):
         return 1
     return size(shape[1]) if len(shape) == 2 else None
 
 
 def _why_not(output: OutputFacts) -> str | None:
-    if len(output.shape) in (1, 2):
+    if len(output.shape) in (1, 2) or output.scalar:
         return None
     return "a regressor's predictions are [N] or a few values per sample [N, K]"
 
 
-class RegressionEvaluator(OneOutputEvaluator):
+def _regressor_case(task: str, output: OutputFacts) -> Case | None:
+    """The case for `output` as a regressor's predictions, or None when it cannot be one."""
+    count = _values_per_sample(output)
+    if not is_float(output) or count is None or output.producer in SQUASHING:
+        return None
+    linear = linear_head(output)
+    shape = "(a scalar)" if output.scalar and not output.shape else shape_text(output.shape, "N")
+    if count == 1:
+        reason = f"{output.name} {shape} holds one float per sample: a regressor's predictions"
+        if linear:
+            reason += f" (or, from {made_by(output)}, a binary classifier's logit)"
+        evidence = [Evidence(kind="structure", weight=WEAK if linear else MODERATE, text=reason)]
+    elif output.scaled_from and count <= FEW_VALUES:
+        reason = f"{output.name} {shape}: {count} values per sample, a regressor's predictions"
+        evidence = [Evidence(kind="structure", weight=MODERATE, text=reason)]
+    elif linear and count <= FEW_VALUES:
+        reason = (
+            f"{output.name} {shape} after {made_by(output)} with no softmax or sigmoid: "
+            f"{count} values per sample, a regressor's predictions"
+        )
+        evidence = [
+            Evidence(kind="structure", weight=MODERATE, text=reason),
+            Evidence(
+                kind="structure",
+                weight=WEAK,
+                text=f"only {count} values: fewer than classes come in",
+            ),
+        ]
+    else:
+        return None
+    evidence += _name_evidence(output) + _range_evidence(output)
+    recognition = Recognition(task=task, reason=reason, outputs=[output.name])
+    return Case(recognition=recognition, evidence=evidence)
+
+
+class RegressionEvaluator(WeighedEvaluator):
     """Relative error of each sample's predicted values; mean absolute error against labels."""
 
     why_not = staticmethod(_why_not)
-
-    def recognize(self, facts: ModelFacts) -> Recognition | None:
-        return recognized(self.weigh(facts))
-
-    def weigh(self, facts: ModelFacts) -> Case | None:
-        """The strongest output's case (module docstring)."""
-        return strongest(_regressor_case(self.info.name, output) for output in facts.outputs)
+    case = staticmethod(_regressor_case)
 
     def tally(self, recognition: Recognition, labels: Any | None = None) -> TaskTally:
         return RegressionTally(recognition.outputs[0], labels)
@@ -179,36 +208,16 @@ def _not_values(path: Path) -> DataMismatch:
     )
 
 
-def _regressor_case(task: str, output: OutputFacts) -> Case | None:
-    """The case for `output` as a regressor's predictions, or None when it cannot be one."""
-    count = _values_per_sample(output)
-    if not is_float(output) or count is None or output.producer in SQUASHING:
-        return None
-    linear = linear_head(output)
-    shape = shape_text(output.shape, "N")
-    if count == 1:
-        reason = f"{output.name} {shape} holds one float per sample: a regressor's predictions"
-        if linear:
-            reason += f" (or, from {made_by(output)}, a binary classifier's logit)"
-        evidence = [Evidence(kind="structure", weight=WEAK if linear else MODERATE, text=reason)]
-    elif linear and count <= FEW_VALUES:
-        reason = (
-            f"{output.name} {shape} after {made_by(output)} with no softmax or sigmoid: "
-            f"{count} values per sample, a regressor's predictions"
-        )
-        evidence = [
-            Evidence(kind="structure", weight=MODERATE, text=reason),
-            Evidence(
-                kind="structure",
-                weight=WEAK,
-                text=f"only {count} values: fewer than classes come in",
-            ),
-        ]
-    else:
-        return None
-    evidence += _name_evidence(output)
-    recognition = Recognition(task=task, reason=reason, outputs=[output.name])
-    return Case(recognition=recognition, evidence=evidence)
+def _range_evidence(output: OutputFacts) -> list[Evidence]:
+    """A squashing op scaled and shifted by constants (`rescaled`): a score on a fixed range,
+    such as a MOS of 1-5; a classifier's probability is never moved onto another range."""
+    if not output.scaled_from:
+        return []
+    text = (
+        f"{output.name} is a {output.scaled_from} scaled and shifted by constants: a score on "
+        "a fixed range (such as 1-5), not a probability"
+    )
+    return [Evidence(kind="structure", weight=WEAK, text=text)]
 
 
 def _name_evidence(output: OutputFacts) -> list[Evidence]:
@@ -322,7 +331,10 @@ def relative_errors(reference: np.ndarray, candidate: np.ndarray) -> np.ndarray:
 
 
 def _values(array: np.ndarray, name: str) -> np.ndarray:
-    """[N], [N, 1] or [N, K] as [N, K] float64 values; DataMismatch for any other shape."""
+    """[N], [N, 1] or [N, K] as [N, K] float64 values, a scalar as the one sample's value;
+    DataMismatch for any other shape."""
+    if array.ndim == 0:
+        return array.reshape(1, 1).astype(np.float64)
     if array.ndim == 1:
         return array.reshape(-1, 1).astype(np.float64)
     if array.ndim == 2:

@@ -142,3 +142,14 @@ def check_rank(array: np.ndarray, name: str, *ranks: int) -> None:
             "output there.",
             hint="Set the task or the judged outputs by hand if recognition picked wrongly.",
         )
+
+
+def class_ids(labels: np.ndarray, classes: int) -> np.ndarray:
+    """`labels` when each is a class id of an output of `classes` scores; DataMismatch naming
+    the range found otherwise."""
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        raise DataMismatch(
+            f"Labels must be class ids in [0, {classes}) for this model's output; "
+            f"found {int(labels.min())}..{int(labels.max())}."
+        )
+    return labels
