@@ -31,7 +31,7 @@ from optistudio.core.numerics.calibration import CalibrationMethod
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.float_nodes import keep_float
 from optistudio.core.passes.placement import NodeCost, Placement, place_int8, refusal
-from optistudio.core.passes.placement_times import Feeds, node_costs
+from optistudio.core.passes.placement_times import Feeds, node_costs, quantized_nodes
 from optistudio.core.passes.prepare import (
     QDQ_OPS,
     GraphNotApplicable,
@@ -101,6 +101,14 @@ def run_int8_placed(
             hint="int8_static quantizes every node; the other recipes still apply.",
         )
     notes = quantize_placed(prepared.path, out, placement.fp32, config, context)
+    if not quantized_nodes(onnx.load(out, load_external_data=False).graph):
+        out.unlink()
+        out.with_name(f"{out.name}.data").unlink(missing_ok=True)
+        raise GraphNotApplicable(
+            "Not applicable to this graph: the nodes where INT8 paid were left with no INT8 "
+            f"node once the others went back to FP32 ({placement.note()})",
+            hint="int8_static quantizes every node; the other recipes still apply.",
+        )
     warnings = [placement.note(), *prepared.notes, *notes]
     return PassReport(
         output=out, details=_details(placement, costs, config, out), warnings=warnings

@@ -49,6 +49,31 @@ def test_an_unmeasured_node_follows_the_candidate_producing_its_input() -> None:
     assert placement.fp32_op_types == {"Conv": 1, "Relu": 1}
 
 
+def test_an_activation_fused_in_int8_is_weighed_with_its_producer() -> None:
+    costs = [
+        cost("fc", 100.0, 200.0, op="MatMul"),
+        cost("relu", 18.0, 0.0, producer="fc", op="Relu"),  # its own FP32 time, none in INT8
+        cost("fc2", 100.0, 40.0, producer="relu", op="MatMul"),
+    ]
+
+    placement = place_int8(costs, margin=0.1)
+
+    assert placement.fp32 == ["fc", "relu"]
+    assert placement.int8 == ["fc2"]
+
+
+def test_a_follower_s_int8_cost_counts_against_its_group() -> None:
+    costs = [
+        cost("conv", 100.0, 85.0),
+        cost("pool", 0.0, 10.0, producer="conv", op="MaxPool"),  # fused in FP32 only
+        cost("anchor", 100.0, 10.0),
+    ]
+
+    placement = place_int8(costs, margin=0.1)
+
+    assert placement.fp32 == ["conv", "pool"]
+
+
 def test_a_producer_cycle_ends_in_int8_rather_than_looping() -> None:
     costs = [cost("a", 0.0, 0.0, producer="b"), cost("b", 0.0, 0.0, producer="a")]
 
