@@ -84,7 +84,13 @@ recognizer and fast Paddle-style CNN), the throughput each of instances (1, 2, .
 cores) x max batch (1, and 4 or 8) holds within a p99 budget on the real Pipeline, as a ratio to
 batch 1 on one instance measured in the same run (bench/batching_instances.py).
 
-Run: .venv/bin/python bench/batching.py --instances [--models ppocr_rec,paddle_cnn] [--cell-seconds 4]
+Predicted band vs Verify (`--verify-zoo`, issue 44): per zoo model one profile, then Verify
+runs at 30/50/70 % of its ceiling (max batch 8, timeout 2 ms, `--cell-seconds`, `--rounds`
+each), judged by the band predicted before each run; beside it the machine's own repeatability
+(bench/batching_verify_zoo.py).
+
+Run: .venv/bin/python bench/batching.py --verify-zoo [--models paddle_cnn,bert_opset14] [--rounds 2]
+     .venv/bin/python bench/batching.py --instances [--models ppocr_rec,paddle_cnn] [--cell-seconds 4]
      .venv/bin/python bench/batching.py --serving [--rounds 3]
      .venv/bin/python bench/batching.py --repeat [--rounds 6] [--cell-seconds 10] [--models ...]
      .venv/bin/python bench/batching.py --collector [--rounds 3]
@@ -169,6 +175,10 @@ def main() -> None:
         "--instances", action="store_true", help="instances x max batch (see above)"
     )
     parser.add_argument(
+        "--verify-zoo", action="store_true",
+        help="predicted band vs Verify's p99 on the zoo (bench/batching_verify_zoo.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--rounds", type=int, default=3,
         help="--serving, --collector: interleaved rounds; --repeat: runs per cell",
     )  # fmt: skip
@@ -189,6 +199,11 @@ def main() -> None:
         report = run(args, _zoo_models)
         if args.out:
             args.out.write_text(json.dumps(report, indent=2, default=str))
+        return
+    if args.verify_zoo:
+        import batching_verify_zoo  # type: ignore[import-not-found]
+
+        batching_verify_zoo.write(batching_verify_zoo.run(args, _zoo_models), args.out)
         return
     if args.zoo or args.quick:
         _zoo_grid(args)
