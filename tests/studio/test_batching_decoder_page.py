@@ -17,27 +17,15 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
+from tests.studio.conftest import view_page
 
 REQUEST_SLIDERS = {"Max batch size", "Timeout (ms)", "Eager threshold (0 = off)", "Instances"}
 
 
-def _batching_page() -> None:
-    from optistudio.studio.views.batching import render
-
-    render()
-
-
 def _page(model_id: int, **query: str):  # type: ignore[no-untyped-def]
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    state.settings.clear()
-    state.session_factory.clear()
-    at = AppTest.from_function(_batching_page, default_timeout=60)
-    for name, value in {"model": str(model_id), **query}.items():
-        at.query_params[name] = value
-    return at.run()
+    return view_page(
+        "optistudio.studio.views.batching", query={"model": str(model_id), **query}
+    ).run()
 
 
 @pytest.fixture

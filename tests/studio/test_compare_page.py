@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from compare_seed import ENV, Seeded, benchmark, seed
-from streamlit.testing.v1 import AppTest
 
 from optistudio.core.numerics.accuracy import AccuracyReport
 from optistudio.core.numerics.evaluators.base import (
@@ -29,6 +28,9 @@ from optistudio.studio.compare_services import (
     shared_snapshot,
     write_selection,
 )
+from tests.studio.conftest import app_page, view_page
+
+COMPARE = "optistudio.studio.views.compare"
 
 
 @pytest.fixture
@@ -110,24 +112,9 @@ def test_share_is_frozen_and_revocable(db_factory, seeded: Seeded) -> None:
     assert shared_snapshot(db_factory, "not a token") is None
 
 
-@pytest.fixture
-def fresh_state(app_settings) -> None:
-    from optistudio.studio import state
-
-    state.settings.clear()
-    state.session_factory.clear()
-
-
-def compare_page() -> None:
-    from optistudio.studio.views.compare import render
-
-    render()
-
-
-def test_page_renders_the_url_selection_and_shares_it(db_factory, seeded, fresh_state) -> None:
-    at = AppTest.from_function(compare_page, default_timeout=60)
-    at.query_params["results"] = ",".join([*seeded.keys, "77.onnxruntime.1.1"])
-    at.query_params["budget"] = "1.5"
+def test_page_renders_the_url_selection_and_shares_it(db_factory, seeded, fresh_studio) -> None:
+    keys = ",".join([*seeded.keys, "77.onnxruntime.1.1"])
+    at = view_page(COMPARE, query={"results": keys, "budget": "1.5"})
     at.run()
     assert not at.exception
     assert any("not stored" in w.value for w in at.warning)
@@ -141,8 +128,7 @@ def test_page_renders_the_url_selection_and_shares_it(db_factory, seeded, fresh_
     assert at.query_params["budget"] == "1.5"
     next(b for b in at.button if b.label == "Share").click().run()
     token = _token(at)
-    shared = AppTest.from_file("../../studio/app.py", default_timeout=60)
-    shared.query_params["share"] = token
+    shared = app_page(query={"share": token})
     shared.run()
     assert not shared.exception
     assert shared.title[0].value.startswith("2 results")
@@ -156,17 +142,16 @@ def _token(at: Any) -> str:
 
 
 @pytest.mark.parametrize("token", ["", "garbage", "A" * 43, "x' OR 1=1 --"])
-def test_unknown_or_malformed_share_is_a_plain_not_found(db_factory, fresh_state, token) -> None:
-    at = AppTest.from_file("../../studio/app.py", default_timeout=60)
-    at.query_params["share"] = token
+def test_unknown_or_malformed_share_is_a_plain_not_found(db_factory, fresh_studio, token) -> None:
+    at = app_page(query={"share": token})
     at.run()
     assert not at.exception
     assert [t.value for t in at.title] == ["Not found"]
     assert not at.error
 
 
-def test_empty_history_and_empty_selection_have_useful_messages(db_factory, fresh_state) -> None:
-    at = AppTest.from_function(compare_page, default_timeout=60)
+def test_empty_history_and_empty_selection_have_useful_messages(db_factory, fresh_studio) -> None:
+    at = view_page(COMPARE)
     at.run()
     assert not at.exception
     assert any("No stored results yet" in i.value for i in at.info)
@@ -279,11 +264,10 @@ def test_an_axis_no_result_has_falls_back_with_a_reason(db_factory, seeded: Seed
 
 
 def test_the_page_plots_the_chosen_task_metric_and_shares_it(
-    db_factory, judged, fresh_state
+    db_factory, judged, fresh_studio
 ) -> None:
-    at = AppTest.from_function(compare_page, default_timeout=60)
-    at.query_params["results"] = ",".join(judged.keys[:2])
-    at.query_params["quality"] = "glyph_agreement"
+    keys = ",".join(judged.keys[:2])
+    at = view_page(COMPARE, query={"results": keys, "quality": "glyph_agreement"})
     at.run()
     assert not at.exception
     x_axis, y_axis = (s for s in at.selectbox if s.label.startswith("Chart:"))
@@ -296,8 +280,7 @@ def test_the_page_plots_the_chosen_task_metric_and_shares_it(
     token = _token(at)
     stored = shared_snapshot(db_factory, token)
     assert (stored.latency_metric, stored.quality_metric) == ("p90_ms", "glyph_agreement")
-    shared = AppTest.from_file("../../studio/app.py", default_timeout=60)
-    shared.query_params["share"] = token
+    shared = app_page(query={"share": token})
     shared.run()
     assert not shared.exception
     assert "Glyph agreement vs p90 latency" in [h.value for h in shared.subheader]

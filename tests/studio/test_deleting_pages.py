@@ -17,6 +17,7 @@ from optistudio.services.artifact_store import model_folder
 from optistudio.services.deletion import delete_model, plan_model_deletion
 from optistudio.studio.compare_services import Selection, build_snapshot, share_snapshot
 from optistudio.studio.deletion_services import deleted_note, disk_use
+from tests.studio.conftest import app_page, view_page
 
 
 @pytest.fixture
@@ -27,40 +28,16 @@ def seeded(db_factory, app_settings, make_model) -> Seeded:
     )
 
 
-@pytest.fixture
-def fresh_state(app_settings) -> None:
-    import streamlit as st
-
-    from optistudio.studio import state
-
-    st.cache_data.clear()
-    state.settings.clear()
-    state.session_factory.clear()
-
-
-def models_page() -> None:
-    from optistudio.studio.views.models import render
-
-    render()
-
-
-def jobs_page() -> None:
-    from optistudio.studio.views.jobs import live_jobs
-
-    live_jobs()
-
-
 def _button(at: AppTest, label: str) -> Any:
     return next(b for b in at.button if b.label == label)
 
 
 def test_the_models_page_shows_disk_use_and_deletes_after_confirming(
-    db_factory, app_settings, seeded, fresh_state
+    db_factory, app_settings, seeded, fresh_studio
 ) -> None:
     plan = plan_model_deletion(db_factory, app_settings, model_id=seeded.original)
     folder = model_folder(app_settings.artifact_dir, _sha(db_factory, seeded.original))
-    at = AppTest.from_function(models_page, default_timeout=60)
-    at.query_params["model"] = str(seeded.original)
+    at = view_page("optistudio.studio.views.models", query={"model": str(seeded.original)})
     at.run()
     assert not at.exception, at.exception
     assert any(c.value.startswith(disk_use(plan)) for c in at.caption)
@@ -82,13 +59,12 @@ def test_the_models_page_shows_disk_use_and_deletes_after_confirming(
 
 
 def test_a_model_with_a_running_job_is_not_deleted_and_the_page_says_why(
-    db_factory, app_settings, seeded, fresh_state
+    db_factory, app_settings, seeded, fresh_studio
 ) -> None:
     with transaction(db_factory) as s:
         job = create_job(s, kind=JobKind.benchmark, spec={}, model_id=seeded.variant)
         claim_job(s, job_id=job.id, worker="celery@box", task_id="t")
-    at = AppTest.from_function(models_page, default_timeout=60)
-    at.query_params["model"] = str(seeded.original)
+    at = view_page("optistudio.studio.views.models", query={"model": str(seeded.original)})
     at.run()
 
     _button(at, "Delete model…").click().run()
@@ -101,7 +77,7 @@ def test_a_model_with_a_running_job_is_not_deleted_and_the_page_says_why(
 
 
 def test_the_jobs_page_deletes_a_finished_job_and_places_a_queued_one(
-    db_factory, app_settings, seeded, fresh_state
+    db_factory, app_settings, seeded, fresh_studio
 ) -> None:
     from optistudio.core.measure.benchmark import BenchmarkSpec
     from optistudio.studio.jobs_services import submit_benchmark
@@ -115,7 +91,7 @@ def test_the_jobs_page_deletes_a_finished_job_and_places_a_queued_one(
     with transaction(db_factory) as s:
         record_worker(s, hostname="celery@box", queues=["cpu"], inventory={})
         claim_job(s, job_id=running, worker="celery@box", task_id="t")
-    at = AppTest.from_function(jobs_page, default_timeout=60)
+    at = view_page("optistudio.studio.views.jobs", function="live_jobs")
     at.run()
     assert not at.exception, at.exception
     assert any(
@@ -133,7 +109,7 @@ def test_the_jobs_page_deletes_a_finished_job_and_places_a_queued_one(
 
 
 def test_a_share_link_says_which_of_its_results_were_deleted(
-    db_factory, app_settings, seeded, fresh_state
+    db_factory, app_settings, seeded, fresh_studio
 ) -> None:
     snapshot, _ = build_snapshot(db_factory, Selection(keys=seeded.keys[:2]))
     token = share_snapshot(db_factory, snapshot, owner="local")
@@ -156,8 +132,7 @@ def test_the_deleted_note_reads_for_one_result_and_none() -> None:
 
 def _shared(token: str) -> list[str]:
     """The share page's warnings about deleted results (it still renders the snapshot)."""
-    at = AppTest.from_file("../../studio/app.py", default_timeout=60)
-    at.query_params["share"] = token
+    at = app_page(query={"share": token})
     at.run()
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) == 3  # the frozen figures are still shown

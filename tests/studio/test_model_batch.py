@@ -19,6 +19,7 @@ from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio.model_batch import make_dynamic
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
+from tests.studio.conftest import studio_page
 
 
 def fixed_linear(path: Path) -> Path:
@@ -70,13 +71,7 @@ def offer(model_id: int) -> None:
 
 
 def test_the_offer_without_a_live_worker_says_what_to_start(db_factory, app_settings) -> None:  # type: ignore[no-untyped-def]
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    state.settings.clear()
-    state.session_factory.clear()
-    at = AppTest.from_function(offer, kwargs={"model_id": 1}, default_timeout=60)
+    at = studio_page(offer, model_id=1)
     at.run()
     assert not at.exception and "Batch fixed at 1 by the model" in at.caption[0].value
     next(b for b in at.button if b.label == "Make the batch dynamic").click().run()

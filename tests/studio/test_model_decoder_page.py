@@ -25,26 +25,11 @@ from optistudio.studio.views.model_decoder import (
 )
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
-
-
-def _models_page() -> None:
-    from optistudio.studio.views.models import render
-
-    render()
+from tests.studio.conftest import view_page
 
 
 def _page(model_id: int):  # type: ignore[no-untyped-def]
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    st.cache_data.clear()  # each test's database numbers its models from 1
-    state.settings.clear()
-    state.session_factory.clear()
-    at = AppTest.from_function(_models_page, default_timeout=60)
-    at.query_params["model"] = str(model_id)
-    return at.run()
+    return view_page("optistudio.studio.views.models", query={"model": str(model_id)}).run()
 
 
 @pytest.fixture

@@ -18,17 +18,13 @@ def task_card(model_id: int) -> None:
 def test_the_card_shows_the_reading_and_saves_the_task_for_every_job(  # type: ignore[no-untyped-def]
     db_factory, app_settings, tiny_model
 ) -> None:
-    from streamlit.testing.v1 import AppTest
-
     from optistudio.services.catalog import add_model_file
     from optistudio.services.model_tasks import load_task
-    from optistudio.studio import state
+    from tests.studio.conftest import studio_page
 
-    state.settings.clear()
-    state.session_factory.clear()
     model_id = add_model_file(db_factory, app_settings, tiny_model, name="m").model_id
 
-    at = AppTest.from_function(task_card, kwargs={"model_id": model_id}, default_timeout=60)
+    at = studio_page(task_card, model_id=model_id)
     at.run()
     picker = next(box for box in at.selectbox if box.label == "Judge this model as")
     caption = " ".join(c.value for c in at.caption)

@@ -9,34 +9,23 @@ from typing import Any
 
 import pytest
 from large_decoder import large_decoder
-from streamlit.testing.v1 import AppTest
 
 from optistudio.db.queries import list_models
 from optistudio.db.session import transaction
 from optistudio.studio.model_storage_services import storage_offer
-
-
-def models_page() -> None:
-    from optistudio.studio.views.models import render
-
-    render()
+from tests.studio.conftest import clear_studio, view_page
 
 
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app_settings: Any) -> Path:
-    import streamlit as st
-
     from optistudio.services.settings import get_settings
-    from optistudio.studio import state
 
     folder = tmp_path / "shared"
     large_decoder(folder / "team" / "big-decoder")
     monkeypatch.setenv("OPTISTUDIO_MODEL_ROOTS", str(folder))
     monkeypatch.setenv("OPTISTUDIO_MAX_UPLOAD_MB", "1")
     get_settings.cache_clear()
-    st.cache_data.clear()
-    state.settings.clear()
-    state.session_factory.clear()
+    clear_studio()
     return folder
 
 
@@ -50,7 +39,7 @@ def test_the_offer_is_off_without_roots(app_settings: Any) -> None:
 
 
 def test_a_listed_decoder_over_the_upload_limit_is_added(root: Path, db_factory: Any) -> None:
-    at = AppTest.from_function(models_page, default_timeout=120)
+    at = view_page("optistudio.studio.views.models", timeout=120)
     at.run()
     assert not at.exception, at.exception
     picker = next(box for box in at.selectbox if box.key == "storage-path")

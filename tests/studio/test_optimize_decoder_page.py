@@ -11,6 +11,7 @@ from decoder_models import build_tiny_decoder
 
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.views.optimize import DECODER_FORM
+from tests.studio.conftest import studio_page
 
 IGNORED = ("Least mean cosine", "Output the budget judges (empty = the first output)")
 
@@ -23,17 +24,7 @@ def _optimize_page() -> None:
 
 
 def _page(model_id: int):  # type: ignore[no-untyped-def]
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    st.cache_data.clear()  # each test's database numbers its models from 1
-    state.settings.clear()
-    state.session_factory.clear()
-    at = AppTest.from_function(_optimize_page, default_timeout=60)
-    at.query_params["model"] = str(model_id)
-    return at.run()
+    return studio_page(_optimize_page, query={"model": str(model_id)}).run()
 
 
 def _widgets(at):  # type: ignore[no-untyped-def]

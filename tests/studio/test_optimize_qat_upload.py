@@ -154,24 +154,14 @@ def test_the_qat_recipe_without_training_data_says_where_to_give_it(
         )
 
 
-def _optimize_page() -> None:
-    from optistudio.studio.views.optimize import render
-
-    render()
-
-
 def test_the_page_offers_training_data_labels_and_epochs_for_qat(
     db_factory, app_settings, tiny_model: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from streamlit.testing.v1 import AppTest
-
     from optistudio.services.catalog import add_model_file
-    from optistudio.studio import state
+    from tests.studio.conftest import view_page
 
-    state.settings.clear()
-    state.session_factory.clear()
     add_model_file(db_factory, app_settings, tiny_model, name="tiny")
-    at = AppTest.from_function(_optimize_page, default_timeout=30)
+    at = view_page("optistudio.studio.views.optimize", timeout=30)
 
     at.run()
 

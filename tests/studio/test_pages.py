@@ -14,6 +14,7 @@ from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import JOB_KINDS
 from optistudio.studio import pages
 from optistudio.studio.jobs_services import submit_benchmark
+from tests.studio.conftest import view_page
 
 
 def _app_of_stub_pages() -> None:
@@ -78,22 +79,8 @@ def test_every_job_kind_has_a_result_page() -> None:
     assert set(pages.RESULT_PAGE.values()) <= set(pages.BY_PATH)
 
 
-@pytest.fixture
-def fresh_state(app_settings) -> None:
-    from optistudio.studio import state
-
-    state.settings.clear()
-    state.session_factory.clear()
-
-
-def _jobs_page() -> None:
-    from optistudio.studio.views.jobs import render
-
-    render()
-
-
 def test_a_finished_job_links_to_its_result_in_the_same_tab(
-    db_factory, app_settings, tiny_model, fresh_state
+    db_factory, app_settings, tiny_model, fresh_studio
 ) -> None:
     model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
     job_id = submit_benchmark(
@@ -103,7 +90,7 @@ def test_a_finished_job_links_to_its_result_in_the_same_tab(
         claim_job(s, job_id=job_id, worker="w", task_id="task-1")
         finish_job(s, job_id=job_id, status=JobStatus.succeeded, message="Measured")
 
-    at = AppTest.from_function(_jobs_page, default_timeout=30)
+    at = view_page("optistudio.studio.views.jobs", timeout=30)
     at.run()
 
     assert not at.exception

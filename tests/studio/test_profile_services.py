@@ -123,18 +123,15 @@ def card_section(model_id: int) -> None:
 
 def test_the_card_saves_a_moved_batch_axis(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from audio_models import build_anonymous_state_model
-    from streamlit.testing.v1 import AppTest
 
     from optistudio.services.catalog import add_model_file
     from optistudio.services.input_profiles import load_profile
-    from optistudio.studio import state
+    from tests.studio.conftest import studio_page
 
-    state.settings.clear()
-    state.session_factory.clear()
     path = build_anonymous_state_model(tmp_path / "moved.onnx")
     model_id = add_model_file(db_factory, app_settings, path, name="moved").model_id
 
-    at = AppTest.from_function(card_section, kwargs={"model_id": model_id}, default_timeout=60)
+    at = studio_page(card_section, model_id=model_id)
     at.run()
     axis = next(box for box in at.selectbox if box.label == "Batch axis of state")
     assert not at.exception and axis.value == "1" and axis.options == ["none", "0", "1", "2"]

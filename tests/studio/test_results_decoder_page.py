@@ -16,28 +16,13 @@ from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
+from tests.studio.conftest import view_page
 
 NO_RESULTS = "No results yet. Pick a model on the Models page and press **Benchmark**."
 
 
-def _results_page() -> None:
-    from optistudio.studio.views.results import render
-
-    render()
-
-
 def _page(model_id: int):  # type: ignore[no-untyped-def]
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    st.cache_data.clear()  # each test's database numbers its models from 1
-    state.settings.clear()
-    state.session_factory.clear()
-    at = AppTest.from_function(_results_page, default_timeout=60)
-    at.query_params["model"] = str(model_id)
-    return at.run()
+    return view_page("optistudio.studio.views.results", query={"model": str(model_id)}).run()
 
 
 def _stored_decoder(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]

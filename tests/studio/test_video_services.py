@@ -18,6 +18,7 @@ from optistudio.db.models import JobKind, JobStatus
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobresults import VideoJobResult
 from optistudio.studio import video_services as video
+from tests.studio.conftest import view_page
 
 
 @pytest.fixture(scope="module")
@@ -118,27 +119,14 @@ def test_a_run_without_search_or_baseline_says_nothing_of_them(result: VideoJobR
     assert "holds no real-time 25 fps stream" in (video.capacity_sentence(none_held) or "")
 
 
-def _video_page() -> None:
-    from optistudio.studio.views.video import render
-
-    render()
-
-
 def test_the_page_opens_on_the_model_with_a_useful_empty_state(  # type: ignore[no-untyped-def]
     db_factory, app_settings, tmp_path, make_model
 ) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    from optistudio.studio import state
-
-    state.settings.clear()
-    state.session_factory.clear()
     add_model_file(db_factory, app_settings, make_model(), name="a")
     second = add_model_file(
         db_factory, app_settings, build_cnn(tmp_path / "b.onnx"), name="b"
     ).model_id
-    at = AppTest.from_function(_video_page, default_timeout=30)
-    at.query_params["model"] = str(second)
+    at = view_page("optistudio.studio.views.video", query={"model": str(second)}, timeout=30)
 
     at.run()
 

@@ -1,0 +1,76 @@
+"""What the studio's page tests share: a page run by Streamlit's AppTest on this test's
+settings and migrated database (the `app_settings` and `db_factory` fixtures of tests/conftest.py).
+
+AppTest runs a script function's source alone, so a script imports what it uses inside its
+body, and its annotations may name builtins only. Import these helpers as
+`from tests.studio.conftest import ...`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from optistudio.studio import state
+
+APP = Path(__file__).resolve().parents[2] / "studio" / "app.py"
+"""The studio's entry file (its router)."""
+
+
+def clear_studio() -> None:
+    """Empty the studio's process-wide caches, so a page reads this test's settings and
+    database (each test's database numbers its models from 1)."""
+    st.cache_data.clear()
+    state.settings.clear()
+    state.session_factory.clear()
+
+
+@pytest.fixture
+def fresh_studio(app_settings: Any) -> None:
+    """The studio's caches emptied after this test's settings are in place."""
+    clear_studio()
+
+
+def view(module: str, function: str = "render", **kwargs: object) -> None:
+    """A page script: `function` of the studio module `module` (dotted), called with
+    `kwargs`, e.g. view("optistudio.studio.views.models")."""
+    import importlib
+
+    getattr(importlib.import_module(module), function)(**kwargs)
+
+
+def studio_page(
+    script: Callable[..., None],
+    *,
+    query: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    args: tuple[Any, ...] | None = None,
+    **kwargs: Any,
+) -> AppTest:
+    """`script` as a page, not yet run: the studio's caches emptied, `query` in its URL,
+    `args` and `kwargs` passed to the script."""
+    clear_studio()
+    at = AppTest.from_function(script, args=args, kwargs=kwargs or None, default_timeout=timeout)
+    for name, value in (query or {}).items():
+        at.query_params[name] = value
+    return at
+
+
+def view_page(
+    module: str, *, query: Mapping[str, str] | None = None, timeout: float = 60, **kwargs: Any
+) -> AppTest:
+    """The page of the studio view `module` (its `render`), not yet run, as `studio_page`."""
+    return studio_page(view, query=query, timeout=timeout, module=module, **kwargs)
+
+
+def app_page(*, query: Mapping[str, str] | None = None, timeout: float = 60) -> AppTest:
+    """The whole studio from its entry file (router, login, shared views), not yet run."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for name, value in (query or {}).items():
+        at.query_params[name] = value
+    return at
