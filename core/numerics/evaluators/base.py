@@ -90,6 +90,17 @@ class OutputFacts(BaseModel):
         description="When the producer was read from a chain of primitive ops (a Softmax "
         "written as Exp / ReduceSum / Div), that chain; '' for a single node.",
     )
+    scalar: bool = Field(
+        default=False,
+        description="Declared (or run) with rank 0: one value, where a shape [] may also "
+        "mean a rank the file leaves unknown.",
+    )
+    scaled_from: str = Field(
+        default="",
+        description="The squashing op (Sigmoid, Tanh) the output is made from when only "
+        "constant scales and shifts follow it (1 + 4 * sigmoid(x): a score on a fixed range); "
+        "'' otherwise.",
+    )
 
 
 class ModelFacts(BaseModel):

@@ -54,11 +54,9 @@ from optistudio.core.numerics.evaluators.evidence import (
 )
 from optistudio.core.numerics.evaluators.input_kinds import input_evidence
 from optistudio.core.numerics.evaluators.outputs import output_named
+from optistudio.core.numerics.evaluators.rescaled import PASS_THROUGH, rescaled_outputs
 from optistudio.core.numerics.evaluators.softmax_chain import int_constants, softmax_chain
 
-PASS_THROUGH = frozenset(
-    {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Transpose"}
-)
 SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
 SOFTMAX_LAST_AXIS_SINCE = 13
 """Softmax's axis defaults to -1 from opset 13, to 1 before it."""
@@ -107,8 +105,13 @@ def model_facts(path: Path) -> ModelFacts:
     weights = {init.name for init in graph.initializer}
     inputs = [value for value in graph.input if value.name not in weights]
     constants = int_constants(graph)
+    rescaled = rescaled_outputs(graph)
+    outputs = [_output_facts(value, producers, opset, constants) for value in graph.output]
     return ModelFacts(
-        outputs=[_output_facts(value, producers, opset, constants) for value in graph.output],
+        outputs=[
+            output.model_copy(update={"scaled_from": rescaled.get(output.name, "")})
+            for output in outputs
+        ],
         input_shapes={value.name: _dims(value) for value in inputs},
         input_dtypes={value.name: _dtype(value) for value in inputs},
         metadata_keys=sorted({prop.key for prop in model.metadata_props}),
@@ -245,7 +248,9 @@ def _output_facts(
         return _past_pass_through(producers.get(name), producers)
 
     node = producer(value.name)
-    declared = OutputFacts(name=value.name, dtype=_dtype(value), shape=_dims(value))
+    declared = OutputFacts(
+        name=value.name, dtype=_dtype(value), shape=_dims(value), scalar=_scalar(value)
+    )
     if node is None:
         return declared
     chain = softmax_chain(node, producer, constants)
@@ -308,6 +313,12 @@ def _dims(value: onnx.ValueInfoProto) -> list[Dim]:
     return dims
 
 
+def _scalar(value: onnx.ValueInfoProto) -> bool:
+    """Declared with rank 0 (a shape with no dims), as against no shape at all."""
+    tensor = value.type.tensor_type
+    return value.type.HasField("tensor_type") and tensor.HasField("shape") and not tensor.shape.dim
+
+
 def as_run(facts: ModelFacts, shapes: Mapping[str, list[int]]) -> ModelFacts | None:
     """The facts read at the shapes a run had (`shapes`, by input and output name) where the
     declaration leaves them open or is contradicted: an output of another rank (ddddocr's
@@ -333,6 +344,8 @@ def _open_dims_filled(declared: list[Dim], ran: list[int] | None) -> list[Dim]:
 def _as_ran(output: OutputFacts, ran: list[int] | None) -> OutputFacts:
     if ran is None:
         return output
+    if not ran and not output.scalar:  # ran with rank 0: one value
+        return output.model_copy(update={"shape": [], "scalar": True})
     if len(ran) != len(output.shape):
         return output.model_copy(update={"shape": list(ran)})
     shape = _open_dims_filled(output.shape, ran)
