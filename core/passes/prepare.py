@@ -9,7 +9,9 @@ be an initializer"). Before every INT8 pass on ONNX Runtime's quantizer the grap
 1. given unique node names (empty and repeated ones renamed, the others kept, so
    `nodes_to_exclude` still names them) and its weights taken out of the graph inputs;
 2. pre-processed as ONNX Runtime documents (`quant_pre_process`: symbolic shape inference,
-   graph optimisation, ONNX shape inference), with external data kept external (> 2 GB).
+   graph optimisation, ONNX shape inference), with external data kept external (> 2 GB);
+   its outputs keep the shapes the original declares (symbolic inference re-declares them,
+   and a variant declaring other outputs reads as another model).
    Dynamic INT8 keeps MatMul + Add apart (ORT's MatMulAddFusion makes a Gemm, which dynamic
    quantization does not quantize).
 
@@ -32,6 +34,7 @@ import onnx
 from onnx.external_data_helper import uses_external_data
 
 from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends.blame import load_cause
 from optistudio.core.errors import ModelLoadError, OptistudioError, PassFailed
 
 logger = logging.getLogger(__name__)
@@ -69,11 +72,13 @@ def prepare_for_quantizer(
     work_dir.mkdir(parents=True, exist_ok=True)
     named, notes = _tidied(Path(model).resolve(), work_dir.resolve())
     try:
-        return Prepared(_preprocessed(named, work_dir.resolve(), optimize, keep_fusions), notes)
+        prepared = _preprocessed(named, work_dir.resolve(), optimize, keep_fusions)
     except Exception as exc:  # pre-processing is an aid; any failure of it is survivable
         logger.info("quantization pre-processing failed: %s", exc)
         sentence = f"{type(exc).__name__}: {exc}".strip()[:300]
         return Prepared(named, [*notes, f"Pre-processing failed ({sentence}); quantized as is."])
+    keep_declared_outputs(Path(model), prepared)
+    return Prepared(prepared, notes)
 
 
 def unique_node_names(graph: onnx.GraphProto) -> int:
@@ -119,6 +124,28 @@ def free_weights_ir(proto: onnx.ModelProto) -> int | None:
     return old
 
 
+def keep_declared_outputs(source: Path, target: Path) -> int:
+    """Give `target`'s graph outputs the shapes `source` declares, in place; returns how many
+    changed. Pre-processing's symbolic shape inference re-declares them, taking a symbolic dim
+    never to be 1: AECMOS declares [batch_size] for a Squeeze of [1, 2] and returns [2], and
+    its INT8 variant declared [batch_size, 2], which the profile then refused as another
+    model. A variant declares what its original declares."""
+    declared = {v.name: v.type for v in onnx.load(source, load_external_data=False).graph.output}
+    proto = onnx.load(target, load_external_data=False)
+    changed = 0
+    for value in proto.graph.output:
+        old = declared.get(value.name)
+        if old is None or not old.HasField("tensor_type") or old == value.type:
+            continue
+        value.type.tensor_type.ClearField("shape")
+        if old.tensor_type.HasField("shape"):
+            value.type.tensor_type.shape.CopyFrom(old.tensor_type.shape)
+        changed += 1
+    if changed:
+        onnx.save_model(proto, target)  # external data, if any, stays where it is named
+    return changed
+
+
 def already_quantized(model: Path) -> list[str]:
     """Names of the nodes that already read a DequantizeLinear output (an already-QDQ file):
     quantizing them again repeats the names of their Q/DQ tensors, so they are left as they
@@ -132,9 +159,12 @@ def already_quantized(model: Path) -> list[str]:
     ]
 
 
-def finish_quantized(out: Path, action: str) -> list[str]:
-    """Rename the quantized graph's repeated node names in place, then load it once in ONNX
-    Runtime; GraphNotApplicable with its sentence when it cannot. Returns notes."""
+def finish_quantized(out: Path, action: str, *, original: Path | None = None) -> list[str]:
+    """Rename the quantized graph's repeated node names in place, give its outputs the shapes
+    `original` declares (`keep_declared_outputs`), then load it once in ONNX Runtime;
+    GraphNotApplicable with its sentence when it cannot. Returns notes."""
+    if original is not None:
+        keep_declared_outputs(original, out)
     proto = onnx.load(out, load_external_data=False)
     renamed = unique_node_names(proto.graph)
     if renamed:
@@ -143,7 +173,8 @@ def finish_quantized(out: Path, action: str) -> list[str]:
         get_backend("onnxruntime").load(out, SessionOptions()).close()
     except ModelLoadError as exc:
         raise GraphNotApplicable(
-            f"Not applicable to this graph: {action} made a model that {exc.message}",
+            f"Not applicable to this graph: {action} made a model ONNX Runtime cannot load: "
+            f"{load_cause(exc.message)}",
             hint="The other recipes still apply; report this with the model if it should.",
         ) from exc
     return [f"Renamed {renamed} repeated node name(s) in the quantized model."] if renamed else []

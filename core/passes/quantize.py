@@ -155,7 +155,7 @@ def run_int8_dynamic(
             nodes_to_exclude=excluded,
             use_external_data_format=_uses_external_data(prepared),
         )
-    warnings += finish_quantized(out, "dynamic INT8")
+    warnings += finish_quantized(out, "dynamic INT8", original=model)
     context.progress(1.0, "quantized")
     replaced = _replaced_ops(before, _op_counts(out))
     details = {
@@ -231,7 +231,7 @@ def run_int8_static(
     ranges = compute_ranges(config.calibration, stats.collectors, config.percentile)
     context.progress(0.8, "quantizing")
     handover = _quantize_with_ranges(prepared, out, ranges, config, op_types, source, context)
-    warnings += finish_quantized(out, "static INT8")
+    warnings += finish_quantized(out, "static INT8", original=model)
     context.progress(1.0, "quantized")
     details = {
         "preprocessed": prepared != model,
