@@ -42,7 +42,7 @@ def made_by_studio(
         return error
     verb = "load" if isinstance(error, ModelLoadError) else "run"
     made = f"The {(precision or 'fp32').upper()} file the studio made with {_names(passes)}"
-    message = f"{made} failed to {verb}: {_detail(error.message)}"
+    message = f"{made} failed to {verb}: {load_cause(error.message)}"
     return type(error)(message, hint=BUG_HINT)
 
 
@@ -59,7 +59,9 @@ def _names(passes: Sequence[str]) -> str:
     return " + ".join(named) if named else "an optimization pass"
 
 
-def _detail(message: str) -> str:
+def load_cause(message: str) -> str:
+    """A load error's cause without its "X could not load this model: " lead, for a sentence
+    that names the runtime and the model itself."""
     for prefix in LOAD_PREFIXES:
         if message.startswith(prefix):
             return message.removeprefix(prefix)

@@ -125,7 +125,7 @@ def test_a_graph_the_quantizer_cannot_take_sets_the_recipe_aside(tmp_path: Path)
     assert variant.status == "not_applicable"
     assert variant.not_applicable_where() == "to this graph"
     assert variant.why_not_applicable().startswith(
-        "not applicable to this graph: static INT8 made a model that ONNX Runtime could not"
+        "not applicable to this graph: static INT8 made a model ONNX Runtime cannot load: "
     )
 
 
