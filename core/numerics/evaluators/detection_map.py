@@ -2,7 +2,9 @@
 its map marks, not by the map's raw values.
 
 The judged output is one map [N, 1, H, W] after a Sigmoid, the size of the input image: the
-probability that a pixel is text. A cosine of two such maps is dominated by the many
+probability that a pixel is text (or, beside other maps, a CenterNet-style detector's heatmap at
+a stride of the input, such as CenterFace's; its thresholded regions judge it as fairly, and the
+recognition's sentence says which it read). A cosine of two such maps is dominated by the many
 near-zero background pixels and says little about what a detector returns, so both maps are
 read as a detector's post-processing reads them: binarised at 0.3 (PP-OCR's `thresh`), with
 A_i and B_i the original's and the variant's text pixels in sample i,
@@ -49,6 +51,7 @@ from optistudio.core.numerics.evaluators.components import label_components
 from optistudio.core.numerics.evaluators.near_ties import THRESHOLD_MARGIN
 from optistudio.core.numerics.evaluators.outputs import (
     OneOutputEvaluator,
+    image_input,
     same_spatial,
     shape_text,
     size,
@@ -144,10 +147,7 @@ class DetectionMapEvaluator(OneOutputEvaluator):
                 continue
             if same_spatial(shape, facts):
                 return Recognition(
-                    task=self.info.name,
-                    reason=f"{output.name} {shape_text(shape, 'NCHW')} after Sigmoid, the size "
-                    "of the input image: a DB-style text-detection probability map",
-                    outputs=[output.name],
+                    task=self.info.name, reason=map_reason(output, facts), outputs=[output.name]
                 )
         return None
 
@@ -157,6 +157,30 @@ class DetectionMapEvaluator(OneOutputEvaluator):
     def read_labels(self, path: Path, *, samples: int) -> list[np.ndarray]:
         """Text boxes: a .json list per sample of [x1, y1, x2, y2] rows in image pixels."""
         return read_box_labels(path, samples=samples, classes=False)
+
+
+def map_reason(output: OutputFacts, facts: ModelFacts) -> str:
+    """What the map was read as, claiming only what the graph shows: the input image's size
+    only when the dims say so (fixed and equal, or named as the input's), and a text map only
+    when it is the model's one map (a heatmap beside other maps is a CenterNet-style
+    detector's, such as CenterFace's faces with their scale and offset maps)."""
+    shape = output.shape
+    image = image_input(facts) or []
+    spatial = zip(shape[2:], image[2:], strict=False)  # no image input: nothing to match
+    sized = [ours == theirs and ours is not None for ours, theirs in spatial]
+    where = (
+        "the size of the input image"
+        if len(sized) == 2 and all(sized)
+        else "its height and width open"
+    )
+    others = [o.name for o in facts.outputs if o.name != output.name and len(o.shape) == 4]
+    kind = (
+        f"a heatmap beside {len(others)} other map(s) ({', '.join(others[:3])}): a "
+        "CenterNet-style detector's, judged by the regions its heatmap marks"
+        if others
+        else "a DB-style text-detection probability map"
+    )
+    return f"{output.name} {shape_text(shape, 'NCHW')} after Sigmoid, {where}: {kind}"
 
 
 def text_boxes(probability: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
