@@ -8,6 +8,7 @@ each titled with its label, unit and which way is better.
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from optistudio.core.report.figure_text import figure_text
 from optistudio.core.report.labels import legend_labels, shared_parts
@@ -18,6 +19,8 @@ from optistudio.core.report.snapshot import CompareSnapshot, ResultRow
 MAX_BOXES = 40
 """Latency distributions drawn at most; more boxes than this are unreadable."""
 FRONTIER_COLOR, SWEET_COLOR = "#d62728", "#2ca02c"
+PALETTE = qualitative.Plotly
+"""Row colours, in the snapshot's order."""
 
 
 MARGIN = {"l": 60, "r": 20, "t": 30, "b": 50}
@@ -61,7 +64,7 @@ def _marker(
     overlap into unreadable text), its name in the legend and its full label on hover, the
     figures as the table reads them ('identical' for float rounding, not 1.055e-14)."""
     row = snapshot.rows[point[0]]
-    marker: dict[str, object] = {"size": 11}
+    marker: dict[str, object] = {"size": 11, "color": row_color(point[0])}
     if on_front:
         marker |= {"symbol": "diamond", "line": {"color": FRONTIER_COLOR, "width": 2}}
     figures = ", ".join(
@@ -79,6 +82,12 @@ def _marker(
         hovertemplate="%{hovertext}<extra></extra>",
         cliponaxis=False,
     )
+
+
+def row_color(index: int) -> str:
+    """The colour of the snapshot's row `index` in every chart, so a result reads alike in each
+    (a trace's default colour follows its position, which the frontier line shifts)."""
+    return PALETTE[index % len(PALETTE)]
 
 
 def legend_names(snapshot: CompareSnapshot) -> list[str]:
@@ -155,7 +164,7 @@ def throughput_figure(snapshot: CompareSnapshot) -> go.Figure:
     return frontier_figure(snapshot, "p99_ms", "throughput")
 
 
-def _box(row: ResultRow, values: dict[str, float | None]) -> go.Box | None:
+def _box(row: ResultRow, values: dict[str, float | None], color: str) -> go.Box | None:
     p10, p50, p90, p99 = (values.get(k) for k in ("p10_ms", "p50_ms", "p90_ms", "p99_ms"))
     if None in (p10, p50, p90, p99):
         return None
@@ -171,14 +180,15 @@ def _box(row: ResultRow, values: dict[str, float | None]) -> go.Box | None:
         mean=[values.get("mean_ms") or p50],
         orientation="h",
         showlegend=False,
+        marker_color=color,
     )
 
 
 def distribution_figure(snapshot: CompareSnapshot) -> go.Figure:
     """Latency spread per result from its stored percentiles: box p10-p90, whiskers min-p99."""
     figure = go.Figure()
-    for row in snapshot.rows[:MAX_BOXES]:
-        box = _box(row, {k: snapshot.value(row, k) for k in row.metrics})
+    for i, row in enumerate(snapshot.rows[:MAX_BOXES]):
+        box = _box(row, {k: snapshot.value(row, k) for k in row.metrics}, row_color(i))
         if box is not None:
             figure.add_trace(box)
     if not figure.data:

@@ -156,3 +156,18 @@ def test_axis_titles_and_labels_have_room(snapshot, draw) -> None:
 
     assert figure.layout.margin.b >= 40 and figure.layout.margin.l >= 40
     assert figure.layout.xaxis.automargin and figure.layout.yaxis.automargin
+
+
+def test_a_result_has_one_colour_in_every_chart(snapshot) -> None:
+    """The frontier line shifts Plotly's colour cycle in one chart and not the other: each
+    result keeps its own colour in the legend of both scatter plots and in the spread."""
+    names = legend_names(snapshot)
+
+    def colours(figure) -> dict[str, str]:
+        return {t.name: t.marker.color for t in figure.data if t.name in names}
+
+    pareto, throughput = colours(pareto_figure(snapshot)), colours(throughput_figure(snapshot))
+    spread = [box.marker.color for box in distribution_figure(snapshot).data]
+
+    assert pareto == throughput and len(set(pareto.values())) == len(snapshot.rows)
+    assert spread == [pareto[name] for name in names]
