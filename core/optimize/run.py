@@ -32,7 +32,9 @@ budget whose interval says "faster", leaving out, unless the run is speed-only, 
 on random inputs or on built-in samples with no task to check them; if none qualifies, the
 original stays the best choice.
 The report's headline says so in one line and names the fastest variant left out and why
-(optistudio.core.optimize.headline). Auto's QAT note counts as misses only the INT8 variants
+(optistudio.core.optimize.headline). Where full static INT8 on ONNX Runtime was measured and
+none paid, Auto also makes int8_placed, INT8 only on the nodes where it is faster
+(optistudio.core.optimize.placement_offer). Auto's QAT note counts as misses only the INT8 variants
 that were judged and timed; one that failed outright is named with its error.
 
 The target is a backend, or 'any' (the default): then the candidates spread over every backend
@@ -100,6 +102,7 @@ from optistudio.core.optimize.making import (
     run_precision,
 )
 from optistudio.core.optimize.no_data import RunData, without_data
+from optistudio.core.optimize.placement_offer import PLACEMENT_RECIPE, offer_int8_placement
 from optistudio.core.optimize.provenance import budget_suffix, data_notes, left_for_data, mark
 from optistudio.core.optimize.recipes import (
     ANY,
@@ -234,6 +237,7 @@ def optimize(
     recipes = _run_recipes(spec, info)
     making = Making(model, info, timed.spec, out_dir, judging)
     variants = _make_all(making, spec, recipes, report)
+    _add_placement(making, spec, recipes, variants, report)
     qat_note = _add_qat(making, spec, recipes, variants, report)
     resolve_unsteady(model, variants, timed.spec, progress=report)
     report(1.0, "Done")
@@ -315,6 +319,23 @@ def _make_all(
         earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
         variants.append(making.variant(recipe, share, earlier))
     return variants
+
+
+def _add_placement(
+    making: Making,
+    spec: OptimizeSpec,
+    recipes: list[Recipe],
+    variants: list[VariantResult],
+    report: ProgressCallback,
+) -> None:
+    """Auto's INT8-where-it-pays variant appended to `variants` when full static INT8 on ONNX
+    Runtime was measured and none paid (optistudio.core.optimize.placement_offer)."""
+    if AUTO not in spec.recipes or not offer_int8_placement(variants):
+        return
+    asked = spec.model_copy(update={"recipes": [PLACEMENT_RECIPE]})
+    (placed,) = _run_recipes(asked, making.info)
+    share = scaled(report, 1.0, 1.0, prefix=f"{placed.label}: ")
+    variants.append(making.variant(placed, share))
 
 
 def _add_qat(
