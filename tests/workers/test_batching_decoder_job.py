@@ -12,35 +12,20 @@ from pydantic import ValidationError
 from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.llm.serving_whatif import DecodeProfile
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import BATCHING_PROFILE
 from optistudio.services.jobresults import BatchingProfileJobResult
 from optistudio.workers.batching_decoder import DECODE_MAX_BATCH, decode_batch_sizes
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
-
-
-def profiled(factory, settings, model: Path, spec: BatchingProfileSpec):  # type: ignore[no-untyped-def]
-    model_id = add_model_file(factory, settings, model, name="decoder").model_id
-    with transaction(factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.batching_profile, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(factory, job_id, worker="test", task_id="t", work=work_of(JobKind.batching_profile))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        return job.status, job.message, job.result, job.environment_id
+from tests.workers.conftest import finished_job
 
 
 def test_a_decoders_batching_profile_is_its_decode_steps(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path
+    db_factory, store_model, tmp_path: Path
 ) -> None:
-    model = build_tiny_decoder(tmp_path / "decoder")
+    model_id = store_model(build_tiny_decoder(tmp_path / "decoder"), name="decoder")
     spec = BatchingProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
 
-    status, message, stored, environment = profiled(db_factory, app_settings, model, spec)
+    job = finished_job(db_factory, JobKind.batching_profile, model_id, spec)
+    status, message, stored, environment = job.status, job.message, job.result, job.environment_id
 
     assert status == JobStatus.succeeded, message
     assert "profile" not in stored and "ceiling" not in stored  # no latency profile pretended

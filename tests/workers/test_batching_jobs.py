@@ -8,37 +8,20 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.db.models import Job, JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
-
-profile_job, verify_job = work_of(JobKind.batching_profile), work_of(JobKind.batching_verify)
-
-
-def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> Job:  # type: ignore[no-untyped-def]
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec, model_id=model_id).id
-    run_job(factory, job_id, worker="test", task_id="t1", work=work)
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        s.expunge(job)
-        return job
+from tests.workers.conftest import finished_job
 
 
 def _profiled(factory, model_id: int) -> Job:  # type: ignore[no-untyped-def]
     """A finished batching profile job of the model, up to batch 4."""
-    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05).model_dump()
-    return _run(factory, JobKind.batching_profile, model_id, spec, profile_job)
+    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
+    return finished_job(factory, JobKind.batching_profile, model_id, spec)
 
 
 @pytest.fixture
-def stored(db_factory, app_settings, make_model):  # type: ignore[no-untyped-def]
+def stored(store_model, make_model):  # type: ignore[no-untyped-def]
     def store(**kwargs: object) -> int:
-        path = make_model(**kwargs)
-        return add_model_file(db_factory, app_settings, path, name=path.stem).model_id
+        return store_model(make_model(**kwargs))
 
     return store
 
@@ -47,7 +30,7 @@ def stored(db_factory, app_settings, make_model):  # type: ignore[no-untyped-def
 def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
     spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
 
-    job = _run(db_factory, JobKind.batching_profile, stored(), spec.model_dump(), profile_job)
+    job = finished_job(db_factory, JobKind.batching_profile, stored(), spec)
 
     assert job.status == JobStatus.succeeded, job.message
     profile = LatencyProfile.model_validate(job.result["profile"])
@@ -69,7 +52,7 @@ def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> N
         settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=200, seconds=0.5
     )
 
-    job = _run(db_factory, JobKind.batching_verify, stored(), spec.model_dump(), verify_job)
+    job = finished_job(db_factory, JobKind.batching_verify, stored(), spec)
 
     assert job.status == JobStatus.succeeded, job.message
     measured = job.result["measured"]
@@ -88,7 +71,7 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
 ) -> None:  # type: ignore[no-untyped-def]
     model_id = stored(batch=1)
     spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
-    job = _run(db_factory, JobKind.batching_profile, model_id, spec.model_dump(), profile_job)
+    job = finished_job(db_factory, JobKind.batching_profile, model_id, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert "batch is fixed at 1: batched a rewrite" in job.message
@@ -96,7 +79,7 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
     verify = BatchingVerifySpec(
         settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=100, seconds=0.3
     )
-    served = _run(db_factory, JobKind.batching_verify, model_id, verify.model_dump(), verify_job)
+    served = finished_job(db_factory, JobKind.batching_verify, model_id, verify)
     assert served.status == JobStatus.succeeded, served.message
     assert "batch is fixed at 1" in served.message
 
@@ -104,9 +87,7 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
 def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
     spec = BatchingProfileSpec(max_batch_size=4)
 
-    job = _run(
-        db_factory, JobKind.batching_profile, stored(batch=2), spec.model_dump(), profile_job
-    )
+    job = finished_job(db_factory, JobKind.batching_profile, stored(batch=2), spec)
 
     assert job.status == JobStatus.failed
     assert "does not apply" in job.message and job.error_detail is None
@@ -135,12 +116,11 @@ def test_verify_refits_the_profile_in_use_and_stores_it(db_factory, stored, monk
     profiled = _profiled(db_factory, model_id)
     settings = BatchingSettings(max_batch_size=4, timeout_ms=1)
     first, second = (
-        _run(
+        finished_job(
             db_factory,
             JobKind.batching_verify,
             model_id,
-            BatchingVerifySpec(settings=settings, rate=rate, seconds=0.5, seed=seed).model_dump(),
-            verify_job,
+            BatchingVerifySpec(settings=settings, rate=rate, seconds=0.5, seed=seed),
         )
         for rate, seed in ((60, 0), (120, 1))  # far below this model's knee: none saturates
     )
@@ -172,7 +152,7 @@ def test_verify_without_a_profile_measures_and_predicts_nothing(db_factory, stor
         settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=100, seconds=0.3
     )
 
-    job = _run(db_factory, JobKind.batching_verify, stored(), spec.model_dump(), verify_job)
+    job = finished_job(db_factory, JobKind.batching_verify, stored(), spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert BATCHING_VERIFY.parse_result(job.result).prediction is None
@@ -200,7 +180,7 @@ def test_a_saturated_verify_keeps_its_batches_but_not_its_refit(  # type: ignore
         settings=BatchingSettings(max_batch_size=4, timeout_ms=1), rate=60, seconds=0.5
     )
 
-    job = _run(db_factory, JobKind.batching_verify, model_id, spec.model_dump(), verify_job)
+    job = finished_job(db_factory, JobKind.batching_verify, model_id, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     prediction = BATCHING_VERIFY.parse_result(job.result).prediction

@@ -10,33 +10,24 @@ from sqlalchemy import select
 
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import JobKind, JobStatus, Measurement
-from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import BENCHMARK
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 
-def benchmark(db_factory, app_settings, model: Path, spec: BenchmarkSpec):  # type: ignore[no-untyped-def]
-    model_id = add_model_file(db_factory, app_settings, model, name="decoder").model_id
+def benchmark(db_factory, store_model, model: Path, spec: BenchmarkSpec):  # type: ignore[no-untyped-def]
+    job = finished_job(db_factory, JobKind.benchmark, store_model(model, name="decoder"), spec)
     with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.benchmark))
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        rows = s.scalars(select(Measurement).where(Measurement.job_id == job_id)).all()
-        return job.status, job.message, job.result, len(rows)
+        rows = s.scalars(select(Measurement).where(Measurement.job_id == job.id)).all()
+    return job.status, job.message, job.result, len(rows)
 
 
 def test_a_decoders_benchmark_is_its_decoding(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path
+    db_factory, store_model, tmp_path: Path
 ) -> None:
     model = build_tiny_decoder(tmp_path / "decoder")
     status, message, stored, rows = benchmark(
-        db_factory, app_settings, model, BenchmarkSpec(threads=1, batch_sizes=[1, 3])
+        db_factory, store_model, model, BenchmarkSpec(threads=1, batch_sizes=[1, 3])
     )
 
     assert status == JobStatus.succeeded, message
@@ -52,25 +43,25 @@ def test_a_decoders_benchmark_is_its_decoding(  # type: ignore[no-untyped-def]
 
 
 def test_a_decoder_is_not_converted_to_another_precision(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path
+    db_factory, store_model, tmp_path: Path
 ) -> None:
     model = build_tiny_decoder(tmp_path / "decoder")
     status, message, _, _ = benchmark(
-        db_factory, app_settings, model, BenchmarkSpec(threads=1, precision="fp16")
+        db_factory, store_model, model, BenchmarkSpec(threads=1, precision="fp16")
     )
 
     assert status == JobStatus.failed and "not converted to fp16" in message
 
 
 def test_a_decoders_input_profile_is_not_run_before_its_jobs(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path, caplog
+    db_factory, store_model, tmp_path: Path, caplog
 ) -> None:
     """The decode loop feeds a decoder token ids and its own cache: the sizes intake proposed
     for its inputs are not checked by a run first (which failed, and was logged, every job)."""
     model = build_tiny_decoder(tmp_path / "decoder")
     with caplog.at_level("WARNING"):
         status, message, _, _ = benchmark(
-            db_factory, app_settings, model, BenchmarkSpec(threads=1, batch_sizes=[1])
+            db_factory, store_model, model, BenchmarkSpec(threads=1, batch_sizes=[1])
         )
 
     assert status == JobStatus.succeeded, message

@@ -9,34 +9,16 @@ from diagnostic_models import build_cnn, quantize_cnn
 
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
-
-profile_job, soak_job = work_of(JobKind.profile), work_of(JobKind.soak)
-
-
-def _run(factory, kind: JobKind, model_id: int, spec: dict, work) -> object:  # type: ignore[no-untyped-def]
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec, model_id=model_id).id
-    run_job(factory, job_id, worker="test", task_id="t1", work=work)
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        s.expunge(job)
-        return job
+from tests.workers.conftest import finished_job
 
 
 @pytest.fixture
-def cnn_models(db_factory, app_settings, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def cnn_models(store_model, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     cnn = build_cnn(tmp_path / "cnn.onnx")
     dynamic = quantize_cnn(cnn, tmp_path / "dyn.onnx", mode="dynamic")
-    original = add_model_file(db_factory, app_settings, cnn, name="cnn").model_id
-    variant = add_model_file(
-        db_factory, app_settings, dynamic, name="cnn int8", parent_id=original, precision="int8"
-    ).model_id
+    original = store_model(cnn, name="cnn")
+    variant = store_model(dynamic, name="cnn int8", parent_id=original, precision="int8")
     return original, variant
 
 
@@ -44,7 +26,7 @@ def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_mod
     original, variant = cnn_models
     spec = ProfileJobSpec(runs=3, warmup_runs=1, variant_model_id=variant)
 
-    job = _run(db_factory, JobKind.profile, original, spec.model_dump(mode="json"), profile_job)
+    job = finished_job(db_factory, JobKind.profile, original, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert job.environment_id is not None
@@ -62,9 +44,7 @@ def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_mod
 def test_profile_job_with_a_missing_variant_fails_with_the_reason(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
     spec = ProfileJobSpec(runs=2, variant_model_id=999)
 
-    job = _run(
-        db_factory, JobKind.profile, cnn_models[0], spec.model_dump(mode="json"), profile_job
-    )
+    job = finished_job(db_factory, JobKind.profile, cnn_models[0], spec)
 
     assert job.status == JobStatus.failed
     assert "#999" in job.message and job.error_detail is None
@@ -73,7 +53,7 @@ def test_profile_job_with_a_missing_variant_fails_with_the_reason(db_factory, cn
 def test_soak_job_stores_the_verdict(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
     spec = SoakSpec(seconds=1.0, batch_sizes=[1, 2])
 
-    job = _run(db_factory, JobKind.soak, cnn_models[0], spec.model_dump(mode="json"), soak_job)
+    job = finished_job(db_factory, JobKind.soak, cnn_models[0], spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert job.result["verdict"] == "stable"

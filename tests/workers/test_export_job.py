@@ -8,31 +8,29 @@ from pathlib import Path
 
 from optistudio.core.report.bundle import verify_bundle
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import EXPORT
 from optistudio.studio.compare_services import export_rows, submit_export
-from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job, read_job, work_job
 
 export_job = work_of(JobKind.export)
 
 
-def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_model: Path) -> None:
-    model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+def test_export_job_writes_a_verified_bundle(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, store_model, tiny_model: Path
+) -> None:
+    model_id = store_model(tiny_model, name="tiny")
     sent: list[tuple[str, list[int]]] = []
     job_id = submit_export(
         db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t1"
     )
     assert sent == [("optistudio.export", [job_id])]
 
-    run_job(db_factory, job_id, worker="test", task_id="t1", work=export_job)
+    work_job(db_factory, job_id, export_job)
 
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job is not None and job.status == JobStatus.succeeded, job and job.message
-        result = EXPORT.parse_result(job.result or {})
+    job = read_job(db_factory, job_id)
+    assert job is not None and job.status == JobStatus.succeeded, job and job.message
+    result = EXPORT.parse_result(job.result or {})
     bundle = Path(result.bundle)
     assert bundle.parent == app_settings.artifact_dir / "jobs" / str(job_id)
     assert verify_bundle(bundle) == []
@@ -46,10 +44,7 @@ def test_export_job_writes_a_verified_bundle(db_factory, app_settings, tiny_mode
 
 
 def test_export_of_a_deleted_model_fails_with_a_reason(db_factory) -> None:
-    with transaction(db_factory) as s:
-        job_id = create_job(s, kind=JobKind.export, spec={}, model_id=None).id
-    run_job(db_factory, job_id, worker="test", task_id=None, work=export_job)
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job is not None and job.status == JobStatus.failed
-        assert "has no model to export" in job.message
+    job = finished_job(db_factory, JobKind.export, None, {})
+
+    assert job is not None and job.status == JobStatus.failed
+    assert "has no model to export" in job.message

@@ -11,11 +11,10 @@ from sqlalchemy.exc import OperationalError
 from optistudio.core.errors import PassFailed
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job, request_cancel, results_rows
+from optistudio.db.queries import request_cancel, results_rows
 from optistudio.db.session import DatabaseUnavailable, transaction
-from optistudio.services.catalog import add_model_file
-from optistudio.workers.jobs import run_job
 from optistudio.workers.work import work_of
+from tests.workers.conftest import queue_job, read_job, work_job
 
 benchmark_job = work_of(JobKind.benchmark)
 QUICK = BenchmarkSpec(
@@ -28,18 +27,6 @@ QUICK = BenchmarkSpec(
 )
 
 
-def submit(factory, model_id: int | None, spec: dict) -> int:
-    with transaction(factory) as s:
-        return create_job(s, kind=JobKind.benchmark, spec=spec, model_id=model_id).id
-
-
-def job_of(factory, job_id: int):
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        _ = job.model
-        return job
-
-
 def _invalidated() -> OperationalError:
     """A connection that died mid-statement, as SQLAlchemy reports it."""
     error = OperationalError(
@@ -50,23 +37,23 @@ def _invalidated() -> OperationalError:
 
 
 @pytest.fixture
-def stored_model(db_factory, app_settings, tiny_model: Path) -> int:
-    return add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
+def stored_model(store_model, tiny_model: Path) -> int:  # type: ignore[no-untyped-def]
+    return store_model(tiny_model, name="tiny")
 
 
 def test_benchmark_job_stores_measurements_once_even_when_run_twice(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+    job_id = queue_job(db_factory, JobKind.benchmark, QUICK, stored_model)
 
-    run_job(db_factory, job_id, worker="test", task_id="t1", work=benchmark_job)
+    work_job(db_factory, job_id, benchmark_job)
     with transaction(db_factory) as s:
         first = results_rows(s, job_ids=[job_id])
     # A redelivered task finds the job finished and does nothing; a forced rerun replaces rows.
-    run_job(db_factory, job_id, worker="test", task_id="t1", work=benchmark_job)
-    benchmark_job(job_of(db_factory, job_id), _NullContext(db_factory, job_id))
+    work_job(db_factory, job_id, benchmark_job)
+    benchmark_job(read_job(db_factory, job_id), _NullContext(db_factory, job_id))
     with transaction(db_factory) as s:
         second = results_rows(s, job_ids=[job_id])
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert job.status == JobStatus.succeeded and job.progress == 1.0
     assert job.environment_id is not None
     assert len(first) == len(second) > 0
@@ -74,11 +61,13 @@ def test_benchmark_job_stores_measurements_once_even_when_run_twice(db_factory, 
 
 
 def test_invalid_spec_fails_with_a_readable_message(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, {"min_runs": -1, "colour": "red"})
+    job_id = queue_job(
+        db_factory, JobKind.benchmark, {"min_runs": -1, "colour": "red"}, stored_model
+    )
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
+    work_job(db_factory, job_id, benchmark_job, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.failed, "invalid_spec")
     assert "min_runs" in job.message and "colour" in job.message
     assert job.error_detail is None
@@ -89,11 +78,11 @@ def test_missing_model_file_fails_cleanly(db_factory, app_settings, stored_model
         from optistudio.db.queries import get_model
 
         Path(get_model(s, model_id=stored_model).path).unlink()
-    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+    job_id = queue_job(db_factory, JobKind.benchmark, QUICK, stored_model)
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=benchmark_job)
+    work_job(db_factory, job_id, benchmark_job, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.failed, "model_rejected")
     assert "missing" in job.message and "Upload the model again" not in job.message
     assert job.error_hint.startswith("Upload the model again")
@@ -101,14 +90,14 @@ def test_missing_model_file_fails_cleanly(db_factory, app_settings, stored_model
 
 
 def test_an_expected_failure_records_its_code_message_and_hint_apart(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, {})
+    job_id = queue_job(db_factory, JobKind.benchmark, {}, stored_model)
 
     def unsupported(job, context):
         raise PassFailed("int8_static cannot quantize op 'Foo'.", hint="Try the fp16 recipe.")
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=unsupported)
+    work_job(db_factory, job_id, unsupported, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     stored = (job.status, job.error_code, job.message, job.error_hint, job.error_detail)
     assert stored == (
         JobStatus.failed,
@@ -120,15 +109,15 @@ def test_an_expected_failure_records_its_code_message_and_hint_apart(db_factory,
 
 
 def test_a_bug_is_an_internal_error_with_the_traceback_kept(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, {})
+    job_id = queue_job(db_factory, JobKind.benchmark, {}, stored_model)
 
     def broken(job, context):
         raise ZeroDivisionError("oops")
 
     with pytest.raises(ZeroDivisionError):
-        run_job(db_factory, job_id, worker="test", task_id=None, work=broken)
+        work_job(db_factory, job_id, broken, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.failed, "internal")
     assert job.message == f"Internal error (job {job_id}). The details are in the worker log."
     assert "please report it" in job.error_hint
@@ -137,30 +126,30 @@ def test_a_bug_is_an_internal_error_with_the_traceback_kept(db_factory, stored_m
 
 def test_cancel_requested_while_running_stops_the_job(db_factory, stored_model):
     slow = QUICK.model_copy(update={"min_seconds": 30.0, "max_seconds": 60.0})
-    job_id = submit(db_factory, stored_model, slow.model_dump(mode="json"))
+    job_id = queue_job(db_factory, JobKind.benchmark, slow, stored_model)
 
     def cancel_then_run(job, context):
         with transaction(db_factory) as s:
             request_cancel(s, job_id=job.id)
         return benchmark_job(job, context)
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=cancel_then_run)
+    work_job(db_factory, job_id, cancel_then_run, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.cancelled, "cancelled")
     assert job.message == "Cancelled while running."
     assert job.finished_at is not None
 
 
 def test_a_job_past_its_soft_time_limit_is_timed_out(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, {})
+    job_id = queue_job(db_factory, JobKind.benchmark, {}, stored_model)
 
     def too_long(job, context):
         raise SoftTimeLimitExceeded()
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=too_long)
+    work_job(db_factory, job_id, too_long, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.timed_out, "timeout")
     assert job.message.startswith("Timed out") and "OPTISTUDIO_JOB_TIME_LIMIT_S" in job.error_hint
     assert job.is_terminal and job.error_detail is None
@@ -175,28 +164,28 @@ def test_a_job_past_its_soft_time_limit_is_timed_out(db_factory, stored_model):
     ids=["retries-ran-out", "connection-invalidated"],
 )
 def test_a_lost_database_fails_the_job_with_its_own_code(db_factory, stored_model, lost, says):
-    job_id = submit(db_factory, stored_model, {})
+    job_id = queue_job(db_factory, JobKind.benchmark, {}, stored_model)
 
     def database_gone(job, context):
         raise lost
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=database_gone)
+    work_job(db_factory, job_id, database_gone, task_id=None)
 
-    job = job_of(db_factory, job_id)
+    job = read_job(db_factory, job_id)
     assert (job.status, job.error_code) == (JobStatus.failed, "database_unavailable")
     assert says in job.message and job.message.endswith("The job was stopped.")
     assert job.error_hint == "Submit it again once the database is back."
 
 
 def test_cancelled_queued_job_never_runs(db_factory, stored_model):
-    job_id = submit(db_factory, stored_model, QUICK.model_dump(mode="json"))
+    job_id = queue_job(db_factory, JobKind.benchmark, QUICK, stored_model)
     with transaction(db_factory) as s:
         request_cancel(s, job_id=job_id)
     ran = []
 
-    run_job(db_factory, job_id, worker="test", task_id=None, work=lambda j, c: ran.append(j))
+    work_job(db_factory, job_id, lambda j, c: ran.append(j), task_id=None)
 
-    assert ran == [] and job_of(db_factory, job_id).status == JobStatus.cancelled
+    assert ran == [] and read_job(db_factory, job_id).status == JobStatus.cancelled
 
 
 class _NullContext:

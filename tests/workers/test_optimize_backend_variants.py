@@ -10,36 +10,28 @@ from optimize_models import rms_norm_model
 
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job, get_model
+from optistudio.db.queries import get_model
 from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=1.0, threads=1)
 
 
 def test_fp32_on_openvino_is_its_own_model_pointing_at_the_originals_file(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path
+    db_factory, store_model, tmp_path: Path
 ) -> None:
-    path = rms_norm_model(tmp_path / "rms_norm.onnx")
-    original = add_model_file(db_factory, app_settings, path, name="rms_norm").model_id
+    original = store_model(rms_norm_model(tmp_path / "rms_norm.onnx"), name="rms_norm")
     spec = OptimizeJobSpec(
         recipes=["fp32"], target_backend="openvino", comparison=QUICK, accuracy_samples=4
     )
-    with transaction(factory := db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=original
-        ).id
 
-    run_job(factory, job_id, worker="test", task_id="t1", work=work_of(JobKind.optimize))
+    job = finished_job(db_factory, JobKind.optimize, original, spec)
 
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job is not None and job.status == JobStatus.succeeded, job and job.message
-        [variant] = OPTIMIZE.parse_result(job.result).variants
-        assert variant.status == "made" and variant.model_id not in (None, original)
+    assert job is not None and job.status == JobStatus.succeeded, job and job.message
+    [variant] = OPTIMIZE.parse_result(job.result).variants
+    assert variant.status == "made" and variant.model_id not in (None, original)
+    with transaction(db_factory) as s:
         made, stored = get_model(s, model_id=variant.model_id), get_model(s, model_id=original)
         assert made is not None and stored is not None
         assert (made.backend, made.precision, made.threads) == ("openvino", "fp32", 1)

@@ -10,36 +10,26 @@ from decoder_models import TinyShape, build_tiny_decoder
 
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 QUICK = ComparisonSpec(min_pairs=4, min_seconds=0.1, max_seconds=1.0, threads=1)
 
 
 def test_a_stored_decoder_is_judged_on_the_users_text(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path: Path
+    db_factory, store_model, tmp_path: Path
 ) -> None:
     folder = build_tiny_decoder(tmp_path / "decoder")
     model = folder / "model.onnx" if folder.is_dir() else folder
-    model_id = add_model_file(db_factory, app_settings, model, name="decoder").model_id
+    model_id = store_model(model, name="decoder")
     ids = tmp_path / "ids.npy"
     np.save(ids, np.random.default_rng(3).integers(0, TinyShape().vocab, 300))
     spec = OptimizeJobSpec(recipes=["int8_weight_only"], comparison=QUICK, data_path=str(ids))
-    with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
 
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.optimize))
+    job = finished_job(db_factory, JobKind.optimize, model_id, spec)
 
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
-        result = OPTIMIZE.parse_result(job.result)
+    assert job.status == JobStatus.succeeded, job.message
+    result = OPTIMIZE.parse_result(job.result)
     [variant] = result.variants
     assert variant.status == "made" and variant.model_id is not None, variant.error
     assert variant.decoding is not None and variant.decoding.tokens_per_s > 0

@@ -11,34 +11,21 @@ from optimize_models import rms_norm_model
 from optistudio.core.errors import ArtifactStoreError, ErrorCode, PassFailed
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.workers import optimize_job as job_module
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=1.0, threads=1)
 
 
 def run_optimize(factory, model_id: int, recipes: list[str]):  # type: ignore[no-untyped-def]
     spec = OptimizeJobSpec(recipes=recipes, comparison=QUICK, accuracy_samples=4)
-    with transaction(factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(factory, job_id, worker="test", task_id="t1", work=work_of(JobKind.optimize))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        s.expunge(job)
-        return job
+    return finished_job(factory, JobKind.optimize, model_id, spec)
 
 
 @pytest.fixture
-def rms_norm(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
-    path = rms_norm_model(tmp_path / "rms_norm.onnx")
-    return add_model_file(db_factory, app_settings, path, name="rms_norm").model_id
+def rms_norm(store_model, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
+    return store_model(rms_norm_model(tmp_path / "rms_norm.onnx"), name="rms_norm")
 
 
 @pytest.fixture

@@ -18,13 +18,10 @@ from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.optimize.run import OptimizeSpec
 from optistudio.core.passes.qat import TORCH_MISSING
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file, store_dataset
+from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.workers import optimize_job as job_module
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=1.0, threads=1)
 ELSEWHERE = Path("/studio-machine/data/artifacts/datasets")
@@ -48,9 +45,8 @@ def training_files(settings: Any) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def rms_norm(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
-    path = rms_norm_model(tmp_path / "rms_norm.onnx")
-    return add_model_file(db_factory, app_settings, path, name="rms_norm").model_id
+def rms_norm(store_model, tmp_path: Path) -> int:  # type: ignore[no-untyped-def]
+    return store_model(rms_norm_model(tmp_path / "rms_norm.onnx"), name="rms_norm")
 
 
 def test_the_recorded_training_files_become_this_workers_copies(app_settings) -> None:  # type: ignore[no-untyped-def]
@@ -100,16 +96,10 @@ def test_without_torch_the_qat_variant_fails_naming_the_extra_and_fp32_is_made( 
         accuracy_samples=4,
         pass_settings={"qat": qat | {"epochs": 1}},
     )
-    with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=rms_norm
-        ).id
 
-    run_job(db_factory, job_id, worker="test", task_id="t1", work=work_of(JobKind.optimize))
+    job = finished_job(db_factory, JobKind.optimize, rms_norm, spec)
 
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        status, message, result = job.status, job.message, OPTIMIZE.parse_result(job.result)
+    status, message, result = job.status, job.message, OPTIMIZE.parse_result(job.result)
     assert status == JobStatus.succeeded, message
     assert message.startswith("Made 1 variant(s), 1 failed.")
     [given] = handed

@@ -13,28 +13,13 @@ from onnx import TensorProto, helper
 
 from optistudio.core.video.clips import make_clip
 from optistudio.db.models import Job, JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
-from optistudio.services.catalog import add_model_file, store_dataset
+from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import VIDEO, VideoJobSpec
-from optistudio.workers.jobs import JobContext, run_job
+from optistudio.workers.jobs import JobContext
 from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 video_job = work_of(JobKind.video)
-
-
-def _run(factory, model_id: int, spec: VideoJobSpec, work=video_job) -> Job:  # type: ignore[no-untyped-def]
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=JobKind.video, spec=spec.model_dump(), model_id=model_id).id
-    run_job(factory, job_id, worker="test", task_id="t1", work=work)
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        s.expunge(job)
-        return job
-
-
-def _store(factory, settings, path: Path) -> int:  # type: ignore[no-untyped-def]
-    return add_model_file(factory, settings, path, name=path.stem).model_id
 
 
 def _dynamic_image_model(path: Path) -> Path:
@@ -77,15 +62,16 @@ def _fixed_image_model(path: Path, *, mixing: bool) -> Path:
 
 
 def test_a_fixed_batch_model_plays_through_its_rewrite_or_on_instances(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path
+    db_factory, store_model, tmp_path
 ) -> None:
     from optistudio.core.batching.instances import instance_counts
 
-    freed = _store(db_factory, app_settings, _fixed_image_model(tmp_path / "f.onnx", mixing=False))
-    mixing = _store(db_factory, app_settings, _fixed_image_model(tmp_path / "m.onnx", mixing=True))
+    freed = store_model(_fixed_image_model(tmp_path / "f.onnx", mixing=False))
+    mixing = store_model(_fixed_image_model(tmp_path / "m.onnx", mixing=True))
     spec = VideoJobSpec(streams=2, seconds=0.4)
 
-    rewritten, instances = _run(db_factory, freed, spec), _run(db_factory, mixing, spec)
+    rewritten = finished_job(db_factory, JobKind.video, freed, spec)
+    instances = finished_job(db_factory, JobKind.video, mixing, spec)
 
     assert rewritten.status == JobStatus.succeeded, rewritten.message
     assert instances.status == JobStatus.succeeded, instances.message
@@ -101,12 +87,12 @@ def test_a_fixed_batch_model_plays_through_its_rewrite_or_on_instances(  # type:
 
 
 def test_a_generated_clip_on_two_streams_is_stored_per_stream(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path
+    db_factory, store_model, tmp_path
 ) -> None:
-    model_id = _store(db_factory, app_settings, build_cnn(tmp_path / "cnn.onnx"))
+    model_id = store_model(build_cnn(tmp_path / "cnn.onnx"))
     spec = VideoJobSpec(streams=2, seconds=0.6, realtime=True)
 
-    job = _run(db_factory, model_id, spec)
+    job = finished_job(db_factory, JobKind.video, model_id, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     result = VIDEO.parse_result(job.result)
@@ -120,8 +106,10 @@ def test_a_generated_clip_on_two_streams_is_stored_per_stream(  # type: ignore[n
     assert "2 stream(s)" in job.message and "decoder h264" in job.message
 
 
-def test_an_uploaded_clip_and_the_capacity_search(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    model_id = _store(db_factory, app_settings, build_cnn(tmp_path / "cnn.onnx"))
+def test_an_uploaded_clip_and_the_capacity_search(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, store_model, tmp_path
+) -> None:
+    model_id = store_model(build_cnn(tmp_path / "cnn.onnx"))
     clip = make_clip(tmp_path / "street.mp4", seconds=1, size=(72, 96), seed=3)
     with clip.open("rb") as stream:
         stored = store_dataset(app_settings, stream, filename="street.mp4")
@@ -146,7 +134,7 @@ def test_an_uploaded_clip_and_the_capacity_search(db_factory, app_settings, tmp_
         context.progress = progress  # type: ignore[method-assign]
         return video_job(job, context)
 
-    job = _run(db_factory, model_id, spec, work=watched)
+    job = finished_job(db_factory, JobKind.video, model_id, spec, watched)
 
     assert job.status == JobStatus.succeeded, job.message
     result = VIDEO.parse_result(job.result)
@@ -158,11 +146,13 @@ def test_an_uploaded_clip_and_the_capacity_search(db_factory, app_settings, tmp_
 
 
 def test_the_model_profile_sets_the_frame_size_of_a_dynamic_model(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, tmp_path
+    db_factory, store_model, tmp_path
 ) -> None:
-    model_id = _store(db_factory, app_settings, _dynamic_image_model(tmp_path / "gap.onnx"))
+    model_id = store_model(_dynamic_image_model(tmp_path / "gap.onnx"))
 
-    job = _run(db_factory, model_id, VideoJobSpec(seconds=0.3, baseline=False))
+    job = finished_job(
+        db_factory, JobKind.video, model_id, VideoJobSpec(seconds=0.3, baseline=False)
+    )
 
     assert job.status == JobStatus.succeeded, job.message
     profiled = VIDEO.parse_spec(job.spec)  # the spec as fed: the profile's sizes under it
@@ -174,11 +164,11 @@ def test_the_model_profile_sets_the_frame_size_of_a_dynamic_model(  # type: igno
 
 
 def test_a_model_that_is_no_video_model_fails_with_why(  # type: ignore[no-untyped-def]
-    db_factory, app_settings, make_model
+    db_factory, store_model, make_model
 ) -> None:
-    model_id = _store(db_factory, app_settings, make_model())
+    model_id = store_model(make_model())
 
-    job = _run(db_factory, model_id, VideoJobSpec(seconds=0.3))
+    job = finished_job(db_factory, JobKind.video, model_id, VideoJobSpec(seconds=0.3))
 
     assert job.status == JobStatus.failed and job.error_detail is None
     assert "one image input of rank 4" in job.message
