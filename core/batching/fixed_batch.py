@@ -7,6 +7,11 @@ request inputs (`optistudio.core.passes.batch_check`), and hands back its path w
 saying so; for any other model the model itself. A rewrite is kept under the system's temporary
 folder by the original's digest, so the next job on the same file reuses it. A graph that mixes
 the batch is refused with the node or output named, and the batching does not apply.
+
+A recurrent state declared at batch 1 on its batch axis (GRU/LSTM initial_h [directions,
+1, hidden] beside an open batch on the audio: `optistudio.core.passes.state_batch`) is freed
+the same way: the state's axis named like the model's batch, checked at batch 1 against the
+original and at batch 3 row for row; refused with the state's axis named.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from optistudio.core.batching.applicability import stacking_problem
+from optistudio.core.data.batch import batch_axes_of
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec, PassFailed
 from optistudio.core.model.info import ModelInfo, TensorSpec
@@ -27,6 +34,13 @@ from optistudio.core.model.intake import inspect_model
 from optistudio.core.passes.batch_check import BatchCheck, check_free_batch
 from optistudio.core.passes.dynamic_batch import BATCH_DIM as BATCH_NAME
 from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
+from optistudio.core.passes.state_batch import (
+    StateInput,
+    check_state_batch,
+    fixed_state_inputs,
+    free_state_batch,
+    model_batch_name,
+)
 
 CHECK_BATCH = 3
 """The batch a rewrite is checked at, against that many runs at batch 1."""
@@ -64,7 +78,8 @@ def batchable(
     if inputs.batch_axes:
         return Batchable(model_path)  # the user placed the batch: batched as told
     model = onnx.load(str(model_path), load_external_data=False)
-    if not fixed_batch_inputs(model.graph):
+    states = fixed_state_inputs(model.graph)
+    if not fixed_batch_inputs(model.graph) and not states:
         return Batchable(model_path)
     folder = cache or Path(tempfile.gettempdir()) / CACHE_FOLDER
     digest = hashlib.sha256(model_path.read_bytes()).hexdigest()[:32]
@@ -72,16 +87,22 @@ def batchable(
     if target.exists() and sidecar.exists():
         return Batchable(target, json.loads(sidecar.read_text())["note"])
     folder.mkdir(parents=True, exist_ok=True)
+    if states:
+        note, edits = free_states(model_path, target, inputs, states)
+    else:
+        note, edits = _free_fixed_batch(model_path, target, inputs)
+    sidecar.write_text(json.dumps({"note": note, "edits": edits}))
+    return Batchable(target, note)
+
+
+def _free_fixed_batch(model_path: Path, target: Path, inputs: ModelInputs) -> tuple[str, list[str]]:
+    """The checked rewrite of a batch fixed at 1, saved at `target`: its note and edits."""
     try:
         rewrite = free_batch(onnx.load(str(model_path)))
         onnx.save(rewrite.model, str(target))
-        info = inspect_model(model_path)
-        arrays = inputs.arrays(info.inputs)
-        requests = [
-            inputs.requests(info.inputs, 1, arrays=arrays, seed=seed) for seed in range(CHECK_BATCH)
-        ]
+        requests = check_requests(model_path, inputs)
         check = check_free_batch(model_path, target, requests, rewrite.inputs)
-        _declare_outputs(target, check)
+        declare_outputs(target, check)
     except PassFailed as exc:
         target.unlink(missing_ok=True)
         raise BatchRefused(
@@ -95,8 +116,63 @@ def batchable(
         f"The model's batch is fixed at 1: batched a rewrite with a free batch ({nodes} "
         f"node(s) that pinned it edited; {check.line()})."
     )
-    sidecar.write_text(json.dumps({"note": note, "edits": rewrite.edits}))
-    return Batchable(target, note)
+    return note, rewrite.edits
+
+
+def free_states(
+    model_path: Path, target: Path, inputs: ModelInputs, states: list[StateInput]
+) -> tuple[str, list[str]]:
+    """The checked rewrite of recurrent states whose batch axis is declared at 1 (and of a
+    batch fixed at 1 beside them), saved at `target`: its note and edits. BatchRefused names
+    each state's batch axis and what the check found."""
+    model = onnx.load(str(model_path))
+    try:
+        edits: list[str] = []
+        if fixed_batch_inputs(model.graph):
+            freed = free_batch(model)
+            model, edits = freed.model, freed.edits
+        name = model_batch_name(model.graph, BATCH_NAME)
+        rewrite = free_state_batch(model, name)
+        onnx.save(rewrite.model, str(target))
+        stacked = _stacked_axes(target)
+        requests = check_requests(target, inputs)  # the state batched on its axis: 1 row
+        check = check_state_batch(model_path, target, requests, stacked)
+        declare_outputs(target, check, name)
+    except PassFailed as exc:
+        target.unlink(missing_ok=True)
+        said = "; ".join(state.sentence() for state in states)
+        raise BatchRefused(
+            f"Dynamic batching does not apply to this model: {said}, declared at 1. {exc.message}",
+            hint="Serve it at batch 1 with several instances, or export it again with the "
+            "state's batch axis dynamic.",
+        ) from exc
+    axes = ", ".join(f"{state.name!r} on axis {state.axis}" for state in states)
+    note = (
+        f"The model's recurrent state is declared at batch 1 ({axes}): batched a rewrite with "
+        f"that axis free, checked first: the original's values at batch 1, and {check.line()})."
+    )
+    return note, [*edits, *rewrite.edits]
+
+
+def _stacked_axes(path: Path) -> dict[str, int]:
+    """Each input of the rewrite with a free batch axis, and that axis."""
+    specs = inspect_model(path).inputs
+    axes = batch_axes_of(specs)
+    by_name = {spec.name: spec for spec in specs}
+    return {
+        name: axis
+        for name, axis in axes.items()
+        if axis is not None and isinstance(by_name[name].shape[axis], str)
+    }
+
+
+def check_requests(model_path: Path, inputs: ModelInputs) -> list[dict[str, np.ndarray]]:
+    """The CHECK_BATCH requests of one row a rewrite is checked on: the job's own inputs."""
+    info = inspect_model(model_path)
+    arrays = inputs.arrays(info.inputs)
+    return [
+        inputs.requests(info.inputs, 1, arrays=arrays, seed=seed) for seed in range(CHECK_BATCH)
+    ]
 
 
 def fixed_at_one(info: ModelInfo, batch_axes: dict[str, int | None] | None = None) -> bool:
@@ -125,7 +201,7 @@ def _freed(spec: TensorSpec) -> TensorSpec:
     return spec.model_copy(update={"shape": [BATCH_NAME, *spec.shape[1:]]})
 
 
-def _declare_outputs(path: Path, check: BatchCheck) -> None:
+def declare_outputs(path: Path, check: BatchCheck, batch_name: str = BATCH_NAME) -> None:
     """Declare each output with the rank the runs returned, its batch axis named: a recognizer that
     declares [1, seqlen] and returns [T, 1, C] is split back on axis 1, not 0."""
     model = onnx.load(str(path))
@@ -138,5 +214,5 @@ def _declare_outputs(path: Path, check: BatchCheck) -> None:
         for index in range(len(shape)):  # the other dims left free: they may follow the input
             dim = dims.add()
             if index == check.axes[value.name]:
-                dim.dim_param = BATCH_NAME
+                dim.dim_param = batch_name
     onnx.save(model, str(path))

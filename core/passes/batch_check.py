@@ -10,6 +10,7 @@ merged into one, [1, 2A, 6] instead of [2, A, 6]) fails the check.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,17 +43,26 @@ class BatchCheck:
 
 
 def check_free_batch(
-    original: Path, rewritten: Path, samples: list[dict[str, np.ndarray]], batch_inputs: list[str]
+    original: Path,
+    rewritten: Path,
+    samples: list[dict[str, np.ndarray]],
+    batch_inputs: list[str],
+    *,
+    input_axes: Mapping[str, int] | None = None,
 ) -> BatchCheck:
     """Run `samples` (batch-1 feeds) one by one on `original` and stacked on `rewritten`.
 
-    `batch_inputs` are stacked on dim 0; every other input takes the first sample's value.
+    `batch_inputs` are stacked on dim 0, or on their axis in `input_axes` (a recurrent state's
+    axis 1); every other input takes the first sample's value.
     PassFailed names the output that differs, or the run that failed."""
     if len(samples) < 2:
         raise ValueError("the check needs at least two samples")
     shared = {k: v for k, v in samples[0].items() if k not in batch_inputs}
     singles = [_run(original, {**sample, **shared}, "the original") for sample in samples]
-    stacked = {name: np.concatenate([s[name] for s in samples]) for name in batch_inputs}
+    stacked = {
+        name: np.concatenate([s[name] for s in samples], axis=(input_axes or {}).get(name, 0))
+        for name in batch_inputs
+    }
     batched = _run(rewritten, {**stacked, **shared}, f"the rewrite at batch {len(samples)}")
     worst, axes, shapes = 0.0, {}, {}
     for name, together in batched.items():
