@@ -8,7 +8,7 @@ in the profile like the rest of it: larger arrays go to each job as an inputs fi
 fills it from what is known (real sample arrays, shapes a sample model is known to need, common
 conventions) and names every dim it guessed, so the card can say which sizes nobody chose.
 
-Every job applies the stored profile under its own settings (`InputProfile.under`): what the
+Every job applies the stored profile under its own settings (`ModelInputs.over`): what the
 job names itself wins (its shapes, dims, values, arrays file); the profile fills the rest. The
 batch axis keeps taking each job's batch sizes, so a profile of [1, 3, 48, 320] still sweeps
 batches 1..8 of 48x320 text lines.
@@ -83,14 +83,15 @@ class InputProfile(BaseModel):
         description="'INPUT.INDEX' of each dim nobody chose, with why it has its size.",
     )
 
-    def under(self, specs: list[TensorSpec], job: Any) -> dict[str, Any]:
-        """The input fields of `job` (a spec: its ModelInputs) with this profile under them:
-        the job's own win, the profile fills the rest. {} when the job gives arrays (they are
-        the inputs) or takes no inputs. A job with data of its own (`data_path`: calibration
-        samples) leaves out the sizes the profile guessed, so the data's shapes decide them."""
-        if not isinstance(job, ModelInputs) or job.inputs_file:
+    def under(self, specs: list[TensorSpec], job: ModelInputs) -> dict[str, Any]:
+        """The input fields of `job` (a spec's ModelInputs) with this profile under them: the
+        job's own win, the profile fills the rest (`ModelInputs.over` applies them). {} when
+        the job gives arrays (they are the inputs). A job with samples of its own
+        (`brings_samples`: calibration data) leaves out the sizes the profile guessed, so the
+        data's shapes decide them."""
+        if job.inputs_file:
             return {}
-        guesses = bool(getattr(job, "data_path", None))
+        guesses = job.brings_samples()
         dims, shapes = self.job_dims(specs, skip_guessed=guesses), self.fixed_shapes(specs)
         return {
             "shapes": {**_without(shapes, job.shapes), **job.shapes},

@@ -17,12 +17,12 @@ The engine's entry points take the value (`spec.model_inputs`) and make feeds th
 methods, so there is one way from a spec to the arrays a model runs on (the rules are
 optistudio.core.data.inputs'). A model's stored input profile
 (optistudio.core.data.input_profile.InputProfile) fills the fields a job leaves empty before the job
-runs.
+runs: `spec.over(profile, inputs)` is the spec so fed, validated as its own class.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,7 +41,11 @@ from optistudio.core.data.inputs import (
 )
 from optistudio.core.model.info import TensorSpec
 
+if TYPE_CHECKING:
+    from optistudio.core.data.input_profile import InputProfile
+
 Feeds = dict[str, np.ndarray]
+InputsT = TypeVar("InputsT", bound="ModelInputs")
 
 
 class ModelInputs(BaseModel):
@@ -71,6 +75,22 @@ class ModelInputs(BaseModel):
     def given(self) -> bool:
         """Whether anything is set (an empty value lets a model's input profile decide)."""
         return any(getattr(self, name) for name in self.FIELDS)
+
+    def brings_samples(self) -> bool:
+        """Whether the job brings sample arrays of its own (calibration data) whose shapes
+        size the inputs: a model's profile then leaves out the sizes it guessed. A spec with
+        such a file says so; these five fields alone never do."""
+        return False
+
+    def over(self: InputsT, profile: InputProfile, inputs: list[TensorSpec]) -> InputsT:
+        """These settings with the model's input `profile` under them (`inputs`: its card's):
+        what they set wins, the profile fills the rest (`InputProfile.under`), validated as
+        this class. `self` when the profile adds nothing (an inputs file, or settings that
+        already say it all)."""
+        update = profile.under(inputs, self)
+        if all(getattr(self, name) == value for name, value in update.items()):
+            return self
+        return self.model_validate({**dict(self), **update})
 
     def arrays(self, specs: list[TensorSpec]) -> Feeds:
         """The inputs file's arrays, checked against the model's inputs ({} without one)."""

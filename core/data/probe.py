@@ -131,7 +131,7 @@ def check_needed(profile: InputProfile, specs: list[TensorSpec], job: Any) -> bo
     """Whether a stored `profile` should be checked by a run before `job` (a spec): it still
     holds guesses no run confirmed, and the job is fed by some of them (it takes inputs, gives
     no inputs file or data of its own, and leaves a guessed dim to the profile)."""
-    if not isinstance(job, ModelInputs) or getattr(job, "data_path", None):
+    if not isinstance(job, ModelInputs) or job.brings_samples():
         return False
     return bool(unchecked_guesses(profile)) and bool(guessed_dims(specs, profile, job))
 
@@ -172,7 +172,7 @@ def _feeds(
 ) -> dict[str, np.ndarray]:
     """The inputs a job given `given` feeds under `profile`, at batch 1 (or the fixed batch)."""
     # never unchanged here: an inputs file leaves nothing guessed
-    fed = given.model_inputs.model_copy(update=profile.under(specs, given))
+    fed = given.model_inputs.over(profile, specs)
     batch = batch_sizes_to_run(
         specs, shapes=fed.shapes, requested=None, default=[1], axes=fed.batch_axes
     )[0]

@@ -193,8 +193,7 @@ def _resolved(model: Path, given: InputOptions) -> InputOptions:
     check = check_profile(model, info, proposal, given=given)
     if check.guesses:
         print(f"inputs: {check.line()}", file=sys.stderr)
-    update = check.profile.under(info.inputs, given)
-    return given.model_copy(update={**update, "resolved": check})
+    return given.over(check.profile, info.inputs).model_copy(update={"resolved": check})
 
 
 def _given_options(args: argparse.Namespace) -> InputOptions:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.data.input_profile import InputProfile, propose_input_profile
+from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
@@ -56,14 +57,14 @@ def save_profile(factory: sessionmaker[Session], model_id: int, profile: InputPr
         return original.id
 
 
-def with_profile(s: Session, model: Model, spec: SpecT) -> SpecT:
-    """`spec` with the model's profile under its own input settings (see InputProfile.under);
-    unchanged for a spec that feeds no inputs."""
-    info = ModelInfo.model_validate(model.info)
-    update = profile_of(s, model).under(info.inputs, spec)
-    if all(getattr(spec, name) == value for name, value in update.items()):
+def with_profile(s: Session, model: Model, spec: SpecT, info: ModelInfo | None = None) -> SpecT:
+    """`spec` with the model's profile under its own input settings (`ModelInputs.over`);
+    unchanged for a spec that feeds no inputs. `info` is the model's card as already read
+    (None: read from the row)."""
+    if not isinstance(spec, ModelInputs):
         return spec
-    return spec.model_copy(update=update)
+    info = info or ModelInfo.model_validate(model.info)
+    return spec.over(profile_of(s, model), info.inputs)
 
 
 def _model(s: Session, model_id: int) -> Model:

@@ -89,6 +89,9 @@ class OptimizeJobSpec(OptimizeSpec):
         description="How images are turned into inputs when the data is a folder or .zip.",
     )
 
+    def brings_samples(self) -> bool:
+        return bool(self.data_path)
+
     @model_validator(mode="after")
     def _labels_need_data(self) -> OptimizeJobSpec:
         if self.labels_path and not self.data_path:
@@ -122,6 +125,9 @@ class ProfileJobSpec(DiagnosticsSpec):
     images_path: str | None = Field(
         default=None, description="Stored folder or .zip of images for the pre-processing stage."
     )
+
+    def brings_samples(self) -> bool:
+        return bool(self.data_path)
 
 
 class ExportJobSpec(BaseModel):

@@ -131,6 +131,9 @@ def test_a_job_with_calibration_data_leaves_the_guessed_sizes_to_the_data():
     class WithData(OptimizeSpec):
         data_path: str | None = None
 
+        def brings_samples(self) -> bool:
+            return bool(self.data_path)
+
     assert profile.under(rec, WithData())["dims"] == {"x.3": 320}
     assert profile.under(rec, WithData(data_path="lines.npz"))["dims"] == {}
 
