@@ -33,7 +33,7 @@ from optistudio.services.jobresults import (
     RequestSamples,
     VerifyBatches,
 )
-from optistudio.workers.artifacts import model_of
+from optistudio.workers.artifacts import JobModel
 from optistudio.workers.batching_decoder import decode_profile_job
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
@@ -45,14 +45,15 @@ LOOKBACK = 200
 
 
 def profile_job(
-    job: Job, spec: BatchingProfileSpec, context: JobContext
+    job: Job, spec: BatchingProfileSpec, model: JobModel, context: JobContext
 ) -> Done[BatchingProfileJobResult]:
-    """Time the job's model at each batch size (a decoder: its decode steps and prefills)."""
-    model_path, _ = model_of(job)
-    if is_decoder_file(model_path):
-        return decode_profile_job(model_path, spec, context)
+    """Time the job's model at each batch size (a decoder: its decode steps and prefills), on
+    its card as the worker read it."""
+    if is_decoder_file(model.path):
+        return decode_profile_job(model.path, spec, context)
     profile = measure_latency_profile(
-        model_path,
+        model.path,
+        info=model.info,
         max_batch_size=spec.max_batch_size,
         backend=spec.backend,
         options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
@@ -77,16 +78,15 @@ def profile_job(
 
 
 def verify_job(
-    job: Job, spec: BatchingVerifySpec, context: JobContext
+    job: Job, spec: BatchingVerifySpec, model: JobModel, context: JobContext
 ) -> Done[BatchingVerifyJobResult]:
     """Predict the run from the profile in use, serve the job's model with the batching
     settings under load and measure, then refit the profile from the run's batches."""
-    model_path, _ = model_of(job)
     in_use = profile_in_use(context, job, spec)
     before = verify_policy.predict_before(spec, *in_use) if in_use else None
     context.progress(0.0, f"serving for {spec.seconds:g} s")
     run = measure_load(
-        model_path,
+        model.path,
         spec.settings,
         rate=spec.rate,
         process=spec.process,

@@ -28,7 +28,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from optistudio.core.data.probe import check_needed, check_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.llm.folder import is_decoder_file
-from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import Job, Model
 from optistudio.db.queries import (
     MeasurementRow,
@@ -41,7 +40,7 @@ from optistudio.db.session import transaction
 from optistudio.services.input_profiles import profile_of, save_profile, with_profile
 from optistudio.services.jobkinds import JobKindInfo
 from optistudio.services.model_tasks import with_task
-from optistudio.workers.artifacts import model_of
+from optistudio.workers.artifacts import JobModel, read_model
 from optistudio.workers.jobs import JobContext
 
 log = logging.getLogger(__name__)
@@ -72,43 +71,63 @@ class JobWork(Generic[SpecT, ResultT]):
         return done.message, store(context.factory, job.id, self.info, done)
 
 
-def profiled(factory: sessionmaker[Session], job: Job, spec: SpecT) -> SpecT:
+@dataclass(frozen=True)
+class ModelWork(Generic[SpecT, ResultT]):
+    """A kind whose work takes the job's model as the worker read it once (`JobModel`: its
+    card and its file), so nothing it calls reads them again; a job without a model fails
+    with InvalidSpec, once its spec has parsed."""
+
+    info: JobKindInfo[SpecT, ResultT]
+    run: Callable[[Job, SpecT, JobModel, JobContext], Done[ResultT]]
+
+    def __call__(self, job: Job, context: JobContext) -> tuple[str, int | None]:
+        spec = self.info.parse_spec(job.spec or {})
+        model = read_model(job)
+        done = self.run(job, profiled(context.factory, job, spec, model), model, context)
+        return done.message, store(context.factory, job.id, self.info, done)
+
+
+def profiled(
+    factory: sessionmaker[Session], job: Job, spec: SpecT, model: JobModel | None = None
+) -> SpecT:
     """The job's spec with its model's input profile under the job's own input settings, and
     the task set on the model's card where the job leaves it open, as the row then records (a
-    redelivered job gets the same: its own settings win)."""
+    redelivered job gets the same: its own settings win). `model` is the job's as the worker
+    read it (None: read here, once)."""
     if job.model is None:
         return spec
-    checked_first(factory, job, spec)
+    model = model or read_model(job)
+    checked_first(factory, job, model, spec)
     with transaction(factory) as s:
-        model = s.get(Model, job.model.id)
-        fed = with_task(s, model, with_profile(s, model, spec)) if model is not None else spec
+        row = s.get(Model, model.row.id)
+        fed = with_task(s, row, with_profile(s, row, spec, model.info)) if row is not None else spec
         if fed is not spec:
             set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
     return fed
 
 
-def checked_first(factory: sessionmaker[Session], job: Job, spec: BaseModel) -> None:
+def checked_first(
+    factory: sessionmaker[Session], job: Job, model: JobModel, spec: BaseModel
+) -> None:
     """Check the job's model's stored profile by a run when it needs it (`check_needed`), out
     of any transaction, and store the profile that ran. When no candidate runs the profile is
     left as it is and the job runs at it, so its failure is recorded in its own words."""
-    assert job.model is not None
     with transaction(factory) as s:
-        model = s.get(Model, job.model.id)
-        if model is None:
+        row = s.get(Model, model.row.id)
+        if row is None:
             return
-        info, profile = ModelInfo.model_validate(model.info), profile_of(s, model)
-    if not check_needed(profile, info.inputs, spec):
+        profile = profile_of(s, row)
+    if not check_needed(profile, model.info.inputs, spec):
         return
-    path, _ = model_of(job)
-    if is_decoder_file(path):  # fed token ids and its own cache by the decode loop, not sizes
+    if is_decoder_file(model.path):  # fed token ids and its own cache by the decode loop, not sizes
         return
     try:
-        check = check_profile(path, info, profile)
+        check = check_profile(model.path, model.info, profile)
     except InvalidSpec as exc:  # maybe not the sizes (a value): the job's own run says what
         log.warning("job %s: the stored input profile did not run: %s", job.id, exc.message)
         return
     if check.checked:
-        save_profile(factory, job.model.id, check.profile)
+        save_profile(factory, model.row.id, check.profile)
 
 
 def store(

@@ -25,17 +25,17 @@ from optistudio.workers.export_job import export_job
 from optistudio.workers.jobs import Work
 from optistudio.workers.measure_jobs import benchmark_job, compare_job
 from optistudio.workers.optimize_job import optimize_job
-from optistudio.workers.outcome import JobWork
+from optistudio.workers.outcome import JobWork, ModelWork
 from optistudio.workers.video_job import video_job
 
-REGISTERED: tuple[JobWork[Any, Any], ...] = (
+REGISTERED: tuple[JobWork[Any, Any] | ModelWork[Any, Any], ...] = (
     JobWork(BENCHMARK, benchmark_job),
     JobWork(COMPARE, compare_job),
     JobWork(OPTIMIZE, optimize_job),
     JobWork(PROFILE, diagnostics_jobs.profile_job),
     JobWork(SOAK, diagnostics_jobs.soak_job),
-    JobWork(BATCHING_PROFILE, batching_jobs.profile_job),
-    JobWork(BATCHING_VERIFY, batching_jobs.verify_job),
+    ModelWork(BATCHING_PROFILE, batching_jobs.profile_job),
+    ModelWork(BATCHING_VERIFY, batching_jobs.verify_job),
     JobWork(EXPORT, export_job),
     JobWork(VIDEO, video_job),
 )

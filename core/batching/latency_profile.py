@@ -96,6 +96,7 @@ def measure_latency_profile(
     min_seconds: float = 0.3,
     progress: ProgressCallback | None = None,
     instances: list[int] | None = None,
+    info: ModelInfo | None = None,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
@@ -106,14 +107,16 @@ def measure_latency_profile(
     many sessions with their share of the threads time the sizes at once
     (`instance_latency`, optistudio.core.batching.instances). A batch fixed at 1 whose rewrite
     is refused is timed at batch 1 only, as it is (`batch_refused` says why). The probes run
-    in the order of PROBE_STEPS, each reporting its share of the progress.
+    in the order of PROBE_STEPS, each reporting its share of the progress. `info` is the
+    model's card when the caller has read it (a worker, from the stored row): the file is then
+    not inspected again (a rewrite with a free batch is, being another file).
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
     given = options or serving_options()
     probing = _prepare(
-        model_path, backend, given, inputs or ModelInputs(), batch_sizes, max_batch_size
+        model_path, backend, given, inputs or ModelInputs(), batch_sizes, max_batch_size, info
     )
     probing.min_runs, probing.min_seconds = min_runs, min_seconds * len(probing.sizes)
     probing.instances = instances
@@ -169,15 +172,17 @@ def _prepare(
     inputs: ModelInputs,
     batch_sizes: list[int] | None,
     max_batch_size: int,
+    card: ModelInfo | None = None,
 ) -> Probing:
     """The model freed of a fixed batch where it can be (else timed at batch 1, saying why),
-    inspected once, loaded with the serving threads, and its feeds per size and requests."""
+    inspected once (`card`, when given, is the model's), loaded with the serving threads, and
+    its feeds per size and requests."""
     refused = ""
     try:
         freed = batchable(model_path, inputs)
     except BatchRefused as exc:
         freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
-    info = inspect_model(freed.path)
+    info = card if card is not None and freed.path == model_path else inspect_model(freed.path)
     axes = one_row_axes(info) if refused else stack_axes(info, inputs.batch_axes)
     sizes = sorted(set(batch_sizes or default_batch_sizes(max_batch_size)))
     options = with_serving_threads(given)
