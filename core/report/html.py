@@ -74,6 +74,7 @@ def report_html(snapshot: CompareSnapshot) -> str:
     body.append(_table(snapshot))
     for note in (video_note(snapshot), decoder_note(snapshot), *missing_notes(snapshot)):
         body.append(f"<p>{html.escape(note)}</p>" if note else "")
+    body.append(_accuracy_sources(snapshot))
     body += [f"<h2>{t}</h2>{c}" for t, c in zip(titles, charts, strict=True)]
     body.append(_disagreements(snapshot))
     return (
@@ -114,6 +115,19 @@ def _warnings(snapshot: CompareSnapshot) -> str:
         return f"{axes}<p>All results were measured in the same environment{where}.</p>"
     items = "".join(f"<li>{html.escape(d)}</li>" for d in differences)
     return f"{axes}<div class='warn'><b>Environments differ</b><ul>{items}</ul></div>"
+
+
+def _accuracy_sources(snapshot: CompareSnapshot) -> str:
+    """Where each result's accuracy figures come from (its note, as the Compare page's
+    expander lists it): the samples a variant was judged on, 'your data' only for the user's."""
+    items = "".join(
+        f"<li>{html.escape(r.label)}: {html.escape(r.accuracy_note)}</li>"
+        for r in snapshot.rows
+        if r.accuracy_note
+    )
+    return (
+        f"<div><b>Where the accuracy figures come from</b><ul>{items}</ul></div>" if items else ""
+    )
 
 
 def _table(snapshot: CompareSnapshot) -> str:
