@@ -69,11 +69,13 @@ def batchable(
     model_path: Path,
     inputs: ModelInputs | None = None,
     *,
+    info: ModelInfo | None = None,
     cache: Path | None = None,
 ) -> Batchable:
     """`model_path` itself, or for a batch fixed at 1 (and no batch axis moved), its checked
     rewrite. Raises BatchRefused (an InvalidSpec) when the batch cannot be freed, saying why:
-    such a model is still served at max batch 1 (`Pipeline.load` takes it as it is there)."""
+    such a model is still served at max batch 1 (`Pipeline.load` takes it as it is there).
+    `info` is the model's card when the caller has read it (its requests are made from it)."""
     inputs = inputs or ModelInputs()
     if inputs.batch_axes:
         return Batchable(model_path)  # the user placed the batch: batched as told
@@ -90,17 +92,19 @@ def batchable(
     if states:
         note, edits = free_states(model_path, target, inputs, states)
     else:
-        note, edits = _free_fixed_batch(model_path, target, inputs)
+        note, edits = _free_fixed_batch(model_path, target, inputs, info)
     sidecar.write_text(json.dumps({"note": note, "edits": edits}))
     return Batchable(target, note)
 
 
-def _free_fixed_batch(model_path: Path, target: Path, inputs: ModelInputs) -> tuple[str, list[str]]:
+def _free_fixed_batch(
+    model_path: Path, target: Path, inputs: ModelInputs, info: ModelInfo | None = None
+) -> tuple[str, list[str]]:
     """The checked rewrite of a batch fixed at 1, saved at `target`: its note and edits."""
     try:
         rewrite = free_batch(onnx.load(str(model_path)))
         onnx.save(rewrite.model, str(target))
-        requests = check_requests(model_path, inputs)
+        requests = check_requests(model_path, inputs, info)
         check = check_free_batch(model_path, target, requests, rewrite.inputs)
         declare_outputs(target, check)
     except PassFailed as exc:
@@ -166,9 +170,12 @@ def _stacked_axes(path: Path) -> dict[str, int]:
     }
 
 
-def check_requests(model_path: Path, inputs: ModelInputs) -> list[dict[str, np.ndarray]]:
-    """The CHECK_BATCH requests of one row a rewrite is checked on: the job's own inputs."""
-    info = inspect_model(model_path)
+def check_requests(
+    model_path: Path, inputs: ModelInputs, info: ModelInfo | None = None
+) -> list[dict[str, np.ndarray]]:
+    """The CHECK_BATCH requests of one row a rewrite is checked on: the job's own inputs
+    (`info`: the card of `model_path`, when already read)."""
+    info = info or inspect_model(model_path)
     arrays = inputs.arrays(info.inputs)
     return [
         inputs.requests(info.inputs, 1, arrays=arrays, seed=seed) for seed in range(CHECK_BATCH)

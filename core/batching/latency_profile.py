@@ -179,7 +179,7 @@ def _prepare(
     its feeds per size and requests."""
     refused = ""
     try:
-        freed = batchable(model_path, inputs)
+        freed = batchable(model_path, inputs, info=card)
     except BatchRefused as exc:
         freed, refused, batch_sizes = Batchable(model_path), exc.message, [1]
     info = card if card is not None and freed.path == model_path else inspect_model(freed.path)

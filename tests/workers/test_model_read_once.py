@@ -6,8 +6,10 @@ inspection, `onnx.load`) on a real job run through `run_job` on a real database.
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -67,3 +69,17 @@ def test_a_batching_verify_job_parses_its_card_once(  # type: ignore[no-untyped-
 
     assert job.status == JobStatus.succeeded, job.message
     assert reads["card"] == 1, reads
+
+
+def test_a_batch_fixed_at_1_inspects_only_its_rewrite(  # type: ignore[no-untyped-def]
+    db_factory, store_model, make_model, monkeypatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a fresh rewrite, made here
+    model_id = store_model(make_model(batch=1))
+    reads = _counted(monkeypatch)
+
+    job = finished_job(db_factory, JobKind.batching_profile, model_id, PROFILE)
+
+    assert job.status == JobStatus.succeeded and "batched a rewrite" in job.message, job.message
+    assert reads["card"] == 1, reads
+    assert reads["inspect"] == 1, reads  # the rewrite: another file, with its batch free
