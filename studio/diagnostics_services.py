@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from optistudio.core.diagnose.layer_report import shorten
 from optistudio.core.diagnose.operator_profile import OperatorProfile
 from optistudio.core.diagnose.profile_compare import ProfileComparison
-from optistudio.core.measure.soak import SoakReport, SoakSpec
+from optistudio.core.measure.soak import SoakReport
 from optistudio.core.measure.stages import Breakdown
 from optistudio.core.model.info import precision_label
 from optistudio.db.models import JobKind, JobStatus
@@ -54,13 +54,6 @@ def submit_profile(
 ) -> int:
     """Commit a profile job for the model (and its variant), then send it."""
     return submit_job(factory, kind=JobKind.profile, model_id=model_id, spec=spec, send=send)
-
-
-def submit_soak(
-    factory: sessionmaker[Session], *, model_id: int, spec: SoakSpec, send: SendTask
-) -> int:
-    """Commit a soak job for the model, then send it."""
-    return submit_job(factory, kind=JobKind.soak, model_id=model_id, spec=spec, send=send)
 
 
 def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[dict[str, Any]]:
