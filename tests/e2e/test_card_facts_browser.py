@@ -14,6 +14,7 @@ import pytest
 from browser import UI_TIMEOUT_MS, Studio, shot
 from diagnostic_models import build_cnn, quantize_cnn
 from onnx import TensorProto, helper, numpy_helper
+from seed_models import add_models
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -61,18 +62,6 @@ def _save(graph: onnx.GraphProto, path: Path, *, opset: int) -> Path:
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
-
-
-def add_models(settings: object, paths: list[Path]) -> list[int]:
-    """Store each file as `optistudio models add` does (intake, the load check); their ids."""
-    from optistudio.db.session import make_session_factory
-    from optistudio.services.catalog import add_model_file
-
-    factory = make_session_factory(settings.database_url)  # type: ignore[attr-defined]
-    return [
-        add_model_file(factory, settings, path, name=path.stem, origin="cli").model_id  # type: ignore[arg-type]
-        for path in paths
-    ]
 
 
 def open_card(page, studio: Studio, model_id: int, name: str) -> None:  # type: ignore[no-untyped-def]
