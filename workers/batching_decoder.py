@@ -67,9 +67,9 @@ def decode_profile_job(
     )
 
 
-def decode_batch_sizes(largest: int) -> list[int]:
-    """1, 2, 4, ... below `largest` (capped at DECODE_MAX_BATCH), and that largest."""
-    top = min(largest, DECODE_MAX_BATCH)
+def decode_batch_sizes(max_batch_size: int) -> list[int]:
+    """1, 2, 4, ... below `max_batch_size` (capped at DECODE_MAX_BATCH), and that size."""
+    top = min(max_batch_size, DECODE_MAX_BATCH)
     return [*(1 << k for k in range(top.bit_length()) if 1 << k < top), top]
 
 

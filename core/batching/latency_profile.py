@@ -158,10 +158,15 @@ class Probing:
     light: float = 0.0
     """The light serving probe's rate (req/s), once it ran."""
 
+    @property
+    def max_batch_size(self) -> int:
+        """The largest batch timed: the probes' Pipeline serves at most this many rows."""
+        return self.sizes[-1]
+
     def probe(self) -> ServingProbe:
         """The serving probes' Pipeline setup: max batch the largest size, timeout 0."""
         return ServingProbe(
-            self.model, self.info.inputs, self.requests, self.sizes[-1], self.axes, self.feeds
+            self.model, self.info.inputs, self.requests, self.max_batch_size, self.axes, self.feeds
         )
 
 
@@ -264,7 +269,7 @@ def _time_idle(probing: Probing, progress: ProgressCallback | None) -> None:
 
 def _time_handoff(probing: Probing, progress: ProgressCallback | None) -> None:
     gaps = measure_handoff_gaps(
-        probing.model, probing.info.inputs, probing.requests, max_batch_size=probing.sizes[-1],
+        probing.model, probing.info.inputs, probing.requests, max_batch_size=probing.max_batch_size,
         batch_ms=probing.fields["mean_ms"][-1], axes=probing.axes,
     )  # fmt: skip
     probing.fields |= {
@@ -277,7 +282,10 @@ def _time_handoff(probing: Probing, progress: ProgressCallback | None) -> None:
 def _time_requests(probing: Probing, progress: ProgressCallback | None) -> None:
     """The serving machinery's time per request; the profile is whole after it."""
     request = measure_request_cost(
-        probing.info.inputs, probing.requests, max_batch_size=probing.sizes[-1], axes=probing.axes
+        probing.info.inputs,
+        probing.requests,
+        max_batch_size=probing.max_batch_size,
+        axes=probing.axes,
     )
     unmeasured = probing.fields["unmeasured"]
     if request.unmeasured:
@@ -288,7 +296,7 @@ def _time_requests(probing: Probing, progress: ProgressCallback | None) -> None:
 
 def _serve_light(probing: Probing, progress: ProgressCallback | None) -> None:
     profile = probing.profile
-    light = probing.light = probe_rate(profile, probing.sizes[-1], SERVING_PROBE_SHARE)
+    light = probing.light = probe_rate(profile, probing.max_batch_size, SERVING_PROBE_SHARE)
     extra, delays = measure_serving(probing.probe(), profile)
     probing.profile = profile.model_copy(
         update={
@@ -336,7 +344,7 @@ PROBE_STEPS: tuple[ProbeStep, ...] = (
     ProbeStep(
         "hand-back",
         0.02,
-        lambda probing: f"hand-back time per batch under load at batch {probing.sizes[-1]}",
+        lambda probing: f"hand-back time per batch under load at batch {probing.max_batch_size}",
         _time_handoff,
     ),  # fmt: skip
     ProbeStep(

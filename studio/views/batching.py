@@ -125,7 +125,9 @@ def profile_form(model_id: int) -> None:
     with st.form("batching_profile"):
         cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
-        largest = cols[1].number_input("Largest batch", 1, 256, 16, help="Timed: 1, 2, 4, ...")
+        max_batch_size = cols[1].number_input(
+            "Largest batch", 1, 256, 16, help="Timed: 1, 2, 4, ..."
+        )
         threads = cols[2].number_input(
             "Threads",
             0,
@@ -146,16 +148,16 @@ def profile_form(model_id: int) -> None:
         )
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:
-        submit_profile(model_id, backend, int(largest), int(threads) or None, shapes)
+        submit_profile(model_id, backend, int(max_batch_size), int(threads) or None, shapes)
 
 
 def submit_profile(
-    model_id: int, backend: str, largest: int, threads: int | None, shapes: str
+    model_id: int, backend: str, max_batch_size: int, threads: int | None, shapes: str
 ) -> None:
     def spec() -> BatchingProfileSpec:
         overrides = parse_shape_overrides(shapes.split())
         return BatchingProfileSpec(
-            backend=backend, max_batch_size=largest, threads=threads, shapes=overrides
+            backend=backend, max_batch_size=max_batch_size, threads=threads, shapes=overrides
         )
 
     sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")

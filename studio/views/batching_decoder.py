@@ -63,8 +63,12 @@ def profile_form(model_id: int) -> None:
     with st.form("decoder_profile"):
         cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
-        largest = cols[1].number_input(
-            "Largest batch", 1, LARGEST_BATCH, 8, help="Decode steps timed at 1, 2, 4, ... rows."
+        max_batch_size = cols[1].number_input(
+            "Largest batch",
+            1,
+            LARGEST_BATCH,
+            8,
+            help="Decode steps timed at 1, 2, 4, ... rows.",
         )
         threads = cols[2].number_input(
             "Threads", 0, 256, 0, help="Intra-op threads; 0 = the runtime's default."
@@ -75,7 +79,7 @@ def profile_form(model_id: int) -> None:
 
     def spec() -> BatchingProfileSpec:
         return BatchingProfileSpec(
-            backend=backend, max_batch_size=int(largest), threads=int(threads) or None
+            backend=backend, max_batch_size=int(max_batch_size), threads=int(threads) or None
         )
 
     sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")
