@@ -11,7 +11,14 @@ with every external data file the graph names, by its relative name, sorted by n
 with the same bytes and other weights, or the same weights under other names, get different
 addresses; and since that document is never an ONNX file, no graph alone hashes to it.
 
-`verify_stored` checks a stored model against the address recorded for it, before anyone
+An OpenVINO IR (a variant the studio's passes made: NNCF's INT8 on the OpenVINO model) is its
+.xml and its .bin together, stored as model.xml and model.bin, addressed by the SHA-256 of
+
+    {"openvino_ir": [["model.bin", "<sha256>"], ["model.xml", "<sha256>"]]}
+
+(the same json.dumps), so neither file alone, nor an ONNX graph's document, hashes to it.
+
+`verify_stored` checks a stored model (model.onnx, or an IR's model.xml) against the address recorded for it, before anyone
 reads it. A model stored before this rule with external data was addressed by its graph alone:
 its graph still verifies, its weights are not covered (upload it again to cover them). A check
 that passed is remembered in this process until the files' inode, size, mtime or ctime change
@@ -43,6 +50,9 @@ _State = tuple[int, int, int, int, int]
 _verified: OrderedDict[tuple[str, str], tuple[tuple[Path, ...], tuple[_State, ...]]] = OrderedDict()
 _lock = threading.Lock()
 MISMATCH_HINT = "The stored copy was changed or damaged; upload the model again."
+IR_SUFFIX = ".xml"
+"""How a stored OpenVINO IR's graph file ends; its weights are the .bin of the same stem."""
+IR_KEY = "openvino_ir"
 
 
 def content_address(graph_sha256: str, external: Iterable[tuple[str, str]]) -> str:
@@ -53,6 +63,18 @@ def content_address(graph_sha256: str, external: Iterable[tuple[str, str]]) -> s
     document = {"external": [list(pair) for pair in files], "graph": graph_sha256}
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ir_address(files: Iterable[tuple[str, str]]) -> str:
+    """The address of an OpenVINO IR: its .xml and .bin as (stored name, SHA-256) pairs."""
+    document = {IR_KEY: [list(pair) for pair in sorted(files)]}
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def ir_files(graph: Path) -> tuple[Path, Path]:
+    """An IR's two files: the .xml and the .bin beside it (same stem)."""
+    return Path(graph), Path(graph).with_suffix(".bin")
 
 
 def file_sha256(path: Path) -> str:
@@ -81,7 +103,8 @@ def external_locations(model: onnx.ModelProto) -> list[str]:
 
 def verify_stored(graph: Path, sha256: str) -> None:
     """ModelRejected, in one sentence, unless the stored graph and the external files it names
-    hash to the recorded `sha256` (module docstring); a passed check is cached per file state."""
+    hash to the recorded `sha256` (module docstring), or, for an IR's .xml, unless the .xml and
+    its .bin do; a passed check is cached per file state."""
     key = (str(Path(graph).absolute()), sha256)
     with _lock:
         known = _verified.get(key)
@@ -98,6 +121,8 @@ def verify_stored(graph: Path, sha256: str) -> None:
 def _check(graph: Path, sha256: str) -> tuple[tuple[Path, ...], tuple[_State, ...]]:
     """The files that make the model (graph first) and their states as they were hashed, once
     they hash to `sha256`."""
+    if graph.suffix == IR_SUFFIX:
+        return _check_ir(graph, sha256)
     graph_sha, graph_state = _hashed(graph)
     if graph_sha == sha256:  # no external data, or an address from before they counted
         return (graph,), (graph_state,)
@@ -110,6 +135,16 @@ def _check(graph: Path, sha256: str) -> tuple[tuple[Path, ...], tuple[_State, ..
         raise _mismatch()
     files = (graph, *(graph.parent / name for name in locations))
     return files, (graph_state, *(state for _, state in hashed))
+
+
+def _check_ir(graph: Path, sha256: str) -> tuple[tuple[Path, ...], tuple[_State, ...]]:
+    """An IR's .xml and .bin and their states, once the two hash to `sha256`."""
+    files = ir_files(graph)
+    hashed = [_hashed(path) for path in files]
+    named = [(path.name, digest) for path, (digest, _) in zip(files, hashed, strict=True)]
+    if ir_address(named) != sha256:
+        raise _mismatch()
+    return files, tuple(state for _, state in hashed)
 
 
 def _hashed(path: Path) -> tuple[str, _State]:

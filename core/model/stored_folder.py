@@ -8,6 +8,10 @@ staging folder renamed into place, in one step. Nothing already in the store sta
 checked files: an existing folder is kept only when it verifies against the address, else it is
 set aside and replaced. Concurrent stores of one model are safe: the loser of the rename finds a
 folder that verifies and drops its copy.
+
+An OpenVINO IR made by the studio's passes takes the same path (`staged_ir_copy`): its .xml
+and .bin copied as model.xml and model.bin while they are hashed (content_address.ir_address),
+checked on that copy, then renamed into place (`place_staged(..., name=IR_STORED_NAME)`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,17 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from optistudio.core.errors import ArtifactStoreError, ModelRejected
-from optistudio.core.model.content_address import content_address, verify_stored
+from optistudio.core.model.content_address import (
+    content_address,
+    ir_address,
+    ir_files,
+    verify_stored,
+)
 
 STORED_NAME = "model.onnx"
-"""The name every stored graph is kept under."""
+"""The name every stored ONNX graph is kept under."""
+IR_STORED_NAME = "model.xml"
+"""The name a stored OpenVINO IR's graph is kept under (its weights: model.bin)."""
 _CHUNK = 1024**2
 _ATTEMPTS = 3
 
@@ -34,15 +45,36 @@ def staged_copy(source: Path, locations: list[str], root: Path) -> Iterator[tupl
     """A copy of `source` (as model.onnx) and its external data at `locations` in a staging
     folder under `root`, with its address; the staging folder is gone afterwards (renamed into
     place, or removed)."""
-    made = _missing_folders(root)
-    staging = _staging_folder(root)
-    done = False
-    try:
+    with _staging(root) as staging:
         graph = _copy_hashing(source, staging / STORED_NAME)
         external = [
             (name, _copy_hashing(source.parent / name, staging / name)) for name in locations
         ]
         yield staging / STORED_NAME, content_address(graph, external)
+
+
+@contextmanager
+def staged_ir_copy(source: Path, root: Path) -> Iterator[tuple[Path, str]]:
+    """A copy of the IR `source` (.xml, its .bin beside it) as model.xml and model.bin in a
+    staging folder under `root`, with its address (content_address.ir_address)."""
+    with _staging(root) as staging:
+        copies = ir_files(staging / IR_STORED_NAME)
+        named = [
+            (copy.name, _copy_hashing(original, copy))
+            for original, copy in zip(ir_files(source), copies, strict=True)
+        ]
+        yield copies[0], ir_address(named)
+
+
+@contextmanager
+def _staging(root: Path) -> Iterator[Path]:
+    """A new staging folder under `root`, removed afterwards; when the caller's block fails,
+    the folders made for it go too."""
+    made = _missing_folders(root)
+    staging = _staging_folder(root)
+    done = False
+    try:
+        yield staging
         done = True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -79,14 +111,17 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
-def place_staged(staging: Path, folder: Path, sha256: str) -> tuple[Path, bool]:
-    """Rename the staging folder (whose files hash to `sha256`) to `folder`; its model.onnx
-    and whether this call put it there (False: a folder that verifies was there already)."""
-    target = folder / STORED_NAME
+def place_staged(
+    staging: Path, folder: Path, sha256: str, *, name: str = STORED_NAME
+) -> tuple[Path, bool]:
+    """Rename the staging folder (whose files hash to `sha256`) to `folder`; its graph (`name`:
+    model.onnx, or an IR's model.xml) and whether this call put it there (False: a folder that
+    verifies was there already)."""
+    target = folder / name
     if _verifies(target, sha256):
         return target, False
     folder.parent.mkdir(parents=True, exist_ok=True)
-    return target, _swap_in(staging, folder, sha256)
+    return target, _swap_in(staging, target, sha256)
 
 
 def _verifies(target: Path, sha256: str) -> bool:
@@ -112,16 +147,18 @@ def _copy_hashing(source: Path, target: Path) -> str:
     return digest.hexdigest()
 
 
-def _swap_in(staging: Path, folder: Path, sha256: str) -> bool:
-    """Rename `staging` to `folder` (True); a folder already there stays if it verifies (False),
-    else it is set aside first (another store may be doing the same: a few attempts)."""
+def _swap_in(staging: Path, target: Path, sha256: str) -> bool:
+    """Rename `staging` to the folder of `target` (True); a folder already there stays if its
+    `target` verifies (False), else it is set aside first (another store may be doing the same:
+    a few attempts)."""
+    folder = target.parent
     for _ in range(_ATTEMPTS):
         try:
             os.rename(staging, folder)
             return True
         except OSError:
             pass
-        if _verifies(folder / STORED_NAME, sha256):
+        if _verifies(target, sha256):
             return False
         _set_aside(folder, sha256)
     raise ArtifactStoreError(

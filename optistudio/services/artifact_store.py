@@ -8,7 +8,9 @@ Two stores behind one small interface, chosen by `OPTISTUDIO_ARTIFACT_STORE`:
 
 Either way a model's address is its SHA-256 (`models/<sha[:2]>/<sha>/model.onnx`, external data
 files beside it; the hash covers the graph and every external data file, by name and bytes:
-optistudio.core.model.content_address), so the same bytes are stored once. Whoever opens a
+optistudio.core.model.content_address), so the same bytes are stored once. An OpenVINO IR that
+a pass of the studio made is stored the same way as `model.xml` + `model.bin`, its address the
+hash of both (`optistudio.core.model.stored_ir`); the address's file name says which it is. Whoever opens a
 stored model (`local_model`: a worker, the export, the studio) gets it only after it verifies
 against that hash (once per process while its files are unchanged); a mismatch is refused in
 one sentence.
@@ -35,6 +37,9 @@ from optistudio.services.settings import Settings, get_settings
 
 S3_SCHEME = "s3://"
 MODEL_FILE = "model.onnx"
+IR_FILE = "model.xml"
+"""A stored OpenVINO IR's graph (its weights: model.bin beside it)."""
+GRAPH_FILES = (MODEL_FILE, IR_FILE)
 DATA_FOLDER = "datasets"
 _SHA_NAME = re.compile(r"[0-9a-f]{64}\.\w+")
 _CHUNK = 1024**2
@@ -64,6 +69,13 @@ def model_folder(artifact_dir: Path, sha256: str) -> Path:
     return Path(artifact_dir) / "models" / sha256[:2] / sha256
 
 
+def graph_name(address: str) -> str:
+    """The stored graph's file name an address ends with: model.xml for an IR, else
+    model.onnx (an address from elsewhere, or from before IRs were stored)."""
+    name = PurePosixPath(address).name
+    return name if name in GRAPH_FILES else MODEL_FILE
+
+
 def store_for(settings: Settings) -> ArtifactStore:
     """The store these settings configure."""
     if settings.artifact_store:
@@ -91,7 +103,8 @@ class SharedFolderStore:
 
     def local_model(self, address: str, sha256: str) -> Path:
         """The recorded path, or the same model under this machine's mount of the folder."""
-        for candidate in (Path(address), model_folder(self.artifact_dir, sha256) / MODEL_FILE):
+        here = model_folder(self.artifact_dir, sha256) / graph_name(address)
+        for candidate in (Path(address), here):
             if candidate.is_file():
                 verify_stored(candidate, sha256)
                 return candidate
@@ -130,36 +143,37 @@ class S3Store:
         return "/".join(filter(None, [self.prefix, "models", sha256[:2], sha256, relative]))
 
     def publish(self, stored: StoredModel) -> str:
-        """Upload the model's folder unless the bucket has it; model.onnx goes last."""
-        sha256 = stored.info.sha256
+        """Upload the model's folder unless the bucket has it; the graph (model.onnx, or an
+        IR's model.xml) goes last."""
+        sha256, graph = stored.info.sha256, stored.path.name
         folder = stored.path.parent
-        files = sorted(_files_of(folder), key=lambda path: path.name == MODEL_FILE)
+        files = sorted(_files_of(folder), key=lambda path: path.name == graph)
         with _s3_errors("upload the model to"):
-            if not self._exists(self.key_of(sha256, MODEL_FILE)):
+            if not self._exists(self.key_of(sha256, graph)):
                 for path in files:
                     key = self.key_of(sha256, path.relative_to(folder).as_posix())
                     self.client.upload_file(str(path), self.bucket, key)
-        return f"{S3_SCHEME}{self.bucket}/{self.key_of(sha256, MODEL_FILE)}"
+        return f"{S3_SCHEME}{self.bucket}/{self.key_of(sha256, graph)}"
 
     def local_model(self, address: str, sha256: str) -> Path:
         """The cached copy, or the model's folder downloaded, checked and moved into the cache."""
-        target = model_folder(self.cache_dir, sha256)
-        if (target / MODEL_FILE).is_file():
-            verify_stored(target / MODEL_FILE, sha256)
-            return target / MODEL_FILE
+        target, graph = model_folder(self.cache_dir, sha256), graph_name(address)
+        if (target / graph).is_file():
+            verify_stored(target / graph, sha256)
+            return target / graph
         if not address.startswith(S3_SCHEME):
             return SharedFolderStore(self.cache_dir).local_model(address, sha256)
         bucket, key = parse_s3_url(address)
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{sha256[:12]}."))
         try:
-            self._download_folder(bucket, str(PurePosixPath(key).parent), scratch)
-            _check_download(scratch / MODEL_FILE, sha256, address)
-            _move_into_place(scratch, target)
+            self._download_folder(bucket, str(PurePosixPath(key).parent), scratch, graph)
+            _check_download(scratch / graph, sha256, address)
+            _move_into_place(scratch, target, graph)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        verify_stored(target / MODEL_FILE, sha256)  # whichever copy won the race
-        return target / MODEL_FILE
+        verify_stored(target / graph, sha256)  # whichever copy won the race
+        return target / graph
 
     def publish_data(self, path: Path) -> None:
         key = "/".join(filter(None, [self.prefix, DATA_FOLDER, path.name]))
@@ -197,7 +211,9 @@ class S3Store:
             raise
         return True
 
-    def _download_folder(self, bucket: str, folder_key: str, into: Path) -> None:
+    def _download_folder(
+        self, bucket: str, folder_key: str, into: Path, graph: str = MODEL_FILE
+    ) -> None:
         with _s3_errors("download the model from"):
             pages = self.client.get_paginator("list_objects_v2").paginate(
                 Bucket=bucket, Prefix=f"{folder_key}/"
@@ -210,7 +226,7 @@ class S3Store:
                     continue  # a key like a/../../x never leaves the scratch folder
                 local.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(bucket, key, str(local))
-        if not (into / MODEL_FILE).is_file():
+        if not (into / graph).is_file():
             raise ModelRejected(
                 f"The model is missing from the artifact store (s3://{bucket}/{folder_key}/).",
                 hint="Upload the model again.",
@@ -290,10 +306,10 @@ def _check_download(graph: Path, sha256: str, address: str) -> None:
         ) from None
 
 
-def _move_into_place(scratch: Path, target: Path) -> None:
+def _move_into_place(scratch: Path, target: Path, graph: str = MODEL_FILE) -> None:
     """Rename the downloaded folder into the cache; another process may have won the race."""
     try:
         os.rename(scratch, target)
     except OSError:
-        if not (target / MODEL_FILE).is_file():
+        if not (target / graph).is_file():
             raise
