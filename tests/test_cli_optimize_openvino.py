@@ -1,6 +1,6 @@
 """`optistudio optimize --recipe int8_nncf_ov` on an opset-9 CNN, as a user runs it: the
 OpenVINO IR variant is made, judged, timed, reported by the optimize job, copied with its
-weights by --out, and kept in the job's folder (the catalog stores ONNX models only)."""
+weights by --out, and stored in the catalog as a variant with backend openvino."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_ir_variant_is_made_judged_timed_and_exported(tmp_path: Path) -> Non
     assert (variant["backend"], variant["precision"]) == ("openvino", "int8")
     assert variant["accuracy"]["min_cosine"] > 0.98 and variant["within_budget"]
     assert variant["verdict"] and variant["speedup"] > 0
-    assert variant["model_id"] is None  # not in the catalog: the IR stays in the job's folder
+    assert variant["model_id"] is not None  # a catalog entry of its own (backend openvino)
     assert Path(variant["path"]).suffix == ".xml" and Path(variant["path"]).is_file()
     [step] = variant["steps"]
     assert step["details"]["opset"] == {"from": 9, "to": 9}

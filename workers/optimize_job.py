@@ -2,7 +2,10 @@
 
 A recipe that failed is a failed variant with its error, and so is a made variant that could not
 be stored (over the upload limit, the artifact store refused it); the job succeeds with the
-others, and its message says how many failed. Data files (calibration, labels, the qat
+others, and its message says how many failed. An OpenVINO IR (NNCF's INT8 on the OpenVINO
+model) is stored as a variant with backend openvino (services.backend_variants); a LiteRT file,
+and a decoder's IR (its tokenizer and configs are not stored with it), stay in the job's
+folder, timed and judged like the others. Data files (calibration, labels, the qat
 recipe's training data) are read from this worker's copies of the stored files.
 """
 
@@ -10,10 +13,12 @@ from __future__ import annotations
 
 import logging
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from optistudio.core.errors import ErrorInfo, OptistudioError
 from optistudio.core.llm.folder import is_decoder_file
+from optistudio.core.model.info import ModelInfo
 from optistudio.core.optimize.headline import unmade_counts
 from optistudio.core.optimize.run import (
     OptimizeReport,
@@ -61,8 +66,8 @@ def optimize_job(job: Job, spec: OptimizeJobSpec, context: JobContext) -> Done[O
         progress=context.progress,
         text=text,
     )
-    threads = report.spec.comparison.threads
-    variants = [_stored(job, variant, context, threads) for variant in report.variants]
+    made_from = Made(info, threads=report.spec.comparison.threads, decoder=text is not None)
+    variants = [_stored(job, variant, context, made_from) for variant in report.variants]
     best = choose(variants, speed_only=spec.speed_only)  # the chosen one may not be stored
     chosen = best.recipe.name if best else None
     said = told(variants, chosen, report.spec)  # the headline of the choice among those stored
@@ -83,13 +88,21 @@ def local_training(spec: OptimizeSpec) -> OptimizeSpec:
     return spec.model_copy(update={"pass_settings": settings})
 
 
-def _stored(
-    job: Job, variant: VariantResult, context: JobContext, threads: int | None
-) -> StoredVariant:
+@dataclass(frozen=True)
+class Made:
+    """What every variant of the run shares: the card of the model it was made from (an IR is
+    fed as that model is), the threads it was timed at, and whether that model is a decoder."""
+
+    info: ModelInfo
+    threads: int | None = None
+    decoder: bool = False
+
+
+def _stored(job: Job, variant: VariantResult, context: JobContext, made: Made) -> StoredVariant:
     """The variant with its stored model's id, or failed with the reason it was not stored."""
     stored = StoredVariant.model_validate(variant.model_dump())
     try:
-        stored.model_id = _store_variant(job, variant, context, threads)
+        stored.model_id = _store_variant(job, variant, context, made)
     except OptistudioError as exc:
         log.info("job %s: variant %s not stored: %s", job.id, variant.recipe.name, exc)
         stored.fail(
@@ -98,18 +111,16 @@ def _stored(
     return stored
 
 
-def _store_variant(
-    job: Job, variant: VariantResult, context: JobContext, threads: int | None = None
-) -> int | None:
+def _store_variant(job: Job, variant: VariantResult, context: JobContext, made: Made) -> int | None:
     if variant.status != "made" or variant.path is None or job.model is None:
         return None
-    if Path(variant.path).suffix in (".tflite", ".xml"):  # the catalog holds ONNX models: a
-        # LiteRT file or an OpenVINO IR (NNCF's INT8 on the OpenVINO model, a decoder's NNCF
-        # INT4 weights) stays in the job's folder (variant.path, the .xml with its .bin), timed
-        # and judged like the others; export bundles carry LiteRT files
+    suffix = Path(variant.path).suffix
+    if suffix == ".tflite" or (suffix == ".xml" and made.decoder):  # a LiteRT file, or a
+        # decoder's NNCF INT4 IR (its tokenizer and configs are not stored with it), stays in
+        # the job's folder, timed and judged like the others; export bundles carry LiteRT files
         return None
     if backend := recorded_backend(variant.backend):  # its own model, whatever file it runs
-        return _store_backend_variant(job.model, variant, context, backend, threads)
+        return _store_backend_variant(job.model, variant, context, backend, made)
     entry = add_model_file(
         context.factory,
         get_settings(),
@@ -124,11 +135,11 @@ def _store_variant(
 
 
 def _store_backend_variant(
-    original: Model, variant: VariantResult, context: JobContext, backend: str, threads: int | None
+    original: Model, variant: VariantResult, context: JobContext, backend: str, made: Made
 ) -> int:
     """A variant made for a backend other than ONNX Runtime (BF16 on OpenVINO, NNCF's INT8
-    there): a model of its own with its backend, precision and threads, even where its file is
-    the original's or another variant's."""
+    there, an OpenVINO IR): a model of its own with its backend, precision and threads, even
+    where its file is the original's or another variant's."""
     recipe = variant.recipe
     shown = recipe.name if "@" in recipe.name else f"{recipe.name}@{backend}"
     entry = add_backend_variant(
@@ -140,7 +151,8 @@ def _store_backend_variant(
         recipe=recipe.model_dump(mode="json"),
         backend=backend,
         precision=variant.precision,
-        threads=threads,
+        threads=made.threads,
+        like=made.info,
     )
     return entry.model_id
 

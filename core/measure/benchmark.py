@@ -24,6 +24,7 @@ from optistudio.core.data.inputs import (
     shapes_of,
 )
 from optistudio.core.data.model_inputs import ModelInputs
+from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.affinity import pinned_to
 from optistudio.core.machine.contention import ContentionMonitor, ContentionReport
 from optistudio.core.machine.environment import fingerprint
@@ -193,6 +194,7 @@ def run_benchmark(
     report_progress = progress or ignore_progress
     arrays = spec.arrays(info.inputs)
     batch_sizes = resolve_batch_sizes(spec, info, arrays)
+    _check_runs_on(model_path, spec.backend)
     backend = get_backend(spec.backend)
     options = SessionOptions(
         device=spec.device,
@@ -208,7 +210,8 @@ def run_benchmark(
         model = backend.load(model_path, options)
         try:
             model_rss = _rss_mb() - rss_before
-            if spec.check_outputs and not is_reference(spec):
+            unchecked = unchecked_note(model_path) if spec.check_outputs else None
+            if spec.check_outputs and not is_reference(spec) and unchecked is None:
                 report_progress(0.0, "Checking the outputs against ONNX Runtime FP32 on CPU")
                 output_check = _check_outputs(
                     model_path, model, _feeds(info, spec, batch_sizes[0], arrays)[0], info, spec
@@ -216,6 +219,7 @@ def run_benchmark(
             results, warnings = _measure_all(
                 model, info, spec, batch_sizes, arrays, model_rss, report_progress
             )
+            warnings = [unchecked, *warnings] if unchecked else warnings
         finally:
             model.close()
         environment = fingerprint(threads=spec.threads)
@@ -228,6 +232,36 @@ def run_benchmark(
         warnings=warnings,
         output_check=output_check,
     )
+
+
+NOT_ONNX = {".xml": "an OpenVINO IR", ".tflite": "a LiteRT file"}
+"""Model files ONNX Runtime cannot run, so the output check has no reference run of them."""
+
+
+def unchecked_note(model_path: Path) -> str | None:
+    """Why the outputs of a file ONNX Runtime cannot run are not checked (None: they are)."""
+    kind = NOT_ONNX.get(Path(model_path).suffix)
+    if kind is None:
+        return None
+    return (
+        f"Outputs not checked: the model is {kind}, which ONNX Runtime cannot run as the "
+        "reference; its accuracy against the model it was made from is its optimize run's."
+    )
+
+
+ONLY_ON = {".xml": "openvino", ".tflite": "litert"}
+"""The one backend that runs each file that is not ONNX."""
+
+
+def _check_runs_on(model_path: Path, backend: str) -> None:
+    """InvalidSpec, in one sentence, for a file that is not ONNX on a backend it does not run on."""
+    suffix = Path(model_path).suffix
+    only = ONLY_ON.get(suffix)
+    if only is not None and backend != only:
+        raise InvalidSpec(
+            f"The model is {NOT_ONNX[suffix]}, which only the {only} backend runs, not {backend}.",
+            hint=f"Benchmark it with backend {only}.",
+        )
 
 
 def is_reference(spec: BenchmarkSpec) -> bool:

@@ -5,6 +5,12 @@ BF16 times the INT8 file again: such a variant used to be stored as the file it 
 that file's model id and exported as ONNX Runtime at FP32. Here it is a model of its own (its
 recipe, backend, precision and threads on its row) that points at the same stored file, so
 Compare, the studio's pages and the export name it by its own id.
+
+NNCF's INT8 on the OpenVINO model is an OpenVINO IR (.xml + .bin), which only OpenVINO runs:
+stored here as model.xml + model.bin under the hash of both, read by OpenVINO on the stored copy
+before it is placed (optistudio.core.model.stored_ir), a variant with backend openvino and its
+precision like the others. Only variants the studio's passes made come this way; uploads of an
+.xml stay refused (docs/SECURITY.md).
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.core.model.intake import store_model
+from optistudio.core.model.content_address import IR_SUFFIX
+from optistudio.core.model.info import ModelInfo
+from optistudio.core.model.intake import StoredModel, store_model
+from optistudio.core.model.stored_ir import store_ir
 from optistudio.db.queries import get_or_create_backend_variant
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
@@ -41,12 +50,12 @@ def add_backend_variant(
     backend: str,
     precision: str,
     threads: int | None = None,
+    like: ModelInfo | None = None,
 ) -> CatalogEntry:
     """Store `source` (the same bytes as a model already stored are stored once) and record the
-    variant that runs it on `backend` at `precision`; the same run twice gives one model."""
-    stored = store_model(  # made here from a stored model: no upload limit, no load check
-        source, artifact_dir=settings.artifact_dir, max_tensor_bytes=settings.max_tensor_bytes
-    )
+    variant that runs it on `backend` at `precision`; the same run twice gives one model. An
+    OpenVINO IR (.xml) needs `like`, the card of the model it was made from."""
+    stored = _stored(source, settings, like)
     address = store_for(settings).publish(stored)
     with transaction(factory) as s:
         model, created = get_or_create_backend_variant(
@@ -65,3 +74,15 @@ def add_backend_variant(
         )
         model_id = model.id
     return CatalogEntry(model_id, created, name, stored.path, stored.info)
+
+
+def _stored(source: Path, settings: Settings, like: ModelInfo | None) -> StoredModel:
+    """The variant's file stored: an IR checked by OpenVINO's reader (stored_ir), an ONNX
+    file by intake (made here from a stored model: no upload limit, no load check)."""
+    if source.suffix == IR_SUFFIX:
+        if like is None:
+            raise ValueError("an OpenVINO IR is stored with the card of the model it came from")
+        return store_ir(source, artifact_dir=settings.artifact_dir, like=like)
+    return store_model(
+        source, artifact_dir=settings.artifact_dir, max_tensor_bytes=settings.max_tensor_bytes
+    )
