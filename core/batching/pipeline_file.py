@@ -103,8 +103,15 @@ class PipelineFile(BaseModel):
     schema_version: Literal[1] = Field(description="Always 1 for this schema.")
     written_by: Literal["bundle", "batching_page"] = Field(description="Which writer made it.")
     name: str = Field(min_length=1, description="The name the model is served under.")
-    model: str = Field(description="The ONNX file, relative to pipeline.json's folder.")
-    format: Literal["onnx"] = "onnx"
+    model: str = Field(
+        description="The model file, relative to pipeline.json's folder: the ONNX file, or for "
+        "format openvino_ir the .xml (its .bin beside it)."
+    )
+    format: Literal["onnx", "openvino_ir"] = Field(
+        default="onnx",
+        description="'onnx', or 'openvino_ir' for a variant that exists only as OpenVINO IR "
+        "(served by OpenVINO alone).",
+    )
     backend: str = Field(default="onnxruntime", description="Registered backend name.")
     device: str = Field(default="cpu", description="'cpu', 'cuda:0', ...")
     precision: str = Field(default="fp32", description="The precision the model is made for.")

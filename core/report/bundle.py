@@ -19,7 +19,9 @@ the manifest's "serving"; a model whose batch cannot be batched (fixed, and its 
 or no batch dim at all) is served as it is, `max_batch_size: 0` on the setting's instances.
 A part that cannot be built (a TensorRT engine needs a TensorRT worker, a run on ONNX Runtime's
 CANN provider needs an Ascend machine) is listed in the manifest's `skipped` with the reason,
-never faked.
+never faked. A variant that exists only as OpenVINO IR (NNCF's INT8 on the OpenVINO model) has
+no ONNX parts: its IR goes into openvino/ and the Triton repository, each part made from ONNX
+says so in one sentence (core.report.openvino_ir).
 
 Files are copied into the zip in chunks while their hash is taken, so a big model is never held
 in memory; the zip is written under a temporary name and renamed when complete.
@@ -50,20 +52,18 @@ from optistudio.core.batching.fixed_batch import BatchRefused, batchable, fixed_
 from optistudio.core.batching.pipeline_file import pipeline_text
 from optistudio.core.batching.serving_choice import choose_serving, triton_batching
 from optistudio.core.batching.triton import parameters_block, triton_config
-from optistudio.core.errors import InvalidSpec, OptistudioError, first_line
+from optistudio.core.errors import InvalidSpec, OptistudioError
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback
-from optistudio.core.report import coreml
+from optistudio.core.report import coreml, openvino_ir
 from optistudio.core.report import genai as genai_part
 from optistudio.core.report import litert as litert_part
 from optistudio.core.report.litert_tensors import tflite_tensors
 from optistudio.core.report.run_settings import (
     RunSettings,
     manifest_entry,
-    openvino_config,
-    openvino_run_script,
     run_settings,
     triton_parameters,
 )
@@ -131,7 +131,10 @@ def safe_name(name: str) -> str:
 
 
 def model_files(model_path: Path, info: ModelInfo) -> list[Path]:
-    """The .onnx file and the external data files it names (read without loading weights)."""
+    """The .onnx file and the external data files it names (read without loading weights); an
+    OpenVINO IR's .xml and .bin."""
+    if openvino_ir.is_ir(model_path):
+        return [model_path, model_path.with_suffix(".bin")]
     if not info.external_data:
         return [model_path]
     proto = onnx.load(str(model_path), load_external_data=False)
@@ -211,9 +214,10 @@ def _steps(
 ) -> Iterator[tuple[float, str]]:
     name = safe_name(source.name)
     yield 0.0, "Copying the model"
-    folder = source.model_path.parent.resolve()
-    for path in model_files(source.model_path, source.info):
-        writer.add_file(f"model/{path.resolve().relative_to(folder)}", path)
+    if openvino_ir.is_ir(source.model_path):  # no ONNX file: its parts say so, made from none
+        skipped.update(openvino_ir.left_out(name))
+    else:
+        _copy_model(source, writer)
     yield 0.3, "Writing the recipe and reports"
     writer.add_json("recipe.json", _recipe(source))
     writer.add_json("reports/accuracy.json", source.accuracy or _reference_accuracy(source))
@@ -221,7 +225,7 @@ def _steps(
     yield 0.4, "Laying out the Triton model repository"
     triton_served = _triton(source, name, writer, skipped)
     yield 0.5, "Converting to OpenVINO IR"
-    _openvino(source, name, writer, skipped)
+    openvino_ir.add_openvino(source.model_path, runs_as(source), name, writer, skipped)
     yield 0.7, "Converting to Core ML"
     parts: dict[str, Any] = {"coreml": _coreml(source, name, writer, skipped)}
     yield 0.85, "Converting to LiteRT"
@@ -231,10 +235,18 @@ def _steps(
     if (genai := genai_part.add_genai(source.model_path, writer, skipped)) is not None:
         parts["genai"] = genai  # a decoder: the folder ONNX Runtime GenAI loads as it is
     writer.add_text("pipeline.json", pipeline_text(pipeline(source, name, parts)))
-    skipped["tensorrt"] = source.tensorrt_note
-    if source.cann_note:
-        skipped["cann"] = source.cann_note
+    if not openvino_ir.is_ir(source.model_path):
+        skipped["tensorrt"] = source.tensorrt_note
+        if source.cann_note:
+            skipped["cann"] = source.cann_note
     yield 1.0, "Bundle written"
+
+
+def _copy_model(source: BundleSource, writer: _Writer) -> None:
+    """model/: the .onnx file and its external data, as stored."""
+    folder = source.model_path.parent.resolve()
+    for path in model_files(source.model_path, source.info):
+        writer.add_file(f"model/{path.resolve().relative_to(folder)}", path)
 
 
 def _recipe(source: BundleSource) -> dict[str, Any]:
@@ -317,11 +329,12 @@ def pipeline(
     """How to serve the model: its tensors, precision, preprocessing and where each format is
     and runs; `parts` adds what the format converters made (e.g. "coreml": its packages)."""
     dims = SymbolicDims()
+    ir = openvino_ir.is_ir(source.model_path)
     return {
         "written_by": "bundle",
         "name": name,
-        "model": f"model/{source.model_path.name}",
-        "format": "onnx",
+        "model": f"openvino/{name}.xml" if ir else f"model/{source.model_path.name}",
+        "format": openvino_ir.FORMAT if ir else "onnx",
         "precision": source.precision,
         "backend": served_backend(source),
         "opsets": source.info.opsets,
@@ -333,7 +346,7 @@ def pipeline(
         "input_profile": source.input_profile,
         "triton": f"triton/{name}",
         "openvino": f"openvino/{name}.xml",
-        "runs_on": RUNS_ON | {"triton": _triton_runs_on(served_backend(source))},
+        "runs_on": _runs_on(source),
         "serving": serving_of(source),
         **(parts or {}),
     }
@@ -343,6 +356,14 @@ def _tensor(spec: TensorSpec, dims: SymbolicDims) -> dict[str, Any]:
     """A tensor for pipeline.json: a long symbolic dim as its placeholder (see symbolic_dims,
     the full text in pipeline.json's "symbolic_dims")."""
     return spec.model_dump() | {"shape": dims.dims(spec.shape)}
+
+
+def _runs_on(source: BundleSource) -> dict[str, str]:
+    """Where each part runs; an IR-only variant has no ONNX parts, only OpenVINO's."""
+    triton = {"triton": _triton_runs_on(served_backend(source))}
+    if openvino_ir.is_ir(source.model_path):
+        return {"model": openvino_ir.RUNS_ON, "openvino": RUNS_ON["openvino"]} | triton
+    return RUNS_ON | triton
 
 
 def _triton_runs_on(backend: str) -> str:
@@ -365,7 +386,10 @@ def _triton(
     else as it is with no batching (max_batch_size 0) on the setting's instances."""
     model_path, info, served = source.model_path, source.info, None
     batching = triton_batching(serving_of(source))
-    if fixed_at_one(info):
+    ir = openvino_ir.is_ir(model_path)
+    if ir and (problem := batch_dim_problem(info)) is not None:  # no ONNX graph to rewrite
+        batching, served = _unbatched(batching, f"Dynamic batching does not apply: {problem}")
+    elif fixed_at_one(info):
         try:
             freed = batchable(model_path)
             model_path, info, served = freed.path, inspect_model(freed.path), freed.note
@@ -378,7 +402,10 @@ def _triton(
     except OptistudioError as exc:
         skipped["triton"] = f"No Triton config: {exc.message}"
         return served
-    writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, runs_as(source)))
+    writer.add_text(f"triton/{name}/config.pbtxt", _served_by(config, runs_as(source), ir=ir))
+    if ir:
+        openvino_ir.add_triton_files(model_path, f"triton/{name}", writer)
+        return served
     folder = model_path.parent.resolve()
     for path in model_files(model_path, info):
         relative = path.resolve().relative_to(folder)
@@ -396,41 +423,25 @@ def _unbatched(batching: dict[str, Any], why: str) -> tuple[dict[str, Any], str]
     )
 
 
-def _served_by(config: str, run: RunSettings) -> str:
+def _served_by(config: str, run: RunSettings, *, ir: bool = False) -> str:
     """The config naming the Triton backend for the run's backend (ONNX Runtime's platform
-    otherwise), with that backend's parameters (OpenVINO's HINT_BF16, its threads)."""
-    line = TRITON_BACKENDS.get(run.backend)
+    otherwise), with that backend's parameters (OpenVINO's HINT_BF16, its threads); an IR is
+    served by the openvino backend from its model.xml."""
+    line = TRITON_BACKENDS.get("openvino" if ir else run.backend)
     if line is None:
         return config
+    if ir:
+        line = line.replace("model.onnx", openvino_ir.TRITON_FILE)
     named = config.replace(TRITON_BACKENDS["onnxruntime"], line, 1)
     return named + parameters_block(triton_parameters(run))
-
-
-def _openvino(source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]) -> None:
-    try:
-        import openvino as ov
-    except ImportError:
-        skipped["openvino"] = "OpenVINO is not installed here (pip install openvino)."
-        return
-    folder = Path(tempfile.mkdtemp(prefix="optistudio-ir-"))
-    try:
-        model = ov.convert_model(str(source.model_path))
-        ov.save_model(model, str(folder / f"{name}.xml"), compress_to_fp16=False)
-        del model
-        for suffix in (".xml", ".bin"):
-            writer.add_file(f"openvino/{name}{suffix}", folder / f"{name}{suffix}")
-        writer.add_json("openvino/compile_config.json", openvino_config(runs_as(source)))
-        writer.add_text("openvino/run.py", openvino_run_script(name))
-    except Exception as exc:  # OpenVINO raises its own RuntimeError subclasses for bad ops
-        skipped["openvino"] = f"OpenVINO could not convert this model: {first_line(exc)}"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _coreml(
     source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
 ) -> dict[str, Any]:
     """`coreml/<name>_<precision>.mlpackage/` per precision made; pipeline.json's "coreml"."""
+    if openvino_ir.is_ir(source.model_path):  # nothing to convert: left_out says why
+        return {"runs_on": coreml.RUNS_ON, "packages": []}
     if not source.coreml_precisions:
         skipped["coreml"] = "No Core ML package was asked for."
         return {"runs_on": coreml.RUNS_ON, "packages": []}
@@ -481,7 +492,8 @@ def _litert(
     source: BundleSource, name: str, writer: _Writer, skipped: dict[str, str]
 ) -> dict[str, Any]:
     """`litert/<name>_<precision>.tflite` per precision made; pipeline.json's "litert"."""
-    if not source.litert_precisions:  # not asked for (a library call): nothing to explain
+    if not source.litert_precisions or openvino_ir.is_ir(source.model_path):  # not asked for
+        # (a library call): nothing to explain; an IR: left_out says why
         return {"runs_on": litert_part.RUNS_ON, "files": {}}
     with _scratch("optistudio-litert-") as folder:
         made = litert_part.export_litert(
@@ -513,6 +525,7 @@ def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, st
     manifest = {
         "name": source.name,
         "sha256_of_model": source.info.sha256,
+        "model_format": openvino_ir.FORMAT if openvino_ir.is_ir(source.model_path) else "onnx",
         "files": files,
         "skipped": skipped,
         "serving": serving_of(source)["note"],
