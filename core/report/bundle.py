@@ -150,11 +150,14 @@ def model_files(model_path: Path, info: ModelInfo) -> list[Path]:
 
 
 class _Writer:
-    """Adds members to an open zip while hashing them; remembers every member's digest."""
+    """Adds members to an open zip while hashing them; remembers every member's digest, and
+    which format was made from the model at the job's static shapes, and why (the manifest's
+    "static_shapes": the dynamic graph did not convert)."""
 
     def __init__(self, archive: zipfile.ZipFile) -> None:
         self.archive = archive
         self.digests: dict[str, str] = {}
+        self.static_shapes: dict[str, str] = {}
 
     def add_file(self, arcname: str, path: Path) -> None:
         digest = hashlib.sha256()
@@ -462,11 +465,14 @@ def _coreml(
             packages.append(package.entry(arcname))
     if made.skipped:
         skipped["coreml"] = _skipped_line("Core ML", "package", made.skipped)
+    if made.static_shapes and packages:
+        writer.static_shapes["coreml"] = made.static_shapes
     return {
         "runs_on": coreml.RUNS_ON,
         "packages": packages,
         "versions": made.versions,
         "checked": made.route_check,
+        "static_shapes": made.static_shapes,
     }
 
 
@@ -511,6 +517,8 @@ def _litert(
         tensors = tflite_tensors(made.files, source.info)  # the .tflite's own names and dims
     if made.skipped:
         skipped["litert"] = _skipped_line("LiteRT", "file", made.skipped)
+    for precision, why in made.static_shapes.items():
+        writer.static_shapes[f"litert {precision}"] = why
     return {
         "runs_on": litert_part.RUNS_ON,
         "files": files,
@@ -528,6 +536,7 @@ def _write_manifest(source: BundleSource, writer: _Writer, skipped: dict[str, st
         "model_format": openvino_ir.FORMAT if openvino_ir.is_ir(source.model_path) else "onnx",
         "files": files,
         "skipped": skipped,
+        "static_shapes": writer.static_shapes,
         "serving": serving_of(source)["note"],
         "runs_as": manifest_entry(runs_as(source)),
         "check": "unzip the bundle, then run `sha256sum -c SHA256SUMS`",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ from optistudio.core.model.info import Dim, ModelInfo, TensorSpec
 from optistudio.core.numerics.crosscheck import check_outputs, reference_outputs
 from optistudio.core.report.coreml_fold import folded_constant_shapes
 from optistudio.core.report.skip_reasons import sentence
+from optistudio.core.report.static_shapes import profile_shapes, shown, static_copy
 from optistudio.core.torch_bridge import UnsupportedOps, to_torch
 
 __all__ = ["RUNS_ON", "CoreMLExport", "CoreMLPackage", "export_coreml", "missing"]
@@ -94,6 +96,8 @@ class CoreMLExport:
     route_check: str = ""
     """The traced PyTorch module's outputs against ONNX Runtime's (the part of the route that
     runs here); the Core ML packages themselves are not run."""
+    static_shapes: str = ""
+    """'' or why the packages were made from the model at the job's static shapes."""
 
 
 def missing() -> str | None:
@@ -139,8 +143,7 @@ def export_coreml(
     versions = {"coremltools": ct.__version__, "torch": torch.__version__}
     try:
         _check_types(info)
-        traced, examples = trace(model_path, info, input_profile)
-        route = check_route(model_path, info, traced, examples)
+        traced, examples, route, static = _routed(model_path, info, input_profile)
     except OptistudioError as exc:
         return CoreMLExport([], dict.fromkeys(precisions, exc.message), versions)
     converter = Converter(traced, examples, info)
@@ -151,7 +154,34 @@ def export_coreml(
             packages.append(converter.package(precision, path))
         except OptistudioError as exc:
             skipped[precision] = exc.message
-    return CoreMLExport(packages, skipped, versions, route)
+    return CoreMLExport(packages, skipped, versions, route, static)
+
+
+def _routed(
+    model_path: Path, info: ModelInfo, input_profile: dict[str, Any] | None
+) -> tuple[Any, dict[str, np.ndarray], str, str]:
+    """The traced module, its examples, the route's check, and '' or the sentence saying it
+    was traced from the static copy (`static_shapes`) because the dynamic graph was not."""
+    try:
+        traced, examples = trace(model_path, info, input_profile)
+        return traced, examples, check_route(model_path, info, traced, examples), ""
+    except OptistudioError as exc:
+        dynamic = exc.message
+    shapes = profile_shapes(info, input_profile)
+    with tempfile.TemporaryDirectory(prefix="optistudio-coreml-static-") as work:
+        try:
+            static = static_copy(model_path, info, shapes, Path(work) / "static.onnx")
+            traced, examples = trace(static, info, input_profile)
+            route = check_route(model_path, info, traced, examples)
+        except OptistudioError as exc:
+            raise PassFailed(
+                f"{dynamic} At the static shapes {shown(shapes)}: {exc.message}"
+            ) from exc
+    said = (
+        f"traced from the model at the static shapes {shown(shapes)}, checked against it "
+        f"first: the dynamic graph did not convert ({dynamic})"
+    )
+    return traced, examples, route, said
 
 
 def trace(

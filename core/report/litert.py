@@ -5,11 +5,14 @@ Made with the same converter as the LiteRT passes (onnx2tf + TensorFlow in a chi
 dynamic-range INT8, which need no data. Full-integer INT8 needs calibration data, which a bundle
 does not have: make it with `optistudio optimize MODEL --target litert` (recipe litert_int8) and
 export that variant. Where the converter is not installed, the part is skipped with the extra to
-install; a precision that fails to convert is skipped with the converter's reason.
+install; a precision that fails to convert is tried once more from the model at the job's
+static shapes (`optistudio.core.report.static_shapes`: the profile's, batch 1, checked against
+the original first), and skipped with both reasons when that fails too.
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,10 @@ from optistudio.core.backends.litert_convert import (
     missing_converter,
 )
 from optistudio.core.backends.litert_convert import PRECISIONS as PRECISIONS_ALL
+from optistudio.core.errors import OptistudioError
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.report.skip_reasons import sentence
+from optistudio.core.report.static_shapes import profile_shapes, shown, static_copy
 
 PRECISIONS: tuple[LiteRtPrecision, ...] = ("fp32", "fp16", "int8_dynamic")
 RUNS_ON = (
@@ -39,6 +44,8 @@ class LiteRtExport:
     files: dict[str, Path] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    static_shapes: dict[str, str] = field(default_factory=dict)
+    """Precision -> why its file was made from the model at the job's static shapes."""
 
 
 def export_litert(
@@ -63,7 +70,41 @@ def export_litert(
             made.files[precision] = outs[precision]
         else:
             made.skipped[precision] = skip_reason(answer.get("error"))
+    if made.skipped:
+        _retry_static(model, info, input_profile, {p: outs[p] for p in made.skipped}, made)
     return made
+
+
+def _retry_static(
+    model: Path,
+    info: ModelInfo,
+    input_profile: dict[str, Any] | None,
+    outs: dict[LiteRtPrecision, Path],
+    made: LiteRtExport,
+) -> None:
+    """Convert the precisions the dynamic graph did not once more, from the model at the job's
+    static shapes (`static_shapes`): a file made says so in `made.static_shapes`, a precision
+    still refused gives both reasons."""
+    shapes = profile_shapes(info, input_profile)
+    with tempfile.TemporaryDirectory(prefix="optistudio-litert-static-") as work:
+        try:
+            static = static_copy(model, info, shapes, Path(work) / "static.onnx")
+        except OptistudioError as exc:
+            for precision in outs:
+                made.skipped[precision] += f" At the static shapes {shown(shapes)}: {exc.message}"
+            return
+        outcome = convert_many(static, outs, shapes=shapes)
+    for precision, answer in outcome.items():
+        dynamic = made.skipped.pop(precision)
+        if answer.get("ok"):
+            made.files[precision] = outs[precision]
+            made.static_shapes[precision] = (
+                f"converted from the model at the static shapes {shown(shapes)}, checked against "
+                f"it first: the dynamic graph did not convert ({dynamic})"
+            )
+        else:
+            again = skip_reason(answer.get("error"))
+            made.skipped[precision] = f"{dynamic} At the static shapes {shown(shapes)}: {again}"
 
 
 CONVERTER = "onnx2tf and TensorFlow's TFLite converter"
