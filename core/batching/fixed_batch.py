@@ -153,7 +153,7 @@ def free_states(
     axes = ", ".join(f"{state.name!r} on axis {state.axis}" for state in states)
     note = (
         f"The model's recurrent state is declared at batch 1 ({axes}): batched a rewrite with "
-        f"that axis free, checked first: the original's values at batch 1, and {check.line()})."
+        f"that axis free, checked first: the original's values at batch 1, and {check.line()}."
     )
     return note, [*edits, *rewrite.edits]
 
