@@ -189,7 +189,15 @@ class OpenedPipeline:
 
     @property
     def model_path(self) -> Path:
-        """The ONNX file; InvalidSpec when it lies outside the folder or is missing."""
+        """The ONNX file; InvalidSpec when it lies outside the folder or is missing, or is an
+        OpenVINO IR (format openvino_ir), which the batching runtime does not serve."""
+        if self.document.format != "onnx":
+            raise InvalidSpec(
+                f"pipeline.json's model {self.document.model!r} is an OpenVINO IR: this variant "
+                "exists only as OpenVINO IR, and the batching runtime serves ONNX files.",
+                hint="Serve it with OpenVINO (the bundle's openvino/run.py) or Triton's openvino "
+                "backend (its triton/ folder).",
+            )
         path = (self.folder / self.document.model).resolve()
         if not path.is_relative_to(self.folder.resolve()):
             raise InvalidSpec(

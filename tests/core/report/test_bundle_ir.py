@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from optistudio.core.batching.pipeline_file import parse_pipeline
+from optistudio.core.batching.pipeline_file import opened_pipeline, parse_pipeline
+from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.stored_ir import store_ir
 from optistudio.core.report.bundle import BundleSource, verify_bundle, write_bundle
 from tests.core.report.test_written_artifacts import parsed
@@ -108,3 +109,10 @@ def test_the_bundled_ir_runs_on_openvino(bundle: Path, tmp_path: Path) -> None:
     [output] = compiled({"x": np.ones((2, 3, 16, 16), np.float32)}).values()
 
     assert output.shape == (2, 4)
+
+
+def test_serving_the_bundle_with_the_batching_runtime_is_refused_in_a_sentence(
+    bundle: Path,
+) -> None:
+    with opened_pipeline(bundle) as opened, pytest.raises(InvalidSpec, match="only as OpenVINO IR"):
+        _ = opened.model_path
