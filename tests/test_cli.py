@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,25 @@ def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
         list(args), set_env={"OPTISTUDIO_DATA_DIR": str(data_dir)},
         unset_env=("OPTISTUDIO_DATABASE_URL",),
     )  # fmt: skip
+
+
+def optimize_args(
+    model: Path,
+    *flags: str,
+    out: Path,
+    recipe: str | None = None,
+    seconds: str | None = None,
+    as_json: bool = False,
+    save: bool = False,
+) -> list[str]:
+    """`optimize MODEL [--recipe R] [--seconds S] FLAGS --out OUT [--json] [--save]`: the
+    command line every optimize test builds, FLAGS being what one test sets beyond it."""
+    picked = [
+        *(["--recipe", recipe] if recipe else []),
+        *(["--seconds", seconds] if seconds else []),
+    ]
+    ending = [*(["--json"] if as_json else []), *(["--save"] if save else [])]
+    return ["optimize", str(model), *picked, *flags, "--out", str(out), *ending]
 
 
 def test_bench_json_has_the_stored_fields(tiny_model: Path, tmp_path: Path) -> None:
@@ -221,15 +241,7 @@ def test_optimize_json_lists_variants_with_files_and_figures(tiny_model: Path, t
     out = tmp_path / "variants"
 
     done = optistudio(
-        "optimize",
-        str(tiny_model),
-        "--recipe",
-        "graph",
-        "--seconds",
-        "0.2",
-        "--out",
-        str(out),
-        "--json",
+        *optimize_args(tiny_model, recipe="graph", seconds="0.2", out=out, as_json=True),
         data_dir=tmp_path / "data",
     )
 
@@ -250,19 +262,10 @@ def test_optimize_save_stores_the_variant_beside_its_original(tiny_model: Path, 
     from optistudio.db.session import make_session_factory, transaction
 
     data = tmp_path / "data"
-    done = optistudio(
-        "optimize",
-        str(tiny_model),
-        "--recipe",
-        "graph",
-        "--seconds",
-        "0.2",
-        "--out",
-        str(tmp_path / "v"),
-        "--json",
-        "--save",
-        data_dir=data,
+    args = optimize_args(
+        tiny_model, recipe="graph", seconds="0.2", out=tmp_path / "v", as_json=True, save=True
     )
+    done = optistudio(*args, data_dir=data)
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
@@ -281,12 +284,7 @@ def test_optimize_with_mismatched_data_names_the_problem(tiny_model: Path, tmp_p
     np.savez(calib, wrong_name=np.zeros((4, 16), dtype=np.float32))
 
     done = optistudio(
-        "optimize",
-        str(tiny_model),
-        "--calib",
-        str(calib),
-        "--out",
-        str(tmp_path / "v"),
+        *optimize_args(tiny_model, "--calib", str(calib), out=tmp_path / "v"),
         data_dir=tmp_path / "data",
     )
 
@@ -384,14 +382,9 @@ def test_bench_refuses_the_cann_provider_in_one_sentence(tiny_model: Path, tmp_p
 
 def test_optimize_refuses_an_unknown_accuracy_output(tiny_model: Path, tmp_path: Path) -> None:
     done = optistudio(
-        "optimize",
-        str(tiny_model),
-        "--recipe",
-        "graph",
-        "--accuracy-output",
-        "embedding",
-        "--out",
-        str(tmp_path / "v"),
+        *optimize_args(
+            tiny_model, "--accuracy-output", "embedding", recipe="graph", out=tmp_path / "v"
+        ),
         data_dir=tmp_path / "data",
     )
 
@@ -413,22 +406,11 @@ def test_optimize_calibrates_on_a_folder_of_images(tmp_path: Path) -> None:
         pixels = rng.integers(0, 255, size=(40, 30), dtype=np.uint8)
         Image.fromarray(pixels, mode="L").save(images / f"digit{index}.png")
 
-    done = optistudio(
-        "optimize",
-        str(model),
-        "--recipe",
-        "int8_static",
-        "--calib",
-        str(images),
-        "--image-color",
-        "GRAY",
-        "--seconds",
-        "0.2",
-        "--out",
-        str(tmp_path / "v"),
-        "--json",
-        data_dir=tmp_path / "data",
+    calibrated = ("--calib", str(images), "--image-color", "GRAY")
+    args = optimize_args(
+        model, *calibrated, recipe="int8_static", seconds="0.2", out=tmp_path / "v", as_json=True
     )
+    done = optistudio(*args, data_dir=tmp_path / "data")
 
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
@@ -464,9 +446,9 @@ def test_an_unreachable_database_is_named_without_its_password(tmp_path: Path) -
 def test_optimize_says_what_it_chose_for_int8_in_json_and_text(tiny_model: Path, tmp_path: Path):
     from optistudio.core.machine.environment import int8_choice
 
-    args = ["optimize", str(tiny_model), "--recipe", "int8_dynamic", "--seconds", "0.1"]
-    as_json = optistudio(*args, "--out", str(tmp_path / "a"), "--json", data_dir=tmp_path / "d")
-    as_text = optistudio(*args, "--out", str(tmp_path / "b"), data_dir=tmp_path / "d")
+    args = partial(optimize_args, tiny_model, recipe="int8_dynamic", seconds="0.1")
+    as_json = optistudio(*args(out=tmp_path / "a", as_json=True), data_dir=tmp_path / "d")
+    as_text = optistudio(*args(out=tmp_path / "b"), data_dir=tmp_path / "d")
 
     sentence = int8_choice().sentence()  # this CPU's: 7-bit without VNNI/AMX, else 8-bit
     assert as_json.returncode == 0 and as_text.returncode == 0, as_json.stderr + as_text.stderr

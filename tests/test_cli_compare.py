@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_cli import optistudio
+from test_cli import optimize_args, optistudio
 
 QUICK_BENCH = ["--batch", "1", "--min-runs", "5", "--warmup", "1", "--min-seconds", "0"]
 
@@ -19,8 +19,8 @@ def _saved(*args: str, data: Path) -> dict:  # type: ignore[type-arg]
 def test_compare_benchmarks_and_variants_as_the_page_does(tiny_model: Path, tmp_path: Path):
     data = tmp_path / "data"
     bench = _saved("bench", str(tiny_model), *QUICK_BENCH, data=data)
-    made = _saved("optimize", str(tiny_model), "--recipe", "graph", "--seconds", "0.1",
-                  "--out", str(tmp_path / "v"), data=data)  # fmt: skip
+    made = _saved(*optimize_args(tiny_model, recipe="graph", seconds="0.1", out=tmp_path / "v"),
+                  data=data)  # fmt: skip
     bench_job, optimize_job = bench["job_id"], made["job_id"]
 
     done = optistudio("compare", str(bench_job), "--variant", str(optimize_job),
@@ -51,7 +51,13 @@ def test_compare_names_what_it_cannot_read(tmp_path: Path) -> None:
     unknown = optistudio("compare", "4242", data_dir=data)
     garbled = optistudio("compare", "12.x", "--json", data_dir=data)
 
-    assert nothing.returncode == 2 and "Nothing to compare" in json.loads(nothing.stdout)["error"]["message"]
+    assert (
+        nothing.returncode == 2
+        and "Nothing to compare" in json.loads(nothing.stdout)["error"]["message"]
+    )
     assert unknown.returncode == 2 and "Job #4242 has no stored benchmark result" in unknown.stderr
-    assert garbled.returncode == 2 and "is not a result" in json.loads(garbled.stdout)["error"]["message"]
+    assert (
+        garbled.returncode == 2
+        and "is not a result" in json.loads(garbled.stdout)["error"]["message"]
+    )
     assert "Traceback" not in nothing.stderr + unknown.stderr + garbled.stderr

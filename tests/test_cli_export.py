@@ -6,7 +6,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from test_cli import optistudio
+from test_cli import optimize_args, optistudio
 
 from optistudio.core.report.bundle import verify_bundle
 
@@ -14,8 +14,8 @@ from optistudio.core.report.bundle import verify_bundle
 def test_export_a_variant_by_the_id_optimize_save_printed(tiny_model: Path, tmp_path: Path):
     data = tmp_path / "data"
     made = optistudio(
-        "optimize", str(tiny_model), "--recipe", "graph", "--seconds", "0.1",
-        "--out", str(tmp_path / "v"), "--save", "--json", data_dir=data,
+        *optimize_args(tiny_model, recipe="graph", seconds="0.1", out=tmp_path / "v",
+                       as_json=True, save=True), data_dir=data,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     variant_id = json.loads(made.stdout)["variants"][0]["model_id"]

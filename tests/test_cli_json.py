@@ -13,6 +13,7 @@ import pytest
 from decoder_models import build_tiny_decoder
 from diagnostic_models import build_cnn
 from optimize_models import det_model, rms_norm_model
+from test_cli import optimize_args
 
 from optistudio.cli import build_parser
 from optistudio.cli.batching import ACTIONS
@@ -77,8 +78,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     data = tmp / "data"
     tiny, det = rms_norm_model(tmp / "tiny.onnx"), det_model(tmp / "det.onnx")
     optimized = optistudio(
-        "optimize", str(det), "--recipe", "graph,int8_nncf", "--seconds", "0.1", "--out",
-        str(tmp / "variants"), "--save", data_dir=data,
+        *optimize_args(det, recipe="graph,int8_nncf", seconds="0.1", out=tmp / "variants",
+                       save=True), data_dir=data,
     )  # fmt: skip
     profiled = optistudio(
         "batching", "profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
@@ -135,9 +136,9 @@ def test_nothing_made_is_exit_2_with_the_document_still_one(ran, tmp_path: Path)
     det = det_model(tmp_path / "det.onnx")
 
     done = optistudio(
-        "optimize", str(det), "--recipe", "int8_nncf", "--seconds", "0.1", "--out",
-        str(tmp_path / "v"), data_dir=tmp_path / "data",
-    )  # fmt: skip
+        *optimize_args(det, recipe="int8_nncf", seconds="0.1", out=tmp_path / "v"),
+        data_dir=tmp_path / "data",
+    )
 
     assert done.returncode == 2
     [variant] = one_document(done)["variants"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from cli_runner import run_in_process
 from large_decoder import MiB, folder_bytes, large_decoder
+from test_cli import optimize_args
 
 
 def _cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -43,8 +44,8 @@ def test_optimize_takes_a_local_decoder_folder_over_the_upload_limit(
     folder: Path, tmp_path: Path
 ) -> None:
     done = _cli(
-        "optimize", str(folder), "--recipe", "int8_weight_only", "--seconds", "0.05",
-        "--out", str(tmp_path / "out"), "--json", data_dir=tmp_path / "data",
+        *optimize_args(folder, recipe="int8_weight_only", seconds="0.05", out=tmp_path / "out",
+                       as_json=True), data_dir=tmp_path / "data",
     )  # fmt: skip
 
     assert done.returncode == 0, done.stderr[-2000:]

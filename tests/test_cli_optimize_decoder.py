@@ -14,18 +14,19 @@ import numpy as np
 import pytest
 from decoder_models import TinyShape, build_tiny_decoder
 from decoder_tokenizers import TEXT, train_tokenizer
+from test_cli import optimize_args
 
 from optistudio.cli import main
 from optistudio.services.jobresults import OptimizeJobResult
 
-QUICK = ["--seconds", "0.05"]
+SECONDS = "0.05"
 
 
 def _optimize(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, OPTISTUDIO_DATA_DIR=str(data_dir), NNCF_CI="1")
     env.pop("OPTISTUDIO_DATABASE_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "optistudio.cli", "optimize", *args],
+        [sys.executable, "-m", "optistudio.cli", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -45,8 +46,9 @@ def test_optimize_on_a_decoders_folder_gives_an_ordinary_result(
     recipes = "int4_weight_only,int8_weight_only"
 
     done = _optimize(
-        str(folder), "--recipe", recipes, "--calib", str(tmp_path / "ids.npy"), *QUICK,
-        "--out", str(tmp_path / "out"), "--json", data_dir=tmp_path / "data",
+        *optimize_args(folder, "--calib", str(tmp_path / "ids.npy"), recipe=recipes,
+                       seconds=SECONDS, out=tmp_path / "out", as_json=True),
+        data_dir=tmp_path / "data",
     )  # fmt: skip
 
     assert done.returncode == 0, done.stderr
@@ -69,8 +71,8 @@ def test_a_text_the_decoder_cannot_tokenize_is_refused_in_one_sentence(
     (tmp_path / "text.txt").write_text(TEXT)
 
     code = main(
-        ["optimize", str(folder), "--calib", str(tmp_path / "text.txt"),
-         "--out", str(tmp_path / "out"), "--json"]
+        optimize_args(folder, "--calib", str(tmp_path / "text.txt"), out=tmp_path / "out",
+                      as_json=True)
     )  # fmt: skip
 
     error = json.loads(capsys.readouterr().out)["error"]
@@ -88,8 +90,8 @@ def test_a_text_is_tokenized_by_the_folders_tokenizer_and_travels_with_the_varia
     (tmp_path / "text.txt").write_text(TEXT)
 
     code = main(
-        ["optimize", str(folder), "--recipe", "int8_weight_only",
-         "--calib", str(tmp_path / "text.txt"), *QUICK, "--out", str(tmp_path / "out")]
+        optimize_args(folder, "--calib", str(tmp_path / "text.txt"), recipe="int8_weight_only",
+                      seconds=SECONDS, out=tmp_path / "out")
     )  # fmt: skip
 
     shown = capsys.readouterr().out

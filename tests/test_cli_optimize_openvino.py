@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 from cli_runner import run_in_process
+from test_cli import optimize_args
 
 from tests.core.passes.test_nncf import build_cnn
 
@@ -25,23 +26,11 @@ def test_the_ir_variant_is_made_judged_timed_and_exported(tmp_path: Path) -> Non
     model = build_cnn(tmp_path, opset=9)
     out = tmp_path / "variants"
 
-    done = optistudio(
-        "optimize",
-        str(model),
-        "--recipe",
-        "int8_nncf_ov",
-        "--target",
-        "openvino",
-        "--task",
-        "none",
-        "--seconds",
-        "0.3",
-        "--out",
-        str(out),
-        "--json",
-        "--save",
-        data_dir=tmp_path / "data",
+    on_openvino = ("--target", "openvino", "--task", "none")
+    args = optimize_args(
+        model, *on_openvino, recipe="int8_nncf_ov", seconds="0.3", out=out, as_json=True, save=True
     )
+    done = optistudio(*args, data_dir=tmp_path / "data")
 
     assert done.returncode == 0, done.stderr[-3000:]
     payload = json.loads(done.stdout)

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
-from test_cli import optistudio
+from test_cli import optimize_args, optistudio
 
-QUICK = ["--recipe", "fp16", "--seconds", "0.1", "--task", "classification"]
+quick = partial(optimize_args, recipe="fp16", seconds="0.1")
+"""The optimize command line of these tests: `quick(MODEL, FLAGS..., out=...)`."""
+CLASSIFICATION = ("--task", "classification")
 
 
 def test_a_budget_in_task_metrics_is_stored_with_every_variant(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    done = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_disagreement=0.05",
-                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+    done = optistudio(*quick(tiny_model, *CLASSIFICATION, "--budget", "top1_disagreement=0.05",
+                             out=tmp_path / "v", as_json=True), data_dir=tmp_path)  # fmt: skip
 
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -29,12 +32,10 @@ def test_a_budget_in_task_metrics_is_stored_with_every_variant(
 def test_a_budget_the_task_cannot_measure_is_refused_naming_what_to_do(
     tiny_model: Path, tmp_path: Path
 ) -> None:
-    unknown = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "bleu=0.9",
-                         "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
-    unlabelled = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_drop=0.01",
-                            "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
-    malformed = optistudio("optimize", str(tiny_model), *QUICK, "--budget", "top1_drop",
-                           "--out", str(tmp_path / "v"), data_dir=tmp_path)  # fmt: skip
+    budget = partial(quick, tiny_model, *CLASSIFICATION, "--budget", out=tmp_path / "v")
+    unknown = optistudio(*budget("bleu=0.9"), data_dir=tmp_path)
+    unlabelled = optistudio(*budget("top1_drop=0.01"), data_dir=tmp_path)
+    malformed = optistudio(*budget("top1_drop"), data_dir=tmp_path)
 
     assert unknown.returncode == 2 and "no metric 'bleu'. Its metrics: top1_agreement" in (
         unknown.stderr
@@ -47,8 +48,8 @@ def test_a_budget_the_task_cannot_measure_is_refused_naming_what_to_do(
 
 
 def test_task_none_judges_by_cosine(tiny_model: Path, tmp_path: Path) -> None:
-    done = optistudio("optimize", str(tiny_model), *QUICK[:-2], "--task", "none",
-                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+    done = optistudio(*quick(tiny_model, "--task", "none", out=tmp_path / "v", as_json=True),
+                      data_dir=tmp_path)  # fmt: skip
 
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -61,8 +62,8 @@ def test_a_variant_that_passes_cosine_but_fails_the_task_is_not_chosen(tmp_path:
     from optimize_models import near_tie_classifier
 
     model = near_tie_classifier(tmp_path / "near_tie.onnx")
-    done = optistudio("optimize", str(model), "--recipe", "int8_dynamic", "--seconds", "0.1",
-                      "--out", str(tmp_path / "v"), "--json", data_dir=tmp_path)  # fmt: skip
+    done = optistudio(*optimize_args(model, recipe="int8_dynamic", seconds="0.1",
+                                     out=tmp_path / "v", as_json=True), data_dir=tmp_path)  # fmt: skip
 
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
