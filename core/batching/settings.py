@@ -8,6 +8,10 @@ from optistudio.core.backends import SessionOptions
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.machine.affinity import available_cores
 
+DEFAULT_MAX_BATCH_SIZE = 8
+"""The max batch size wherever none is given: the largest batch a latency profile times (the
+Batching page's "Largest batch", the CLI's --max-batch-size) and the batch a server caps at."""
+
 
 class BatchingSettings(BaseModel):
     """How requests are grouped into batches and spread over model instances."""
@@ -15,7 +19,10 @@ class BatchingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_batch_size: int = Field(
-        default=8, ge=1, le=1024, description="Most requests (rows) in one batch."
+        default=DEFAULT_MAX_BATCH_SIZE,
+        ge=1,
+        le=1024,
+        description="Most requests (rows) in one batch.",
     )
     timeout_ms: float = Field(
         default=2.0,

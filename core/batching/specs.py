@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from optistudio.core.backends.target import BackendName, DeviceName, Threads
-from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.settings import DEFAULT_MAX_BATCH_SIZE, BatchingSettings
 from optistudio.core.data.model_inputs import ModelInputs
 
 
@@ -28,7 +28,12 @@ class BatchingProfileSpec(ModelInputs):
 
     backend: BackendName = "onnxruntime"
     device: DeviceName = "cpu"
-    max_batch_size: int = Field(default=16, ge=1, le=256, description="Largest batch to time.")
+    max_batch_size: int = Field(
+        default=DEFAULT_MAX_BATCH_SIZE,
+        ge=1,
+        le=256,
+        description="Largest batch to time: the largest max batch size the profile predicts.",
+    )
     threads: Threads = None
     spin_wait: bool = _spin_wait_field()
     min_seconds: float = Field(

@@ -89,7 +89,12 @@ def _add_runtime_flags(batching: argparse.ArgumentParser) -> None:
 def _add_serving_flags(batching: argparse.ArgumentParser) -> None:
     """The serving setting: max batch, timeout, eager cut, instances, queue."""
     add = batching.add_argument
-    add("--max-batch-size", type=int, default=8)
+    add(
+        "--max-batch-size",
+        type=int,
+        help="most requests in one batch; profile: the largest batch timed (default 8, as on "
+        "the Batching page)",
+    )
     add("--timeout-ms", type=float, default=2.0)
     add("--eager", type=int, help="send at once when this many requests wait")
     add("--preferred", type=parse_int_list, help="preferred batch sizes, e.g. 4,8")
@@ -144,8 +149,9 @@ def _add_file_flags(batching: argparse.ArgumentParser) -> None:
 def batching_settings(args: argparse.Namespace) -> Any:
     from optistudio.core.batching.settings import settings_from
 
+    given = {"max_batch_size": args.max_batch_size} if args.max_batch_size is not None else {}
     values = {
-        "max_batch_size": args.max_batch_size,
+        **given,  # none given: the settings' own default (DEFAULT_MAX_BATCH_SIZE)
         "timeout_ms": args.timeout_ms,
         "eager_threshold": args.eager,
         "preferred_batch_sizes": args.preferred or [],

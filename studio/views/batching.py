@@ -18,7 +18,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, BatchingProfileSpec
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
@@ -126,7 +126,7 @@ def profile_form(model_id: int) -> None:
         cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
         max_batch_size = cols[1].number_input(
-            "Largest batch", 1, 256, 16, help="Timed: 1, 2, 4, ..."
+            "Largest batch", 1, 256, DEFAULT_MAX_BATCH_SIZE, help="Timed: 1, 2, 4, ..."
         )
         threads = cols[2].number_input(
             "Threads",
@@ -198,7 +198,7 @@ def sliders(
     largest = profile.batch_sizes[-1]
     bounds = whatif.rate_bounds(measured, largest)
     most = whatif.most_instances(measured)
-    default = measured.ceiling(min(8, largest), with_handoff=True)[0] * 0.6
+    default = measured.ceiling(min(DEFAULT_MAX_BATCH_SIZE, largest), with_handoff=True)[0] * 0.6
     _defaults(largest, bounds, most, default)
     st.subheader("What if")
     cols = st.columns(5)
@@ -243,7 +243,7 @@ def _defaults(
     the rate is kept (pulled into range) whenever the slider's range changes."""
     default = whatif.kept_rate(default_rate, bounds, bounds[0])
     defaults: dict[str, int | float] = {
-        "max_batch_size": min(8, largest),
+        "max_batch_size": min(DEFAULT_MAX_BATCH_SIZE, largest),
         "timeout_ms": 2.0,
         "eager_threshold": 0,
         "instances": 1,

@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, BatchingProfileSpec
 from optistudio.core.llm.batched_serving import ServingPolicy
 from optistudio.core.llm.card import DecoderCard
 from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
@@ -67,7 +67,7 @@ def profile_form(model_id: int) -> None:
             "Largest batch",
             1,
             LARGEST_BATCH,
-            8,
+            DEFAULT_MAX_BATCH_SIZE,
             help="Decode steps timed at 1, 2, 4, ... rows.",
         )
         threads = cols[2].number_input(
