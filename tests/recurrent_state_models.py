@@ -19,10 +19,19 @@ HIDDEN, FEATURES, STEPS, LAYERS = 5, 4, 3, 2
 
 
 def build_state_model(
-    path: Path, *, opset: int = 9, mixing: bool = False, slice_axis: int = 0, layout: int = 0
+    path: Path,
+    *,
+    opset: int = 9,
+    mixing: bool = False,
+    slice_axis: int = 0,
+    layout: int = 0,
+    layers: int = LAYERS,
+    batch: str | int = "N",
 ) -> Path:
     """The model at `path`; `slice_axis` is the axis the Slice of h0 cuts (1: the batch's, so
-    the graph no longer says which axis is the batch); `layout` the GRU's (opset 14+)."""
+    the graph no longer says which axis is the batch); `layout` the GRU's (opset 14+); with
+    one layer h0 [1, 1, 5] feeds the GRU as it is (no Slice); `batch` is x's dim 0 (1: every
+    input declared at batch 1, as most exports are)."""
     rng = np.random.default_rng(7)
     weights = {
         "W": rng.normal(0, 0.5, (1, 3 * HIDDEN, FEATURES)),
@@ -32,7 +41,10 @@ def build_state_model(
     }
     inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()]
     nodes = [helper.make_node("Transpose", ["x"], ["x_t"], perm=[1, 0, 2])] if layout == 0 else []
-    nodes += _slice(opset, slice_axis, inits)
+    if layers > 1:
+        nodes += _slice(opset, slice_axis, inits)
+    else:
+        nodes.append(helper.make_node("Identity", ["h0"], ["h_layer"]))
     gru_x = "x_t" if layout == 0 else "x"
     extra = {"layout": layout} if layout else {}
     nodes.append(
@@ -51,15 +63,15 @@ def build_state_model(
         last = "mixed"
     nodes.append(helper.make_node("MatMul", [last, "head"], ["scores"]))
     nodes.append(helper.make_node("Squeeze", ["scores"], ["output"]))
-    h0_shape = [LAYERS, 1, HIDDEN] if layout == 0 else [1, LAYERS, HIDDEN]
+    h0_shape = [layers, 1, HIDDEN] if layout == 0 else [1, layers, HIDDEN]
     graph = helper.make_graph(
         nodes,
         "state_model",
         [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", STEPS, FEATURES]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, STEPS, FEATURES]),
             helper.make_tensor_value_info("h0", TensorProto.FLOAT, h0_shape),
         ],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -38,6 +38,7 @@ from optistudio.core.passes.state_batch import (
     StateInput,
     check_state_batch,
     fixed_state_inputs,
+    free_batch_beside_states,
     free_state_batch,
     model_batch_name,
 )
@@ -131,10 +132,7 @@ def free_states(
     each state's batch axis and what the check found."""
     model = onnx.load(str(model_path))
     try:
-        edits: list[str] = []
-        if fixed_batch_inputs(model.graph):
-            freed = free_batch(model)
-            model, edits = freed.model, freed.edits
+        model, edits = free_batch_beside_states(model, states)
         name = model_batch_name(model.graph, BATCH_NAME)
         rewrite = free_state_batch(model, name)
         onnx.save(rewrite.model, str(target))

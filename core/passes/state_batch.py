@@ -29,6 +29,7 @@ from optistudio.core.backends.reference import reference_session
 from optistudio.core.errors import PassFailed, first_line
 from optistudio.core.model.ir_inputs import list_initializers
 from optistudio.core.passes.batch_check import ATOL, RTOL, BatchCheck, check_free_batch
+from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
 
 STATE_SLOTS = {"GRU": (5,), "RNN": (5,), "LSTM": (5, 6)}
 """The inputs of each recurrent op that hold an initial state (initial_h, initial_c)."""
@@ -130,6 +131,32 @@ def free_state_batch(model: onnx.ModelProto, batch_name: str) -> StateRewrite:
     if listed := list_initializers(result.model):  # an IR < 4 file lists its constants
         result.edits.append(f"IR {result.model.ir_version}: {', '.join(listed)} listed as inputs")
     return result
+
+
+def free_batch_beside_states(
+    model: onnx.ModelProto, states: list[StateInput]
+) -> tuple[onnx.ModelProto, list[str]]:
+    """`dynamic_batch.free_batch` on the inputs that are no state (a state's dim 0 of 1 is its
+    directions x layers, not the batch): the model with their batch free, and the edits; the
+    model itself when none is fixed at 1."""
+    names = {state.name for state in states}
+    if not [name for name in fixed_batch_inputs(model.graph) if name not in names]:
+        return model, []
+    hidden = onnx.ModelProto()
+    hidden.CopyFrom(model)
+    declared = {}
+    for value in hidden.graph.input:
+        if value.name in names:
+            declared[value.name] = onnx.TypeProto()
+            declared[value.name].CopyFrom(value.type)
+            for index, dim in enumerate(value.type.tensor_type.shape.dim):
+                if dim.HasField("dim_value"):
+                    dim.dim_param = f"{value.name}_dim{index}"  # not 1: free_batch leaves it
+    freed = free_batch(hidden)
+    for value in freed.model.graph.input:
+        if value.name in declared:
+            value.type.CopyFrom(declared[value.name])
+    return freed.model, freed.edits
 
 
 def model_batch_name(graph: onnx.GraphProto, default: str) -> str:

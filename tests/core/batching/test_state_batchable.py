@@ -50,6 +50,23 @@ def test_the_pipeline_gives_each_request_its_own_state_answer(tmp_path: Path) ->
         np.testing.assert_allclose(response.outputs[0][0], expected, rtol=1e-5, atol=1e-6)
 
 
+def test_one_layer_beside_a_batch_fixed_at_1_frees_each_on_its_own_axis(tmp_path: Path) -> None:
+    """h0 [1, 1, 5] beside x [1, 3, 4]: dim 0 of h0 is its one layer, not the batch."""
+    original = build_state_model(tmp_path / "m.onnx", layers=1, batch=1)
+    freed = batchable(original, cache=tmp_path / "cache")
+    specs = inspect_model(freed.path).inputs
+    requests = [requests_batch(specs, 1, seed=seed) for seed in range(2)]
+    alone = ort.InferenceSession(str(original))
+
+    with Pipeline.load(freed.path, BatchingSettings(max_batch_size=2, timeout_ms=500)) as pipe:
+        responses = [f.result(timeout=30) for f in [pipe.submit(r) for r in requests]]
+
+    assert {s.name: s.shape for s in specs} == {"x": ["batch", 3, 4], "h0": [1, "batch", 5]}
+    for request, response in zip(requests, responses, strict=True):
+        expected = alone.run(None, request)[0]
+        np.testing.assert_allclose(response.outputs[0][0], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_a_graph_that_mixes_the_batch_is_refused_naming_the_state_axis(tmp_path: Path) -> None:
     original = build_state_model(tmp_path / "m.onnx", mixing=True)
 
