@@ -57,6 +57,8 @@ THIRD_PARTY_FORBIDDEN = {
 }
 
 # core's capability packages, lowest floor first; the leaves (errors, registry, ...) are floor 0.
+# Every package and loose module under core/ is on exactly one floor (core_tree, checked by
+# test_every_core_package_is_on_one_floor).
 CORE_FLOORS = [
     {"errors", "registry", "progress", "metrics", "loader"},
     {"model"},
@@ -72,9 +74,7 @@ CORE_FLOORS = [
     {"batching"},
     {"video"},
     {"diagnose"},
-    {"llm"},
     {"report"},
-    {"face"},
 ]
 LOOSE_CORE_MODULES_AT_MOST = 8
 
@@ -228,8 +228,63 @@ def test_every_module_uses_the_one_import_name() -> None:
 def test_core_top_level_reads_like_the_product() -> None:
     loose = sorted(p.name for p in (REPO / "core").glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= LOOSE_CORE_MODULES_AT_MOST, loose
-    packages = {p.name for p in (REPO / "core").iterdir() if (p / "__init__.py").exists()}
-    assert packages <= set().union(*CORE_FLOORS), packages - set().union(*CORE_FLOORS)
+
+
+def core_tree() -> tuple[set[str], set[str]]:
+    """What core/ holds, by name: its packages (folders of Python modules) and its loose
+    modules (the leaves)."""
+    core = REPO / "core"
+    packages = {p.name for p in core.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
+    loose = {p.stem for p in core.glob("*.py") if p.name != "__init__.py"}
+    return packages, loose
+
+
+def floor_misplacements(floors: list[set[str]], packages: set[str], loose: set[str]) -> list[str]:
+    """Each way `floors` disagrees with the tree, as a sentence: a package or loose module on no
+    floor, a name on a floor that core/ lacks, a name on two floors, a leaf above floor 0."""
+    placed = [name for floor in floors for name in sorted(floor)]
+    tree = packages | loose
+    return [
+        *(
+            f"core/{name} is on no floor: add it to CORE_FLOORS"
+            for name in sorted(tree - {*placed})
+        ),
+        *(
+            f"{name!r} is on a floor but core/ has no such package or module: remove it"
+            for name in sorted({*placed} - tree)
+        ),
+        *(
+            f"{name!r} is on {placed.count(name)} floors: keep it on one"
+            for name in sorted({n for n in placed if placed.count(n) > 1})
+        ),
+        *(
+            f"core/{name}.py is a leaf: its floor is 0"
+            for index, floor in enumerate(floors)
+            if index > 0
+            for name in sorted(floor & loose)
+        ),
+    ]
+
+
+def test_every_core_package_is_on_one_floor() -> None:
+    packages, loose = core_tree()
+
+    assert floor_misplacements(CORE_FLOORS, packages, loose) == []
+
+
+def test_the_floor_check_names_what_is_missing_absent_doubled_or_misplaced() -> None:
+    floors = [{"errors"}, {"model", "metrics"}, {"llm"}, {"llm", "face"}]
+
+    found = floor_misplacements(
+        floors, packages={"model", "llm", "data"}, loose={"errors", "metrics"}
+    )
+
+    assert found == [
+        "core/data is on no floor: add it to CORE_FLOORS",
+        "'face' is on a floor but core/ has no such package or module: remove it",
+        "'llm' is on 2 floors: keep it on one",
+        "core/metrics.py is a leaf: its floor is 0",
+    ]
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
