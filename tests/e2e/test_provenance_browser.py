@@ -1,0 +1,98 @@
+"""Data labelled as what it was (issue 44, item 3), in real headless Chromium against a real
+`optistudio up` stack: an optimize run of an image classifier given no data is judged on the
+built-in samples (photographs made on the fly), and says so on the Optimize page (its warning,
+its data line, its note) and in Compare's exports (the JSON's accuracy notes and the HTML
+report), never "your data"."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from browser import UI_TIMEOUT_MS, Studio, shot
+from test_compare_variants_browser import RECIPES, optimize_save, stored_jobs
+from widgets import download, idle, pick
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+BUILTIN = "built-in samples, not your data"
+
+
+def image_classifier(path: Path) -> Path:
+    """probs = softmax(gemm(gap(relu(conv(image))))): [batch, 3, 16, 16] -> [batch, 5], an
+    input the built-in photographs fit."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+        "fc": rng.standard_normal((5, 8)).astype(np.float32),
+        "fc_b": np.zeros(5, np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["image", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "classifier",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 5])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_built_in_samples_are_named_on_the_optimize_page_and_in_the_exports(
+    studio: Studio, page, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    model = image_classifier(tmp_path / "classifier.onnx")
+    optimize_save(model, tmp_path / "data", tmp_path / "variants")
+    (job_id, job), *_ = stored_jobs(tmp_path / "data").items()
+    judged_on = {v["accuracy"]["data"] for v in job["result"]["variants"]}  # type: ignore[index]
+    assert judged_on == {"builtin"}, judged_on  # no data was given; the photographs fit
+
+    page.goto(f"{studio.url}/optimize?model=1")
+    heading = page.get_by_role("heading", name=re.compile(rf"Job #{job_id} · classifier"))
+    expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)
+    warning = page.locator("[data-testid='stAlert']").filter(
+        has_text="Judged on built-in samples, not your data"
+    )
+    expect(warning).to_be_visible()
+    expect(page.get_by_text(re.compile(r"Data: built-in samples: image: "))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^Note: Built-in samples, not your data"))).to_be_visible()
+    shot(page, "optimize-built-in-samples")
+
+    page.goto(f"{studio.url}/compare")
+    expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
+    labels = {name: f"#{job_id} classifier · {label}" for name, label in RECIPES.items()}
+    pick(page, f"#{job_id} classifier [fp32] · original, optimize run")
+    pick(page, labels["graph"])
+    pick(page, labels["int8_dynamic"])
+    expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
+    idle(page)
+
+    report = json.loads(download(page, "Download JSON", tmp_path).read_text())
+    notes = {row["key"]: row["accuracy_note"] for row in report["rows"]}
+    variants = [note for key, note in notes.items() if not key.endswith(".o")]
+    assert len(variants) == 2 and all(f"accuracy on {BUILTIN}" in n for n in variants), notes
+    assert not any(re.search(r"(?<!not )your data", note) for note in notes.values()), notes
+    idle(page)
+    html = download(page, "Download report (HTML)", tmp_path).read_text()
+    text = html.split("(Pareto frontier)</h2>")[0]  # the charts' own script follows
+    assert text.count(f"accuracy on {BUILTIN}") == 2, "the report names no samples"
+    assert not re.search(r"(?<!not )your data", text)
+    assert "Traceback" not in page.content()
