@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,37 +13,22 @@ from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.optimize.spec import NO_TASK
 from optistudio.core.report.bundle import write_bundle
-from optistudio.db.models import Job, JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job, get_model
+from optistudio.db.models import JobKind, JobStatus
+from optistudio.db.queries import get_model
 from optistudio.db.session import transaction
 from optistudio.services.bundles import bundle_source
-from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import BENCHMARK, OPTIMIZE, CompareJobSpec, OptimizeJobSpec
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
 from tests.core.passes.test_nncf import build_cnn
 from tests.core.report.test_written_artifacts import parsed
+from tests.workers.conftest import finished_job
 
 QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=1.0, threads=1)
 
 
-def finished(factory: Any, kind: JobKind, model_id: int, spec: Any) -> Job:
-    """A job of `kind` on the model, run as a worker runs it, read back."""
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
-    run_job(factory, job_id, worker="test", task_id="t1", work=work_of(kind))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job is not None
-        s.expunge(job)
-        return job
-
-
 @pytest.fixture
-def ir_variant(db_factory, app_settings, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def ir_variant(db_factory, store_model, tmp_path: Path) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """The CNN stored, and its int8_nncf_ov variant made by an optimize job: (original, IR)."""
-    path = build_cnn(tmp_path, opset=13)
-    original = add_model_file(db_factory, app_settings, path, name="cnn").model_id
+    original = store_model(build_cnn(tmp_path, opset=13), name="cnn")
     spec = OptimizeJobSpec(
         recipes=["int8_nncf_ov"],
         target_backend="openvino",
@@ -52,7 +36,7 @@ def ir_variant(db_factory, app_settings, tmp_path: Path) -> tuple[int, int]:  # 
         accuracy_samples=4,
         task=NO_TASK,
     )
-    job = finished(db_factory, JobKind.optimize, original, spec)
+    job = finished_job(db_factory, JobKind.optimize, original, spec)
     assert job.status == JobStatus.succeeded, job.message
     [variant] = OPTIMIZE.parse_result(job.result).variants
     assert variant.status == "made", variant.error
@@ -94,10 +78,10 @@ def test_the_stored_ir_is_benchmarked_and_compared_on_openvino(  # type: ignore[
     original, made = ir_variant
     timing = {"batch_sizes": [1], "min_runs": 5, "min_seconds": 0.1, "max_seconds": 0.5}
 
-    on_openvino = finished(
+    on_openvino = finished_job(
         db_factory, JobKind.benchmark, made, BenchmarkSpec(backend="openvino", **timing)
     )
-    on_onnxruntime = finished(
+    on_onnxruntime = finished_job(
         db_factory, JobKind.benchmark, made, BenchmarkSpec(backend="onnxruntime", **timing)
     )
 
@@ -117,7 +101,7 @@ def test_the_stored_ir_is_benchmarked_and_compared_on_openvino(  # type: ignore[
         threads=1,
     )
 
-    job = finished(db_factory, JobKind.compare, original, spec)
+    job = finished_job(db_factory, JobKind.compare, original, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert job.result is not None and job.result["candidate_model_id"] == made
