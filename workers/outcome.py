@@ -7,6 +7,9 @@ turns it into the `Work` that `optistudio.workers.jobs.run_job` runs: it parses 
 puts the model's input profile under the spec's own input settings (and records the spec so
 fed), and stores the outcome in one transaction (result as validated JSON, environment deduplicated,
 measurements replacing an earlier attempt's), so a redelivered job simply writes them again.
+The job's model is read once (`read_model`: its card parsed, its file fetched when first asked)
+and that `JobModel` serves the profile's check and its laying under; a `ModelWork` kind's
+function takes it too, in place of reading the job's model again.
 
 A stored profile that still holds guesses no run confirmed (intake proposes it without running
 the model: the studio never runs one) is checked by one run here first, where the job would be
