@@ -234,7 +234,7 @@ def test_the_prediction_carries_its_band_in_words() -> None:
 
     assert band.p99_low_ms < band.p99_high_ms and band.seconds == 5
     assert f"p99 {predicted.p99_ms:.3g} ms (band {band.p99_low_ms:.3g}-" in line
-    assert "20 simulated 5-s Verify runs" in line and "throughput" in line
+    assert f"{band.draws} simulated 5-s Verify runs" in line and "throughput" in line
 
 
 def test_the_rate_sweep_shows_error_bars() -> None:
