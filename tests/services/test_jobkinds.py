@@ -326,6 +326,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     precisions = {"precision": "fp32", "candidate_precision": None}  # inference precisions too
     decoder = {"decoder": DecoderSettings().model_dump()}  # a decoder's settings came later
     unsteady = {"unsteady_timing": UnsteadyTiming().model_dump()}  # more rounds came later
+    unsteady |= {"one_thread_when_busy": True}  # one-thread timing beside load came later
     return {
         "spec": spec
         | {

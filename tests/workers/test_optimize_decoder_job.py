@@ -39,14 +39,14 @@ def test_a_stored_decoder_is_judged_on_the_users_text(  # type: ignore[no-untype
 
 
 def test_an_openvino_ir_variant_stays_in_the_jobs_folder(tmp_path: Path) -> None:
-    """A decoder's NNCF INT4 variant is an OpenVINO IR: the catalog holds ONNX, so it is kept
-    where the run wrote it (not offered to the catalog, which refused it as 'not ONNX' and
+    """A decoder's NNCF INT4 variant is an OpenVINO IR without its tokenizer and configs, so it
+    is kept where the run wrote it (not offered to the catalog, which refused it as 'not ONNX' and
     turned a made, timed and judged variant into a failed one)."""
     from types import SimpleNamespace
 
     from optistudio.core.optimize.recipes import Recipe
     from optistudio.core.optimize.variant import VariantResult
-    from optistudio.workers.optimize_job import _store_variant
+    from optistudio.workers.optimize_job import Made, _store_variant
 
     ir = tmp_path / "model.xml"
     ir.write_text("<net/>")
@@ -56,5 +56,6 @@ def test_an_openvino_ir_variant_stays_in_the_jobs_folder(tmp_path: Path) -> None
     variant.status, variant.path = "made", str(ir)
     job = SimpleNamespace(model=SimpleNamespace(id=1, name="decoder"))
 
-    assert _store_variant(job, variant, context=None) is None  # type: ignore[arg-type]
+    made = Made(info=None, decoder=True)  # type: ignore[arg-type]  # a decoder's run
+    assert _store_variant(job, variant, context=None, made=made) is None  # type: ignore[arg-type]
     assert variant.status == "made" and ir.is_file()
