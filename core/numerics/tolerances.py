@@ -60,6 +60,9 @@ RULES: dict[str, PrecisionRule] = {
 }
 LOW_BITS = "int8"
 """The rule of any integer precision (int8, int4 weights)."""
+MIXED = "mixed"
+"""The precision of a recipe that keeps some nodes in FP32 and the rest in INT8 (int8_placed):
+its loosest part is INT8, so it takes the INT8 rule."""
 
 
 def rule_for(precision: str) -> PrecisionRule:
@@ -71,7 +74,7 @@ def rule_for(precision: str) -> PrecisionRule:
 
 
 def _integer_rule(part: str) -> PrecisionRule:
-    if part.startswith(("int", "uint")):
+    if part.startswith(("int", "uint")) or part == MIXED:
         return RULES[LOW_BITS]
     known = ", ".join(RULES)
     raise ValueError(f"no tolerance rule for precision {part!r}; the rules are for {known}")

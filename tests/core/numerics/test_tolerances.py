@@ -68,6 +68,7 @@ def test_bench_and_optimize_agree_on_one_rule_per_precision(
 
 def test_a_mixed_precision_takes_its_loosest_part_and_int4_the_int8_rule() -> None:
     assert rule_for("int8+bf16") == RULES["int8"] and rule_for("int4") == RULES["int8"]
+    assert rule_for("mixed") == RULES["int8"]  # int8_placed: INT8 where it pays, FP32 elsewhere
     assert rule_for("BF16") == RULES["bf16"]
     floors = [RULES[p].min_snr_db for p in ("fp32", "fp16", "bf16", "int8")]
     assert floors == sorted(floors, reverse=True)  # each precision looser than the one above
