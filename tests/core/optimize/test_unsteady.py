@@ -108,8 +108,11 @@ def test_the_job_cap_goes_to_the_most_promising_first(heavy: Path, light: Path) 
     assert said.startswith("still unresolved after the 0.5 s cap (") or said.startswith(
         "resolved after "
     )
-    assert next_one.timing_note == (
-        "still unresolved: the run's 0.5 s for more rounds went to more promising candidates"
+    # the next one got no rounds: the cap went to the first, or the first resolved faster than
+    # the next one's interval could reach (then it is skipped, its note empty)
+    assert next_one.timing_note in (
+        "still unresolved: the run's 0.5 s for more rounds went to more promising candidates",
+        "" if said.startswith("resolved after ") and (promising.ratio or 1.0) <= 0.60 else None,
     )
     assert (next_one.ratio, next_one.ratio_low, next_one.ratio_high) == (0.96, 0.60, 1.10)
 
