@@ -22,7 +22,7 @@ runs: `spec.over(profile, inputs)` is the spec so fed, validated as its own clas
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,11 +41,15 @@ from optistudio.core.data.inputs import (
 )
 from optistudio.core.model.info import TensorSpec
 
-if TYPE_CHECKING:
-    from optistudio.core.data.input_profile import InputProfile
-
 Feeds = dict[str, np.ndarray]
 InputsT = TypeVar("InputsT", bound="ModelInputs")
+
+
+class ProfileUnder(Protocol):
+    """What `ModelInputs.over` lays under a spec: a model's input profile
+    (optistudio.core.data.input_profile.InputProfile), which imports this module."""
+
+    def under(self, specs: list[TensorSpec], job: ModelInputs) -> dict[str, Any]: ...
 
 
 class ModelInputs(BaseModel):
@@ -82,7 +86,7 @@ class ModelInputs(BaseModel):
         such a file says so; these five fields alone never do."""
         return False
 
-    def over(self: InputsT, profile: InputProfile, inputs: list[TensorSpec]) -> InputsT:
+    def over(self: InputsT, profile: ProfileUnder, inputs: list[TensorSpec]) -> InputsT:
         """These settings with the model's input `profile` under them (`inputs`: its card's):
         what they set wins, the profile fills the rest (`InputProfile.under`), validated as
         this class. `self` when the profile adds nothing (an inputs file, or settings that
