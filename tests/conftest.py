@@ -118,3 +118,33 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     url = server.create_database()
     yield url
     server.drop_database(url)
+
+
+def image_classifier(path: Path) -> Path:
+    """probs = softmax(gemm(gap(relu(conv(image))))): image [batch, 3, 16, 16] -> [batch, 5], an
+    input the built-in photographs fit."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
+        "fc": rng.standard_normal((5, 8)).astype(np.float32),
+        "fc_b": np.zeros(5, np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["image", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "classifier",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 5])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

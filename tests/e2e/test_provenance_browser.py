@@ -15,43 +15,11 @@ from browser import UI_TIMEOUT_MS, Studio, shot
 from test_compare_variants_browser import RECIPES, optimize_save, stored_jobs
 from widgets import download, idle, pick
 
+from tests.conftest import image_classifier
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BUILTIN = "built-in samples, not your data"
-
-
-def image_classifier(path: Path) -> Path:
-    """probs = softmax(gemm(gap(relu(conv(image))))): [batch, 3, 16, 16] -> [batch, 5], an
-    input the built-in photographs fit."""
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weights = {
-        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
-        "fc": rng.standard_normal((5, 8)).astype(np.float32),
-        "fc_b": np.zeros(5, np.float32),
-    }
-    nodes = [
-        helper.make_node("Conv", ["image", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1),
-        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "classifier",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 5])],
-        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def test_built_in_samples_are_named_on_the_optimize_page_and_in_the_exports(

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.numerics.accuracy import AccuracyReport
@@ -17,38 +16,10 @@ from optistudio.core.optimize import run
 from optistudio.core.optimize.headline import headline, left_out
 from optistudio.core.optimize.recipes import BUILTIN_RECIPES
 from optistudio.core.optimize.run import OptimizeSpec, VariantResult, choose, optimize
+from tests.conftest import image_classifier
 
 QUICK = ComparisonSpec(min_pairs=10, min_seconds=0.1, max_seconds=2.0, threads=1)
 GIVE = "--calib FILE"
-
-
-def image_classifier(path: Path) -> Path:
-    """probs = softmax(gemm(gap(relu(conv(image))))): image [batch, 3, 16, 16] -> [batch, 5]."""
-    rng = np.random.default_rng(0)
-    weights = {
-        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3,
-        "fc": rng.standard_normal((5, 8)).astype(np.float32),
-        "fc_b": np.zeros(5, np.float32),
-    }
-    nodes = [
-        helper.make_node("Conv", ["image", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"]),
-        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", "fc", "fc_b"], ["logits"], transB=1),
-        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "classifier",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 16, 16])],
-        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 5])],
-        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def one_run(model: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, list[str]]:
