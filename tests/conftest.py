@@ -148,3 +148,24 @@ def image_classifier(path: Path) -> Path:
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+def unloadable(path: Path) -> Path:
+    """A QDQ-looking file ONNX Runtime refuses: DequantizeLinear of a float tensor (its input
+    must be an integer type), as a broken INT8 pass could write it."""
+    weight = numpy_helper.from_array(np.ones((4,), np.float32), "w")
+    scale = numpy_helper.from_array(np.array(0.1, np.float32), "s")
+    graph = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["w", "s"], ["wd"]),
+            helper.make_node("Add", ["x", "wd"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        initializer=[weight, scale],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

@@ -10,39 +10,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, shot, upload
-from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.optimize.recipes import BUILTIN_RECIPES
+from tests.conftest import unloadable
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RECIPE = BUILTIN_RECIPES["int8_static"]
 YOUR_MACHINE = "on your machine"
-
-
-def refused_int8(path: Path) -> Path:
-    """A QDQ-looking file ONNX Runtime refuses: DequantizeLinear of a float tensor (its input
-    must be an integer type), as a broken INT8 pass could write it."""
-    weight = numpy_helper.from_array(np.ones((4,), np.float32), "w")
-    scale = numpy_helper.from_array(np.array(0.1, np.float32), "s")
-    graph = helper.make_graph(
-        [
-            helper.make_node("DequantizeLinear", ["w", "s"], ["wd"]),
-            helper.make_node("Add", ["x", "wd"], ["y"]),
-        ],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        initializer=[weight, scale],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def store_variant(settings: object, original: Path, made: Path) -> int:
@@ -70,7 +47,7 @@ def test_a_file_the_studio_made_names_the_pass_the_users_own_their_machine(
 ) -> None:
     from playwright.sync_api import expect
 
-    made = refused_int8(tmp_path / "int8.onnx")
+    made = unloadable(tmp_path / "int8.onnx")
     page.goto(studio.url)
     expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
     upload(page, made)  # as the user's own file: their machine is the place to check it

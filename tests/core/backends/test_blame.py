@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.blame import made_by_studio, passes_of
@@ -19,29 +16,9 @@ from optistudio.core.optimize.run import set_outcome
 from optistudio.core.optimize.variant import VariantResult
 from optistudio.db.models import Job, JobKind, Model
 from optistudio.workers.jobs import blamed
+from tests.conftest import unloadable
 
 USER_HINT = "on your machine"
-
-
-def unloadable(path: Path) -> Path:
-    """A QDQ-looking file ONNX Runtime refuses: DequantizeLinear of a float tensor (its input
-    must be an integer type), as a broken INT8 pass could write it."""
-    weight = numpy_helper.from_array(np.ones((4,), np.float32), "w")
-    scale = numpy_helper.from_array(np.array(0.1, np.float32), "s")
-    graph = helper.make_graph(
-        [
-            helper.make_node("DequantizeLinear", ["w", "s"], ["wd"]),
-            helper.make_node("Add", ["x", "wd"], ["y"]),
-        ],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        initializer=[weight, scale],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
 
 
 def load_error(path: Path) -> ModelLoadError:
