@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from optistudio.core.data.source import CalibrationSource
-from optistudio.core.numerics.calibration import CalibrationMethod
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.float_nodes import keep_float
+from optistudio.core.passes.int8_options import StaticInt8Options
 from optistudio.core.passes.placement import NodeCost, Placement, place_int8, refusal
 from optistudio.core.passes.placement_times import Feeds, node_costs, quantized_nodes
 from optistudio.core.passes.prepare import (
@@ -46,20 +46,9 @@ REPORTED_NODES = 12
 _EXTERNAL_DATA_BYTES = 2**31 - 2**27
 
 
-class Int8PlacedConfig(BaseModel):
+class Int8PlacedConfig(StaticInt8Options):
     """Options of int8_placed."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    calibration: CalibrationMethod = Field(
-        "minmax", description="How activation ranges are chosen (as in int8_static)."
-    )
-    per_channel: bool = Field(
-        True, description="One scale per output channel of each weight instead of per tensor."
-    )
-    reduce_range: bool | None = Field(
-        None, description="7-bit weights (as in int8_static; default: decided by the CPU)."
-    )
     margin: float = Field(
         0.1,
         ge=0,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx.external_data_helper import uses_external_data
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
@@ -43,9 +43,9 @@ from optistudio.core.numerics.accuracy import (
     accuracy_report,
     within_budget,
 )
-from optistudio.core.numerics.calibration import CalibrationMethod
 from optistudio.core.numerics.sensitivity import LayerError, layer_errors
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.int8_options import StaticInt8Options
 from optistudio.core.passes.prepare import prepare_for_quantizer
 from optistudio.core.passes.quantize import Int8StaticConfig, run_int8_static
 from optistudio.core.progress import scaled
@@ -57,20 +57,9 @@ _DEQUANTIZE = "DequantizeLinear"
 _EXTERNAL_DATA_BYTES = 2**31 - 2**27
 
 
-class MixedPrecisionConfig(BaseModel):
+class MixedPrecisionConfig(StaticInt8Options):
     """Options of int8_mixed."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    calibration: CalibrationMethod = Field(
-        "minmax", description="How activation ranges are chosen (as in int8_static)."
-    )
-    per_channel: bool = Field(
-        True, description="One scale per output channel of each weight instead of per tensor."
-    )
-    reduce_range: bool | None = Field(
-        None, description="7-bit weights (as in int8_static; default: decided by the CPU)."
-    )
     budget: AccuracyBudget = Field(
         default_factory=AccuracyBudget,
         description="What the result may lose against the float model (checked on the "

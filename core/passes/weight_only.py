@@ -14,8 +14,8 @@ from pathlib import Path
 
 from optistudio.core.llm.decoder import load_decoder_io
 from optistudio.core.llm.openvino_weights import (
-    NotForOpenVINO,
     NNCFWeightsConfig,
+    NotForOpenVINO,
     compress_for_openvino,
 )
 from optistudio.core.llm.weight_only import WeightOnlyConfig, quantize_weight_only
