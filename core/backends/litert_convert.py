@@ -231,10 +231,19 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
     initializers = {i.name for i in proto.graph.initializer}
     inputs = [i for i in proto.graph.input if i.name not in initializers]
     # onnx2tf reads dim_value -1 (Paddle2ONNX) as a size, and TensorFlow refuses node names
-    # such as Paddle's 'Softmax@0' as scope names: both are rewritten in a copy.
-    if _name_open_dims(proto) | _plain_node_names(proto):
-        request = request | {"model": str(Path(request["work"]) / "prepared.onnx")}
-        onnx.save(proto, request["model"])
+    # such as Paddle's 'Softmax@0' as scope names: both are rewritten in a copy. onnx2tf also
+    # writes op names back into the file it is given, so it only ever gets that copy in the
+    # work folder: a stored model's own file would no longer match its recorded hash.
+    _name_open_dims(proto)
+    _plain_node_names(proto)
+    request = request | {"model": str(Path(request["work"]) / "prepared.onnx")}
+    weights = sum(len(t.raw_data) for t in proto.graph.initializer)
+    onnx.save(
+        proto,
+        request["model"],
+        save_as_external_data=weights > _PROTO_LIMIT,
+        location="prepared.onnx.data",
+    )
     keras_model = _keras_model(request, inputs)
     function = _concrete_function(keras_model)
     answer: dict[str, Any] = {"ok": True, "onnx2tf_seconds": time.perf_counter() - started}
@@ -249,6 +258,10 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
         seconds = round(time.perf_counter() - started, 2)
         answer[precision] = {"ok": True, "bytes": len(tflite), "seconds": seconds}
     return answer
+
+
+_PROTO_LIMIT = 2**31 - 2**27
+"""Weight bytes above which the copy keeps them as external data (a protobuf stops at 2 GiB)."""
 
 
 def _name_open_dims(proto: Any) -> bool:
