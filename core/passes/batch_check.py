@@ -58,12 +58,12 @@ def check_free_batch(
     if len(samples) < 2:
         raise ValueError("the check needs at least two samples")
     shared = {k: v for k, v in samples[0].items() if k not in batch_inputs}
-    singles = [_run(original, {**sample, **shared}, "the original") for sample in samples]
+    singles = [run_outputs(original, {**sample, **shared}, "the original") for sample in samples]
     stacked = {
         name: np.concatenate([s[name] for s in samples], axis=(input_axes or {}).get(name, 0))
         for name in batch_inputs
     }
-    batched = _run(rewritten, {**stacked, **shared}, f"the rewrite at batch {len(samples)}")
+    batched = run_outputs(rewritten, {**stacked, **shared}, f"the rewrite at batch {len(samples)}")
     worst, axes, shapes = 0.0, {}, {}
     for name, together in batched.items():
         rows = [single[name] for single in singles]
@@ -72,14 +72,26 @@ def check_free_batch(
     return BatchCheck(batch=len(samples), max_abs_error=worst, axes=axes, shapes=shapes)
 
 
-def _run(model: Path, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
+FREE_HINT = "Export the model again with a dynamic batch axis, or serve it at batch 1."
+
+
+def run_outputs(
+    model: Path,
+    feeds: dict[str, np.ndarray],
+    what: str,
+    *,
+    freeing: str = "The batch",
+    hint: str = FREE_HINT,
+) -> dict[str, np.ndarray]:
+    """Every output of `model` on `feeds` by name; PassFailed naming `what` failed to run
+    while `freeing` (the batch, a state's batch) was being freed."""
     try:
         session = reference_session(model, quiet=True)
         outputs = session.run(None, feeds)
     except Exception as exc:  # the runtime raises its own untyped errors
         raise PassFailed(
-            f"The batch could not be freed: {what} failed to run ({first_line(exc)}).",
-            hint="Export the model again with a dynamic batch axis, or serve it at batch 1.",
+            f"{freeing} could not be freed: {what} failed to run ({first_line(exc)}).",
+            hint=hint,
         ) from exc
     return {o.name: np.asarray(v) for o, v in zip(session.get_outputs(), outputs, strict=True)}
 

@@ -25,11 +25,18 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from optistudio.core.backends.reference import reference_session
-from optistudio.core.errors import PassFailed, first_line
+from optistudio.core.errors import PassFailed
 from optistudio.core.model.ir_inputs import list_initializers
-from optistudio.core.passes.batch_check import ATOL, RTOL, BatchCheck, check_free_batch
+from optistudio.core.passes.batch_check import (
+    ATOL,
+    RTOL,
+    BatchCheck,
+    check_free_batch,
+    run_outputs,
+)
 from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
+
+_STATE = {"freeing": "The state's batch", "hint": "Serve the model at batch 1 (several instances)."}
 
 STATE_SLOTS = {"GRU": (5,), "RNN": (5,), "LSTM": (5, 6)}
 """The inputs of each recurrent op that hold an initial state (initial_h, initial_c)."""
@@ -175,8 +182,8 @@ def check_state_batch(
     and the original squeezed aside), and at batch N its own runs at batch 1, row for row;
     `axes` are the inputs stacked and their batch axes. PassFailed says what differs."""
     for sample in samples:
-        before = _run(original, sample, "the original")
-        after = _run(rewritten, sample, "the rewrite at batch 1")
+        before = run_outputs(original, sample, "the original", **_STATE)
+        after = run_outputs(rewritten, sample, "the rewrite at batch 1", **_STATE)
         for name, value in before.items():
             _same_values(name, value, after[name])
     return check_free_batch(rewritten, rewritten, samples, list(axes), input_axes=axes)
@@ -256,18 +263,6 @@ def _set_axes(graph: onnx.GraphProto, node: onnx.NodeProto, axes: list[int], ops
     name = f"{node.name or node.output[0]}_axes"
     graph.initializer.append(numpy_helper.from_array(np.array(axes, np.int64), name))
     node.input.append(name)
-
-
-def _run(model: Path, feeds: dict[str, np.ndarray], what: str) -> dict[str, np.ndarray]:
-    try:
-        session = reference_session(model, quiet=True)
-        outputs = session.run(None, feeds)
-    except Exception as exc:  # the runtime raises its own untyped errors
-        raise PassFailed(
-            f"The state's batch could not be freed: {what} failed to run ({first_line(exc)}).",
-            hint="Serve the model at batch 1 (several instances).",
-        ) from exc
-    return {o.name: np.asarray(v) for o, v in zip(session.get_outputs(), outputs, strict=True)}
 
 
 def _same_values(name: str, before: np.ndarray, after: np.ndarray) -> None:
