@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +171,19 @@ def unloadable(path: Path) -> Path:
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+SPIN = "while True: pass"
+
+
+@contextmanager
+def every_core_busy() -> Iterator[None]:
+    """One spinning process per core this process may use: a run beside them shares the CPU
+    with other processes."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in os.sched_getaffinity(0)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait(timeout=10)

@@ -3,11 +3,6 @@ are never changed (optistudio.core.optimize.steady)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,22 +11,9 @@ from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.optimize.run import optimize
 from optistudio.core.optimize.spec import OptimizeSpec, UnsteadyTiming
 from optistudio.core.optimize.steady import steady_note, steady_timing
-from tests.conftest import build_matmul_model
+from tests.conftest import build_matmul_model, every_core_busy
 
-SPIN = "while True: pass"
 QUICK = ComparisonSpec(min_pairs=4, min_seconds=0.1, max_seconds=1.0)
-
-
-@contextmanager
-def every_core_busy() -> Iterator[None]:
-    """One spinning process per core this process may use."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in os.sched_getaffinity(0)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait(timeout=10)
 
 
 def test_threads_the_user_set_are_kept_however_busy_the_machine() -> None:
