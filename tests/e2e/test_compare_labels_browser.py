@@ -4,12 +4,7 @@ took the CPU keeps its CONTENDED flag."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,9 +12,9 @@ from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
 from widgets import download, pick, share_link
 
 from optistudio.core.machine.precisions import native_float
+from tests.conftest import every_core_busy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-SPIN = "while True: pass"
 
 
 def stored_results(data_dir: Path) -> list[dict[str, object]]:
@@ -30,19 +25,6 @@ def stored_results(data_dir: Path) -> list[dict[str, object]]:
     factory = make_session_factory(f"sqlite:///{data_dir / 'optistudio.db'}")
     with transaction(factory) as s:
         return read(s)
-
-
-@contextmanager
-def every_core_busy() -> Iterator[None]:
-    """One spinning process per core this process may use: a benchmark beside them shares the
-    CPU with other processes, which is what its contention record is for."""
-    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in os.sched_getaffinity(0)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait(timeout=10)
 
 
 def open_shared(page, link: str):  # type: ignore[no-untyped-def]
@@ -110,7 +92,8 @@ def test_a_contended_run_keeps_its_flag_on_the_share_page(
             r"(default threads|\d+ threads?) · CONTENDED"
         )
     )
-    if contended[1] == 0.0:  # the quiet run carries no flag (another suite may have been busy)
-        expect(warning).not_to_contain_text("#1 tiny")
+    if contended[1] == 0.0:  # the quiet run is not flagged CONTENDED (another suite may have
+        # been busy); UNSTABLE is the latency's own settling, which any machine may show
+        expect(warning).not_to_contain_text(re.compile(r"#1 tiny[^\n]*CONTENDED"))
     expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text("#2 wide · original [fp32]")
     shot(shared, "shared-contended")
