@@ -48,8 +48,35 @@ log = logging.getLogger("optistudio")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every command's parser: `bench`, then each room's own commands, then the services."""
     parser = argparse.ArgumentParser(prog="optistudio", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    add_bench_parser(commands)
+    add_optimize_parser(commands)
+    add_diagnostics_parsers(commands)
+    add_export_parser(commands)
+    add_compare_parser(commands)
+    add_batching_parser(commands)
+    add_inputs_parser(commands)
+    add_video_parser(commands)
+    add_llm_parser(commands)
+    backends_cmd = commands.add_parser(
+        "backends", help="list the inference backends and whether each can run here"
+    )
+    backends_cmd.add_argument("--json", action="store_true", help="print JSON")
+    add_up_parser(commands)
+    add_serve_parser(commands)
+    add_worker_parser(commands)
+    add_jobs_parser(commands)
+    add_models_parser(commands)
+    add_results_parser(commands)
+    commands.add_parser("ui", help="run the studio (Streamlit)")
+    commands.add_parser("migrate", help="upgrade the database to the newest schema")
+    return parser
+
+
+def add_bench_parser(commands: Any) -> None:
+    """`bench`: time an ONNX model here and now (on one backend, or every one), or A/B it."""
     bench = commands.add_parser("bench", help="benchmark an ONNX model here and now")
     bench.add_argument("model", type=Path, help="path to an .onnx file")
     bench.add_argument(
@@ -94,27 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--confidence", type=float, help="confidence level of --vs (default 0.95)")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--save", action="store_true", help="store model and result in the database")
-    add_optimize_parser(commands)
-    add_diagnostics_parsers(commands)
-    add_export_parser(commands)
-    add_compare_parser(commands)
-    add_batching_parser(commands)
-    add_inputs_parser(commands)
-    add_video_parser(commands)
-    add_llm_parser(commands)
-    backends_cmd = commands.add_parser(
-        "backends", help="list the inference backends and whether each can run here"
-    )
-    backends_cmd.add_argument("--json", action="store_true", help="print JSON")
-    add_up_parser(commands)
-    add_serve_parser(commands)
-    add_worker_parser(commands)
-    add_jobs_parser(commands)
-    add_models_parser(commands)
-    add_results_parser(commands)
-    commands.add_parser("ui", help="run the studio (Streamlit)")
-    commands.add_parser("migrate", help="upgrade the database to the newest schema")
-    return parser
 
 
 def bench_spec(args: argparse.Namespace) -> Any:
