@@ -16,14 +16,11 @@ from decoder_tokenizers import TEXT, train_tokenizer
 from optistudio.core.errors import ModelRejected
 from optistudio.core.measure.compare import ComparisonSpec
 from optistudio.core.report.bundle import write_bundle
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.bundles import bundle_source
 from optistudio.services.catalog import add_upload, store_dataset
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import succeeded_job
 
 QUICK = ComparisonSpec(min_pairs=4, min_seconds=0.1, max_seconds=1.0, threads=1)
 
@@ -59,16 +56,8 @@ def test_a_zipped_decoder_folder_keeps_its_tokenizer_and_is_judged_on_a_text(  #
         assert members.read("genai/tokenizer.json") == (folder / "tokenizer.json").read_bytes()
     text = store_dataset(app_settings, io.BytesIO(TEXT.encode()), filename="story.txt")
     spec = OptimizeJobSpec(recipes=["int8_weight_only"], comparison=QUICK, data_path=str(text))
-    with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.optimize, spec=spec.model_dump(mode="json"), model_id=entry.model_id
-        ).id
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.optimize))
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
-        result = OPTIMIZE.parse_result(job.result)
-    [variant] = result.variants
+    job = succeeded_job(db_factory, JobKind.optimize, entry.model_id, spec)
+    [variant] = OPTIMIZE.parse_result(job.result).variants
     assert variant.status == "made", variant.error
     assert variant.builtin_samples is None  # the user's text, by the stored tokenizer
     assert "perplexity" in (variant.accuracy.task_metrics if variant.accuracy else {})

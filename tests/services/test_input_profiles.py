@@ -13,13 +13,10 @@ from optistudio.core.data.probe import unchecked_guesses
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile, proposed_profile, save_profile
 from optistudio.workers import outcome
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import finished_job
 
 QUICK = {"warmup_runs": 1, "min_runs": 3, "min_seconds": 0.0, "max_seconds": 1.0}
 
@@ -51,14 +48,8 @@ def audio(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore[no-u
 
 
 def run_benchmark_job(factory, model_id: int, spec: BenchmarkSpec):  # type: ignore[no-untyped-def]
-    with transaction(factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(factory, job_id, worker="test", task_id=None, work=work_of(JobKind.benchmark))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        return job.status, job.message, job.spec
+    job = finished_job(factory, JobKind.benchmark, model_id, spec)
+    return job.status, job.message, job.spec
 
 
 def test_a_job_runs_at_the_stored_profile_and_records_it(db_factory, audio) -> None:  # type: ignore[no-untyped-def]

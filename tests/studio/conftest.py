@@ -3,7 +3,8 @@ settings and migrated database (the `app_settings` and `db_factory` fixtures of 
 
 AppTest runs a script function's source alone, so a script imports what it uses inside its
 body, and its annotations may name builtins only. Import these helpers as
-`from tests.studio.conftest import ...`.
+`from tests.studio.conftest import ...`. A job a page sends is run as a worker runs it by
+tests/workers/conftest.py's helpers; `made_variant` reads the one variant an optimize job made.
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from optistudio.db.models import JobKind, JobStatus, Model
+from optistudio.db.queries import get_model
+from optistudio.db.session import transaction
+from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import state
+from optistudio.workers.work import work_of
+from tests.workers.conftest import read_job, work_job
 
 APP = Path(__file__).resolve().parents[2] / "studio" / "app.py"
 """The studio's entry file (its router)."""
@@ -74,3 +81,18 @@ def app_page(*, query: Mapping[str, str] | None = None, timeout: float = 60) -> 
     for name, value in (query or {}).items():
         at.query_params[name] = value
     return at
+
+
+def made_variant(factory: Any, job_id: int) -> Model:
+    """The stored model of the one variant the optimize job `job_id` made, once a worker ran
+    it; the job must have succeeded and its variant been made (their messages if not)."""
+    work_job(factory, job_id, work_of(JobKind.optimize))
+    job = read_job(factory, job_id)
+    assert job.status == JobStatus.succeeded, job.message
+    [variant] = OPTIMIZE.parse_result(job.result).variants
+    assert variant.status == "made" and variant.model_id is not None, variant.error
+    with transaction(factory) as s:
+        stored = get_model(s, model_id=variant.model_id)
+        assert stored is not None
+        s.expunge(stored)
+        return stored

@@ -12,15 +12,12 @@ from diagnostic_models import build_cnn
 from optistudio.core.metrics import METRICS
 from optistudio.core.report.html import report_html
 from optistudio.core.report.snapshot import VIDEO_METRICS, table_metrics, table_records
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import VIDEO, VideoJobSpec
 from optistudio.studio import video_services as video
 from optistudio.studio.compare_services import Selection, build_snapshot, result_options
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import succeeded_job
 
 
 def test_a_video_run_sits_beside_a_benchmark_result(db_factory, app_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -31,14 +28,9 @@ def test_a_video_run_sits_beside_a_benchmark_result(db_factory, app_settings, tm
     spec = VideoJobSpec(
         streams=2, seconds=0.5, realtime=True, capacity=True, max_streams=2, probe_seconds=0.3
     )
-    with transaction(db_factory) as s:
-        job_id = create_job(s, kind=JobKind.video, spec=spec.model_dump(), model_id=model_id).id
-    run_job(db_factory, job_id, worker="test", task_id="t1", work=work_of(JobKind.video))
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
-        result = VIDEO.parse_result(job.result)
-    key = video.compare_key(job_id, result)
+    job = succeeded_job(db_factory, JobKind.video, model_id, spec)
+    result = VIDEO.parse_result(job.result)
+    key = video.compare_key(job.id, result)
 
     options = result_options(db_factory)
     snapshot, missing = build_snapshot(

@@ -13,27 +13,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.measure.benchmark import BenchmarkSpec
 from optistudio.core.measure.compare import ComparisonSpec
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import add_model_file
 from optistudio.services.jobkinds import OptimizeJobSpec
 from optistudio.studio.formatting import EMPTY
 from optistudio.studio.optimize_services import optimization_runs, variants_table
 from optistudio.studio.results_services import decoder_benchmarks
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
+from tests.workers.conftest import succeeded_job
 
 QUICK = ComparisonSpec(min_pairs=4, min_seconds=0.1, max_seconds=1.0, threads=1)
 
 
 def run(factory: sessionmaker[Session], kind: JobKind, spec: Any, model_id: int) -> None:
-    with transaction(factory) as s:
-        job_id = create_job(s, kind=kind, spec=spec.model_dump(mode="json"), model_id=model_id).id
-    run_job(factory, job_id, worker="test", task_id="t", work=work_of(kind))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
+    succeeded_job(factory, kind, model_id, spec)
 
 
 def stored_decoder(factory: sessionmaker[Session], settings: Any, folder: Path) -> int:

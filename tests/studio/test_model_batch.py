@@ -10,16 +10,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from optistudio.core.model.info import ModelInfo
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import get_job, get_model
-from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile
-from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio.model_batch import make_dynamic
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
-from tests.studio.conftest import studio_page
+from tests.studio.conftest import made_variant, studio_page
 
 
 def fixed_linear(path: Path) -> Path:
@@ -49,19 +43,13 @@ def test_the_button_sends_one_rewrite_whose_variant_has_a_free_batch(  # type: i
     job_id = make_dynamic(
         db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
     )
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.optimize))
+    variant = made_variant(db_factory, job_id)
 
     assert sent == [("optistudio.optimize", [job_id])]
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
-        [variant] = OPTIMIZE.parse_result(job.result).variants
-        assert variant.status == "made" and variant.model_id is not None, variant.error
-        stored = get_model(s, model_id=variant.model_id)
-        assert stored.parent_id == model_id
-        freed = ModelInfo.model_validate(stored.info)
+    assert variant.parent_id == model_id
+    freed = ModelInfo.model_validate(variant.info)
     assert not isinstance(freed.inputs[0].shape[0], int)  # the batch is free
-    assert load_profile(db_factory, variant.model_id) == load_profile(db_factory, model_id)
+    assert load_profile(db_factory, variant.id) == load_profile(db_factory, model_id)
 
 
 def offer(model_id: int) -> None:

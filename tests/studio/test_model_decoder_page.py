@@ -12,9 +12,7 @@ from decoder_models import TinyShape, build_tiny_decoder
 
 from optistudio.core.llm.card import read_card
 from optistudio.core.measure.benchmark import BenchmarkSpec
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import add_model_file
 from optistudio.studio.formatting import human_bytes
 from optistudio.studio.views.model_decoder import (
@@ -23,9 +21,8 @@ from optistudio.studio.views.model_decoder import (
     card_warnings,
     decoder_targets,
 )
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
 from tests.studio.conftest import view_page
+from tests.workers.conftest import succeeded_job
 
 
 def _page(model_id: int):  # type: ignore[no-untyped-def]
@@ -58,14 +55,7 @@ def test_a_decoders_card_reads_as_a_language_models(db_factory, decoder) -> None
 def test_the_card_shows_the_newest_decoding_benchmark(db_factory, decoder) -> None:  # type: ignore[no-untyped-def]
     model_id, _ = decoder
     spec = BenchmarkSpec(threads=1, batch_sizes=[1, 2])
-    with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.benchmark))
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
+    job_id = succeeded_job(db_factory, JobKind.benchmark, model_id, spec).id
 
     at = _page(model_id)
 

@@ -4,16 +4,11 @@ variant is a stored model with the dims free and its original's input profile.""
 from __future__ import annotations
 
 from optistudio.core.model.info import ModelInfo
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import get_job, get_model
-from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile
-from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio.model_free_dims import declared_sizes, make_free
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
 from tests.core.passes.free_dims_models import fully_convolutional
+from tests.studio.conftest import made_variant
 
 
 def test_the_button_stores_a_variant_with_the_dims_free(  # type: ignore[no-untyped-def]
@@ -26,19 +21,13 @@ def test_the_button_stores_a_variant_with_the_dims_free(  # type: ignore[no-unty
     job_id = make_free(
         db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
     )
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.optimize))
+    variant = made_variant(db_factory, job_id)
 
     assert sent == [("optistudio.optimize", [job_id])]
-    with transaction(db_factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
-        [variant] = OPTIMIZE.parse_result(job.result).variants
-        assert variant.status == "made" and variant.model_id is not None, variant.error
-        stored = get_model(s, model_id=variant.model_id)
-        assert stored.parent_id == model_id
-        freed = ModelInfo.model_validate(stored.info)
+    assert variant.parent_id == model_id
+    freed = ModelInfo.model_validate(variant.info)
     assert freed.inputs[0].shape == ["batch", 3, "height", "width"]
-    assert load_profile(db_factory, variant.model_id) == load_profile(db_factory, model_id)
+    assert load_profile(db_factory, variant.id) == load_profile(db_factory, model_id)
 
 
 def test_the_offer_names_what_the_file_declares() -> None:

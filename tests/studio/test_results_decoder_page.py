@@ -10,13 +10,10 @@ from pathlib import Path
 from decoder_models import build_tiny_decoder
 
 from optistudio.core.measure.benchmark import BenchmarkSpec
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import add_model_file
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
 from tests.studio.conftest import view_page
+from tests.workers.conftest import succeeded_job
 
 NO_RESULTS = "No results yet. Pick a model on the Models page and press **Benchmark**."
 
@@ -33,13 +30,7 @@ def _stored_decoder(db_factory, app_settings, tmp_path: Path) -> int:  # type: i
 def test_a_decoders_benchmark_is_its_result(db_factory, app_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model_id = _stored_decoder(db_factory, app_settings, tmp_path)
     spec = BenchmarkSpec(threads=1, batch_sizes=[1, 2])
-    with transaction(db_factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.benchmark, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(db_factory, job_id, worker="test", task_id="t", work=work_of(JobKind.benchmark))
-    with transaction(db_factory) as s:
-        assert get_job(s, job_id=job_id).status == JobStatus.succeeded
+    job_id = succeeded_job(db_factory, JobKind.benchmark, model_id, spec).id
 
     at = _page(model_id)
 

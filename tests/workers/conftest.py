@@ -2,8 +2,10 @@
 `run_job` on this test's migrated database (the `db_factory` and `app_settings` fixtures of
 tests/conftest.py), with no broker.
 
-`finished_job` is the whole sequence (queue a row, run it, read it back); `queue_job`,
-`work_job` and `read_job` are its steps, for a test that acts between them. Import these
+`finished_job` is the whole sequence (queue a row, run it, read it back); `succeeded_job` the
+same for a test whose job is only its arrangement (a page or service to read it next), refused
+unless it succeeded; `queue_job`, `work_job` and `read_job` are its steps, for a test that acts
+between them (or whose job a page or service queued). Import these
 helpers as `from tests.workers.conftest import ...`, never a bare `conftest`.
 """
 
@@ -17,7 +19,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
-from optistudio.db.models import Job, JobKind
+from optistudio.db.models import Job, JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
@@ -69,6 +71,15 @@ def finished_job(
     job_id = queue_job(factory, kind, spec, model_id)
     work_job(factory, job_id, work or work_of(kind))
     return read_job(factory, job_id)
+
+
+def succeeded_job(
+    factory: sessionmaker[Session], kind: JobKind, model_id: int | None, spec: Spec
+) -> Job:
+    """`finished_job` by the kind's own work, which must have succeeded (its message if not)."""
+    job = finished_job(factory, kind, model_id, spec)
+    assert job.status == JobStatus.succeeded, job.message
+    return job
 
 
 @pytest.fixture
