@@ -6,6 +6,10 @@ For each family: ratio = time_B / time_A per inference; 'faster' when ratio < 1 
 'slower' when ratio > 1 + margin, 'new' / 'gone' when only one side has it. Node times come
 from the profilers, so they carry the profilers' run-to-run noise: a 5 % margin keeps single
 microseconds from being called a change.
+
+Two profiles compare when they are of one model: the same inputs (names, element types, dims
+where both fix them) and the same outputs by name and element type, their dims compared only
+where both declare the same rank (`_alike`).
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ def compare_profiles(
 
 
 def _check_comparable(a: OperatorProfile, b: OperatorProfile) -> None:
-    if not (_alike(a.inputs, b.inputs) and _alike(a.outputs, b.outputs)):
+    if not (_alike(a.inputs, b.inputs) and _alike(a.outputs, b.outputs, ranks_may_differ=True)):
         raise InvalidSpec(
             f"{a.model} and {b.model} are different models (inputs {a.inputs} -> {a.outputs} "
             f"vs {b.inputs} -> {b.outputs}), so their profiles cannot be compared op by op.",
@@ -96,22 +100,28 @@ def _check_comparable(a: OperatorProfile, b: OperatorProfile) -> None:
         )
 
 
-def _alike(a: list[str], b: list[str]) -> bool:
+def _alike(a: list[str], b: list[str], *, ranks_may_differ: bool = False) -> bool:
     """Signatures ('name:dtype:[?,3,224,224]') that agree but where one side left a dim dynamic
     ('?') that the other fixed: a variant's shape inference fixes what an export left open (a
-    detector's boxes [?,?,?] become [?,?,4])."""
-    return len(a) == len(b) and all(_alike_one(x, y) for x, y in zip(a, b, strict=True))
+    detector's boxes [?,?,?] become [?,?,4]). With `ranks_may_differ` (outputs), a declared
+    rank that differs is no difference: the names and element types are what the model makes,
+    and a tool's shape inference may re-declare a rank the export wrote (a Squeeze without axes
+    declared [batch_size] by the export, [batch_size, 2] by onnxslim); dims of the same rank
+    still agree, so a head of 10 classes is not one of 1000."""
+    return len(a) == len(b) and all(
+        _alike_one(x, y, ranks_may_differ) for x, y in zip(a, b, strict=True)
+    )
 
 
-def _alike_one(a: str, b: str) -> bool:
+def _alike_one(a: str, b: str, ranks_may_differ: bool) -> bool:
     head_a, _, dims_a = a.rpartition(":")
     head_b, _, dims_b = b.rpartition(":")
     sizes_a, sizes_b = dims_a.strip("[]").split(","), dims_b.strip("[]").split(",")
-    return (
-        head_a == head_b
-        and len(sizes_a) == len(sizes_b)
-        and all(x == y or "?" in (x, y) for x, y in zip(sizes_a, sizes_b, strict=True))
-    )
+    if head_a != head_b:
+        return False
+    if len(sizes_a) != len(sizes_b):
+        return ranks_may_differ
+    return all(x == y or "?" in (x, y) for x, y in zip(sizes_a, sizes_b, strict=True))
 
 
 def _families(a: OperatorProfile, b: OperatorProfile, margin: float) -> list[FamilyChange]:

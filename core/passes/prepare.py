@@ -10,8 +10,8 @@ be an initializer"). Before every INT8 pass on ONNX Runtime's quantizer the grap
    `nodes_to_exclude` still names them) and its weights taken out of the graph inputs;
 2. pre-processed as ONNX Runtime documents (`quant_pre_process`: symbolic shape inference,
    graph optimisation, ONNX shape inference), with external data kept external (> 2 GB);
-   its outputs keep the shapes the original declares (symbolic inference re-declares them,
-   and a variant declaring other outputs reads as another model).
+   its outputs keep the shapes the original declares (`declared_outputs`: symbolic inference
+   re-declares them, and a variant declaring other outputs reads as another model).
    Dynamic INT8 keeps MatMul + Add apart (ORT's MatMulAddFusion makes a Gemm, which dynamic
    quantization does not quantize).
 
@@ -36,6 +36,7 @@ from onnx.external_data_helper import uses_external_data
 from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.blame import load_cause
 from optistudio.core.errors import ModelLoadError, OptistudioError, PassFailed
+from optistudio.core.passes.declared_outputs import keep_declared_outputs
 
 logger = logging.getLogger(__name__)
 
@@ -122,28 +123,6 @@ def free_weights_ir(proto: onnx.ModelProto) -> int | None:
         return None
     proto.ir_version = IR_WITH_FREE_INITIALIZERS
     return old
-
-
-def keep_declared_outputs(source: Path, target: Path) -> int:
-    """Give `target`'s graph outputs the shapes `source` declares, in place; returns how many
-    changed. Pre-processing's symbolic shape inference re-declares them, taking a symbolic dim
-    never to be 1: AECMOS declares [batch_size] for a Squeeze of [1, 2] and returns [2], and
-    its INT8 variant declared [batch_size, 2], which the profile then refused as another
-    model. A variant declares what its original declares."""
-    declared = {v.name: v.type for v in onnx.load(source, load_external_data=False).graph.output}
-    proto = onnx.load(target, load_external_data=False)
-    changed = 0
-    for value in proto.graph.output:
-        old = declared.get(value.name)
-        if old is None or not old.HasField("tensor_type") or old == value.type:
-            continue
-        value.type.tensor_type.ClearField("shape")
-        if old.tensor_type.HasField("shape"):
-            value.type.tensor_type.shape.CopyFrom(old.tensor_type.shape)
-        changed += 1
-    if changed:
-        onnx.save_model(proto, target)  # external data, if any, stays where it is named
-    return changed
 
 
 def already_quantized(model: Path) -> list[str]:
