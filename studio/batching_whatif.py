@@ -21,12 +21,15 @@ the headline's and the sweep's past the ceiling are left empty.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pandas as pd
 
-from optistudio.core.batching.applicability import stacking_problem
-from optistudio.core.batching.fixed_batch import fixed_at_one
+from optistudio.core.batching.fixed_batch import FIXED_BATCH_NOTE
+from optistudio.core.batching.freeing import BatchFreeing, batch_freeing, card_freeing
+from optistudio.core.batching.freeing import batching_problem as freeing_problem
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.overload import overload
 from optistudio.core.batching.results import Band, LoadResult
@@ -71,14 +74,33 @@ FIGURES = {
 
 
 def batching_problem(
-    info: ModelInfo, batch_axes: dict[str, int | None] | None = None
+    info: ModelInfo,
+    batch_axes: dict[str, int | None] | None = None,
+    freeing: BatchFreeing | None = None,
 ) -> str | None:
     """Why batching does not apply to this model (requests stack on each input's batch axis,
-    `batch_axes` as the input profile moved them), or None. A batch fixed at 1 is no problem
-    here: the jobs batch its checked rewrite (`fixed_at_one`)."""
-    if fixed_at_one(info, batch_axes):
-        return None
-    return stacking_problem(info, batch_axes)
+    `batch_axes` as the input profile moved them), or None: the rule the batching jobs follow
+    (`core.batching.freeing`), so a batch declared at 1, on dim 0 or on a recurrent state's
+    axis (`freeing`, read from the graph), is no problem here: the jobs batch its checked
+    rewrite."""
+    return freeing_problem(info, batch_axes, freeing)
+
+
+def batching_note(freeing: BatchFreeing) -> str:
+    """The page's line on the rewrite the jobs batch ('' when they batch the model itself)."""
+    if freeing.states:
+        return freeing.state_note()
+    return FIXED_BATCH_NOTE if freeing.fixed else ""
+
+
+def model_freeing(
+    model: Path | None, info: ModelInfo, batch_axes: dict[str, int | None] | None = None
+) -> BatchFreeing:
+    """What the jobs free in the model file (`batch_freeing` of its graph, weights not read),
+    or, when the file is not at hand, what its card shows (`card_freeing`)."""
+    if model is None:
+        return card_freeing(info, batch_axes)
+    return batch_freeing(onnx.load(str(model), load_external_data=False).graph, batch_axes)
 
 
 def most_instances(profile: LatencyProfile) -> int:

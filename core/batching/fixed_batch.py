@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from optistudio.core.batching.applicability import stacking_problem
+from optistudio.core.batching.freeing import batch_freeing
 from optistudio.core.data.batch import batch_axes_of
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec, PassFailed
@@ -33,11 +34,10 @@ from optistudio.core.model.info import ModelInfo, TensorSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.passes.batch_check import BatchCheck, check_free_batch
 from optistudio.core.passes.dynamic_batch import BATCH_DIM as BATCH_NAME
-from optistudio.core.passes.dynamic_batch import fixed_batch_inputs, free_batch
+from optistudio.core.passes.dynamic_batch import free_batch
 from optistudio.core.passes.state_batch import (
     StateInput,
     check_state_batch,
-    fixed_state_inputs,
     free_batch_beside_states,
     free_state_batch,
     model_batch_name,
@@ -78,20 +78,18 @@ def batchable(
     such a model is still served at max batch 1 (`Pipeline.load` takes it as it is there).
     `info` is the model's card when the caller has read it (its requests are made from it)."""
     inputs = inputs or ModelInputs()
-    if inputs.batch_axes:
-        return Batchable(model_path)  # the user placed the batch: batched as told
     model = onnx.load(str(model_path), load_external_data=False)
-    states = fixed_state_inputs(model.graph)
-    if not fixed_batch_inputs(model.graph) and not states:
-        return Batchable(model_path)
+    freeing = batch_freeing(model.graph, inputs.batch_axes)  # the rule the page reads too
+    if not freeing.needed:
+        return Batchable(model_path)  # nothing declared at 1, or the user placed the batch
     folder = cache or Path(tempfile.gettempdir()) / CACHE_FOLDER
     digest = hashlib.sha256(model_path.read_bytes()).hexdigest()[:32]
     target, sidecar = folder / f"{digest}.onnx", folder / f"{digest}.json"
     if target.exists() and sidecar.exists():
         return Batchable(target, json.loads(sidecar.read_text())["note"])
     folder.mkdir(parents=True, exist_ok=True)
-    if states:
-        note, edits = free_states(model_path, target, inputs, states)
+    if freeing.states:
+        note, edits = free_states(model_path, target, inputs, list(freeing.states))
     else:
         note, edits = _free_fixed_batch(model_path, target, inputs, info)
     sidecar.write_text(json.dumps({"note": note, "edits": edits}))
