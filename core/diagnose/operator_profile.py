@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +36,7 @@ from optistudio.core.backends.openvino_backend import (
     read_model,
     runtime_message,
 )
-from optistudio.core.backends.target import Threads
+from optistudio.core.backends.target import RunsOnTarget, Threads
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec, ModelLoadError
 from optistudio.core.machine.environment import fingerprint
@@ -118,10 +119,12 @@ class OperatorProfile(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class OperatorProfileSpec(ModelInputs):
+class OperatorProfileSpec(ModelInputs, RunsOnTarget):
     """How to profile: backend, batch, inputs and how many runs."""
 
     model_config = ConfigDict(extra="forbid")
+    # Two sessions share the process: idle threads must not spin and steal the other's cores.
+    pinned_target: ClassVar[Mapping[str, Any]] = {"spin_wait": False}
 
     backend: Literal["onnxruntime", "openvino"] = Field(
         default="onnxruntime", description="Runtime whose profiler is used."
@@ -147,8 +150,7 @@ def measure_operator_profile(
     """
     info = info or inspect_model(path)
     feeds, batch_size, warnings = operator_profile_inputs(info, spec)
-    # Two sessions share the process: idle threads must not spin and steal the other's cores.
-    options = SessionOptions(threads=spec.threads, spin_wait=False)
+    options = spec.run_target.session_options()
     plain = get_backend(spec.backend).load(path, options)
     try:
         profiler = _PROFILERS[spec.backend](path, options, work_dir)

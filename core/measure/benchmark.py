@@ -16,9 +16,9 @@ import numpy as np
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends import LoadedModel, get_backend
 from optistudio.core.backends.base import Precision
-from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.backends.target import BackendName, DeviceName, RunsOnTarget, Threads
 from optistudio.core.data.batch import batch_sizes_to_run
 from optistudio.core.data.inputs import (
     shapes_of,
@@ -40,7 +40,7 @@ DEFAULT_BATCH_SIZES = (1, 8)
 MIB = 1024 * 1024
 
 
-class BenchmarkSpec(ModelInputs):
+class BenchmarkSpec(ModelInputs, RunsOnTarget):
     """What to measure and how long. Every field is shown, with its help, in the studio."""
 
     model_config = ConfigDict(extra="forbid")
@@ -196,13 +196,7 @@ def run_benchmark(
     batch_sizes = resolve_batch_sizes(spec, info, arrays)
     _check_runs_on(model_path, spec.backend)
     backend = get_backend(spec.backend)
-    options = SessionOptions(
-        device=spec.device,
-        threads=spec.threads,
-        precision=spec.precision,
-        execution_provider=spec.execution_provider,
-        io_binding=spec.io_binding,
-    )
+    options = spec.run_target.session_options()
     report_progress(0.0, f"Loading the model on {spec.backend} ({spec.device}, {spec.precision})")
     output_check = None
     with pinned_to(spec.cpu_affinity):

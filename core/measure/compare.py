@@ -25,18 +25,18 @@ timed for seconds yields tens of thousands of pairs: the interval then gets so n
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends import LoadedModel, get_backend
 from optistudio.core.backends.base import Precision
-from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.backends.target import BackendName, DeviceName, RunsOnTarget, Threads
 from optistudio.core.data.batch import batch_of, declared_batch
 from optistudio.core.data.inputs import (
     shapes_of,
@@ -192,10 +192,12 @@ def _digits(low: float, high: float) -> int:
     return 4
 
 
-class ComparisonSpec(ModelInputs):
+class ComparisonSpec(ModelInputs, RunsOnTarget):
     """How to compare two models: one backend, one batch size, interleaved pairs."""
 
     model_config = ConfigDict(extra="forbid")
+    # Two sessions share the process: an idle one must not spin and steal the other's cores.
+    pinned_target: ClassVar[Mapping[str, Any]] = {"spin_wait": False}
 
     backend: BackendName = Field(
         default="onnxruntime", description="Inference backend for both models."
@@ -349,10 +351,7 @@ def loaded_pair(
     path_a: Path, path_b: Path, spec: ComparisonSpec
 ) -> Iterator[tuple[LoadedModel, LoadedModel]]:
     """A on the spec's backend and precision, B on its candidate's; both closed on exit."""
-    # Two sessions share this process: an idle one must not spin and steal the other's cores.
-    options = SessionOptions(
-        device=spec.device, threads=spec.threads, spin_wait=False, precision=spec.precision
-    )
+    options = spec.run_target.session_options()
     options_b = options.model_copy(update={"precision": spec.candidate_precision or spec.precision})
     with ExitStack() as loaded:
         model_a = get_backend(spec.backend).load(path_a, options)

@@ -32,8 +32,8 @@ import numpy as np
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
-from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.backends import LoadedModel, get_backend
+from optistudio.core.backends.target import BackendName, DeviceName, RunsOnTarget, Threads
 from optistudio.core.data.batch import batch_dim_names, batch_sizes_to_run
 from optistudio.core.data.inputs import (
     DEFAULT_DYNAMIC_DIM,
@@ -55,7 +55,7 @@ T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 
 Verdict = Literal["leak suspected", "stable", "too short"]
 
 
-class SoakSpec(ModelInputs):
+class SoakSpec(ModelInputs, RunsOnTarget):
     """How long to soak and over which inputs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -124,8 +124,7 @@ def soak(
     """Load the model on the spec's backend and soak it (see the module docstring)."""
     info = info or inspect_model(model_path)
     variants, warnings = input_variants(info, spec)
-    options = SessionOptions(device=spec.device, threads=spec.threads)
-    model = get_backend(spec.backend).load(model_path, options)
+    model = get_backend(spec.backend).load(model_path, spec.run_target.session_options())
     try:
         report = soak_loaded(model, variants, spec, progress=progress)
     finally:

@@ -20,8 +20,8 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
-from optistudio.core.backends import SessionOptions, get_backend
-from optistudio.core.backends.target import Threads
+from optistudio.core.backends import get_backend
+from optistudio.core.backends.target import RunsOnTarget, Threads
 from optistudio.core.data.images import ImageDataset, ImagePreprocessing
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import InvalidSpec
@@ -33,7 +33,7 @@ StageName = Literal["pre-processing", "inference", "post-processing"]
 SYNTHETIC_IMAGE_SIZE = (640, 480)
 
 
-class PipelineSpec(ModelInputs):
+class PipelineSpec(ModelInputs, RunsOnTarget):
     """A user-declared serving pipeline around the model."""
 
     model_config = ConfigDict(extra="forbid")
@@ -89,7 +89,7 @@ def layered_breakdown(
     else:
         feeds, batch = _model_inputs(spec, info)
         notes.append("No pre-processing declared: inference ran on synthetic inputs.")
-    model = get_backend(spec.backend).load(model_path, SessionOptions(threads=spec.threads))
+    model = get_backend(spec.backend).load(model_path, spec.run_target.session_options())
     try:
         outputs = model.run(feeds)
         infer_ms = _median_ms(lambda: model.run(feeds), spec.runs)
