@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.specs import BatchingProfileSpec
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.llm.card import DecoderCard, read_card
@@ -43,7 +42,7 @@ def decode_profile_job(
     card = read_card(model_path)
     sizes = decode_batch_sizes(spec.max_batch_size)
     lengths = prefill_lengths(card)
-    options = SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait)
+    options = spec.run_target.session_options()
     context.progress(0.05, f"Timing decode steps at batch {', '.join(map(str, sizes))}")
     session = open_decoder(model_path, backend=spec.backend, options=options, io=card.io)
     try:

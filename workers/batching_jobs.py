@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from optistudio.core.backends import SessionOptions
 from optistudio.core.batching import verify_policy
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
@@ -56,7 +55,7 @@ def profile_job(
         info=model.info,
         max_batch_size=spec.max_batch_size,
         backend=spec.backend,
-        options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
+        options=spec.run_target.session_options(),
         inputs=spec.model_inputs,
         min_seconds=spec.min_seconds,
         progress=context.progress,
@@ -93,7 +92,7 @@ def verify_job(
         clients=spec.clients,
         seconds=spec.seconds,
         backend=spec.backend,
-        options=SessionOptions(device=spec.device, threads=spec.threads, spin_wait=spec.spin_wait),
+        options=spec.run_target.session_options(),
         inputs=spec.model_inputs,
         seed=spec.seed,
     )

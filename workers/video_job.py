@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optistudio.core.backends import SessionOptions
 from optistudio.core.data.inputs import resolve_shape
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.machine.environment import fingerprint
@@ -42,7 +41,7 @@ def video_job(job: Job, spec: VideoJobSpec, context: JobContext) -> Done[VideoJo
         [clip],
         spec.settings(),
         backend=spec.backend,
-        options=SessionOptions(threads=spec.threads, spin_wait=False),
+        options=spec.run_target.session_options(),
         shapes=frame_shapes(info, spec),
         baseline=spec.baseline,
         capacity_streams=spec.max_streams if spec.capacity else None,

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from optistudio.core.backends.target import BackendName, DeviceName, Threads
+from optistudio.core.backends.target import BackendName, DeviceName, RunsOnTarget, Threads
 from optistudio.core.batching.settings import DEFAULT_MAX_BATCH_SIZE, BatchingSettings
 from optistudio.core.data.model_inputs import ModelInputs
 
@@ -20,7 +20,7 @@ def _spin_wait_field() -> Any:
     )
 
 
-class BatchingProfileSpec(ModelInputs):
+class BatchingProfileSpec(ModelInputs, RunsOnTarget):
     """Time the model at batch sizes 1, 2, 4, ... up to max_batch_size on one backend. Its
     shapes and inputs file are one request's (a batch stacks requests)."""
 
@@ -41,7 +41,7 @@ class BatchingProfileSpec(ModelInputs):
     )
 
 
-class BatchingVerifySpec(ModelInputs):
+class BatchingVerifySpec(ModelInputs, RunsOnTarget):
     """Serve the model with the real Pipeline under the load generator and measure. Its
     shapes and inputs file are one request's."""
 

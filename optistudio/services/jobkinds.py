@@ -17,12 +17,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from optistudio.core.backends.inventory import trains_on
-from optistudio.core.backends.target import BackendName, Threads
+from optistudio.core.backends.target import BackendName, RunsOnTarget, Threads
 from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
 from optistudio.core.data.datasets import open_dataset
 from optistudio.core.data.images import ImagePreprocessing
@@ -136,11 +136,14 @@ class ExportJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class VideoJobSpec(VideoSettings, ModelInputs):
+class VideoJobSpec(VideoSettings, ModelInputs, RunsOnTarget):
     """Streams of a clip played on the job's model, batched across streams, measured per
     stream; optionally the search for how many real-time streams the machine holds. Its
     `shapes` set the frame size of a model whose image size is dynamic (the image input's full
     shape, e.g. {'x': [1, 3, 224, 224]}); frames are the input, so an inputs file is not used."""
+
+    # Served behind the Pipeline beside the clip's decoders: idle threads must not spin.
+    pinned_target: ClassVar[Mapping[str, Any]] = {"spin_wait": False}
 
     backend: BackendName = "onnxruntime"
     threads: Threads = None
