@@ -139,6 +139,13 @@ BUILTIN_RECIPES |= {
             "INT8 NNCF transformer on the OpenVINO model",
             ("int8_nncf_ov", {"model_type": "transformer"}),
         ),
+        # The same with NNCF's accuracy control against the run's judge: Auto adds it when
+        # int8_nncf_ov was faster but out of budget (optistudio.core.optimize.accuracy_offer).
+        _recipe(
+            "int8_nncf_ov_ac",
+            "INT8 NNCF on the OpenVINO model, accuracy-controlled",
+            ("int8_nncf_ov_ac", {}),
+        ),
     )
 }
 # Static INT8 kept on the nodes where ONNX Runtime's INT8 kernels beat its FP32 ones (timed node
@@ -200,6 +207,14 @@ BUILTIN_RECIPES |= {
                 "int8_nncf_ov_bf16",
                 "INT8 NNCF on the OpenVINO model, the rest in BF16",
                 ("int8_nncf_ov", {}),
+            ),
+        ),
+        _at(
+            "bf16",
+            _recipe(
+                "int8_nncf_ov_ac_bf16",
+                "INT8 NNCF on the OpenVINO model, accuracy-controlled, the rest in BF16",
+                ("int8_nncf_ov_ac", {}),
             ),
         ),
         _at(

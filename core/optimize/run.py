@@ -93,6 +93,7 @@ from optistudio.core.numerics.evaluators.recognize import (
     model_facts,
     read_task,
 )
+from optistudio.core.optimize.accuracy_offer import offer_accuracy_control
 from optistudio.core.optimize.decoder_run import optimize_decoder, refuse_input_data
 from optistudio.core.optimize.headline import LeftOut, headline, left_out, not_applicable_note
 from optistudio.core.optimize.making import (
@@ -121,6 +122,7 @@ from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
 from optistudio.core.optimize.steady import Steady, steady_note, steady_timing
 from optistudio.core.optimize.unsteady import resolve_unsteady, timing_notes
 from optistudio.core.optimize.variant import VariantResult
+from optistudio.core.optimize.variant_judge import RunJudge
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.prepare import GraphNotApplicable
 from optistudio.core.passes.qat import QAT_RECIPE, auto_offer, is_ptq
@@ -238,6 +240,7 @@ def optimize(
     making = Making(model, info, timed.spec, out_dir, judging)
     variants = _make_all(making, spec, recipes, report)
     _add_placement(making, spec, recipes, variants, report)
+    _add_accuracy_control(making, spec, variants, report)
     qat_note = _add_qat(making, spec, recipes, variants, report)
     resolve_unsteady(model, variants, timed.spec, progress=report)
     report(1.0, "Done")
@@ -336,6 +339,23 @@ def _add_placement(
     (placed,) = _run_recipes(asked, making.info)
     share = scaled(report, 1.0, 1.0, prefix=f"{placed.label}: ")
     variants.append(making.variant(placed, share))
+
+
+def _add_accuracy_control(
+    making: Making, spec: OptimizeSpec, variants: list[VariantResult], report: ProgressCallback
+) -> None:
+    """Auto's accuracy-controlled NNCF INT8 on the OpenVINO model appended to `variants` when
+    int8_nncf_ov was faster but out of budget (optistudio.core.optimize.accuracy_offer)."""
+    if AUTO not in spec.recipes:
+        return
+    for offered in offer_accuracy_control(variants):
+        (named,) = _run_recipes(spec.model_copy(update={"recipes": [offered.name]}), making.info)
+        recipe = with_settings(
+            named.model_copy(update={"steps": offered.steps}), spec.pass_settings
+        )
+        share = scaled(report, 1.0, 1.0, prefix=f"{recipe.label}: ")
+        earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
+        variants.append(making.variant(recipe, share, earlier))
 
 
 def _add_qat(
@@ -611,6 +631,7 @@ def _variant(
         target_backend=backend,
         calibration=calibration,
         progress=scaled(share, 0.0, 0.5),
+        judge=_run_judge(model, info, recipe, spec, judged),
     )
     try:
         path, result.steps, produced = made_file(model, recipe, out_dir, context, earlier)
@@ -647,6 +668,25 @@ def _variant(
     except OptistudioError as exc:
         set_outcome(result, exc)
     return result
+
+
+def _run_judge(
+    model: Path, info: ModelInfo, recipe: Recipe, spec: OptimizeSpec, judged: Judging
+) -> RunJudge:
+    """The run's judge for a pass that searches against it, at the precision an INT8 variant
+    of this recipe is held to (optistudio.core.optimize.variant_judge); it runs nothing until
+    a pass asks it."""
+    precision = run_precision("int8", recipe.precision)
+    return RunJudge(
+        model,
+        judged.source,
+        spec.budget,
+        f"int8+{precision}" if info.quantized else precision,
+        task_budget=judged.budget,
+        judge=judged.judge,
+        labels=judged.labels,
+        output=spec.accuracy_output,
+    )
 
 
 def set_outcome(result: VariantResult, exc: OptistudioError) -> None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optistudio.core.data.source import CalibrationSource
 from optistudio.core.errors import PassFailed
 from optistudio.core.loader import load
+from optistudio.core.passes.judging import VariantJudge
 from optistudio.core.progress import ProgressCallback, ignore_progress
 from optistudio.core.registry import Registry
 
@@ -37,6 +38,9 @@ class PassContext:
     target_backend: str = "onnxruntime"
     calibration: CalibrationSource | None = None
     progress: ProgressCallback = ignore_progress
+    judge: VariantJudge | None = None
+    """How the run judges its variants, for a pass that searches until that judge passes
+    (optistudio.core.passes.judging); None outside an optimization run."""
 
     def require_calibration(self, what: str) -> CalibrationSource:
         """The calibration data, or PassFailed saying that `what` needs some."""
@@ -70,6 +74,11 @@ class PassInfo(BaseModel):
     implementation: str = Field(description="'module:function' that runs the pass.")
     needs_calibration: bool = False
     produces_precision: str = Field(default="fp32", description="fp32, fp16, int8 or mixed.")
+    changes_outputs: bool = Field(
+        default=False,
+        description="The pass is there to change the declared outputs (free-dims, dynamic "
+        "batch); every other pass's file declares the outputs its input declares.",
+    )
 
     def config_class(self) -> type[BaseModel]:
         config: type[BaseModel] = load(self.config)

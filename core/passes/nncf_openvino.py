@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def run_int8_nncf_ov(
 ) -> PassReport:
     """Convert to OpenVINO, quantize with nncf.quantize on its graph, write `out` as .xml."""
     source = context.require_calibration("NNCF INT8 on the OpenVINO model")
-    ov, nncf = _import()
+    ov, nncf = openvino_and_nncf()
     proto = onnx.load(model, load_external_data=False)
     converted, opset, warnings = openvino_model(ov, model, proto)
     ignored = openvino_types(config.ignored_types)
@@ -76,7 +77,12 @@ def run_int8_nncf_ov(
     options = quantize_options(config.model_copy(update={"ignored_types": ignored}))
     context.progress(0.0, "calibrating with NNCF on the OpenVINO model")
     with nncf_errors(), contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
-        quantized = _quantized(nncf, converted, samples, options, warnings)
+        quantized = quantized_reshaping(
+            lambda model: nncf.quantize(model, nncf.Dataset(samples), **options),
+            converted,
+            samples,
+            warnings,
+        )
     context.progress(0.95, "saving the OpenVINO IR")
     target = out.with_suffix(".xml")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -101,15 +107,18 @@ def run_int8_nncf_ov(
     return PassReport(output=target, details=details, warnings=warnings)
 
 
-def _quantized(
-    nncf: Any, converted: Any, samples: CalibrationSamples, options: dict[str, Any],
+def quantized_reshaping(
+    quantize: Callable[[Any], Any],
+    converted: Any,
+    samples: CalibrationSamples,
     warnings: list[str],
 ) -> Any:
-    """nncf.quantize on the converted model; where OpenVINO cannot infer it with dynamic shapes
-    ('Squeeze operation with dynamic rank'), on the model reshaped to the calibration samples'
-    static shapes, as the OpenVINO backend compiles it, said in a warning."""
+    """`quantize` (nncf.quantize or its accuracy-controlled twin) on the converted model; where
+    OpenVINO cannot infer it with dynamic shapes ('Squeeze operation with dynamic rank'), on the
+    model reshaped to the calibration samples' static shapes, as the OpenVINO backend compiles
+    it, said in a warning."""
     try:
-        return nncf.quantize(converted, nncf.Dataset(samples), **options)
+        return quantize(converted)
     except Exception as exc:
         if "dynamic" not in str(exc) or not converted.is_dynamic():
             raise
@@ -119,7 +128,7 @@ def _quantized(
             "OpenVINO could not run the model with dynamic shapes; it was quantized reshaped "
             f"to the calibration samples' shapes ({_shapes(first)}), so the IR runs at those."
         )
-        return nncf.quantize(converted, nncf.Dataset(samples), **options)
+        return quantize(converted)
 
 
 def _shapes(feed: dict[str, Any]) -> str:
@@ -209,7 +218,8 @@ def fake_quantize_details(model: Any) -> dict[str, Any]:
     return {"fake_quantize": len(fakes), "quantized_nodes": dict(sorted(readers.items()))}
 
 
-def _import() -> tuple[Any, Any]:
+def openvino_and_nncf() -> tuple[Any, Any]:
+    """openvino and nncf, imported with NNCF_CI set; BackendUnavailable without them."""
     os.environ.setdefault("NNCF_CI", "1")  # before nncf is imported: no telemetry
     try:
         import nncf

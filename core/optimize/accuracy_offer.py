@@ -1,0 +1,58 @@
+"""Whether Auto adds int8_nncf_ov_ac (NNCF's INT8 on the OpenVINO model, accuracy-controlled).
+
+NNCF's default INT8 on the OpenVINO model (int8_nncf_ov) can be the fastest variant and still
+fail the run's judge on real samples (a regression's scores moved by a third, a classifier's
+top-1 flipped on photographs) while keeping cosine >= 0.99 on random inputs. Auto then tries
+the same quantization with NNCF's accuracy control against its own judge
+(optistudio.core.passes.nncf_accuracy), which reverts the layers that break the task to float,
+and judges and times that variant too.
+
+The rule reads the variants already made: an int8_nncf_ov variant was judged and timed, was
+significantly faster than the original, and missed the budget; none of them both paid and kept
+the budget (then nothing is to be won back), and no accuracy-controlled variant is there yet.
+The one offered takes the missed variant's options (its flavour, preset) and its inference
+precision: int8_nncf_ov_ac for one at the passes' precision, int8_nncf_ov_ac_bf16 for the
+variant whose rest ran in BF16 (timed on the same file, quantized once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from optistudio.core.measure.compare import FASTER
+from optistudio.core.optimize.recipes import BUILTIN_RECIPES, Recipe, RecipeStep
+from optistudio.core.optimize.variant import VariantResult
+
+QUANTIZE_PASS = "int8_nncf_ov"
+CONTROLLED_PASS = "int8_nncf_ov_ac"
+CONTROLLED_RECIPES = {None: "int8_nncf_ov_ac", "bf16": "int8_nncf_ov_ac_bf16"}
+"""The accuracy-controlled recipe for each inference precision the missed variant ran at."""
+
+
+def offer_accuracy_control(variants: Sequence[VariantResult]) -> list[Recipe]:
+    """The accuracy-controlled recipes Auto adds (module docstring); [] when none applies."""
+    if any(_steps(v) == [CONTROLLED_PASS] for v in variants):
+        return []
+    made = [v for v in variants if _steps(v) == [QUANTIZE_PASS] and v.judged]
+    if any(v.within_budget and v.verdict == FASTER for v in made):
+        return []
+    missed = [v for v in made if v.verdict == FASTER and not v.within_budget]
+    offered: dict[str, Recipe] = {}
+    for variant in missed:
+        name = CONTROLLED_RECIPES.get(variant.recipe.precision)
+        if name is not None and name not in offered:
+            offered[name] = controlled(variant, name)
+    return sorted(offered.values(), key=lambda r: r.precision is not None)
+
+
+def controlled(variant: VariantResult, name: str) -> Recipe:
+    """Recipe `name` with the options of the variant's int8_nncf_ov step (model_type, ...)."""
+    (step,) = variant.recipe.steps
+    recipe = BUILTIN_RECIPES[name]
+    return recipe.model_copy(
+        update={"steps": [RecipeStep(step=CONTROLLED_PASS, config=dict(step.config))]}
+    )
+
+
+def _steps(variant: VariantResult) -> list[str]:
+    return [step.step for step in variant.recipe.steps]

@@ -1,0 +1,116 @@
+"""Auto's rule for adding int8_nncf_ov_ac (optistudio.core.optimize.accuracy_offer), and the
+step that adds it (optistudio.core.optimize.run._add_accuracy_control) on a model whose plain
+NNCF INT8 breaks the judge (tests.core.passes.test_nncf_accuracy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optistudio.core.measure.compare import FASTER, NO_DIFFERENCE, SLOWER, ComparisonSpec
+from optistudio.core.model.intake import inspect_model
+from optistudio.core.optimize.accuracy_offer import offer_accuracy_control
+from optistudio.core.optimize.recipes import BUILTIN_RECIPES, get_recipe, on_backend
+from optistudio.core.optimize.run import Judging, Making, OptimizeSpec, _add_accuracy_control
+from optistudio.core.optimize.spec import UnsteadyTiming
+from optistudio.core.optimize.variant import VariantResult
+from optistudio.core.progress import ignore_progress
+from tests.core.optimize.test_placement_offer import judged, unmade
+from tests.core.passes.test_nncf_accuracy import Outliers, build_outlier_model
+
+OV = "openvino"
+
+
+def _ov(name: str, verdict: str, *, within: bool = True) -> VariantResult:
+    return judged(name, verdict, within=within, backend=OV)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("variants", "offered"),
+    [
+        pytest.param([_ov("int8_nncf_ov", FASTER, within=False)], ["int8_nncf_ov_ac"], id="missed"),
+        pytest.param([_ov("int8_nncf_ov", FASTER)], [], id="int8-nncf-ov-pays"),
+        pytest.param([_ov("int8_nncf_ov", SLOWER, within=False)], [], id="slower-and-out"),
+        pytest.param([_ov("int8_nncf_ov", NO_DIFFERENCE, within=False)], [], id="not-faster"),
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False), _ov("int8_nncf_ov_bf16", FASTER)],
+            [],
+            id="its-bf16-twin-pays",
+        ),
+        pytest.param(
+            [
+                _ov("int8_nncf_ov", FASTER, within=False),
+                _ov("int8_nncf_ov_bf16", FASTER, within=False),
+            ],
+            ["int8_nncf_ov_ac", "int8_nncf_ov_ac_bf16"],
+            id="both-precisions-missed",
+        ),
+        pytest.param(
+            [_ov("int8_nncf_ov_transformer", FASTER, within=False)],
+            ["int8_nncf_ov_ac"],
+            id="transformer-flavour-missed",
+        ),
+        pytest.param([_ov("int8_nncf", FASTER, within=False)], [], id="nncf-on-the-onnx-graph"),
+        pytest.param([unmade("int8_nncf_ov", "failed")], [], id="failed"),
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False), _ov("int8_nncf_ov_ac", SLOWER)],
+            [],
+            id="already-controlled",
+        ),
+    ],
+)
+def test_auto_offers_accuracy_control_only_when_nncf_int8_on_openvino_was_faster_but_out(
+    variants: list[VariantResult], offered: list[str]
+) -> None:
+    assert [recipe.name for recipe in offer_accuracy_control(variants)] == offered
+
+
+def test_the_offer_keeps_the_missed_variants_options() -> None:
+    (recipe,) = offer_accuracy_control([_ov("int8_nncf_ov_transformer", FASTER, within=False)])
+
+    assert [(s.step, s.config) for s in recipe.steps] == [
+        ("int8_nncf_ov_ac", {"model_type": "transformer"})
+    ]
+    assert (recipe.backend, recipe.precision) == (OV, None)
+
+
+def test_it_resolves_by_name_as_an_openvino_ir_recipe() -> None:
+    recipe = get_recipe("int8_nncf_ov_ac")
+    twin = get_recipe("int8_nncf_ov_ac_bf16")
+
+    assert [s.step for s in recipe.steps] == ["int8_nncf_ov_ac"] == [s.step for s in twin.steps]
+    assert (recipe.backend, recipe.precision, twin.precision) == (OV, None, "bf16")
+    assert "int8_nncf_ov_ac" in BUILTIN_RECIPES
+
+
+def _making(tmp_path: Path) -> Making:
+    model = build_outlier_model(tmp_path / "outliers.onnx")
+    quick = ComparisonSpec(min_pairs=4, min_seconds=0.1, max_seconds=1.0, threads=1)
+    spec = OptimizeSpec(
+        comparison=quick, unsteady_timing=UnsteadyTiming(candidate_seconds=0, job_seconds=0)
+    )
+    judging = Judging(Outliers(seed=1), None, None, None, calibration=Outliers(seed=2))
+    return Making(model, inspect_model(model), spec, tmp_path / "out", judging)
+
+
+@pytest.mark.parametrize("recipes", [["auto"], ["int8_nncf_ov"]], ids=["auto", "named"])
+def test_auto_adds_the_controlled_int8_and_judges_it_as_every_variant(
+    tmp_path: Path, recipes: list[str]
+) -> None:
+    made = _making(tmp_path)
+    missed = on_backend(BUILTIN_RECIPES["int8_nncf_ov"], OV)
+    variants = [_ov("int8_nncf_ov", FASTER, within=False)]
+    variants[0].recipe = missed
+
+    _add_accuracy_control(made, OptimizeSpec(recipes=recipes), variants, ignore_progress)
+
+    if recipes != ["auto"]:
+        assert len(variants) == 1
+        return
+    added = variants[-1]
+    assert added.recipe.name.split("@")[0] == "int8_nncf_ov_ac"
+    assert (added.status, added.backend, added.precision) == ("made", OV, "int8"), added.error
+    assert added.within_budget, added.budget_note
+    assert added.path is not None and added.path.endswith(".xml")
+    assert added.verdict is not None  # timed against the original too
