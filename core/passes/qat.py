@@ -128,7 +128,15 @@ def run_qat(model: Path, out: Path, config: QatConfig, context: PassContext) -> 
 
 QAT_RECIPE = "qat"
 TRAIN_AND_QUANTIZE = "optistudio.core.passes.qat_run:train_and_quantize"
-PTQ_PASSES = ("int8_dynamic", "int8_static", "int8_mixed", "int8_nncf", "int8_nncf_ov", "int8_placed")
+PTQ_PASSES = (
+    "int8_dynamic",
+    "int8_static",
+    "int8_mixed",
+    "int8_nncf",
+    "int8_nncf_ov",
+    "int8_nncf_ov_ac",
+    "int8_placed",
+)
 
 
 def is_ptq(steps: list[str]) -> bool:
