@@ -1,6 +1,11 @@
 """How a recipe's variant file is made: its passes in order, or an earlier variant's file when
 the recipe differs from it only in its inference precision, then intake's checks on it.
 
+Each step's file declares the outputs its input declares (`passes.declared_outputs`): a tool's
+shape inference re-declares them (onnxslim made AECMOS's [batch_size] [batch_size, 2]), and a
+variant that declares other outputs reads as another model. Only a pass there to change them
+(`PassInfo.changes_outputs`: free-dims, dynamic batch) hands on its own declaration.
+
 A recipe that leaves the model as it is (fp32, bf16 at run time) still gets its own copy, with
 the external data files the original names. The passes' precision combines step by step: int8
 after fp32 is int8, fp16 after int8 is mixed.
@@ -22,6 +27,7 @@ from optistudio.core.model.intake import inspect_model
 from optistudio.core.optimize.recipes import Recipe
 from optistudio.core.optimize.variant import StepReport, VariantResult
 from optistudio.core.passes.base import PassContext, passes
+from optistudio.core.passes.declared_outputs import keep_declared_outputs
 
 NO_SIZE_LIMIT = 2**62
 """A variant is checked like an upload, but never refused for its size here (storing may)."""
@@ -37,11 +43,21 @@ def run_recipe(
         info = passes.get(step.step)
         out = folder / f"{number:02d}-{step.step}.onnx"
         result = info.run(current, out, step.config, context)
-        steps.append(StepReport(step=step.step, details=result.details, warnings=result.warnings))
+        details = result.details | _kept_outputs(current, result.output, info.changes_outputs)
+        steps.append(StepReport(step=step.step, details=details, warnings=result.warnings))
         current, precision = result.output, _precision(precision, info.produces_precision)
     final = folder / f"model{current.suffix}"  # .tflite after a LiteRT conversion
     copy_model(current, final)
     return final, steps, precision
+
+
+def _kept_outputs(source: Path, made: Path, changes_outputs: bool) -> dict[str, int]:
+    """Give the step's file the outputs its input declares, unless the pass is there to change
+    them (`declared_outputs`); the step's detail when it had re-declared any."""
+    if changes_outputs or {source.suffix, made.suffix} != {".onnx"} or made.samefile(source):
+        return {}
+    kept = keep_declared_outputs(source, made)
+    return {"declared_outputs_kept": kept} if kept else {}
 
 
 def copy_model(source: Path, target: Path) -> None:

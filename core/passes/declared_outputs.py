@@ -18,13 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+from google.protobuf.message import DecodeError
 
 
 def keep_declared_outputs(source: Path, target: Path) -> int:
     """Give `target`'s graph outputs the shapes `source` declares, in place; returns how many
-    changed (0: `target` is not written). External data stays where `target` names it."""
+    changed (0: `target` is not written). External data stays where `target` names it. A
+    `target` that does not parse as ONNX is left as it is: intake's checks refuse it next."""
     declared = {v.name: v.type for v in onnx.load(source, load_external_data=False).graph.output}
-    proto = onnx.load(target, load_external_data=False)
+    try:
+        proto = onnx.load(target, load_external_data=False)
+    except DecodeError:
+        return 0
     changed = 0
     for value in proto.graph.output:
         old = declared.get(value.name)

@@ -371,4 +371,5 @@ DYNAMIC_BATCH = PassInfo(
     "it, checked row for row against runs at batch 1; graphs that mix the batch are refused.",
     config="optistudio.core.passes.dynamic_batch:DynamicBatchConfig",
     implementation="optistudio.core.passes.dynamic_batch:run_dynamic_batch",
+    changes_outputs=True,
 )

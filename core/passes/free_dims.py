@@ -370,4 +370,5 @@ FREE_DIMS = PassInfo(
     "graph needs is refused with the node named.",
     config="optistudio.core.passes.free_dims:FreeDimsConfig",
     implementation="optistudio.core.passes.free_dims:run_free_dims",
+    changes_outputs=True,
 )
