@@ -156,6 +156,14 @@ class LatencyProfile(BaseModel):
         "ceiling at 1000 / request_ms whatever the batch size. 0 where it was not measured: "
         "`unmeasured` then says why (in profiles made before it, nothing does).",
     )
+    timer_late_ms: list[float] = Field(
+        default_factory=list,
+        description="Per batch a batching timeout cut in a light run through the Pipeline "
+        "(optistudio.core.batching.timer_wake), how many ms after its deadline the serving "
+        "thread woke and cut it (timer slack, the thread's turn on a core, the GIL). The "
+        "simulator draws one for every timeout it waits on. Empty in profiles made before it "
+        "was measured: timed batches leave on the dot.",
+    )
     unmeasured: dict[str, str] = Field(
         default_factory=dict,
         description="Field name -> one sentence on why that probe could not be measured on "
@@ -216,6 +224,8 @@ class LatencyProfile(BaseModel):
             raise ValueError("serving_delays_load needs the light probe's rate and delays")
         if any(ms < 0 for ms in self.handoff_gaps_ms):
             raise ValueError("hand-back times cannot be negative")
+        if any(ms < 0 for ms in self.timer_late_ms):
+            raise ValueError("timer lateness cannot be negative")
         if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):

@@ -20,7 +20,9 @@ extra per runner call (`served_extra_ms`) and a delay per request (`serving_dela
 second at a heavy rate the extra per call under load (`served_extra_load`), and a third sent
 faster than the runtime serves the pace it keeps with its queue never empty (the last point of
 `served_extra_load`, where that pace is below what the profile gives those full batches and the
-ceiling lies at the largest batch). The
+ceiling lies at the largest batch); last, a light run with a batching timeout measures how late
+the serving thread wakes when a timeout falls due (`timer_late_ms`,
+optistudio.core.batching.timer_wake). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -53,6 +55,7 @@ from optistudio.core.batching.handoff import (
 from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
+from optistudio.core.batching.timer_wake import measure_timer_lateness
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
@@ -328,12 +331,17 @@ def _serve_saturated(probing: Probing, progress: ProgressCallback | None) -> Non
     )
 
 
+def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
+    late = measure_timer_lateness(probing.probe(), probing.profile)
+    probing.profile = probing.profile.model_copy(update={"timer_late_ms": late})
+
+
 def _said(text: str) -> Callable[[Probing], str]:
     return lambda probing: text
 
 
 PROBE_STEPS: tuple[ProbeStep, ...] = (
-    ProbeStep("batch sizes", 0.85, _said(""), _time_sizes),
+    ProbeStep("batch sizes", 0.84, _said(""), _time_sizes),
     ProbeStep("instances", 0.05, _instances_message, _time_instances),
     ProbeStep(
         "idle gaps",
@@ -370,6 +378,12 @@ PROBE_STEPS: tuple[ProbeStep, ...] = (
         0.005,
         _said("the pace the runtime serves at with its queue never empty"),
         _serve_saturated,
+    ),  # fmt: skip
+    ProbeStep(
+        "timer wake-up",
+        0.01,
+        _said("how late the serving thread wakes when a batching timeout falls due"),
+        _time_timer,
     ),  # fmt: skip
 )
 """The profile's probes in the order they run, with their shares of the progress (sum 1)."""

@@ -70,7 +70,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -142,6 +142,8 @@ def simulate(
     delays = profile.serving_delays_at(load_rate)
     if delays:
         sim.draw_delays(delays, np.random.default_rng(seed + 3), service)
+    if profile.timer_late_ms and settings.timeout_ms > 0:
+        sim.draw_timer(profile.timer_late_ms, np.random.default_rng(seed + 4), service)
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
     elif service == "measured" and profile.quantiles_ms:
@@ -304,6 +306,9 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
             (rate, rng.choice(np.asarray(drawn), len(drawn)).tolist())
             for rate, drawn in profile.serving_delays_load
         ]
+    late = profile.timer_late_ms
+    if len(late) > 1:
+        update["timer_late_ms"] = rng.choice(np.asarray(late), len(late)).tolist()
     if quantile_points is not None:
         update["quantiles_ms"] = [
             np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
@@ -378,6 +383,22 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
     return y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
 
 
+class _Draws:
+    """Values drawn with replacement from a measured set, 4096 at a time (one draw per call
+    is slow)."""
+
+    def __init__(self, values: np.ndarray, rng: np.random.Generator) -> None:
+        self.values, self.rng = values, rng
+        self.drawn: Iterator[float] = iter(())
+
+    def next(self) -> float:
+        drawn: float | None = next(self.drawn, None)
+        if drawn is None:
+            self.drawn = iter(self.rng.choice(self.values, 4096).tolist())
+            drawn = next(self.drawn)
+        return drawn
+
+
 class _Simulation:
     def __init__(self, profile: LatencyProfile, settings: BatchingSettings, overhead: float):
         self.settings = settings
@@ -389,12 +410,15 @@ class _Simulation:
         self.served_extra = profile.served_extra_ms / 1000.0
         self.request_s = profile.request_ms / 1000.0
         self.front_free = 0.0
-        self.delays: np.ndarray | None = None
+        self.delays: _Draws | None = None
+        self.handoffs: _Draws | None = None
+        self.timer_late: _Draws | None = None
         self.speed: _SpeedTrace | None = None
         count = settings.instances
         self.queues: list[deque[int]] = [deque() for _ in range(count)]
         self.busy = [0] * count
         self.free_since: list[float | None] = [None] * count
+        self.armed: list[tuple[float, float] | None] = [None] * count
         self.events: list[tuple[float, int, int, int]] = []
         self.sent: list[float] = []
         self.joined: list[float] = []
@@ -422,8 +446,7 @@ class _Simulation:
         """Each batch's hand-back drawn from the measured ones, scaled to average `mean_ms`."""
         gaps = np.asarray(gaps_ms, dtype=np.float64)
         total = gaps.mean()
-        self._handoffs = gaps * (mean_ms / total / 1000.0) if total > 0 else None
-        self._handoff_rng, self._handoff_draws = rng, iter(())
+        self.handoffs = _Draws(gaps * (mean_ms / total / 1000.0), rng) if total > 0 else None
 
     def draw_delays(
         self, delays_ms: Sequence[float], rng: np.random.Generator, service: str
@@ -431,29 +454,38 @@ class _Simulation:
         """Each request's answer this long after its batch ends: drawn from the measured
         serving delays, or (service="mean") their mean."""
         delays = np.asarray(delays_ms, dtype=np.float64) / 1000.0
-        self.delays = np.full(1, delays.mean()) if service == "mean" else delays
-        self._delay_rng, self._delay_draws = rng, iter(())
+        self.delays = _Draws(np.full(1, delays.mean()) if service == "mean" else delays, rng)
+
+    def draw_timer(
+        self, late_ms: Sequence[float], rng: np.random.Generator, service: str
+    ) -> None:
+        """Each timeout waited on fires this long after its deadline: drawn from the measured
+        lateness of the serving thread's wake-up, or (service="mean") their mean."""
+        late = np.asarray(late_ms, dtype=np.float64) / 1000.0
+        self.timer_late = _Draws(np.full(1, late.mean()) if service == "mean" else late, rng)
 
     def delay(self) -> float:
         """One request's serving delay (s), never negative."""
-        if self.delays is None:
-            return 0.0
-        drawn: float | None = next(self._delay_draws, None)
-        if drawn is None:
-            self._delay_draws = iter(self._delay_rng.choice(self.delays, 4096).tolist())
-            drawn = next(self._delay_draws)
-        return max(drawn, 0.0)
+        return 0.0 if self.delays is None else max(self.delays.next(), 0.0)
 
     def handoff(self) -> float:
         """One batch's hand-back time (s): drawn when measured ones were given, else the mean."""
-        handoffs = getattr(self, "_handoffs", None)
-        if handoffs is None:
-            return self.overhead
-        drawn: float | None = next(self._handoff_draws, None)
-        if drawn is None:
-            self._handoff_draws = iter(self._handoff_rng.choice(handoffs, 4096).tolist())
-            drawn = next(self._handoff_draws)
-        return drawn
+        return self.overhead if self.handoffs is None else self.handoffs.next()
+
+    def wake(self, instance: int, due: float, now: float) -> float:
+        """When the idle `instance`'s serving thread, asleep until its oldest request's deadline
+        `due`, is back to cut a batch: `due` plus one lateness drawn for that deadline (its
+        timer event pushed then), whatever joins meanwhile below the dispatch threshold; `due`
+        itself when it has passed before the thread went to sleep (back from a run)."""
+        armed = self.armed[instance]
+        if armed is not None and armed[0] == due:
+            return armed[1]
+        if now >= due - 1e-12:
+            return due
+        late = 0.0 if self.timer_late is None else max(self.timer_late.next(), 0.0)
+        self.armed[instance] = (due, due + late)
+        self.push(due + late, _TIMEOUT, instance)
+        return due + late
 
     def service_time(self, size: int, now: float) -> float:
         """The runner's time (s) for a batch of `size` started at `now`, without hand-back."""
@@ -527,8 +559,7 @@ class _Simulation:
         if self.busy[instance] or not queue:
             return
         due = self.joined[queue[0]] + settings.timeout_s
-        if len(queue) < settings.dispatch_threshold() and now < due - 1e-12:
-            self.push(due, _TIMEOUT, instance)
+        if len(queue) < settings.dispatch_threshold() and now < self.wake(instance, due, now) - 1e-12:
             return
         size = settings.cut_size(len(queue))
         handoff = self.handoff()

@@ -1,0 +1,131 @@
+"""Issue 44 item 1: the serving thread wakes late for a batching timeout, the profile measures
+how late, and the simulation and its band carry it (a fast model's p99 is the timeout plus a
+small batch, so the timer's tail is most of what the band missed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency_profile import measure_latency_profile
+from optistudio.core.batching.results import BatchRecord
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import resampled, simulate, simulate_band
+from optistudio.core.batching.timer_wake import timer_lateness_ms
+
+FAST = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[0.1, 0.15, 0.25, 0.45])
+"""A 0.1 ms model: its p99 at a light rate is the 2 ms timeout and a small batch."""
+SETTINGS = BatchingSettings(max_batch_size=8, timeout_ms=2)
+
+
+def test_only_batches_the_timer_cut_on_an_idle_instance_count() -> None:
+    batches = [
+        BatchRecord(0, 1, 1, oldest=0.000, cut=0.0023, run_start=0.0023, run_end=0.0030),
+        BatchRecord(0, 8, 8, oldest=0.004, cut=0.0045, run_start=0.0045, run_end=0.0060),  # full
+        BatchRecord(0, 2, 2, oldest=0.005, cut=0.0070, run_start=0.0070, run_end=0.0080),  # busy
+        BatchRecord(0, 3, 3, oldest=0.010, cut=0.0135, run_start=0.0135, run_end=0.0140),
+    ]
+
+    late = timer_lateness_ms(batches, 0.002, 8)
+
+    assert late == pytest.approx([0.3, 1.5])
+
+
+def test_a_constant_lateness_delays_every_timed_batch_by_it() -> None:
+    late = FAST.model_copy(update={"timer_late_ms": [0.7, 0.7]})
+    on_time = simulate(FAST, SETTINGS, rate=50, process="constant", requests=400)
+    woken_late = simulate(late, SETTINGS, rate=50, process="constant", requests=400)
+
+    assert on_time.p50_ms == pytest.approx(2.0 + 0.1)  # one row a batch, cut at its deadline
+    assert woken_late.p50_ms == pytest.approx(2.0 + 0.7 + 0.1)
+    assert woken_late.batch_histogram == on_time.batch_histogram
+
+
+def test_a_timeout_of_zero_waits_on_no_timer() -> None:
+    late = FAST.model_copy(update={"timer_late_ms": [5.0]})
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0)
+
+    result = simulate(late, settings, rate=50, process="constant", requests=400)
+
+    assert result.p99_ms == pytest.approx(0.1)
+
+
+def test_one_deadline_draws_one_lateness_however_many_requests_join_before_it() -> None:
+    """Drawn once per deadline, and the thread sleeps it out: a draw per joining request would
+    keep the least of them, and a request joining after the deadline would end the sleep."""
+    late = FAST.model_copy(update={"timer_late_ms": [0.0, 1.0]})
+
+    result = simulate(late, SETTINGS, rate=1900, process="constant", requests=4000, seed=1)
+
+    # a row joins every 0.53 ms: 4 within a 2 ms timeout, 6 within 3 ms (woken 1 ms late)
+    sizes, total = result.batch_histogram, sum(result.batch_histogram.values())
+    assert sizes.get(4, 0) + sizes.get(6, 0) >= total - 1  # the run's last batch takes the rest
+    assert 0.3 < sizes.get(6, 0) / total < 0.7
+
+
+def _tailed(count: int, rng: np.random.Generator) -> list[float]:
+    """A timer's lateness with a tail: 90 % near 0.1 ms, 10 % 1-5 ms."""
+    slow = rng.random(count) < 0.1
+    return np.where(slow, rng.uniform(1.0, 5.0, count), rng.uniform(0.05, 0.2, count)).tolist()
+
+
+def test_the_band_holds_runs_of_a_late_timer_that_a_band_without_it_misses() -> None:
+    """The 'measured' runs are the simulator's own with the timer's true lateness (a long
+    sample); the band comes from a profile holding a finite sample of it, as a probe takes."""
+    truth = FAST.model_copy(update={"timer_late_ms": _tailed(20_000, np.random.default_rng(1))})
+    probed = FAST.model_copy(update={"timer_late_ms": _tailed(300, np.random.default_rng(2))})
+    rate, seconds = 800.0, 8.0
+
+    measured = [
+        simulate(truth, SETTINGS, rate=rate, requests=int(rate * seconds), seed=50 + k).p99_ms
+        for k in range(10)
+    ]
+    band = simulate_band(probed, SETTINGS, rate=rate, seconds=seconds)
+    blind = simulate_band(FAST, SETTINGS, rate=rate, seconds=seconds)
+
+    assert sum(band.holds_p99(ms) for ms in measured) >= 9
+    assert sum(blind.holds_p99(ms) for ms in measured) == 0
+
+
+def test_the_band_resamples_the_timers_lateness() -> None:
+    profile = FAST.model_copy(
+        update={"timer_late_ms": [0.1, 0.2, 3.0], "runs": [(1, 0.1), (2, 0.15)] * 8}
+    )
+
+    drawn = [resampled(profile, np.random.default_rng(seed)).timer_late_ms for seed in range(20)]
+
+    assert all(len(late) == 3 and set(late) <= {0.1, 0.2, 3.0} for late in drawn)
+    assert len({tuple(late) for late in drawn}) > 1
+
+
+@pytest.mark.parametrize("late", [[0.1], [0.1, 0.2, 3.0]], ids=["steady", "tailed"])
+def test_the_predicted_p50_and_p99_still_grow_with_the_rate(late: list[float]) -> None:
+    profile = LatencyProfile(
+        batch_sizes=[1, 2, 4, 8], mean_ms=[10.0, 14.0, 22.0, 38.0], timer_late_ms=late
+    )
+    top = profile.ceiling(8, with_handoff=True)[0]
+
+    results = [
+        simulate(profile, SETTINGS, rate=top * share, requests=4000, service="mean")
+        for share in np.linspace(0.1, 0.9, 9)
+    ]
+
+    for values in ([r.p50_ms for r in results], [r.p99_ms for r in results]):
+        assert all(b >= a - 1e-6 for a, b in zip(values, values[1:], strict=False))
+
+
+def test_negative_lateness_is_refused() -> None:
+    with pytest.raises(ValueError, match="timer lateness"):
+        LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timer_late_ms=[-0.1])
+
+
+def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
+    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_seconds=0.05, instances=[1])
+
+    assert profile.timer_late_ms
+    assert min(profile.timer_late_ms) >= 0
+    light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
+    assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
