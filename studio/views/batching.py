@@ -35,6 +35,7 @@ from optistudio.studio import (
     submitting,
 )
 from optistudio.studio import batching_whatif as whatif
+from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.model_services import model_choices, model_info
 from optistudio.studio.views import batching_decoder
@@ -124,7 +125,11 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
 def profile_form(model_id: int) -> None:
     with st.form("batching_profile"):
         cols = st.columns([2, 1, 1, 3])
-        backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
+        backend = cols[0].selectbox(
+            "Backend",
+            backend_choices(state.live_targets(), BatchingProfileSpec),
+            help=BatchingProfileSpec.model_fields["backend"].description,
+        )
         max_batch_size = cols[1].number_input(
             "Largest batch", 1, 256, DEFAULT_MAX_BATCH_SIZE, help="Timed: 1, 2, 4, ..."
         )

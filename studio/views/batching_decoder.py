@@ -15,6 +15,7 @@ from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
 from optistudio.services.jobkinds import BATCHING_PROFILE
 from optistudio.studio import decoder_batching as decoder
 from optistudio.studio import state, submitting
+from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.decoder_batching_figures import decode_profile_figure, decoder_sweep_figure
 from optistudio.studio.model_services import model_file
 from optistudio.studio.views.batching_common import newest_profile_job
@@ -62,7 +63,11 @@ def render(model_id: int, card: DecoderCard) -> None:
 def profile_form(model_id: int) -> None:
     with st.form("decoder_profile"):
         cols = st.columns([2, 1, 1, 3])
-        backend = cols[0].selectbox("Backend", ["onnxruntime", "openvino"])
+        backend = cols[0].selectbox(
+            "Backend",
+            backend_choices(state.live_targets(), BatchingProfileSpec),
+            help=BatchingProfileSpec.model_fields["backend"].description,
+        )
         max_batch_size = cols[1].number_input(
             "Largest batch",
             1,

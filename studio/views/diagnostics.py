@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from optistudio.core.diagnose.operator_profile import OperatorProfile
+from optistudio.core.diagnose.operator_profile import OperatorProfile, OperatorProfileSpec
 from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.db.models import JobKind
@@ -15,6 +15,7 @@ from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
 from optistudio.services.jobresults import ProfileJobResult
 from optistudio.studio import cached, state, submitting
 from optistudio.studio import diagnostics_services as diag
+from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
@@ -73,7 +74,11 @@ def profile_form(model_id: int) -> None:
             format_func=lambda i: "No variant: profile this model only" if i is None else labels[i],
             help="Pick its INT8 variant to see, op by op, what got faster or slower, and why.",
         )
-        backend = cols[1].selectbox("Backend", ["onnxruntime", "openvino"])
+        backend = cols[1].selectbox(
+            "Backend",
+            backend_choices(state.live_targets(), OperatorProfileSpec),
+            help=OperatorProfileSpec.model_fields["backend"].description,
+        )
         batch = cols[2].number_input("Batch", 1, 1024, 1)
         runs = cols[3].number_input("Runs", 1, 10_000, 30, help="Profiled runs after warm-up.")
         with st.expander("Pipeline around the model (timed stage by stage)"):
@@ -123,7 +128,12 @@ def soak_form(model_id: int) -> None:
     with st.form("soak"):
         cols = st.columns(3)
         seconds = cols[0].number_input("Seconds", 1.0, 86_400.0, 30.0, help=SOAK_HELP["seconds"])
-        backend = cols[1].selectbox("Backend", ["onnxruntime", "openvino"], key="soak_backend")
+        backend = cols[1].selectbox(
+            "Backend",
+            backend_choices(state.live_targets(), SoakSpec),
+            key="soak_backend",
+            help=SOAK_HELP["backend"],
+        )
         batches = cols[2].text_input("Batch sizes cycled", "1, 2, 4, 8")
         submitted = st.form_submit_button("Start soak", type="primary")
     if not submitted:
