@@ -56,15 +56,55 @@ TERMINAL = frozenset(
 
 
 class JobKind(str, Enum):
+    """What a job does. A kind once stored under another name reads as today's
+    (`FORMER_JOB_KINDS`): rows keep the name they were written with, no migration."""
+
     benchmark = "benchmark"
     compare = "compare"
     optimize = "optimize"
-    profile = "profile"
+    operator_profile = "operator_profile"
     soak = "soak"
-    batching_profile = "batching_profile"
+    latency_profile = "latency_profile"
     batching_verify = "batching_verify"
     export = "export"
     video = "video"
+
+    @classmethod
+    def _missing_(cls, value: object) -> JobKind | None:
+        renamed = FORMER_JOB_KINDS.get(str(value))
+        return cls(renamed) if renamed else None
+
+    def former_names(self) -> tuple[str, ...]:
+        """The names rows written before a rename hold for this kind."""
+        return tuple(old for old, new in FORMER_JOB_KINDS.items() if new == self.value)
+
+    def stored_names(self) -> tuple[str, ...]:
+        """Every name a row of this kind may hold: today's first, then the former ones."""
+        return (self.value, *self.former_names())
+
+
+FORMER_JOB_KINDS: dict[str, str] = {
+    "profile": "operator_profile",
+    "batching_profile": "latency_profile",
+}
+"""Former job kind -> today's: the names rows, brokers' queues and old clients still hold."""
+
+
+class JobKindColumn(TypeDecorator[JobKind]):
+    """A job's kind as VARCHAR(32): written as today's value, read from today's or a former
+    name. A plain string binds as it is (a query for the rows of a former name)."""
+
+    impl = String(32)
+    cache_ok = True
+
+    def process_bind_param(self, value: JobKind | str | None, dialect: Dialect) -> str | None:
+        if value is None or isinstance(value, JobKind):
+            return None if value is None else value.value
+        JobKind(value)  # ValueError for a name that is no kind, as the enum column refused it
+        return value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> JobKind | None:
+        return None if value is None else JobKind(value)
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -163,7 +203,7 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    kind: Mapped[JobKind] = mapped_column(_string_enum(JobKind, 32))
+    kind: Mapped[JobKind] = mapped_column(JobKindColumn())
     status: Mapped[JobStatus] = mapped_column(
         _string_enum(JobStatus, 16), index=True, default=JobStatus.queued
     )

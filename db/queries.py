@@ -492,7 +492,7 @@ def finished_jobs(s: Session, *, kind: JobKind, limit: int = 50) -> list[Job]:
     query = (
         select(Job)
         .options(joinedload(Job.model))
-        .where(Job.kind == kind, Job.status == JobStatus.succeeded)
+        .where(Job.kind.in_(kind.stored_names()), Job.status == JobStatus.succeeded)
         .order_by(Job.id.desc())
         .limit(limit)
     )
@@ -503,7 +503,11 @@ def newest_succeeded(s: Session, *, kind: JobKind, model_id: int) -> Job | None:
     """The newest succeeded job of one kind on one model, or None."""
     query = (
         select(Job)
-        .where(Job.kind == kind, Job.status == JobStatus.succeeded, Job.model_id == model_id)
+        .where(
+            Job.kind.in_(kind.stored_names()),
+            Job.status == JobStatus.succeeded,
+            Job.model_id == model_id,
+        )
         .order_by(Job.id.desc())
         .limit(1)
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 from optistudio.core.batching.pipeline_file import ServingSetting, pipeline_text
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.model.info import ModelInfo
 
@@ -46,7 +46,7 @@ def _serving(settings: BatchingSettings, source: str, note: str, job: int | None
 
 
 def pipeline_json(
-    name: str, info: ModelInfo, served: BatchingProfileSpec, serving: ServingSetting
+    name: str, info: ModelInfo, served: LatencyProfileSpec, serving: ServingSetting
 ) -> str:
     """pipeline.json v1 for the setting (`optistudio.core.batching.pipeline_file`): the model
     file `<name>.onnx` beside it, on the backend, device and threads the profile ran, read back

@@ -18,7 +18,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.recalibrate import calibration_line
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.verify_gap import speed_gap_note
 from optistudio.core.batching.verify_policy import VerifyPrediction
@@ -32,7 +32,7 @@ TAIL_SPREAD = 0.15
 """How far the measured p99 of a verify run's two halves may part before the page says the
 run was too short to judge the predicted p99 by."""
 AS_PROFILED = tuple(
-    sorted(set(BatchingProfileSpec.model_fields) & set(BatchingVerifySpec.model_fields))
+    sorted(set(LatencyProfileSpec.model_fields) & set(BatchingVerifySpec.model_fields))
 )
 """What a verify run takes from the profile it checks: where and how the model was served
 (backend, device, threads, spin-wait) and its requests (shapes, named dims, fixed values, the
@@ -43,7 +43,7 @@ TABLE_HEADERS = {"low": "band low", "high": "band high", "inside": "inside the b
 
 
 def verify_spec(
-    served: BatchingProfileSpec,
+    served: LatencyProfileSpec,
     settings: BatchingSettings,
     *,
     rate: float,
@@ -59,7 +59,7 @@ def verify_spec(
     )
 
 
-def request_line(served: BatchingProfileSpec) -> str:
+def request_line(served: LatencyProfileSpec) -> str:
     """What one request holds, as the profile made it (and Verify sends it)."""
     parts = [f"{name}={','.join(map(str, shape))}" for name, shape in served.shapes.items()]
     parts += [f"{name}={size}" for name, size in served.dims.items()]

@@ -23,7 +23,7 @@ from optistudio.core.model.info import precision_label
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import list_models
 from optistudio.db.session import transaction
-from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
+from optistudio.services.jobkinds import BATCHING_VERIFY, OperatorProfileJobSpec
 from optistudio.studio.charts import readable
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.jobs_services import SendTask, jobs_of, submit_job
@@ -49,11 +49,13 @@ CHANGE_COLOURS = {
 }
 
 
-def submit_profile(
-    factory: sessionmaker[Session], *, model_id: int, spec: ProfileJobSpec, send: SendTask
+def submit_operator_profile(
+    factory: sessionmaker[Session], *, model_id: int, spec: OperatorProfileJobSpec, send: SendTask
 ) -> int:
     """Commit a profile job for the model (and its variant), then send it."""
-    return submit_job(factory, kind=JobKind.profile, model_id=model_id, spec=spec, send=send)
+    return submit_job(
+        factory, kind=JobKind.operator_profile, model_id=model_id, spec=spec, send=send
+    )
 
 
 def variant_choices(factory: sessionmaker[Session], *, model_id: int) -> list[dict[str, Any]]:

@@ -29,7 +29,9 @@ def create_app(settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue=DEFAULT_QUEUE,
-        task_routes={info.task_name: {"queue": info.queue} for info in JOB_KINDS.values()},
+        task_routes={
+            name: {"queue": info.queue} for info in JOB_KINDS.values() for name in info.task_names
+        },
         task_time_limit=settings.job_time_limit_s + 60,
         task_soft_time_limit=settings.job_time_limit_s,
         # Longer than the longest job, or Redis redelivers a task that is still running.

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.llm.card import DecoderCard, read_card
 from optistudio.core.llm.decode import open_decoder
 from optistudio.core.llm.serving_whatif import DecodeProfile, measure_decode_profile
 from optistudio.core.machine.environment import fingerprint
-from optistudio.services.jobresults import BatchingProfileJobResult
+from optistudio.services.jobresults import LatencyProfileJobResult
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
 
@@ -36,8 +36,8 @@ PREFILL_LENGTHS = (32, 128, 512)
 
 
 def decode_profile_job(
-    model_path: Path, spec: BatchingProfileSpec, context: JobContext
-) -> Done[BatchingProfileJobResult]:
+    model_path: Path, spec: LatencyProfileSpec, context: JobContext
+) -> Done[LatencyProfileJobResult]:
     """Time the decoder at `model_path`'s steps and prefills; the spec's shapes do not apply."""
     card = read_card(model_path)
     sizes = decode_batch_sizes(spec.max_batch_size)
@@ -61,7 +61,7 @@ def decode_profile_job(
         session.close()
     return Done(
         decode_message(profile, asked=spec.max_batch_size),
-        BatchingProfileJobResult(decode_profile=profile),
+        LatencyProfileJobResult(decode_profile=profile),
         environment=fingerprint(threads=spec.threads, extra={"backend": spec.backend}),
     )
 

@@ -18,17 +18,17 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import p99_halves
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.batching.trace import handoff_ms, runner_summary
 from optistudio.core.batching.verify import measure_load
 from optistudio.core.llm.folder import is_decoder_file
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
 from optistudio.db.session import transaction
-from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
+from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
 from optistudio.services.jobresults import (
-    BatchingProfileJobResult,
     BatchingVerifyJobResult,
+    LatencyProfileJobResult,
     RequestSamples,
     VerifyBatches,
 )
@@ -43,9 +43,9 @@ LOOKBACK = 200
 """Finished jobs of a kind searched for the profile in use."""
 
 
-def profile_job(
-    job: Job, spec: BatchingProfileSpec, model: JobModel, context: JobContext
-) -> Done[BatchingProfileJobResult]:
+def latency_profile_job(
+    job: Job, spec: LatencyProfileSpec, model: JobModel, context: JobContext
+) -> Done[LatencyProfileJobResult]:
     """Time the job's model at each batch size (a decoder: its decode steps and prefills), on
     its card as the worker read it."""
     if is_decoder_file(model.path):
@@ -61,7 +61,7 @@ def profile_job(
         progress=context.progress,
     )
     ceiling, best = profile.ceiling(spec.max_batch_size)
-    result = BatchingProfileJobResult(profile=profile, ceiling=ceiling, best_batch=best)
+    result = LatencyProfileJobResult(profile=profile, ceiling=ceiling, best_batch=best)
     handoff = "" if profile.handoff_ms is None else f"; {profile.handoff_ms:.2f} ms hand-back"
     message = (
         f"Timed batch sizes {profile.batch_sizes}: up to {ceiling:.1f} req/s per instance "
@@ -145,7 +145,7 @@ def profile_in_use(
     with transaction(context.factory) as s:
         profiles = [
             row
-            for row in finished_jobs(s, kind=JobKind.batching_profile, limit=LOOKBACK)
+            for row in finished_jobs(s, kind=JobKind.latency_profile, limit=LOOKBACK)
             if row.model_id == job.model_id and spec.profile_job in (None, row.id)
         ]
         if not profiles:
@@ -157,7 +157,7 @@ def profile_in_use(
             if row.model_id == job.model_id
             for earlier in [BATCHING_VERIFY.read_result(row.result)]
         ]
-        measured = BATCHING_PROFILE.parse_result(source.result).profile
+        measured = LATENCY_PROFILE.parse_result(source.result).profile
     if measured is None:  # a decoder's decode profile: nothing the request pipeline predicts
         return None
     profile, _ = verify_policy.profile_in_use(source.id, measured, verifies, before_job=job.id)

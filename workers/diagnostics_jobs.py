@@ -13,15 +13,17 @@ from optistudio.db.models import Job
 from optistudio.db.queries import get_model
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import local_data_file
-from optistudio.services.jobkinds import ProfileJobSpec
-from optistudio.services.jobresults import ProfileJobResult
+from optistudio.services.jobkinds import OperatorProfileJobSpec
+from optistudio.services.jobresults import OperatorProfileJobResult
 from optistudio.services.settings import get_settings
 from optistudio.workers.artifacts import model_of, stored_file
 from optistudio.workers.jobs import JobContext
 from optistudio.workers.outcome import Done
 
 
-def profile_job(job: Job, spec: ProfileJobSpec, context: JobContext) -> Done[ProfileJobResult]:
+def operator_profile_job(
+    job: Job, spec: OperatorProfileJobSpec, context: JobContext
+) -> Done[OperatorProfileJobResult]:
     """Profile the job's model (and its variant): per-op times, comparison, INT8 explainer."""
     model_path, info = model_of(job)
     variant_path, variant_name = _variant(spec, context)
@@ -43,7 +45,7 @@ def profile_job(job: Job, spec: ProfileJobSpec, context: JobContext) -> Done[Pro
         )
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
-    result = ProfileJobResult.model_validate(
+    result = OperatorProfileJobResult.model_validate(
         report.model_dump()
         | {"variant_model_id": spec.variant_model_id, "variant_name": variant_name}
     )
@@ -57,7 +59,7 @@ def soak_job(job: Job, spec: SoakSpec, context: JobContext) -> Done[SoakReport]:
     return Done(soak_summary(report), report, environment=report.environment)
 
 
-def _variant(spec: ProfileJobSpec, context: JobContext) -> tuple[Path | None, str]:
+def _variant(spec: OperatorProfileJobSpec, context: JobContext) -> tuple[Path | None, str]:
     if spec.variant_model_id is None:
         return None, ""
     with transaction(context.factory) as s:

@@ -40,7 +40,7 @@ from optistudio.db.queries import (
     set_job_spec,
 )
 from optistudio.db.session import transaction
-from optistudio.services.input_profiles import profile_of, save_profile, with_profile
+from optistudio.services.input_profiles import apply_input_profile, profile_of, save_profile
 from optistudio.services.jobkinds import JobKindInfo
 from optistudio.services.model_tasks import with_task
 from optistudio.workers.artifacts import JobModel, read_model
@@ -69,7 +69,7 @@ class JobWork(Generic[SpecT, ResultT]):
     run: Callable[[Job, SpecT, JobContext], Done[ResultT]]
 
     def __call__(self, job: Job, context: JobContext) -> tuple[str, int | None]:
-        spec = profiled(context.factory, job, self.info.parse_spec(job.spec or {}))
+        spec = with_input_profile(context.factory, job, self.info.parse_spec(job.spec or {}))
         done = self.run(job, spec, context)
         return done.message, store(context.factory, job.id, self.info, done)
 
@@ -86,11 +86,11 @@ class ModelWork(Generic[SpecT, ResultT]):
     def __call__(self, job: Job, context: JobContext) -> tuple[str, int | None]:
         spec = self.info.parse_spec(job.spec or {})
         model = read_model(job)
-        done = self.run(job, profiled(context.factory, job, spec, model), model, context)
+        done = self.run(job, with_input_profile(context.factory, job, spec, model), model, context)
         return done.message, store(context.factory, job.id, self.info, done)
 
 
-def profiled(
+def with_input_profile(
     factory: sessionmaker[Session], job: Job, spec: SpecT, model: JobModel | None = None
 ) -> SpecT:
     """The job's spec with its model's input profile under the job's own input settings, and
@@ -103,7 +103,11 @@ def profiled(
     checked_first(factory, job, model, spec)
     with transaction(factory) as s:
         row = s.get(Model, model.row.id)
-        fed = with_task(s, row, with_profile(s, row, spec, model.info)) if row is not None else spec
+        fed = (
+            with_task(s, row, apply_input_profile(s, row, spec, model.info))
+            if row is not None
+            else spec
+        )
         if fed is not spec:
             set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
     return fed

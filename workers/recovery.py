@@ -67,7 +67,7 @@ def active_job_ids() -> list[int]:
     """Ids of the jobs this worker's pool is running now (call in the worker's main process)."""
     from celery.worker import state
 
-    names = {task_of(kind) for kind in JobKind}
+    names = {name for info in JOB_KINDS.values() for name in info.task_names}
     ids = []
     for request in list(state.active_requests):
         args = request.args or []

@@ -3,7 +3,8 @@
 Every task has the same thin body: take the job id (only ids travel through the broker) and hand
 the job to `optistudio.workers.jobs.run_job` with its kind's work function
 (`optistudio.workers.work`). Each is named ``optistudio.<kind>`` (`JobKindInfo.task_name`):
-those names are in brokers' queues, so they never change.
+those names are in brokers' queues, so a kind that is renamed keeps a task under its former
+name too (`JobKindInfo.task_names`), running the same work, for the messages queued before.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ def session_factory() -> sessionmaker[Session]:
     return make_session_factory(get_settings().database_url)
 
 
-def define_task(info: JobKindInfo[Any, Any]) -> Task:
-    """The task that runs jobs of this kind."""
+def define_task(info: JobKindInfo[Any, Any], name: str) -> Task:
+    """The task `name` that runs jobs of this kind."""
     work = work_of(info.kind)
 
     def run(self: Task, job_id: int) -> None:
@@ -37,9 +38,11 @@ def define_task(info: JobKindInfo[Any, Any]) -> Task:
 
     run.__name__ = run.__qualname__ = info.kind.value
     run.__doc__ = f"{info.label}: run job `job_id` on this worker."
-    task: Task = app.task(name=info.task_name, bind=True)(run)
+    task: Task = app.task(name=name, bind=True)(run)
     return task
 
 
-TASKS: dict[str, Task] = {info.task_name: define_task(info) for info in JOB_KINDS.values()}
-"""Every task this worker defines, by name."""
+TASKS: dict[str, Task] = {
+    name: define_task(info, name) for info in JOB_KINDS.values() for name in info.task_names
+}
+"""Every task this worker defines, by name (a renamed kind's former name included)."""

@@ -10,13 +10,13 @@ from typing import Any
 
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import (
-    BATCHING_PROFILE,
     BATCHING_VERIFY,
     BENCHMARK,
     COMPARE,
     EXPORT,
+    LATENCY_PROFILE,
+    OPERATOR_PROFILE,
     OPTIMIZE,
-    PROFILE,
     SOAK,
     VIDEO,
 )
@@ -32,9 +32,9 @@ REGISTERED: tuple[JobWork[Any, Any] | ModelWork[Any, Any], ...] = (
     JobWork(BENCHMARK, benchmark_job),
     JobWork(COMPARE, compare_job),
     JobWork(OPTIMIZE, optimize_job),
-    JobWork(PROFILE, diagnostics_jobs.profile_job),
+    JobWork(OPERATOR_PROFILE, diagnostics_jobs.operator_profile_job),
     JobWork(SOAK, diagnostics_jobs.soak_job),
-    ModelWork(BATCHING_PROFILE, batching_jobs.profile_job),
+    ModelWork(LATENCY_PROFILE, batching_jobs.latency_profile_job),
     ModelWork(BATCHING_VERIFY, batching_jobs.verify_job),
     JobWork(EXPORT, export_job),
     JobWork(VIDEO, video_job),

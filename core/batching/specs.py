@@ -20,7 +20,7 @@ def _spin_wait_field() -> Any:
     )
 
 
-class BatchingProfileSpec(ModelInputs, RunsOnTarget):
+class LatencyProfileSpec(ModelInputs, RunsOnTarget):
     """Time the model at batch sizes 1, 2, 4, ... up to max_batch_size on one backend. Its
     shapes and inputs file are one request's (a batch stacks requests)."""
 

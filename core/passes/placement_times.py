@@ -59,7 +59,7 @@ def attributed(
         None if uses_external(model) else folder / "optimized.onnx"
         for model, folder in zip(models, folders, strict=True)
     ]
-    raws = profiled(models, feeds, runs=runs, warmup=warmup, folders=folders, keep=kept)
+    raws = operator_profiles(models, feeds, runs=runs, warmup=warmup, folders=folders, keep=kept)
     return [_by_file_node(m, raw, k) for m, raw, k in zip(models, raws, kept, strict=True)]
 
 
@@ -75,7 +75,7 @@ def _by_file_node(model: Path, raw: list[RawNodeTime], executed: Path | None) ->
     return dict(times)
 
 
-def profiled(
+def operator_profiles(
     models: Sequence[Path],
     feeds: Sequence[Feeds],
     *,

@@ -23,7 +23,11 @@ from optistudio.cli.args import (
 )
 from optistudio.cli.batching import add_batching_parser, command_batching
 from optistudio.cli.compare import add_compare_parser, command_compare_report
-from optistudio.cli.diagnostics import add_diagnostics_parsers, command_profile, command_soak
+from optistudio.cli.diagnostics import (
+    add_diagnostics_parsers,
+    command_operator_profile,
+    command_soak,
+)
 from optistudio.cli.errors import job_failure, report_error
 from optistudio.cli.export import add_export_parser, command_export
 from optistudio.cli.inputs import add_inputs_parser, command_inputs
@@ -409,7 +413,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "recipes":
             return command_recipes(args)
         if args.command == "profile":
-            return command_profile(args)
+            return command_operator_profile(args)
         if args.command == "soak":
             return command_soak(args)
         if args.command == "export":

@@ -313,7 +313,7 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
 
     profile, stored = recorded(
         args.stored,
-        JobKind.batching_profile,
+        JobKind.latency_profile,
         lambda: profile_spec(args, settings),
         lambda: _profile(args, settings, fresh=True),
         lambda measured: profile_result(measured, settings.max_batch_size),
@@ -494,7 +494,7 @@ def _recommend_command(args: argparse.Namespace, settings: Any) -> dict[str, Any
 
     (profile, advice), stored = recorded(
         args.stored,
-        JobKind.batching_profile,
+        JobKind.latency_profile,
         lambda: profile_spec(args, settings),
         advised,
         lambda measured: profile_result(

@@ -120,10 +120,10 @@ def recorded(
 def profile_spec(args: argparse.Namespace, settings: Any) -> Any:
     """The batching_profile spec the CLI's flags amount to."""
     from optistudio.cli.args import input_options
-    from optistudio.core.batching.specs import BatchingProfileSpec
+    from optistudio.core.batching.specs import LatencyProfileSpec
 
     inputs = input_options(args).model_inputs.model_dump(mode="json")
-    return BatchingProfileSpec.model_validate(
+    return LatencyProfileSpec.model_validate(
         inputs
         | {
             "backend": args.backend,
@@ -166,7 +166,7 @@ def profile_result(
 ) -> tuple[str, Any, Any]:
     """A profile (with `recommend`'s advice on it, searched under `budget_ms` at `rate`) as
     the job stores it."""
-    from optistudio.services.jobresults import BatchingProfileJobResult, StoredRecommendation
+    from optistudio.services.jobresults import LatencyProfileJobResult, StoredRecommendation
 
     ceiling, best = profile.ceiling(max_batch_size)
     recommendation = (
@@ -180,7 +180,7 @@ def profile_result(
         if advice is not None and budget_ms is not None
         else None
     )
-    result = BatchingProfileJobResult(
+    result = LatencyProfileJobResult(
         profile=profile, ceiling=ceiling, best_batch=best, recommendation=recommendation
     )
     message = (

@@ -44,7 +44,7 @@ def add_diagnostics_parsers(commands: Any) -> None:
     soak.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def command_profile(args: argparse.Namespace) -> int:
+def command_operator_profile(args: argparse.Namespace) -> int:
     from optistudio.core.data.datasets import open_dataset
     from optistudio.core.diagnose.diagnostics import DiagnosticsSpec, diagnose
     from optistudio.core.model.intake import inspect_model
@@ -65,7 +65,7 @@ def command_profile(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.model_dump(mode="json") | {"inputs": resolved_inputs(args)})
     else:
-        _print_profile(report, args.top)
+        _print_operator_profile(report, args.top)
     return 0
 
 
@@ -92,7 +92,7 @@ def command_soak(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_profile(report: Any, top: int) -> None:
+def _print_operator_profile(report: Any, top: int) -> None:
     for profile in filter(None, (report.profile, report.variant)):
         shapes = "".join(f", {name} {shape}" for name, shape in profile.input_shapes.items())
         print(

@@ -19,7 +19,7 @@ from optistudio.db.selection import stored_results, variant_origin
 from optistudio.db.session import transaction
 from optistudio.services.artifact_store import store_for
 from optistudio.services.input_profiles import profile_of
-from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
+from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
 from optistudio.services.jobresults import StoredRecommendation
 from optistudio.services.settings import Settings
 
@@ -85,8 +85,8 @@ def serving_setting(s: Session, *, model_id: int) -> dict[str, Any]:
     verify = newest_succeeded(s, kind=JobKind.batching_verify, model_id=model_id)
     verified = _verified(verify) if verify is not None else None
     profiles = [
-        (job.id, BATCHING_PROFILE.read_result(job.result))
-        for job in finished_jobs(s, kind=JobKind.batching_profile, limit=LOOKBACK)
+        (job.id, LATENCY_PROFILE.read_result(job.result))
+        for job in finished_jobs(s, kind=JobKind.latency_profile, limit=LOOKBACK)
         if job.model_id == model_id
     ]
     recommended = next(

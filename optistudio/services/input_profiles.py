@@ -57,7 +57,9 @@ def save_profile(factory: sessionmaker[Session], model_id: int, profile: InputPr
         return original.id
 
 
-def with_profile(s: Session, model: Model, spec: SpecT, info: ModelInfo | None = None) -> SpecT:
+def apply_input_profile(
+    s: Session, model: Model, spec: SpecT, info: ModelInfo | None = None
+) -> SpecT:
     """`spec` with the model's profile under its own input settings (`ModelInputs.over`);
     unchanged for a spec that feeds no inputs. `info` is the model's card as already read
     (None: read from the row)."""

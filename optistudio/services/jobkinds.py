@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from optistudio.core.backends.inventory import trains_on
 from optistudio.core.backends.target import BackendName, RunsOnTarget, Threads
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.data.datasets import open_dataset
 from optistudio.core.data.images import ImagePreprocessing
 from optistudio.core.data.model_inputs import ModelInputs
@@ -39,13 +39,13 @@ from optistudio.core.video.settings import VideoSettings
 from optistudio.db.models import JobKind
 from optistudio.services.artifact_store import local_data_file
 from optistudio.services.jobresults import (
-    BatchingProfileJobResult,
     BatchingVerifyJobResult,
     BenchmarkJobResult,
     CompareJobResult,
     ExportJobResult,
+    LatencyProfileJobResult,
+    OperatorProfileJobResult,
     OptimizeJobResult,
-    ProfileJobResult,
     VideoJobResult,
 )
 
@@ -113,8 +113,9 @@ class OptimizeJobSpec(OptimizeSpec):
         return data, labels
 
 
-class ProfileJobSpec(DiagnosticsSpec):
-    """A profile of the job's model; with a variant, comparison, INT8 explainer, layer error."""
+class OperatorProfileJobSpec(DiagnosticsSpec):
+    """An operator profile of the job's model; with a variant, comparison, INT8 explainer,
+    layer error."""
 
     variant_model_id: int | None = Field(
         default=None, description="A variant (e.g. INT8) profiled and compared with the model."
@@ -190,8 +191,15 @@ class JobKindInfo(Generic[SpecT, ResultT]):
 
     @property
     def task_name(self) -> str:
-        """The Celery task that runs this kind (in brokers' queues: never rename it)."""
+        """The Celery task that runs this kind, as jobs are sent today."""
         return f"{TASK_PREFIX}{self.kind.value}"
+
+    @property
+    def task_names(self) -> tuple[str, ...]:
+        """Every task name that runs this kind: today's, then one per former name of the kind
+        (`optistudio.db.models.FORMER_JOB_KINDS`), which messages queued before the rename
+        still carry. Workers define and route them all."""
+        return tuple(f"{TASK_PREFIX}{name}" for name in self.kind.stored_names())
 
     def parse_spec(self, raw: Mapping[str, Any]) -> SpecT:
         """The typed spec of a job, or InvalidSpec naming each bad field."""
@@ -260,8 +268,8 @@ def its_own_target(spec: _OnATarget) -> Target:
     return spec.backend, spec.device
 
 
-def profiled_on_cpu(spec: ProfileJobSpec) -> Target:
-    """Profiles run on the CPU, on the spec's backend."""
+def operator_profiled_on_cpu(spec: OperatorProfileJobSpec) -> Target:
+    """Operator profiles run on the CPU, on the spec's backend."""
     return spec.backend, "cpu"
 
 
@@ -305,13 +313,19 @@ OPTIMIZE = JobKindInfo(
     optimized_for,
     suits=trains_best,
 )
-PROFILE = JobKindInfo(JobKind.profile, "Profile", ProfileJobSpec, ProfileJobResult, profiled_on_cpu)
+OPERATOR_PROFILE = JobKindInfo(
+    JobKind.operator_profile,
+    "Operator profile",
+    OperatorProfileJobSpec,
+    OperatorProfileJobResult,
+    operator_profiled_on_cpu,
+)
 SOAK = JobKindInfo(JobKind.soak, "Memory soak", SoakSpec, SoakReport, its_own_target)
-BATCHING_PROFILE = JobKindInfo(
-    JobKind.batching_profile,
-    "Batching profile",
-    BatchingProfileSpec,
-    BatchingProfileJobResult,
+LATENCY_PROFILE = JobKindInfo(
+    JobKind.latency_profile,
+    "Latency profile",
+    LatencyProfileSpec,
+    LatencyProfileJobResult,
     its_own_target,
 )
 BATCHING_VERIFY = JobKindInfo(
@@ -332,9 +346,9 @@ JOB_KINDS: dict[JobKind, JobKindInfo[Any, Any]] = {
         BENCHMARK,
         COMPARE,
         OPTIMIZE,
-        PROFILE,
+        OPERATOR_PROFILE,
         SOAK,
-        BATCHING_PROFILE,
+        LATENCY_PROFILE,
         BATCHING_VERIFY,
         EXPORT,
         VIDEO,
@@ -349,5 +363,5 @@ def job_kind(kind: JobKind) -> JobKindInfo[Any, Any]:
 
 
 def task_names() -> list[str]:
-    """Every task the workers define, one per job kind."""
-    return [info.task_name for info in JOB_KINDS.values()]
+    """Every task the workers define: one per job kind, and one per former name of a kind."""
+    return [name for info in JOB_KINDS.values() for name in info.task_names]

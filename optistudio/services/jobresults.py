@@ -85,7 +85,7 @@ class OptimizeJobResult(OptimizeReport):
     variants: list[StoredVariant]  # type: ignore[assignment]  # a VariantResult with its id
 
 
-class ProfileJobResult(DiagnosticsReport):
+class OperatorProfileJobResult(DiagnosticsReport):
     """The diagnostics report, with the variant's id and name when one was profiled."""
 
     variant_model_id: int | None = None
@@ -105,7 +105,7 @@ class StoredRecommendation(BaseModel):
     rate: float | None = Field(default=None, description="The arrival rate (None: max rate).")
 
 
-class BatchingProfileJobResult(BaseModel):
+class LatencyProfileJobResult(BaseModel):
     """Latency per batch size and the best throughput one instance reaches; for a decoder with
     a KV cache, the cost of a decoding step per batch size and of a prefill per prompt length
     instead (one of the two profiles, never both)."""
@@ -146,7 +146,7 @@ class BatchingProfileJobResult(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _one_profile(self) -> BatchingProfileJobResult:
+    def _one_profile(self) -> LatencyProfileJobResult:
         if (self.profile is None) == (self.decode_profile is None):
             raise ValueError("a batching profile holds a latency or a decode profile, one of them")
         if self.profile is not None and (self.ceiling is None or self.best_batch is None):

@@ -18,14 +18,14 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS
-from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, BatchingProfileSpec
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfileSpec
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
 from optistudio.db.models import JobKind
 from optistudio.services.input_profiles import load_profile
-from optistudio.services.jobkinds import BATCHING_PROFILE
-from optistudio.services.jobresults import BatchingProfileJobResult
+from optistudio.services.jobkinds import LATENCY_PROFILE
+from optistudio.services.jobresults import LatencyProfileJobResult
 from optistudio.studio import (
     batching_export,
     batching_figures,
@@ -45,7 +45,7 @@ from optistudio.studio.views.batching_common import (
     cached_predict,
     cached_speed_note,
     cached_sweep,
-    newest_profile_job,
+    newest_latency_profile_job,
 )
 from optistudio.studio.views.batching_verify import show_convergence, show_verification, verify_form
 
@@ -87,8 +87,8 @@ def render() -> None:
         return
     if fixed_at_one(info, axes):
         st.info(FIXED_BATCH_NOTE)
-    profile_form(model_id)
-    found = show_profile_job(model_id)
+    latency_profile_form(model_id)
+    found = show_latency_profile_job(model_id)
     if found is None:
         return
     measured, served, profile_job = found
@@ -122,13 +122,13 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
     return model_id
 
 
-def profile_form(model_id: int) -> None:
+def latency_profile_form(model_id: int) -> None:
     with st.form("batching_profile"):
         cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox(
             "Backend",
-            backend_choices(state.live_targets(), BatchingProfileSpec),
-            help=BatchingProfileSpec.model_fields["backend"].description,
+            backend_choices(state.live_targets(), LatencyProfileSpec),
+            help=LatencyProfileSpec.model_fields["backend"].description,
         )
         max_batch_size = cols[1].number_input(
             "Largest batch", 1, 256, DEFAULT_MAX_BATCH_SIZE, help="Timed: 1, 2, 4, ..."
@@ -153,35 +153,37 @@ def profile_form(model_id: int) -> None:
         )
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:
-        submit_profile(model_id, backend, int(max_batch_size), int(threads) or None, shapes)
+        submit_latency_profile(model_id, backend, int(max_batch_size), int(threads) or None, shapes)
 
 
-def submit_profile(
+def submit_latency_profile(
     model_id: int, backend: str, max_batch_size: int, threads: int | None, shapes: str
 ) -> None:
-    def spec() -> BatchingProfileSpec:
+    def spec() -> LatencyProfileSpec:
         overrides = parse_shape_overrides(shapes.split())
-        return BatchingProfileSpec(
+        return LatencyProfileSpec(
             backend=backend, max_batch_size=max_batch_size, threads=threads, shapes=overrides
         )
 
-    sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")
+    sent = submitting.submit(LATENCY_PROFILE, model_id, spec, what="profile")
     if sent is not None:
         st.success(f"Profile job #{sent.job_id} submitted; the sliders appear when it is done.")
 
 
-def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec, int] | None:
+def show_latency_profile_job(
+    model_id: int,
+) -> tuple[LatencyProfile, LatencyProfileSpec, int] | None:
     """The latest profile, the spec it was made with (the backend, device and threads that
     Verify must serve with to check it) and its job id, or None after saying why there is
     none."""
-    job = newest_profile_job(
+    job = newest_latency_profile_job(
         model_id,
         none_yet="No profile of this model yet. Press **Profile**: it times batch sizes 1, 2, "
         "4, ...",
     )
     if job is None:
         return None
-    result: BatchingProfileJobResult = job["result"]
+    result: LatencyProfileJobResult = job["result"]
     profile = result.profile
     if profile is None:  # a decoder's decode profile, of a model no longer read as one
         st.info(f"Profile job #{job['job']} holds decode steps, not a latency profile.")
@@ -189,7 +191,7 @@ def show_profile_job(model_id: int) -> tuple[LatencyProfile, BatchingProfileSpec
     with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
         st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
     st.caption(whatif.handoff_line(profile))
-    spec = BATCHING_PROFILE.parse_spec(
+    spec = LATENCY_PROFILE.parse_spec(
         jobs_services.job_spec(state.session_factory(), job_id=job["job"])
     )
     return profile, spec, job["job"]
@@ -389,7 +391,7 @@ def export(
     name: str,
     info: Any,
     sliders_settings: BatchingSettings,
-    served: BatchingProfileSpec,
+    served: LatencyProfileSpec,
     verify_jobs: list[dict[str, Any]],
 ) -> None:
     serving = batching_export.verified_serving(

@@ -67,18 +67,18 @@ def cached_by_instances(profile_json: str, settings_json: str, rate: float) -> A
     return whatif.by_instances(profile, settings, rate)
 
 
-def newest_profile_job(model_id: int, *, none_yet: str) -> dict[str, Any] | None:
+def newest_latency_profile_job(model_id: int, *, none_yet: str) -> dict[str, Any] | None:
     """The model's newest batching profile job once it has succeeded; None after saying why
     not (`none_yet` when there is none; a running one is followed, a failed one's error shown)."""
     jobs = jobs_services.recent_jobs(
-        state.session_factory(), kind=JobKind.batching_profile, model_id=model_id
+        state.session_factory(), kind=JobKind.latency_profile, model_id=model_id
     )
     if not jobs:
         st.info(none_yet)
         return None
     job = jobs[0]
     if job["status"] in ("queued", "running"):
-        wait_for_job(job, JobKind.batching_profile)
+        wait_for_job(job, JobKind.latency_profile)
         return None
     if job["status"] != "succeeded" or not job["result"]:
         show_error(job, prefix=f"Profile job #{job['job']} {job['status']}: ")

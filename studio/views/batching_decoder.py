@@ -8,17 +8,17 @@ from typing import Any
 
 import streamlit as st
 
-from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, BatchingProfileSpec
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfileSpec
 from optistudio.core.llm.batched_serving import ServingPolicy
 from optistudio.core.llm.card import DecoderCard
 from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
-from optistudio.services.jobkinds import BATCHING_PROFILE
+from optistudio.services.jobkinds import LATENCY_PROFILE
 from optistudio.studio import decoder_batching as decoder
 from optistudio.studio import state, submitting
 from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.decoder_batching_figures import decode_profile_figure, decoder_sweep_figure
 from optistudio.studio.model_services import model_file
-from optistudio.studio.views.batching_common import newest_profile_job
+from optistudio.studio.views.batching_common import newest_latency_profile_job
 
 LARGEST_BATCH = 32
 """The form's largest batch: the profile job times a decoder at most at batch 32
@@ -49,7 +49,7 @@ def decoder_card_of(sha256: str, path: str) -> DecoderCard | None:
 def render(model_id: int, card: DecoderCard) -> None:
     st.subheader("A decoder: batching its decoding steps")
     st.caption(decoder.BUILT)
-    profile_form(model_id)
+    decode_profile_form(model_id)
     found = stored_profile(model_id)
     if found is not None:
         profile, job_id = found
@@ -60,13 +60,13 @@ def render(model_id: int, card: DecoderCard) -> None:
     st.info(decoder.VERIFY_CLI)
 
 
-def profile_form(model_id: int) -> None:
+def decode_profile_form(model_id: int) -> None:
     with st.form("decoder_profile"):
         cols = st.columns([2, 1, 1, 3])
         backend = cols[0].selectbox(
             "Backend",
-            backend_choices(state.live_targets(), BatchingProfileSpec),
-            help=BatchingProfileSpec.model_fields["backend"].description,
+            backend_choices(state.live_targets(), LatencyProfileSpec),
+            help=LatencyProfileSpec.model_fields["backend"].description,
         )
         max_batch_size = cols[1].number_input(
             "Largest batch",
@@ -82,19 +82,19 @@ def profile_form(model_id: int) -> None:
     if not submitted:
         return
 
-    def spec() -> BatchingProfileSpec:
-        return BatchingProfileSpec(
+    def spec() -> LatencyProfileSpec:
+        return LatencyProfileSpec(
             backend=backend, max_batch_size=int(max_batch_size), threads=int(threads) or None
         )
 
-    sent = submitting.submit(BATCHING_PROFILE, model_id, spec, what="profile")
+    sent = submitting.submit(LATENCY_PROFILE, model_id, spec, what="profile")
     if sent is not None:
         st.success(f"Profile job #{sent.job_id} submitted; the inputs appear when it is done.")
 
 
 def stored_profile(model_id: int) -> tuple[DecodeProfile, int] | None:
     """The newest profile job's decode profile and its id, or None after saying why none."""
-    job = newest_profile_job(
+    job = newest_latency_profile_job(
         model_id,
         none_yet="No decode profile of this model yet. Press **Profile**: it times a decoding "
         "step at batch 1, 2, 4, ... and a prefill per prompt length.",

@@ -11,7 +11,7 @@ import streamlit as st
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import BATCHING_VERIFY
@@ -35,7 +35,7 @@ def verify_form(
     model_id: int,
     settings: BatchingSettings,
     rate: float,
-    served: BatchingProfileSpec,
+    served: LatencyProfileSpec,
     profile_job: int,
 ) -> None:
     threads = (

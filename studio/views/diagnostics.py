@@ -11,8 +11,8 @@ from optistudio.core.diagnose.profile_compare import ProfileComparison
 from optistudio.core.measure.soak import SoakReport, SoakSpec
 from optistudio.db.models import JobKind
 from optistudio.services.catalog import store_dataset
-from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
-from optistudio.services.jobresults import ProfileJobResult
+from optistudio.services.jobkinds import OPERATOR_PROFILE, SOAK, OperatorProfileJobSpec
+from optistudio.services.jobresults import OperatorProfileJobResult
 from optistudio.studio import cached, state, submitting
 from optistudio.studio import diagnostics_services as diag
 from optistudio.studio.backend_choices import backend_choices
@@ -43,10 +43,10 @@ def render() -> None:
         st.info("Add a model on the Models page first, then profile it here.")
         return
     model_id = pick_model(choices)
-    profile_tab, soak_tab = st.tabs(["Profile", "Memory soak"])
+    profile_tab, soak_tab = st.tabs(["Operator profile", "Memory soak"])
     with profile_tab:
-        profile_form(model_id)
-        show_profiles(model_id)
+        operator_profile_form(model_id)
+        show_operator_profiles(model_id)
     with soak_tab:
         soak_form(model_id)
         show_soaks(model_id)
@@ -62,7 +62,7 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
     return model_id
 
 
-def profile_form(model_id: int) -> None:
+def operator_profile_form(model_id: int) -> None:
     variants = diag.variant_choices(state.session_factory(), model_id=model_id)
     labels = {v["id"]: v["label"] for v in variants}
     upload_mb = state.settings().max_upload_mb
@@ -97,14 +97,14 @@ def profile_form(model_id: int) -> None:
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:
         form = {"variant": variant, "backend": backend, "batch": batch, "runs": runs}
-        submit_profile(model_id, form | {"pre": pre, "post": post}, image_zip, data)
+        submit_operator_profile(model_id, form | {"pre": pre, "post": post}, image_zip, data)
 
 
-def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: Any) -> None:
+def submit_operator_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: Any) -> None:
     settings = state.settings()
 
-    def spec() -> ProfileJobSpec:
-        return ProfileJobSpec(
+    def spec() -> OperatorProfileJobSpec:
+        return OperatorProfileJobSpec(
             backend=form["backend"],
             batch_size=int(form["batch"]),
             runs=int(form["runs"]),
@@ -117,7 +117,7 @@ def submit_profile(model_id: int, form: dict[str, Any], image_zip: Any, data: An
             data_path=str(store_dataset(settings, data, filename=data.name)) if data else None,
         )
 
-    sent = submitting.submit(PROFILE, model_id, spec, what="profile")
+    sent = submitting.submit(OPERATOR_PROFILE, model_id, spec, what="profile")
     if sent is not None:
         st.success(
             f"Profile job #{sent.job_id} submitted. Its result appears below when it is done."
@@ -156,16 +156,16 @@ def cycled_sizes(text: str) -> list[int]:
 
 
 @st.fragment(run_every="3s")
-def show_profiles(model_id: int) -> None:
+def show_operator_profiles(model_id: int) -> None:
     job = _latest(
-        JobKind.profile,
+        JobKind.operator_profile,
         model_id,
         "No profile of this model yet. Press **Profile** above; with an INT8 variant picked, "
         "the page also explains where INT8 gains or loses time.",
     )
     if job is None:
         return
-    result: ProfileJobResult = job["result"]
+    result: OperatorProfileJobResult = job["result"]
     st.subheader(f"Profile job #{job['job']}")
     st.caption(job["message"])
     show_profile(result.profile, title=result.profile.model)
@@ -237,7 +237,7 @@ def show_comparison(comparison: ProfileComparison) -> None:
                 st.dataframe(readable_frame({"node": name} for name in names), hide_index=True)
 
 
-def show_findings(result: ProfileJobResult) -> None:
+def show_findings(result: OperatorProfileJobResult) -> None:
     st.subheader("Why INT8 is (not) faster")
     for note in result.notes:
         st.info(note)
@@ -250,7 +250,7 @@ def show_findings(result: ProfileJobResult) -> None:
             st.markdown(f"**Try:** {finding.suggestion}")
 
 
-def show_layer_errors(result: ProfileJobResult) -> None:
+def show_layer_errors(result: OperatorProfileJobResult) -> None:
     st.subheader("Per-layer quantization error")
     rows = result.layer_errors
     if not rows:
@@ -275,7 +275,7 @@ def show_layer_errors(result: ProfileJobResult) -> None:
     )
 
 
-def show_breakdown(result: ProfileJobResult, model_id: int) -> None:
+def show_breakdown(result: OperatorProfileJobResult, model_id: int) -> None:
     st.subheader("Where a request's time goes")
     wait = diag.queue_wait(state.session_factory(), model_id=model_id)
     frame = diag.breakdown_frame(result.breakdown, wait)

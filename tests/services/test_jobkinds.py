@@ -13,19 +13,19 @@ from optistudio.core.measure.soak import SoakSpec
 from optistudio.core.optimize.spec import DecoderSettings, UnsteadyTiming
 from optistudio.db.models import JobKind
 from optistudio.services.jobkinds import (
-    BATCHING_PROFILE,
     BATCHING_VERIFY,
     BENCHMARK,
     COMPARE,
     EXPORT,
     JOB_KINDS,
+    LATENCY_PROFILE,
+    OPERATOR_PROFILE,
     OPTIMIZE,
-    PROFILE,
     REFERENCE_TARGET,
     VIDEO,
     CompareJobSpec,
+    OperatorProfileJobSpec,
     OptimizeJobSpec,
-    ProfileJobSpec,
     VideoJobSpec,
 )
 from optistudio.services.jobresults import StoredVariant
@@ -196,7 +196,7 @@ STORED = {
         "chosen": "graph",
         "environment": {"cpu": "Test CPU"},
     },
-    JobKind.batching_profile: {
+    JobKind.latency_profile: {
         "profile": {
             "batch_sizes": [1, 2],
             "mean_ms": [2.0, 2.5],
@@ -270,9 +270,9 @@ def test_the_table_covers_every_job_kind_exactly_once() -> None:
 
 
 def test_task_names_are_the_ones_brokers_hold() -> None:
-    names = {info.task_name for info in JOB_KINDS.values()}
+    names = {name for info in JOB_KINDS.values() for name in info.task_names}
 
-    assert names == {f"optistudio.{kind.value}" for kind in JobKind}
+    assert names == {f"optistudio.{name}" for kind in JobKind for name in kind.stored_names()}
     assert {
         "optistudio.benchmark",
         "optistudio.compare",
@@ -302,7 +302,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
     an error with the code "failed"."""
     if kind is JobKind.batching_verify:  # the realised rate, then the stored refit came later
         return {"measured": STORED[kind]["measured"] | {"realised_rate": None}, "prediction": None}
-    if kind is JobKind.batching_profile:  # recalibration, hand-back times, idle extras and
+    if kind is JobKind.latency_profile:  # recalibration, hand-back times, idle extras and
         # the serving costs (light, then under load and the machinery's) came later
         later = {"calibration": None, "handoff_gaps_ms": [], "idle_extra_ms": []}
         later |= {"served_extra_ms": 0.0, "serving_delays_ms": []}
@@ -314,9 +314,11 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         served = {"batched_rewrite": "", "instances": 1, "batch_refused": ""}  # fixed batches
-        return {"threads": None} | served | {
-            run: _video_run_now(STORED[kind][run]) for run in ("batched", "per_frame")
-        }
+        return (
+            {"threads": None}
+            | served
+            | {run: _video_run_now(STORED[kind][run]) for run in ("batched", "per_frame")}
+        )
     if kind is not JobKind.optimize:
         return {}
     spec = STORED[kind]["spec"]
@@ -417,7 +419,7 @@ def test_a_result_that_no_longer_reads_is_none_for_the_pages() -> None:
 def test_specs_parse_as_their_kinds_type() -> None:
     assert isinstance(BENCHMARK.parse_spec({}), BenchmarkSpec)
     assert isinstance(COMPARE.parse_spec({"candidate_model_id": 3}), CompareJobSpec)
-    assert isinstance(PROFILE.parse_spec({"runs": 3}), ProfileJobSpec)
+    assert isinstance(OPERATOR_PROFILE.parse_spec({"runs": 3}), OperatorProfileJobSpec)
 
 
 def test_a_spec_of_another_kind_is_refused_when_stored() -> None:
@@ -432,8 +434,8 @@ def test_a_spec_of_another_kind_is_refused_when_stored() -> None:
         (COMPARE, CompareJobSpec(candidate_model_id=1, device="cuda:0"), ("onnxruntime", "cuda:0")),
         (OPTIMIZE, OptimizeJobSpec(), REFERENCE_TARGET),
         (OPTIMIZE, OptimizeJobSpec(target_backend="openvino"), ("openvino", "cpu")),
-        (PROFILE, ProfileJobSpec(backend="openvino"), ("openvino", "cpu")),
-        (BATCHING_PROFILE, BATCHING_PROFILE.spec(backend="openvino"), ("openvino", "cpu")),
+        (OPERATOR_PROFILE, OperatorProfileJobSpec(backend="openvino"), ("openvino", "cpu")),
+        (LATENCY_PROFILE, LATENCY_PROFILE.spec(backend="openvino"), ("openvino", "cpu")),
         (EXPORT, EXPORT.spec(), REFERENCE_TARGET),
         (VIDEO, VideoJobSpec(backend="openvino"), ("openvino", "cpu")),
     ],

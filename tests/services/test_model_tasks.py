@@ -68,7 +68,7 @@ def _profiled(factory, model_id: int, spec):  # type: ignore[no-untyped-def]
     with transaction(factory) as s:
         job = get_job(s, job_id=job_id)
         _ = job.model  # loaded before the session closes, as the worker does
-    fed = outcome.profiled(factory, job, spec)
+    fed = outcome.with_input_profile(factory, job, spec)
     with transaction(factory) as s:
         return fed, get_job(s, job_id=job_id).spec
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from decoder_models import build_tiny_decoder
 
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, get_job
 from optistudio.db.session import transaction
@@ -35,12 +35,12 @@ def decoder_id(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore
 
 
 def _profile(factory, model_id: int) -> None:  # type: ignore[no-untyped-def]
-    spec = BatchingProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
+    spec = LatencyProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
     with transaction(factory) as s:
         job_id = create_job(
-            s, kind=JobKind.batching_profile, spec=spec.model_dump(mode="json"), model_id=model_id
+            s, kind=JobKind.latency_profile, spec=spec.model_dump(mode="json"), model_id=model_id
         ).id
-    run_job(factory, job_id, worker="test", task_id="t", work=work_of(JobKind.batching_profile))
+    run_job(factory, job_id, worker="test", task_id="t", work=work_of(JobKind.latency_profile))
     with transaction(factory) as s:
         job = get_job(s, job_id=job_id)
         assert job.status == JobStatus.succeeded, job.message

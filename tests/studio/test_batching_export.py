@@ -10,12 +10,12 @@ from typing import Any
 
 from optistudio.core.batching.pipeline_file import parse_pipeline
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.model.intake import inspect_model
 from optistudio.studio import batching_export as export
 
-SERVED = BatchingProfileSpec(backend="onnxruntime")
+SERVED = LatencyProfileSpec(backend="onnxruntime")
 
 
 def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:

@@ -12,7 +12,7 @@ from decoder_models import build_tiny_decoder
 from optistudio.cli import build_parser
 from optistudio.cli.batching import batching_settings
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, BatchingProfileSpec
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfileSpec
 from optistudio.services.catalog import add_model_file
 from tests.studio.conftest import view_page
 
@@ -25,7 +25,7 @@ def _largest_batch_box(model_id: int) -> int:
 
 
 def test_the_spec_and_the_serving_cap_default_alike() -> None:
-    assert BatchingProfileSpec().max_batch_size == DEFAULT_MAX_BATCH_SIZE
+    assert LatencyProfileSpec().max_batch_size == DEFAULT_MAX_BATCH_SIZE
     assert BatchingSettings().max_batch_size == DEFAULT_MAX_BATCH_SIZE
 
 

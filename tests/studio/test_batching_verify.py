@@ -11,7 +11,7 @@ from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.recalibrate import recalibrate
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_band
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.services.jobresults import VerifyBatches
 from optistudio.studio import batching_figures as figures
@@ -70,7 +70,7 @@ def test_the_page_says_how_settled_the_measured_p99_is(halves, warned) -> None: 
 
 
 def test_verify_sends_the_requests_the_profile_timed() -> None:
-    served = BatchingProfileSpec(
+    served = LatencyProfileSpec(
         backend="openvino",
         threads=1,
         spin_wait=True,
@@ -83,14 +83,14 @@ def test_verify_sends_the_requests_the_profile_timed() -> None:
 
     spec = verify.verify_spec(served, settings, rate=50, seconds=2)
 
-    carried = set(BatchingProfileSpec.model_fields) - {"max_batch_size", "min_seconds"}
+    carried = set(LatencyProfileSpec.model_fields) - {"max_batch_size", "min_seconds"}
     assert {name: getattr(spec, name) for name in carried} == served.model_dump(include=carried)
     assert (spec.settings, spec.rate, spec.seconds) == (settings, 50, 2)
     assert verify.request_line(served) == (
         "audio=1,16000; state=2,1,128; frames=100; sr filled with 16000; "
         "the arrays of the profile's .npz"
     )
-    assert verify.request_line(BatchingProfileSpec()) == "the model's default inputs"
+    assert verify.request_line(LatencyProfileSpec()) == "the model's default inputs"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, finish_job, set_job_result
 from optistudio.db.session import transaction
 from optistudio.services.catalog import add_model_file
-from optistudio.services.jobkinds import BATCHING_VERIFY, ProfileJobSpec
+from optistudio.services.jobkinds import BATCHING_VERIFY, OperatorProfileJobSpec
 from optistudio.services.jobresults import BatchingVerifyJobResult
 from optistudio.studio import diagnostics_services as diag
 
@@ -128,15 +128,15 @@ def test_submitting_a_profile_commits_the_job_then_sends_its_id(
     model_id = add_model_file(db_factory, app_settings, tiny_model, name="tiny").model_id
     sent: list[tuple[str, list[Any]]] = []
 
-    job_id = diag.submit_profile(
+    job_id = diag.submit_operator_profile(
         db_factory,
         model_id=model_id,
-        spec=ProfileJobSpec(runs=2),
+        spec=OperatorProfileJobSpec(runs=2),
         send=lambda name, args: sent.append((name, args)) or "task-1",
     )
 
-    assert sent == [("optistudio.profile", [job_id])]
-    jobs = diag.diagnostic_jobs(db_factory, kind=JobKind.profile, model_id=model_id)
+    assert sent == [("optistudio.operator_profile", [job_id])]
+    jobs = diag.diagnostic_jobs(db_factory, kind=JobKind.operator_profile, model_id=model_id)
     assert [j["job"] for j in jobs] == [job_id] and jobs[0]["status"] == "queued"
 
 

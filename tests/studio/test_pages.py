@@ -63,7 +63,7 @@ def test_the_root_switches_to_models_keeping_the_query() -> None:
     [
         (JobKind.benchmark, 2, ("results", {"model": "2"})),
         (JobKind.optimize, 2, ("optimize", {"model": "2"})),
-        (JobKind.profile, 2, ("diagnostics", {"model": "2"})),
+        (JobKind.operator_profile, 2, ("diagnostics", {"model": "2"})),
         (JobKind.batching_verify, 2, ("batching", {"model": "2"})),
         (JobKind.compare, 2, ("compare", {})),
         (JobKind.benchmark, None, ("results", {})),

@@ -9,11 +9,11 @@ import pytest
 from decoder_models import build_tiny_decoder
 from pydantic import ValidationError
 
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.llm.serving_whatif import DecodeProfile
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.services.jobkinds import BATCHING_PROFILE
-from optistudio.services.jobresults import BatchingProfileJobResult
+from optistudio.services.jobkinds import LATENCY_PROFILE
+from optistudio.services.jobresults import LatencyProfileJobResult
 from optistudio.workers.batching_decoder import DECODE_MAX_BATCH, decode_batch_sizes
 from tests.workers.conftest import finished_job
 
@@ -22,14 +22,14 @@ def test_a_decoders_batching_profile_is_its_decode_steps(  # type: ignore[no-unt
     db_factory, store_model, tmp_path: Path
 ) -> None:
     model_id = store_model(build_tiny_decoder(tmp_path / "decoder"), name="decoder")
-    spec = BatchingProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
+    spec = LatencyProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
 
-    job = finished_job(db_factory, JobKind.batching_profile, model_id, spec)
+    job = finished_job(db_factory, JobKind.latency_profile, model_id, spec)
     status, message, stored, environment = job.status, job.message, job.result, job.environment_id
 
     assert status == JobStatus.succeeded, message
     assert "profile" not in stored and "ceiling" not in stored  # no latency profile pretended
-    result = BATCHING_PROFILE.parse_result(stored)
+    result = LATENCY_PROFILE.parse_result(stored)
     decode = result.decode_profile
     assert result.profile is None and decode is not None
     assert decode.batch_sizes == [1, 2, 4]
@@ -53,7 +53,7 @@ def test_a_batching_profile_result_holds_one_profile_of_the_two() -> None:
     decode = DecodeProfile(batch_sizes=[1], step_ms=[1.0], prompt_lengths=[8], prefill_ms=[1.0])
 
     with pytest.raises(ValidationError, match="one of them"):
-        BatchingProfileJobResult()
-    stored = BATCHING_PROFILE.dump_result(BatchingProfileJobResult(decode_profile=decode))
+        LatencyProfileJobResult()
+    stored = LATENCY_PROFILE.dump_result(LatencyProfileJobResult(decode_profile=decode))
     assert set(stored) == {"decode_profile"}
-    assert BATCHING_PROFILE.parse_result(stored).decode_profile == decode
+    assert LATENCY_PROFILE.parse_result(stored).decode_profile == decode

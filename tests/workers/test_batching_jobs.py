@@ -6,16 +6,16 @@ import pytest
 
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.db.models import Job, JobKind, JobStatus
-from optistudio.services.jobkinds import BATCHING_PROFILE, BATCHING_VERIFY
+from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
 from tests.workers.conftest import finished_job
 
 
 def _profiled(factory, model_id: int) -> Job:  # type: ignore[no-untyped-def]
     """A finished batching profile job of the model, up to batch 4."""
-    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
-    return finished_job(factory, JobKind.batching_profile, model_id, spec)
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
+    return finished_job(factory, JobKind.latency_profile, model_id, spec)
 
 
 @pytest.fixture
@@ -28,9 +28,9 @@ def stored(store_model, make_model):  # type: ignore[no-untyped-def]
 
 @pytest.mark.timing
 def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
-    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
 
-    job = finished_job(db_factory, JobKind.batching_profile, stored(), spec)
+    job = finished_job(db_factory, JobKind.latency_profile, stored(), spec)
 
     assert job.status == JobStatus.succeeded, job.message
     profile = LatencyProfile.model_validate(job.result["profile"])
@@ -70,8 +70,8 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
     db_factory, stored
 ) -> None:  # type: ignore[no-untyped-def]
     model_id = stored(batch=1)
-    spec = BatchingProfileSpec(max_batch_size=4, min_seconds=0.05)
-    job = finished_job(db_factory, JobKind.batching_profile, model_id, spec)
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
+    job = finished_job(db_factory, JobKind.latency_profile, model_id, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert "batch is fixed at 1: batched a rewrite" in job.message
@@ -85,9 +85,9 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
 
 
 def test_model_without_batch_dim_fails_the_job_with_why(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
-    spec = BatchingProfileSpec(max_batch_size=4)
+    spec = LatencyProfileSpec(max_batch_size=4)
 
-    job = finished_job(db_factory, JobKind.batching_profile, stored(batch=2), spec)
+    job = finished_job(db_factory, JobKind.latency_profile, stored(batch=2), spec)
 
     assert job.status == JobStatus.failed
     assert "does not apply" in job.message and job.error_detail is None
@@ -188,6 +188,6 @@ def test_a_saturated_verify_keeps_its_batches_but_not_its_refit(  # type: ignore
     assert prediction.not_adopted.startswith("Not recalibrated: this run was saturated")
     assert prediction.calibrated.calibration is None  # the profile as measured, unchanged
     assert prediction.calibrated == LatencyProfile.model_validate(
-        BATCHING_PROFILE.parse_result(profiled.result).profile.model_dump()
+        LATENCY_PROFILE.parse_result(profiled.result).profile.model_dump()
     )
     assert "not recalibrated (saturated run)" in job.message

@@ -9,7 +9,7 @@ from diagnostic_models import build_cnn, quantize_cnn
 
 from optistudio.core.measure.soak import SoakSpec
 from optistudio.db.models import JobKind, JobStatus
-from optistudio.services.jobkinds import PROFILE, SOAK, ProfileJobSpec
+from optistudio.services.jobkinds import OPERATOR_PROFILE, SOAK, OperatorProfileJobSpec
 from tests.workers.conftest import finished_job
 
 
@@ -24,9 +24,9 @@ def cnn_models(store_model, tmp_path: Path) -> tuple[int, int]:  # type: ignore[
 
 def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
     original, variant = cnn_models
-    spec = ProfileJobSpec(runs=3, warmup_runs=1, variant_model_id=variant)
+    spec = OperatorProfileJobSpec(runs=3, warmup_runs=1, variant_model_id=variant)
 
-    job = finished_job(db_factory, JobKind.profile, original, spec)
+    job = finished_job(db_factory, JobKind.operator_profile, original, spec)
 
     assert job.status == JobStatus.succeeded, job.message
     assert job.environment_id is not None
@@ -37,14 +37,14 @@ def test_profile_job_stores_profiles_comparison_and_findings(db_factory, cnn_mod
     assert result["profile"]["nodes"] and result["variant"]["nodes"]
     assert "dynamic_conv" in {f["rule"] for f in result["findings"]}
     assert result["layer_errors"]
-    typed = PROFILE.parse_result(result)  # the stored JSON reads back as the kind's result
+    typed = OPERATOR_PROFILE.parse_result(result)  # the stored JSON reads back as the kind's result
     assert typed.variant is not None and typed.variant_model_id == variant
 
 
 def test_profile_job_with_a_missing_variant_fails_with_the_reason(db_factory, cnn_models) -> None:  # type: ignore[no-untyped-def]
-    spec = ProfileJobSpec(runs=2, variant_model_id=999)
+    spec = OperatorProfileJobSpec(runs=2, variant_model_id=999)
 
-    job = finished_job(db_factory, JobKind.profile, cnn_models[0], spec)
+    job = finished_job(db_factory, JobKind.operator_profile, cnn_models[0], spec)
 
     assert job.status == JobStatus.failed
     assert "#999" in job.message and job.error_detail is None

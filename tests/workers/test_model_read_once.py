@@ -16,13 +16,13 @@ import onnx
 import pytest
 
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.model import intake
 from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind, JobStatus
 from tests.workers.conftest import finished_job
 
-PROFILE = BatchingProfileSpec(max_batch_size=2, min_seconds=0.02)
+PROFILE = LatencyProfileSpec(max_batch_size=2, min_seconds=0.02)
 VERIFY = BatchingVerifySpec(
     settings=BatchingSettings(max_batch_size=2, timeout_ms=1), rate=50, seconds=0.2
 )
@@ -52,7 +52,7 @@ def test_a_batching_profile_job_reads_its_model_once(  # type: ignore[no-untyped
     model_id = store_model(make_model())
     reads = _counted(monkeypatch)
 
-    job = finished_job(db_factory, JobKind.batching_profile, model_id, PROFILE)
+    job = finished_job(db_factory, JobKind.latency_profile, model_id, PROFILE)
 
     assert job.status == JobStatus.succeeded, job.message
     assert reads["card"] == 1, reads
@@ -78,7 +78,7 @@ def test_a_batch_fixed_at_1_inspects_only_its_rewrite(  # type: ignore[no-untype
     model_id = store_model(make_model(batch=1))
     reads = _counted(monkeypatch)
 
-    job = finished_job(db_factory, JobKind.batching_profile, model_id, PROFILE)
+    job = finished_job(db_factory, JobKind.latency_profile, model_id, PROFILE)
 
     assert job.status == JobStatus.succeeded and "batched a rewrite" in job.message, job.message
     assert reads["card"] == 1, reads

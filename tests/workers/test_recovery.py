@@ -365,7 +365,9 @@ def test_a_job_no_live_worker_can_serve_stays_queued_unsent(factory) -> None:
 def test_every_job_kind_names_a_task_the_workers_define() -> None:
     from optistudio.workers.tasks import TASKS
 
-    assert {task_of(kind) for kind in JobKind} == set(TASKS)
+    former = {f"optistudio.{name}" for kind in JobKind for name in kind.former_names()}
+
+    assert {task_of(kind) for kind in JobKind} | former == set(TASKS)
 
 
 def test_target_of_reads_the_spec_of_each_kind() -> None:

@@ -19,7 +19,7 @@ def test_every_kind_has_exactly_one_work_function() -> None:
 
 
 def test_every_kind_has_its_task_under_its_name() -> None:
-    names = {info.task_name for info in JOB_KINDS.values()}
+    names = {name for info in JOB_KINDS.values() for name in info.task_names}
 
     assert set(TASKS) == names
     assert names <= set(app.tasks)
@@ -30,5 +30,7 @@ def test_every_task_goes_to_the_default_queue_unless_routing_chose_one(tmp_path)
     configured = create_app(Settings(data_dir=tmp_path))
 
     routes = configured.conf.task_routes
-    assert routes == {info.task_name: {"queue": DEFAULT_QUEUE} for info in JOB_KINDS.values()}
+    assert routes == {
+        name: {"queue": DEFAULT_QUEUE} for info in JOB_KINDS.values() for name in info.task_names
+    }
     assert configured.conf.task_default_queue == DEFAULT_QUEUE == "cpu"

@@ -9,7 +9,7 @@ import pytest
 
 from optistudio.core.batching import latency_profile as profile_module
 from optistudio.core.batching.latency_profile import measure_latency_profile
-from optistudio.core.batching.specs import BatchingProfileSpec, BatchingVerifySpec
+from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.batching.verify import request_feeds
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.model.samples import build_sample
@@ -60,7 +60,7 @@ def test_the_profile_times_each_batch_of_the_request_shape(tokens: Path, monkeyp
     assert seen == {1: (1, 9), 2: (2, 9), 4: (4, 9)}
 
 
-@pytest.mark.parametrize("spec_class", [BatchingProfileSpec, BatchingVerifySpec])
+@pytest.mark.parametrize("spec_class", [LatencyProfileSpec, BatchingVerifySpec])
 def test_batching_specs_take_the_input_fields(spec_class: type) -> None:
     extra = {"rate": 10.0} if spec_class is BatchingVerifySpec else {}
 

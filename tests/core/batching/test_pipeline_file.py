@@ -19,7 +19,7 @@ from optistudio.core.batching.pipeline_file import (
     parse_pipeline,
 )
 from optistudio.core.batching.settings import BatchingSettings
-from optistudio.core.batching.specs import BatchingProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.report.bundle import BundleSource, write_bundle
@@ -47,7 +47,7 @@ def bundle(model: Path, folder: Path, serving: dict | None = None) -> Path:
 
 def page_file(model: Path, folder: Path, settings: BatchingSettings) -> Path:
     """The Batching page's download, saved beside the model under the name it gives."""
-    served = BatchingProfileSpec(backend="onnxruntime", threads=1, shapes={"x": [1, 16]})
+    served = LatencyProfileSpec(backend="onnxruntime", threads=1, shapes={"x": [1, 16]})
     serving = batching_export.verified_serving(settings, [], dict().get)
     text = batching_export.pipeline_json("tiny", inspect_model(model), served, serving)
     (folder / "tiny.onnx").write_bytes(model.read_bytes())
