@@ -34,8 +34,12 @@ original stays the best choice.
 The report's headline says so in one line and names the fastest variant left out and why
 (optistudio.core.optimize.headline). Where full static INT8 on ONNX Runtime was measured and
 none paid, Auto also makes int8_placed, INT8 only on the nodes where it is faster
-(optistudio.core.optimize.placement_offer). Auto's QAT note counts as misses only the INT8 variants
-that were judged and timed; one that failed outright is named with its error.
+(optistudio.core.optimize.placement_offer). Where NNCF's INT8 on the OpenVINO model was faster but
+out of budget, Auto also makes int8_nncf_ov_ac, the same INT8 with NNCF's accuracy control
+against this run's own judge (optistudio.core.optimize.accuracy_offer; the judge reaches the pass
+as PassContext.judge, optistudio.core.optimize.variant_judge). Auto's QAT note counts as misses
+only the INT8 variants that were judged and timed; one that failed outright is named with its
+error.
 
 The target is a backend, or 'any' (the default): then the candidates spread over every backend
 available on the CPU (see optistudio.core.optimize.recipes.any_backend_candidates), each variant is checked and
