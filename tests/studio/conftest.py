@@ -5,14 +5,17 @@ AppTest runs a script function's source alone, so a script imports what it uses 
 body, and its annotations may name builtins only. Import these helpers as
 `from tests.studio.conftest import ...`. A job a page sends is run as a worker runs it by
 tests/workers/conftest.py's helpers; `made_variant` reads the one variant an optimize job made.
+`upload` is a file as a page's uploader hands it over, `npz` the bytes of a .npz.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -96,3 +99,17 @@ def made_variant(factory: Any, job_id: int) -> Model:
         assert stored is not None
         s.expunge(stored)
         return stored
+
+
+def upload(name: str, payload: bytes) -> io.BytesIO:
+    """A file as Streamlit hands it over: a BytesIO with the user's file name."""
+    stream = io.BytesIO(payload)
+    stream.name = name
+    return stream
+
+
+def npz(**arrays: np.ndarray) -> bytes:
+    """The bytes of a .npz holding `arrays`."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()

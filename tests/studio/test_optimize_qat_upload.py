@@ -19,19 +19,7 @@ from optistudio.core.model.intake import inspect_model
 from optistudio.core.passes.qat import QatConfig
 from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import optimize_services as optimize
-
-
-def upload(name: str, payload: bytes) -> io.BytesIO:
-    """A file as Streamlit hands it over: a BytesIO with the user's file name."""
-    stream = io.BytesIO(payload)
-    stream.name = name
-    return stream
-
-
-def npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+from tests.studio.conftest import npz, upload
 
 
 def npy(array: np.ndarray) -> bytes:

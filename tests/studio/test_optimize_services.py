@@ -3,7 +3,6 @@ the form and the user's files, and the variants table read from a typed result."
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -17,19 +16,7 @@ from optistudio.core.optimize.run import QUICK_COMPARISON
 from optistudio.services.jobkinds import OPTIMIZE
 from optistudio.studio import optimize_services as optimize
 from optistudio.studio.errors import shown_error
-
-
-def upload(name: str, payload: bytes) -> io.BytesIO:
-    """A file as Streamlit hands it over: a BytesIO with the user's file name."""
-    stream = io.BytesIO(payload)
-    stream.name = name
-    return stream
-
-
-def npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+from tests.studio.conftest import npz, upload
 
 
 def test_the_form_starts_from_the_specs_own_defaults() -> None:
