@@ -13,7 +13,7 @@ import streamlit as st
 from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.studio import pages, submitting
+from optistudio.studio import submitting
 from optistudio.studio.jobs_services import SendTask
 from optistudio.studio.optimize_services import submit_optimization
 
@@ -37,13 +37,12 @@ def dynamic_batch_offer(model_id: int) -> None:
         "for row, what N runs at batch 1 give. The Batching page and the video scenario batch "
         "such a rewrite on their own; make it here to benchmark and export it as a model."
     )
-    if not st.button("Make the batch dynamic", key=f"dynamic_batch_{model_id}"):
-        return
-    sent = submitting.submit(OPTIMIZE, model_id, dynamic_batch_spec)
-    if sent is None:
-        return
-    st.success(
-        f"Optimize job #{sent.job_id} submitted: the rewrite with a free batch is stored as a new "
-        "model with this one's input profile when the check passes."
+    submitting.job_button(
+        "Make the batch dynamic",
+        key=f"dynamic_batch_{model_id}",
+        kind=OPTIMIZE,
+        model_id=model_id,
+        make_spec=dynamic_batch_spec,
+        then="the rewrite with a free batch is stored as a new model with this one's input "
+        "profile when the check passes.",
     )
-    pages.link("jobs", "Follow it on the Jobs page")

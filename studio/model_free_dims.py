@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.model.info import ModelInfo
 from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
-from optistudio.studio import pages, submitting
+from optistudio.studio import submitting
 from optistudio.studio.jobs_services import SendTask
 from optistudio.studio.optimize_services import submit_optimization
 
@@ -62,13 +62,12 @@ def free_dims_offer(model_id: int, info: ModelInfo) -> None:
         "(batch, height, width, length): it must give the file's outputs at those sizes and "
         "run at two others; a dim the graph needs stays, and the job says which node needs it."
     )
-    if not st.button("Free the declared dims", key=f"free_dims_{model_id}"):
-        return
-    sent = submitting.submit(OPTIMIZE, model_id, free_dims_spec)
-    if sent is None:
-        return
-    st.success(
-        f"Optimize job #{sent.job_id} submitted: the rewrite is stored as a new model with this "
-        "one's input profile when its check passes; run the jobs on it."
+    submitting.job_button(
+        "Free the declared dims",
+        key=f"free_dims_{model_id}",
+        kind=OPTIMIZE,
+        model_id=model_id,
+        make_spec=free_dims_spec,
+        then="the rewrite is stored as a new model with this one's input profile when its "
+        "check passes; run the jobs on it.",
     )
-    pages.link("jobs", "Follow it on the Jobs page")
