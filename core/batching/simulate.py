@@ -7,7 +7,11 @@ alone, so c instances of service time D serve c / D_c, not c / D_1). Each arriva
 instance with the fewest rows queued or running (the balancer's choice when instances are
 alike), and an idle instance sends a batch when its queue reaches
 `settings.dispatch_threshold()` or its oldest request has waited `timeout_ms`, taking
-`settings.cut_size(queued)` requests. A batch of b rows occupies its instance for
+`settings.cut_size(queued)` requests. An instance that went idle before that deadline sleeps
+on a timer and is back a drawn `profile.timer_late_ms` after it (one draw per deadline; what
+joins meanwhile below the threshold waits with it; service="mean": their mean): the serving
+thread's wake-up, which a profile's serving probes at timeout 0 never see and which is most of a
+fast model's p99 beyond its timeout. A batch of b rows occupies its instance for
 `profile.latency_ms(b)` of work (+ `overhead_ms` per batch, the runtime's own cost, not scaled;
 by default the profile's measured hand-back time under load, `profile.handoff_ms`, and with
 service="measured" and the profile's hand-back times, `handoff_gaps_ms`, each batch's drawn from
@@ -58,7 +62,7 @@ runs, and "9 of 10 Verify runs inside" then fails one time in three even when th
 exactly right; 1 %-99 % of 40 draws holds about 95-97 %. It holds:
 the model's own spread at each size (the resampled runs), the hand-back's spread (each draw's
 hand-back times resampled with replacement, their mean with them, and each batch's hand-back
-drawn from them), and the finite run length (each draw as many Poisson arrivals as the Verify
+drawn from them), the timer's lateness (resampled likewise), and the finite run length (each draw as many Poisson arrivals as the Verify
 sends, with its own seed). A draw capped below the Verify's length has a looser p99, so the
 band is then wider than the Verify's own spread, never narrower. What it does not hold: a
 machine whose speed changes between profile and Verify (recalibration's part), and a load
@@ -456,9 +460,7 @@ class _Simulation:
         delays = np.asarray(delays_ms, dtype=np.float64) / 1000.0
         self.delays = _Draws(np.full(1, delays.mean()) if service == "mean" else delays, rng)
 
-    def draw_timer(
-        self, late_ms: Sequence[float], rng: np.random.Generator, service: str
-    ) -> None:
+    def draw_timer(self, late_ms: Sequence[float], rng: np.random.Generator, service: str) -> None:
         """Each timeout waited on fires this long after its deadline: drawn from the measured
         lateness of the serving thread's wake-up, or (service="mean") their mean."""
         late = np.asarray(late_ms, dtype=np.float64) / 1000.0
@@ -559,7 +561,10 @@ class _Simulation:
         if self.busy[instance] or not queue:
             return
         due = self.joined[queue[0]] + settings.timeout_s
-        if len(queue) < settings.dispatch_threshold() and now < self.wake(instance, due, now) - 1e-12:
+        if (
+            len(queue) < settings.dispatch_threshold()
+            and now < self.wake(instance, due, now) - 1e-12
+        ):
             return
         size = settings.cut_size(len(queue))
         handoff = self.handoff()
