@@ -1,4 +1,4 @@
-"""`optistudio profile` and `optistudio soak` as a user runs them: a real process, real files."""
+"""`optistudio operator-profile` and `optistudio soak` as a user runs them: a real process, real files."""
 
 from __future__ import annotations
 
@@ -24,7 +24,14 @@ def test_profile_with_a_dynamic_int8_variant_explains_it(
     cnn, dynamic = cnn_pair
 
     done = optistudio(
-        "profile", str(cnn), "--variant", str(dynamic), "--runs", "3", "--json", data_dir=tmp_path
+        "operator-profile",
+        str(cnn),
+        "--variant",
+        str(dynamic),
+        "--runs",
+        "3",
+        "--json",
+        data_dir=tmp_path,
     )
 
     assert done.returncode == 0, done.stderr
@@ -41,7 +48,13 @@ def test_profile_with_a_dynamic_int8_variant_explains_it(
 
 def test_profile_table_on_openvino(cnn_pair: tuple[Path, Path], tmp_path: Path) -> None:
     done = optistudio(
-        "profile", str(cnn_pair[0]), "--backend", "openvino", "--runs", "2", data_dir=tmp_path
+        "operator-profile",
+        str(cnn_pair[0]),
+        "--backend",
+        "openvino",
+        "--runs",
+        "2",
+        data_dir=tmp_path,
     )
 
     assert done.returncode == 0, done.stderr
@@ -50,11 +63,28 @@ def test_profile_table_on_openvino(cnn_pair: tuple[Path, Path], tmp_path: Path) 
     assert "Stages per batch of 1: inference" in done.stdout
 
 
+def test_the_former_verb_profile_still_runs_the_operator_profile(
+    cnn_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    done = optistudio("profile", str(cnn_pair[0]), "--runs", "2", "--json", data_dir=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert {n["graph_node"] for n in json.loads(done.stdout)["profile"]["nodes"]} >= {"conv1"}
+
+
+def test_the_help_names_the_operator_profile_and_marks_its_former_name(tmp_path: Path) -> None:
+    done = optistudio("--help", data_dir=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert "operator-profile (profile)" in done.stdout  # argparse names an alias so
+    assert "formerly 'profile', still accepted" in " ".join(done.stdout.split())
+
+
 def test_profile_of_a_file_that_is_not_a_model_exits_2_with_the_reason(tmp_path: Path) -> None:
     junk = tmp_path / "notes.onnx"
     junk.write_text("hello")
 
-    done = optistudio("profile", str(junk), "--json", data_dir=tmp_path)
+    done = optistudio("operator-profile", str(junk), "--json", data_dir=tmp_path)
 
     assert done.returncode == 2
     assert "not an ONNX model" in done.stderr and "Traceback" not in done.stderr
@@ -64,7 +94,13 @@ def test_profile_of_two_different_models_is_refused(
     cnn_pair: tuple[Path, Path], tiny_model: Path, tmp_path: Path
 ) -> None:
     done = optistudio(
-        "profile", str(cnn_pair[0]), "--variant", str(tiny_model), "--runs", "2", data_dir=tmp_path
+        "operator-profile",
+        str(cnn_pair[0]),
+        "--variant",
+        str(tiny_model),
+        "--runs",
+        "2",
+        data_dir=tmp_path,
     )
 
     assert done.returncode == 2
@@ -87,7 +123,7 @@ def test_profile_per_layer_error_on_the_users_data(
     np.savez(data, x=np.random.default_rng(0).standard_normal((4, 3, 16, 16)).astype(np.float32))
 
     done = optistudio(
-        "profile", str(cnn_pair[0]), "--variant", str(cnn_pair[1]), "--calib", str(data),
+        "operator-profile", str(cnn_pair[0]), "--variant", str(cnn_pair[1]), "--calib", str(data),
         "--runs", "2", "--json", data_dir=tmp_path,
     )  # fmt: skip
 

@@ -17,7 +17,7 @@ from optistudio.core.errors import InvalidSpec
 COMMANDS = [
     pytest.param(["bench", "m.onnx"], id="bench"),
     pytest.param(["optimize", "m.onnx", "--out", "variants"], id="optimize"),
-    pytest.param(["profile", "m.onnx"], id="profile"),
+    pytest.param(["operator-profile", "m.onnx"], id="operator-profile"),
     pytest.param(["soak", "m.onnx"], id="soak"),
     *(pytest.param(["batching", action, "m.onnx"], id=f"batching-{action}") for action in
       ("profile", "simulate", "verify", "recommend")),
@@ -94,7 +94,7 @@ def test_bench_runs_an_audio_model_at_the_shapes_and_rate_given(audio: Path, tmp
 
 def test_profile_and_soak_take_the_same_flags(audio: Path, tmp_path: Path) -> None:
     profile = optistudio(
-        "profile", str(audio), *AUDIO_FLAGS, "--runs", "3", "--json", data_dir=tmp_path
+        "operator-profile", str(audio), *AUDIO_FLAGS, "--runs", "3", "--json", data_dir=tmp_path
     )
     soak = optistudio(
         "soak", str(audio), "--value", f"sr={SAMPLE_RATE}", "--batch", "1,2", "--seconds", "0.3",

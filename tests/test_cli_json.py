@@ -26,7 +26,7 @@ COMMANDS = {
     "bench": ["bench", "{tiny}", *QUICK],
     "bench-all": ["bench", "{tiny}", "--backend", "all", *QUICK],
     "bench-vs": ["bench", "{tiny}", "--vs", "{tiny}", *QUICK],
-    "profile": ["profile", "{tiny}", "--runs", "3"],
+    "operator-profile": ["operator-profile", "{tiny}", "--runs", "3"],
     "soak": ["soak", "{tiny}", "--seconds", "1", "--batch", "1"],
     "backends": ["backends"],
     "recipes": ["recipes"],

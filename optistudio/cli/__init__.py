@@ -24,6 +24,7 @@ from optistudio.cli.args import (
 from optistudio.cli.batching import add_batching_parser, command_batching
 from optistudio.cli.compare import add_compare_parser, command_compare_report
 from optistudio.cli.diagnostics import (
+    OPERATOR_PROFILE,
     add_diagnostics_parsers,
     command_operator_profile,
     command_soak,
@@ -412,7 +413,7 @@ def _run(args: argparse.Namespace) -> int:
             return command_backends(args)
         if args.command == "recipes":
             return command_recipes(args)
-        if args.command == "profile":
+        if args.command == OPERATOR_PROFILE:
             return command_operator_profile(args)
         if args.command == "soak":
             return command_soak(args)

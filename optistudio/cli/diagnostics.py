@@ -1,4 +1,5 @@
-"""`optistudio profile` and `optistudio soak`: per-op profiles, the INT8 explainer, memory soak."""
+"""`optistudio operator-profile` and `optistudio soak`: operator profiles, the INT8 explainer,
+memory soak."""
 
 from __future__ import annotations
 
@@ -19,10 +20,18 @@ from optistudio.cli.output import print_json
 TOP_N = 15
 
 
+OPERATOR_PROFILE = "operator-profile"
+"""The operator profile's verb; `profile`, its former name, is still accepted (an alias)."""
+
+
 def add_diagnostics_parsers(commands: Any) -> None:
     profile = commands.add_parser(
-        "profile", help="per-operator profile; with --variant, compare and explain INT8"
+        OPERATOR_PROFILE,
+        aliases=["profile"],
+        help="per-operator profile; with --variant, compare and explain INT8 (formerly "
+        "'profile', still accepted)",
     )
+    profile.set_defaults(command=OPERATOR_PROFILE)  # the alias runs as the verb it stands for
     profile.add_argument("model", type=Path, help="path to an .onnx file")
     profile.add_argument("--variant", type=Path, help="a variant of it (e.g. INT8) to compare")
     profile.add_argument("--backend", choices=["onnxruntime", "openvino"], default="onnxruntime")
@@ -55,7 +64,7 @@ def command_operator_profile(args: argparse.Namespace) -> int:
         "runs": args.runs,
         "threads": args.threads,
     } | input_options(args).fields()
-    spec = validated(DiagnosticsSpec, fields, "profile")
+    spec = validated(DiagnosticsSpec, fields, "operator profile")
     data = None
     if args.calib:
         inputs = inspect_model(args.model).inputs
