@@ -11,7 +11,7 @@ Surprises worth knowing:
 - A new input shape needs `resize_tensor_input` and a fresh `allocate_tensors`; we do both when
   the feeds' shapes change, so one session serves batch 1 and batch 4 in turn.
 - The interpreter has no per-operator timing in its Python API (the C++ profiler is not exposed
-  by ai-edge-litert), so `optistudio profile` cannot break a LiteRT run down by op.
+  by ai-edge-litert), so `optistudio operator-profile` cannot break a LiteRT run down by op.
 - Inputs are matched by name (TensorFlow writes 'input.1' as 'input_1'); outputs come in the
   order of the converted graph, which onnx2tf keeps from the ONNX model.
 """

@@ -1,9 +1,10 @@
 """One diagnostics run: profile a model (and a variant), compare, explain INT8, per-layer error.
 
-This is what the profile job and `optistudio profile` call. With a variant: both are profiled
-on the same backend and batch, compared by op family, and whichever of the two is quantized is
-explained (the other is its float reference); per-layer error compares the float one with the
-quantized one on the given data (synthetic inputs without data, which the report says).
+This is what the operator profile job and `optistudio operator-profile` call. With a variant:
+both are profiled on the same backend and batch, compared by op family, and whichever of the two
+is quantized is explained (the other is its float reference); per-layer error compares the float
+one with the quantized one on the given data (synthetic inputs without data, which the report
+says).
 """
 
 from __future__ import annotations
