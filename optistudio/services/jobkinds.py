@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -255,22 +255,11 @@ class JobKindInfo(Generic[SpecT, ResultT]):
             return REFERENCE_TARGET
 
 
-class _OnATarget(Protocol):
-    @property
-    def backend(self) -> str: ...
-
-    @property
-    def device(self) -> str: ...
-
-
-def its_own_target(spec: _OnATarget) -> Target:
-    """The backend and device the spec names."""
-    return spec.backend, spec.device
-
-
-def operator_profiled_on_cpu(spec: OperatorProfileJobSpec) -> Target:
-    """Operator profiles run on the CPU, on the spec's backend."""
-    return spec.backend, "cpu"
+def its_own_target(spec: RunsOnTarget) -> Target:
+    """The backend and device of the spec's run target: a spec that names no device (the
+    operator profile, video) runs on the CPU, RunTarget's default."""
+    target = spec.run_target
+    return target.backend, target.device
 
 
 def optimized_for(spec: OptimizeJobSpec) -> Target:
@@ -287,11 +276,6 @@ def trains_best(spec: OptimizeJobSpec, inventory: Mapping[str, Any]) -> int:
     if not may_train(spec):
         return 0
     return TRAINING_ORDER.get(trains_on(inventory) or "", len(TRAINING_ORDER))
-
-
-def its_backend_on_cpu(spec: VideoJobSpec) -> Target:
-    """The spec's backend on the CPU (frames are decoded and batched there)."""
-    return spec.backend, "cpu"
 
 
 def on_the_reference(spec: ExportJobSpec) -> Target:
@@ -318,7 +302,7 @@ OPERATOR_PROFILE = JobKindInfo(
     "Operator profile",
     OperatorProfileJobSpec,
     OperatorProfileJobResult,
-    operator_profiled_on_cpu,
+    its_own_target,
 )
 SOAK = JobKindInfo(JobKind.soak, "Memory soak", SoakSpec, SoakReport, its_own_target)
 LATENCY_PROFILE = JobKindInfo(
@@ -338,7 +322,7 @@ BATCHING_VERIFY = JobKindInfo(
 EXPORT = JobKindInfo(
     JobKind.export, "Export bundle", ExportJobSpec, ExportJobResult, on_the_reference
 )
-VIDEO = JobKindInfo(JobKind.video, "Video", VideoJobSpec, VideoJobResult, its_backend_on_cpu)
+VIDEO = JobKindInfo(JobKind.video, "Video", VideoJobSpec, VideoJobResult, its_own_target)
 
 JOB_KINDS: dict[JobKind, JobKindInfo[Any, Any]] = {
     info.kind: info
