@@ -72,7 +72,9 @@ def measure_timer_lateness(
     """The lateness (ms) of every batch the timer cut in a short Poisson run of the model
     through the Pipeline (max batch `probe.max_batch_size`, timeout TIMER_PROBE_MS) at
     `probe_rate_for_timer`; at most TIMER_LATE_KEPT, evenly spaced. Empty when no batch left by
-    the timer."""
+    the timer, and at max batch 1 (every request fills its batch: no timer is waited on)."""
+    if probe.max_batch_size < 2:
+        return []
     rate = probe_rate_for_timer(profile, probe.max_batch_size)
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=TIMER_PROBE_MS)
     low, high = TIMER_PROBE_SECONDS

@@ -129,3 +129,9 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
     assert min(profile.timer_late_ms) >= 0
     light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
     assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
+
+
+def test_a_profile_at_max_batch_one_waits_on_no_timer(tiny_model: Path) -> None:
+    profile = measure_latency_profile(tiny_model, max_batch_size=1, min_seconds=0.02, instances=[1])
+
+    assert profile.timer_late_ms == []
