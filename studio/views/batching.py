@@ -8,6 +8,7 @@ A decoder with a KV cache gets its own section instead (optistudio.studio.views.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -152,19 +153,20 @@ def latency_profile_form(model_id: int) -> None:
             help="Full shape of one request per input, NAME=D1,D2,...; several with spaces.",
         )
         submitted = st.form_submit_button("Profile", type="primary")
-    if submitted:
-        submit_latency_profile(model_id, backend, int(max_batch_size), int(threads) or None, shapes)
-
-
-def submit_latency_profile(
-    model_id: int, backend: str, max_batch_size: int, threads: int | None, shapes: str
-) -> None:
-    def spec() -> LatencyProfileSpec:
-        overrides = parse_shape_overrides(shapes.split())
-        return LatencyProfileSpec(
-            backend=backend, max_batch_size=max_batch_size, threads=threads, shapes=overrides
+    if submitted:  # the spec is made (and refused, saying why) inside submit
+        submit_latency_profile(
+            model_id,
+            lambda: LatencyProfileSpec(
+                backend=backend,
+                max_batch_size=int(max_batch_size),
+                threads=int(threads) or None,
+                shapes=parse_shape_overrides(shapes.split()),
+            ),
         )
 
+
+def submit_latency_profile(model_id: int, spec: Callable[[], LatencyProfileSpec]) -> None:
+    """Send the latency profile job the form's `spec` makes, saying what comes next."""
     sent = submitting.submit(LATENCY_PROFILE, model_id, spec, what="profile")
     if sent is not None:
         st.success(f"Profile job #{sent.job_id} submitted; the sliders appear when it is done.")
