@@ -2,26 +2,26 @@
 
 Every page that shows a failed, timed-out or cancelled job, or refuses an action with an
 `OptistudioError`, goes through `show_error`. `shown_error` is its plain part, which tests call
-without Streamlit. Job rows from before error codes have no code and a message that still ends
+without Streamlit. Jobs stored before error codes have no code and a message that still ends
 with the hint; they are shown as they always were.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import streamlit as st
 
 from optistudio.core.errors import ErrorInfo, OptistudioError
+from optistudio.studio.job_view import JobView
 
 Tone = Literal["error", "warning", "caption"]
 TONE_OF_STATUS: dict[str, Tone] = {"timed_out": "warning", "cancelled": "caption"}
 """How a finished job's status is drawn; any other status (failed) is an error box."""
 
-ErrorSource = ErrorInfo | OptistudioError | Mapping[str, Any]
-"""An error, its stored fields, or a job row (keys message, error_hint, error_code, status)."""
+ErrorSource = ErrorInfo | OptistudioError | JobView[Any]
+"""An error, its stored fields, or a job (its message, error hint and code, and status)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ def shown_error(source: ErrorSource, *, prefix: str = "", tone: Tone | None = No
     if isinstance(source, ErrorInfo):
         message, hint, code, status = source.message, source.hint, source.code.value, "failed"
     else:
-        message, hint = source.get("message") or "", source.get("error_hint")
-        code, status = source.get("error_code"), source.get("status", "failed")
+        message, hint = source.message, source.error_hint
+        code, status = source.error_code, source.status
     return ShownError(
         tone=tone or TONE_OF_STATUS.get(status, "error"),
         message=f"{prefix}{message}",

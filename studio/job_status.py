@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from optistudio.studio.job_view import JobView
+
 LONG_AFTER_S = 10.0
 """A job running this long shows its elapsed time (and an estimate when it can)."""
 MIN_PROGRESS = 0.02
@@ -63,19 +65,19 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def queue_note(row: dict[str, Any], queue: QueueState, *, lost: bool = False) -> str | None:
+def queue_note(row: JobView[Any], queue: QueueState, *, lost: bool = False) -> str | None:
     """Where a queued job stands: behind which jobs on which busy worker, waiting for a worker
     to start, or not taken by an idle one. None for a job that is not queued, and for one
     queued again after its worker was lost (`lost`: its own message says so)."""
-    if row["status"] != "queued" or lost:
+    if row.status != "queued" or lost:
         return None
     if not queue.live_workers:
         return f"No worker is alive: it starts when one does. {START_WORKER}"
-    ahead = [j.job for j in queue.running] + [j for j in queue.queued if j < row["job"]]
+    ahead = [j.job for j in queue.running] + [j for j in queue.queued if j < row.id]
     busy = queue.busy()
     if ahead:
         return f"Queued behind {_jobs(ahead)}" + (f": {_busy(busy, queue.now)}." if busy else ".")
-    waited = (queue.now - row["created_at"]).total_seconds() if row["created_at"] else 0.0
+    waited = (queue.now - row.created_at).total_seconds() if row.created_at else 0.0
     if waited <= STUCK_AFTER_S:
         return None
     idle = ", ".join(w for w in queue.live_workers if w not in busy)
@@ -105,17 +107,17 @@ def _since(started: datetime | None, now: datetime) -> str:
     return f" since {started:%H:%M:%S} UTC ({duration((now - started).total_seconds())})"
 
 
-def timing_note(row: dict[str, Any], *, now: datetime | None = None) -> str | None:
+def timing_note(row: JobView[Any], *, now: datetime | None = None) -> str | None:
     """'Running for 2 min 05 s; about 1 min 30 s left at its pace so far (58% done).' for a job
     running at least `LONG_AFTER_S`; None otherwise."""
-    started = row.get("started_at")
-    if row["status"] != "running" or started is None:
+    started = row.started_at
+    if row.status != "running" or started is None:
         return None
     elapsed = ((now or datetime.now(UTC)) - started).total_seconds()
     if elapsed < LONG_AFTER_S:
         return None
     said = f"Running for {duration(elapsed)}"
-    progress = min(max(float(row.get("progress") or 0.0), 0.0), 1.0)
+    progress = min(max(row.progress, 0.0), 1.0)
     if progress < MIN_PROGRESS:
         return f"{said}; no estimate until it reports progress."
     if progress >= 1.0:
@@ -124,14 +126,14 @@ def timing_note(row: dict[str, Any], *, now: datetime | None = None) -> str | No
     return f"{said}; about {duration(left)} left at its pace so far ({progress:.0%} done)."
 
 
-def status_text(row: dict[str, Any], *, now: datetime | None = None) -> str:
+def status_text(row: JobView[Any], *, now: datetime | None = None) -> str:
     """A job's message (its status when it has none) and, on a long run, its timing:
     'Calibrating… · Running for 1 min 10 s; about 40 s left at its pace so far (64% done).'"""
-    text = row["message"] or row["status"]
+    text = row.message or row.status
     timing = timing_note(row, now=now)
     return f"{text} · {timing}" if timing else text
 
 
-def progress_text(row: dict[str, Any], *, prefix: str = "Job", now: datetime | None = None) -> str:
+def progress_text(row: JobView[Any], *, prefix: str = "Job", now: datetime | None = None) -> str:
     """The text on a job's progress bar: 'Job #7: ' and its `status_text`."""
-    return f"{prefix} #{row['job']}: {status_text(row, now=now)}"
+    return f"{prefix} #{row.id}: {status_text(row, now=now)}"

@@ -2,9 +2,9 @@
 
 The studio never runs a model: it commits job rows and sends tasks by name. Every page sends a
 job through `submit` (make the spec, route it to a live worker, commit, send; a refusal is a
-value, drawn by `optistudio.studio.submitting`). Every page reads a job as the one row
-`job_row` builds (the Jobs page lists them; the other pages add the job's typed result,
-`recent_jobs`).
+value, drawn by `optistudio.studio.submitting`). Every page reads a job as the one frozen
+`JobView` that `job_view` makes from its row (the Jobs page lists them, `job_rows`; the other
+pages read them with the job's typed result, `recent_jobs`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic
+from typing import Any, Generic, overload
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import func, select
@@ -39,7 +39,9 @@ from optistudio.db.queries import (
 from optistudio.db.session import transaction
 from optistudio.services.job_errors import error_columns
 from optistudio.services.jobkinds import JOB_KINDS, CompareJobSpec, JobKindInfo, SpecT
+from optistudio.services.jobkinds import ResultT as KindResultT
 from optistudio.studio.job_status import QueueState, RunningJob
+from optistudio.studio.job_view import JobView, ResultT
 
 log = logging.getLogger(__name__)
 
@@ -223,43 +225,69 @@ def finished_of(
     return jobs_of(s, kind=kind, model_id=model_id, status=JobStatus.succeeded, limit=limit)
 
 
-def job_row(job: Job) -> dict[str, Any]:
-    """A job as every page reads it: its id ("job"), kind (its label), model, status, progress,
-    message and error fields, whether a cancel was asked, its times, worker and attempts."""
-    return {
-        "job": job.id,
-        "kind": JOB_KINDS[job.kind].label,
-        "model": job.model.name if job.model else "",
-        "model_id": job.model_id,
-        "status": job.status.value,
-        "progress": float(job.progress or 0.0),
-        "message": job.message or "",
-        "error_code": job.error_code,
-        "error_hint": job.error_hint,
-        "cancel_requested": bool(job.cancel_requested),
-        "created_at": job.created_at,
-        "started_at": job.started_at,
-        "finished_at": job.finished_at,
-        "worker": job.worker or "",
-        "attempts": job.attempts,
-    }
+def job_view(job: Job, result: ResultT | None = None) -> JobView[ResultT]:
+    """A job as every page reads it (`JobView`): its id, kind (its label), model, status,
+    progress, message and error fields, whether a cancel was asked, its times, worker,
+    attempts and spec, with `result` when the page reads one."""
+    return JobView(
+        id=job.id,
+        kind=JOB_KINDS[job.kind].label,
+        status=job.status.value,
+        model=job.model.name if job.model else "",
+        model_id=job.model_id,
+        progress=float(job.progress or 0.0),
+        message=job.message or "",
+        error_code=job.error_code,
+        error_hint=job.error_hint,
+        cancel_requested=bool(job.cancel_requested),
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        worker=job.worker or "",
+        attempts=job.attempts,
+        spec=dict(job.spec or {}),
+        result=result,
+    )
 
 
-def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[dict[str, Any]]:
-    """The newest `limit` jobs of every kind, as `job_row`s (the Jobs page)."""
+def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[JobView[None]]:
+    """The newest `limit` jobs of every kind, as `job_view`s without their results (the Jobs
+    page)."""
     with transaction(factory) as s:
-        return [job_row(job) for job in list_jobs(s, limit=limit)]
+        return [job_view(job) for job in list_jobs(s, limit=limit)]
+
+
+@overload
+def recent_jobs(
+    factory: sessionmaker[Session],
+    *,
+    kind: JobKindInfo[Any, KindResultT],
+    model_id: int | None = None,
+    limit: int = 20,
+) -> list[JobView[KindResultT]]: ...
+
+
+@overload
+def recent_jobs(
+    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
+) -> list[JobView[Any]]: ...
 
 
 def recent_jobs(
-    factory: sessionmaker[Session], *, kind: JobKind, model_id: int | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
-    """Recent jobs of `kind` (any status), newest first: each `job_row` with its "result" (the
-    kind's result model; None while it has none, or if it no longer reads)."""
+    factory: sessionmaker[Session],
+    *,
+    kind: JobKind | JobKindInfo[Any, Any],
+    model_id: int | None = None,
+    limit: int = 20,
+) -> list[JobView[Any]]:
+    """Recent jobs of `kind` (any status), newest first: each `job_view` with its result (the
+    kind's result model, typed as the kind's when `kind` is its `JobKindInfo`; None while it
+    has none, or if it no longer reads)."""
+    info = kind if isinstance(kind, JobKindInfo) else JOB_KINDS[kind]
     with transaction(factory) as s:
         return [
-            job_row(job) | {"result": JOB_KINDS[job.kind].read_result(job.result)}
-            for job in jobs_of(s, kind=kind, model_id=model_id, limit=limit)
+            job_view(job, info.read_result(job.result))
+            for job in jobs_of(s, kind=info.kind, model_id=model_id, limit=limit)
         ]
 
 

@@ -4,7 +4,6 @@ deleting a finished job (its result, measurements and files) after a confirmatio
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -16,10 +15,10 @@ from optistudio.studio import deletion_services, pages, state
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import QueueState, queue_note, status_text
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import cancel_job, job_rows, queue_state
 from optistudio.studio.worker_services import check_workers
 
-ACTIVE = {"queued", "running"}
 RECENT = 8
 CONFIRM_KEY = "confirm-delete-job"
 DELETED_KEY = "deleted-job-note"
@@ -53,12 +52,12 @@ def live_jobs() -> None:
     if not rows:
         st.info("No jobs yet. Start a benchmark from the Models page.")
         return
-    waiting = [r for r in rows if r["status"] in ACTIVE]
+    waiting = [r for r in rows if r.active]
     if not live and waiting:
         no_worker(waiting)
     queue = queue_state(state.session_factory(), max_age_s=stale_after_s) if waiting else None
     for row in rows[:RECENT]:
-        if row["status"] in ACTIVE and queue is not None:
+        if row.active and queue is not None:
             active_job(row, queue)
         else:
             finished_job(row)
@@ -76,7 +75,7 @@ def live_jobs() -> None:
     delete_older(rows)
 
 
-def no_worker(waiting: list[dict[str, Any]]) -> None:
+def no_worker(waiting: list[JobView[None]]) -> None:
     lost = sum(worker_lost(r) for r in waiting)
     st.warning(
         f"No worker is running, so {len(waiting)} unfinished job(s) wait"
@@ -85,53 +84,49 @@ def no_worker(waiting: list[dict[str, Any]]) -> None:
     )
 
 
-def worker_lost(row: dict[str, Any]) -> bool:
+def worker_lost(row: JobView[None]) -> bool:
     """Queued again after its worker died while no worker ran (optistudio.db.queries.WORKER_LOST)."""
-    return row["status"] == "queued" and row["message"].startswith(WORKER_LOST)
+    return row.status == "queued" and row.message.startswith(WORKER_LOST)
 
 
-def active_job(row: dict[str, Any], queue: QueueState) -> None:
+def active_job(row: JobView[None], queue: QueueState) -> None:
     with st.container(border=True):
         left, right = st.columns([5, 1])
-        icon = LOST_ICON if worker_lost(row) else STATUS_ICON[row["status"]]
-        label = f"{icon} Job #{row['job']} · {row['kind']} · {row['model']}"
+        icon = LOST_ICON if worker_lost(row) else STATUS_ICON[row.status]
+        label = f"{icon} Job #{row.id} · {row.kind} · {row.model}"
         said = status_text(row, now=queue.now)
-        left.progress(min(max(row["progress"], 0.0), 1.0), text=f"{label} — {said}")
-        epochs = read_history(row["message"])  # quantization-aware training's per-epoch line
+        left.progress(min(max(row.progress, 0.0), 1.0), text=f"{label} — {said}")
+        epochs = read_history(row.message)  # quantization-aware training's per-epoch line
         if epochs:
             left.line_chart(pd.DataFrame(epochs).set_index("epoch"), height=160)
-        if right.button("Cancel", key=f"cancel-{row['job']}", disabled=row["cancel_requested"]):
-            st.toast(
-                cancel_job(state.session_factory(), job_id=row["job"], revoke=state.revoke_task)
-            )
+        if right.button("Cancel", key=f"cancel-{row.id}", disabled=row.cancel_requested):
+            st.toast(cancel_job(state.session_factory(), job_id=row.id, revoke=state.revoke_task))
         note = queue_note(row, queue, lost=worker_lost(row))
         if note:
             left.caption(note)
 
 
-def finished_job(row: dict[str, Any]) -> None:
+def finished_job(row: JobView[None]) -> None:
     with st.container(border=True):
         left, right = st.columns([5, 1])
         with left:
-            text = (
-                f"{STATUS_ICON[row['status']]} Job #{row['job']} · {row['kind']} · {row['model']}"
-            )
-            st.markdown(f"{text} — **{row['status']}**")
-            if row["message"] and row["status"] != "succeeded":
+            text = f"{STATUS_ICON[row.status]} Job #{row.id} · {row.kind} · {row.model}"
+            st.markdown(f"{text} — **{row.status}**")
+            if row.message and not row.succeeded:
                 show_error(row)
-            elif row["message"]:
-                st.caption(row["message"])
-            if row["status"] == "succeeded":
+            elif row.message:
+                st.caption(row.message)
+            if row.succeeded:
                 result_link(row)
-        if right.button("Delete…", key=f"delete-job-{row['job']}"):
-            st.session_state[CONFIRM_KEY] = row["job"]
-        if st.session_state.get(CONFIRM_KEY) == row["job"]:
-            confirm_delete(row["job"])
+        if right.button("Delete…", key=f"delete-job-{row.id}"):
+            st.session_state[CONFIRM_KEY] = row.id
+        if st.session_state.get(CONFIRM_KEY) == row.id:
+            confirm_delete(row.id)
 
 
-def delete_older(rows: list[dict[str, Any]]) -> None:
+def delete_older(rows: list[JobView[None]]) -> None:
     """Any finished job (the cards above show the latest few), deleted after a confirmation."""
-    older = [r["job"] for r in rows[RECENT:] if r["status"] not in ACTIVE]
+    older = [r.id for r in rows[RECENT:] if not r.active]
     if not older:
         return
     with st.expander("Delete an older job"):
@@ -164,29 +159,29 @@ def confirm_delete(job_id: int) -> None:
         st.rerun()
 
 
-def result_link(row: dict[str, Any]) -> None:
+def result_link(row: JobView[None]) -> None:
     """A same-tab link to the page that shows this job's result."""
-    target = pages.result_target(row["kind"], row["model_id"])
+    target = pages.result_target(row.kind, row.model_id)
     if target is not None:
         path, query = target
         pages.link(path, f"See it on the {pages.BY_PATH[path].title} page", query=query)
 
 
-def jobs_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def jobs_table(rows: list[JobView[None]]) -> pd.DataFrame:
     """Every job as a row; a job not finished yet reads 'not yet' in its finished cell."""
     return readable_frame(
         (
             {
-                "job": r["job"],
-                "status": r["status"],
-                "model": r["model"] or None,
-                "kind": r["kind"],
-                "progress": r["progress"],
-                "message": r["message"] or None,
-                "code": r["error_code"],
-                "created": r["created_at"],
-                "finished": r["finished_at"] or ("not yet" if r["status"] in ACTIVE else None),
-                "worker": r["worker"] or None,
+                "job": r.id,
+                "status": r.status,
+                "model": r.model or None,
+                "kind": r.kind,
+                "progress": r.progress,
+                "message": r.message or None,
+                "code": r.error_code,
+                "created": r.created_at,
+                "finished": r.finished_at or ("not yet" if r.active else None),
+                "worker": r.worker or None,
             }
             for r in rows
         ),

@@ -12,11 +12,14 @@ from optistudio.db.models import JobKind, JobStatus
 from optistudio.db.queries import create_job, finish_job
 from optistudio.db.session import transaction
 from optistudio.studio.errors import ShownError, shown_error
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import job_rows
 
 
-def row(status: str, message: str, hint: str | None = None, code: str | None = None) -> dict:
-    return {"status": status, "message": message, "error_hint": hint, "error_code": code}
+def row(status: str, message: str, hint: str | None = None, code: str | None = None) -> JobView:
+    return JobView(
+        id=3, kind="Benchmark", status=status, message=message, error_hint=hint, error_code=code
+    )
 
 
 @pytest.mark.parametrize(

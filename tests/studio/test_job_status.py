@@ -22,20 +22,15 @@ from optistudio.studio.job_status import (
     status_text,
     timing_note,
 )
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import queue_state, submit_benchmark
 
 NOW = datetime(2025, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def row(job: int, status: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "job": job,
-        "status": status,
-        "message": "",
-        "progress": 0.0,
-        "created_at": NOW - timedelta(seconds=70),
-        "started_at": None,
-    } | fields
+def row(job: int, status: str, **fields: Any) -> JobView[None]:
+    created = NOW - timedelta(seconds=70)
+    return JobView(id=job, kind="Benchmark", status=status, **({"created_at": created} | fields))
 
 
 def test_a_queued_job_behind_a_busy_worker_names_the_worker_and_since_when() -> None:

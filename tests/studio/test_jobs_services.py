@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from optistudio.core.errors import NoWorkerForTarget
@@ -40,7 +42,7 @@ def test_cancel_outcomes(db_factory, model_id) -> None:
     assert revoked == ["task-q"]
     assert again == f"Job {queued} had already finished (cancelled)."
     assert cancel_job(db_factory, job_id=999, revoke=revoked.append) == "Job 999 does not exist."
-    assert [r["status"] for r in job_rows(db_factory)] == ["cancelled"]
+    assert [r.status for r in job_rows(db_factory)] == ["cancelled"]
 
 
 def test_the_jobs_page_and_the_other_pages_read_the_same_job_row(db_factory, model_id) -> None:
@@ -53,9 +55,9 @@ def test_the_jobs_page_and_the_other_pages_read_the_same_job_row(db_factory, mod
     [listed] = job_rows(db_factory)
     [recent] = recent_jobs(db_factory, kind=JobKind.benchmark, model_id=model_id)
 
-    assert recent == listed | {"result": None}  # queued: no result yet
-    assert (listed["job"], listed["model"], listed["status"]) == (job_id, "tiny", "queued")
-    assert listed["kind"] == "Benchmark" and sent == [("optistudio.benchmark", [job_id])]
+    assert recent == replace(listed, result=None)  # queued: no result yet
+    assert (listed.id, listed.model, listed.status) == (job_id, "tiny", "queued")
+    assert listed.kind == "Benchmark" and sent == [("optistudio.benchmark", [job_id])]
     assert job_spec(db_factory, job_id=job_id)["batch_sizes"] == [1, 2]
     assert job_spec(db_factory, job_id=job_id + 1) == {}
 

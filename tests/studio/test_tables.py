@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -36,6 +37,7 @@ from optistudio.studio import (
 from optistudio.studio.decoder_rows import bench_rows
 from optistudio.studio.formatting import EMPTY, readable_frame
 from optistudio.studio.input_profile_services import cut_shapes, symbolic_legend, tensor_table
+from optistudio.studio.job_view import JobView
 from optistudio.studio.results_services import display_table, side_by_side
 from optistudio.studio.views.jobs import jobs_table
 
@@ -178,11 +180,11 @@ def stages() -> pd.DataFrame:
 
 
 def jobs() -> pd.DataFrame:
-    row = {"job": 3, "status": "queued", "model": "cnn", "kind": "Benchmark", "progress": 0.0}
-    row |= {"message": "", "error_code": None, "created_at": datetime.now(UTC)}
-    row |= {"finished_at": None, "worker": ""}
-    done = row | {"job": 2, "status": "succeeded", "finished_at": datetime.now(UTC)}
-    return jobs_table([row, done, done | {"job": 1, "status": "failed", "error_code": "internal"}])
+    row = JobView(
+        id=3, kind="Benchmark", status="queued", model="cnn", created_at=datetime.now(UTC)
+    )
+    done = replace(row, id=2, status="succeeded", finished_at=datetime.now(UTC))
+    return jobs_table([row, done, replace(done, id=1, status="failed", error_code="internal")])
 
 
 def card_shapes() -> list[pd.DataFrame]:
