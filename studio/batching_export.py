@@ -4,35 +4,32 @@ Inference Server's dynamic batcher (config.pbtxt)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from optistudio.core.batching.pipeline_file import ServingSetting, pipeline_text
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.batching.triton import triton_config
 from optistudio.core.model.info import ModelInfo
+from optistudio.services.jobresults import BatchingVerifyJobResult
+from optistudio.studio.job_view import JobView
 
 
 def verified_serving(
-    settings: BatchingSettings,
-    verify_jobs: list[dict[str, Any]],
-    spec_of: Callable[[int], dict[str, Any]],
+    settings: BatchingSettings, verify_jobs: list[JobView[BatchingVerifyJobResult]]
 ) -> ServingSetting:
     """The setting to export, with a note saying where it comes from: the one the newest
-    succeeded Verify (`recent_jobs` rows, newest first) served, its instance count among them,
-    else the sliders'. `spec_of` reads a job's stored spec."""
+    succeeded Verify (`recent_jobs`, newest first) served (its stored spec's settings), its
+    instance count among them, else the sliders'."""
     for job in verify_jobs:
-        if job["status"] == "succeeded" and job.get("result") is not None:
-            served = BatchingSettings.model_validate(spec_of(job["job"])["settings"])
-            measured = job["result"].measured
+        if job.succeeded and job.result is not None:
+            served = BatchingSettings.model_validate(job.spec["settings"])
+            measured = job.result.measured
             note = (
-                f"Exported as Verify job #{job['job']} served and measured them: max batch "
+                f"Exported as Verify job #{job.id} served and measured them: max batch "
                 f"{served.max_batch_size}, timeout {served.timeout_ms:g} ms, "
                 f"{served.instances} instance(s): {measured.throughput:.1f} req/s, p99 "
                 f"{measured.p99_ms:.1f} ms."
             )
-            return _serving(served, "verified", note, job["job"])
+            return _serving(served, "verified", note, job.id)
     note = (
         "Not verified yet: exported as the sliders set them. Verify them first to export "
         "settings measured on this machine."

@@ -9,8 +9,6 @@ names it (`profile_in_use`), and charts how the refits converge.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from optistudio.core.batching import verify_policy
@@ -22,9 +20,10 @@ from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpe
 from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.verify_gap import speed_gap_note
 from optistudio.core.batching.verify_policy import VerifyPrediction
-from optistudio.services.jobresults import VerifyBatches
+from optistudio.services.jobresults import BatchingVerifyJobResult, VerifyBatches
 from optistudio.studio.batching_whatif import FIGURES, three_digits
 from optistudio.studio.formatting import readable_frame
+from optistudio.studio.job_view import JobView
 
 RUNNER_DRIFT = 0.10
 """How far the verify run's model speed may stray from the profile's before the page says so."""
@@ -70,15 +69,15 @@ def request_line(served: LatencyProfileSpec) -> str:
 
 
 def profile_in_use(
-    profile_job: int, profile: LatencyProfile, verify_jobs: list[dict[str, Any]]
+    profile_job: int, profile: LatencyProfile, verify_jobs: list[JobView[BatchingVerifyJobResult]]
 ) -> tuple[LatencyProfile, str]:
     """The profile the predictions rest on, and a line naming it: the calibrated profile the
     newest succeeded Verify job of profile job `profile_job` stored, by the policy every Verify
     follows (optistudio.core.batching.verify_policy.profile_in_use), or the profile as
     measured when none did."""
-    jobs = {job["job"]: job for job in verify_chain(profile_job, verify_jobs)}
+    jobs = {job.id: job for job in verify_chain(profile_job, verify_jobs)}
     calibrated, refit = verify_policy.profile_in_use(
-        profile_job, profile, [(job, row["result"].prediction) for job, row in jobs.items()]
+        profile_job, profile, [(job.id, _result(job).prediction) for job in jobs.values()]
     )
     if refit is None:
         return profile, f"Predictions rest on the profile from job #{profile_job}, as measured."
@@ -97,31 +96,37 @@ def profile_in_use(
             f"time moved {moves}."
         )
     if prediction.not_adopted:
-        line += (
-            f" The newest Verify (job #{newest['job']}) did not move it: {prediction.not_adopted}"
-        )
+        line += f" The newest Verify (job #{newest.id}) did not move it: {prediction.not_adopted}"
     elif prediction.recalibrated is not None:
         before = prediction.at_realised or prediction.predicted
         line += (
             f" For that Verify's own run the refit moved the predicted p99 from "
             f"{three_digits(before.p99_ms)} to {three_digits(prediction.recalibrated.p99_ms)} ms "
-            f"(measured {three_digits(newest['result'].measured.p99_ms)} ms)."
+            f"(measured {three_digits(_result(newest).measured.p99_ms)} ms)."
         )
     return calibrated, line
 
 
-def verify_chain(profile_job: int, verify_jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The succeeded Verify jobs (`recent_jobs` rows) that checked and refitted profile job
-    `profile_job`, oldest first."""
+def verify_chain(
+    profile_job: int, verify_jobs: list[JobView[BatchingVerifyJobResult]]
+) -> list[JobView[BatchingVerifyJobResult]]:
+    """The succeeded Verify jobs (`recent_jobs`, each with its result) that checked and
+    refitted profile job `profile_job`, oldest first."""
     chain = [
         job
         for job in verify_jobs
-        if job["status"] == "succeeded"
-        and job.get("result") is not None
-        and getattr(job["result"], "prediction", None) is not None
-        and job["result"].prediction.profile_job == profile_job
+        if job.succeeded
+        and job.result is not None
+        and job.result.prediction is not None
+        and job.result.prediction.profile_job == profile_job
     ]
-    return sorted(chain, key=lambda job: job["job"])
+    return sorted(chain, key=lambda job: job.id)
+
+
+def _result(job: JobView[BatchingVerifyJobResult]) -> BatchingVerifyJobResult:
+    """The result of a job of `verify_chain` (which holds only jobs with one)."""
+    assert job.result is not None
+    return job.result
 
 
 def before_run_line(predicted: LoadResult, band: Band) -> str:
@@ -132,20 +137,22 @@ def before_run_line(predicted: LoadResult, band: Band) -> str:
     )
 
 
-def convergence_frame(profile_job: int, verify_jobs: list[dict[str, Any]]) -> pd.DataFrame:
+def convergence_frame(
+    profile_job: int, verify_jobs: list[JobView[BatchingVerifyJobResult]]
+) -> pd.DataFrame:
     """One row per Verify of the profile, in order: its rate, the p99 (and band) predicted
     from the profile as refitted before it ran (on the run's own send times where stored), the
     p99 measured, and the p99 its own refit predicts for it. Converging refits bring the
     predicted p99 toward the measured one."""
     rows = []
     for job in verify_chain(profile_job, verify_jobs):
-        result = job["result"]
+        result = _result(job)
         prediction: VerifyPrediction = result.prediction
         point = prediction.on_arrivals or prediction.predicted
         band = prediction.arrivals_band or prediction.band
         rows.append(
             {
-                "verify": f"#{job['job']}",
+                "verify": f"#{job.id}",
                 "rate": result.measured.offered_rate,
                 "predicted_p99_ms": point.p99_ms,
                 "p99_low_ms": band.p99_low_ms,

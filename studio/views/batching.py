@@ -23,10 +23,9 @@ from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfil
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
-from optistudio.db.models import JobKind
 from optistudio.services.input_profiles import load_profile
-from optistudio.services.jobkinds import LATENCY_PROFILE
-from optistudio.services.jobresults import LatencyProfileJobResult
+from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
+from optistudio.services.jobresults import BatchingVerifyJobResult
 from optistudio.studio import (
     batching_export,
     batching_figures,
@@ -38,6 +37,7 @@ from optistudio.studio import (
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
+from optistudio.studio.job_view import JobView
 from optistudio.studio.model_services import model_choices, model_info
 from optistudio.studio.views import batching_decoder
 from optistudio.studio.views.batching_common import (
@@ -94,7 +94,7 @@ def render() -> None:
         return
     measured, served, profile_job = found
     verify_jobs = jobs_services.recent_jobs(
-        state.session_factory(), kind=JobKind.batching_verify, model_id=model_id
+        state.session_factory(), kind=BATCHING_VERIFY, model_id=model_id
     )
     profile, rests_on = batching_verify.profile_in_use(profile_job, measured, verify_jobs)
     st.caption(rests_on)
@@ -185,18 +185,15 @@ def show_latency_profile_job(
     )
     if job is None:
         return None
-    result: LatencyProfileJobResult = job["result"]
-    profile = result.profile
+    assert job.result is not None  # newest_latency_profile_job returns one with its result
+    profile = job.result.profile
     if profile is None:  # a decoder's decode profile, of a model no longer read as one
-        st.info(f"Profile job #{job['job']} holds decode steps, not a latency profile.")
+        st.info(f"Profile job #{job.id} holds decode steps, not a latency profile.")
         return None
-    with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
+    with st.expander(f"Profile job #{job.id} · {job.message}", expanded=False):
         st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
     st.caption(whatif.handoff_line(profile))
-    spec = LATENCY_PROFILE.parse_spec(
-        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
-    )
-    return profile, spec, job["job"]
+    return profile, LATENCY_PROFILE.parse_spec(job.spec), job.id
 
 
 def sliders(
@@ -394,13 +391,9 @@ def export(
     info: Any,
     sliders_settings: BatchingSettings,
     served: LatencyProfileSpec,
-    verify_jobs: list[dict[str, Any]],
+    verify_jobs: list[JobView[BatchingVerifyJobResult]],
 ) -> None:
-    serving = batching_export.verified_serving(
-        sliders_settings,
-        verify_jobs,
-        lambda job_id: jobs_services.job_spec(state.session_factory(), job_id=job_id),
-    )
+    serving = batching_export.verified_serving(sliders_settings, verify_jobs)
     settings = serving.batching()
     st.caption(
         "The settings for our runtime (pipeline.json v1: `optistudio serve pipeline.json` with "

@@ -10,6 +10,7 @@ import streamlit as st
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.db.models import JobKind
+from optistudio.services.jobresults import LatencyProfileJobResult
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio import (
     jobs_services,
@@ -17,15 +18,16 @@ from optistudio.studio import (
 )
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_status import progress_text
+from optistudio.studio.job_view import JobView
 
 
 @st.fragment(run_every="2s")
-def wait_for_job(job: dict[str, Any], kind: JobKind) -> None:
+def wait_for_job(job: JobView[Any], kind: JobKind) -> None:
     jobs = jobs_services.recent_jobs(state.session_factory(), kind=kind, limit=50)
-    current = next((j for j in jobs if j["job"] == job["job"]), job)
-    if current["status"] not in ("queued", "running"):
+    current = next((j for j in jobs if j.id == job.id), job)
+    if not current.active:
         st.rerun()
-    st.progress(min(max(current["progress"], 0.0), 1.0), text=progress_text(current))
+    st.progress(min(max(current.progress, 0.0), 1.0), text=progress_text(current))
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -67,7 +69,9 @@ def cached_by_instances(profile_json: str, settings_json: str, rate: float) -> A
     return whatif.by_instances(profile, settings, rate)
 
 
-def newest_latency_profile_job(model_id: int, *, none_yet: str) -> dict[str, Any] | None:
+def newest_latency_profile_job(
+    model_id: int, *, none_yet: str
+) -> JobView[LatencyProfileJobResult] | None:
     """The model's newest batching profile job once it has succeeded; None after saying why
     not (`none_yet` when there is none; a running one is followed, a failed one's error shown)."""
     jobs = jobs_services.recent_jobs(
@@ -77,10 +81,10 @@ def newest_latency_profile_job(model_id: int, *, none_yet: str) -> dict[str, Any
         st.info(none_yet)
         return None
     job = jobs[0]
-    if job["status"] in ("queued", "running"):
+    if job.active:
         wait_for_job(job, JobKind.latency_profile)
         return None
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Profile job #{job['job']} {job['status']}: ")
+    if not job.succeeded or not job.result:
+        show_error(job, prefix=f"Profile job #{job.id} {job.status}: ")
         return None
     return job

@@ -101,17 +101,18 @@ def stored_profile(model_id: int) -> tuple[DecodeProfile, int] | None:
     )
     if job is None:
         return None
-    profile = job["result"].decode_profile
+    assert job.result is not None  # newest_latency_profile_job returns one with its result
+    profile = job.result.decode_profile
     if profile is None:
         st.info(
-            f"Profile job #{job['job']} timed this decoder as one-shot requests (before decoders "
+            f"Profile job #{job.id} timed this decoder as one-shot requests (before decoders "
             "were profiled by decoding): press **Profile** to time its decode steps."
         )
         return None
-    with st.expander(f"Profile job #{job['job']} · {job['message']}", expanded=False):
+    with st.expander(f"Profile job #{job.id} · {job.message}", expanded=False):
         st.plotly_chart(decode_profile_figure(profile), width="stretch", key="decoder-profile")
         st.dataframe(decoder.profile_rows(profile), hide_index=True, width="stretch")
-    return profile, job["job"]
+    return profile, job.id
 
 
 def inputs(profile: DecodeProfile, card: DecoderCard, job_id: int) -> decoder.DecoderLoad | None:

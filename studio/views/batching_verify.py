@@ -4,7 +4,6 @@ predictions, and how the refits converge (the logic: optistudio.studio.batching_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import streamlit as st
 
@@ -19,11 +18,10 @@ from optistudio.services.jobresults import BatchingVerifyJobResult
 from optistudio.studio import (
     batching_figures,
     batching_verify,
-    jobs_services,
-    state,
     submitting,
 )
 from optistudio.studio.errors import show_error
+from optistudio.studio.job_view import JobView
 from optistudio.studio.views.batching_common import (
     cached_band,
     cached_predict,
@@ -83,17 +81,18 @@ class Judged:
     before_run: str = ""
 
 
-def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> None:
+def show_verification(
+    jobs: list[JobView[BatchingVerifyJobResult]], measured: LatencyProfile
+) -> None:
     """The newest Verify job beside the prediction it made before it ran (stored with it: the
     profile as recalibrated by the Verify runs before it, not by itself). A run stored before
     Verify predicted is judged against the profile as measured."""
     job = finished_verify_job(jobs)
     if job is None:
         return
-    spec = BATCHING_VERIFY.parse_spec(
-        jobs_services.job_spec(state.session_factory(), job_id=job["job"])
-    )
-    result: BatchingVerifyJobResult = job["result"]
+    spec = BATCHING_VERIFY.parse_spec(job.spec)
+    result = job.result
+    assert result is not None  # finished_verify_job returns one with its result
     stored = result.prediction
     judged = (
         stored_judgement(stored)
@@ -113,18 +112,20 @@ def show_verification(jobs: list[dict[str, Any]], measured: LatencyProfile) -> N
     st.dataframe(batching_verify.verify_table(frame), hide_index=True, width="stretch")
 
 
-def finished_verify_job(jobs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def finished_verify_job(
+    jobs: list[JobView[BatchingVerifyJobResult]],
+) -> JobView[BatchingVerifyJobResult] | None:
     """The newest Verify job once it has succeeded; None after saying why not (none yet, a
     running one followed, a failed one's error)."""
     if not jobs:
         st.info("No verification yet: press **Verify** to measure these settings for real.")
         return None
     job = jobs[0]
-    if job["status"] in ("queued", "running"):
+    if job.active:
         wait_for_job(job, JobKind.batching_verify)
         return None
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Verify job #{job['job']} {job['status']}: ")
+    if not job.succeeded or not job.result:
+        show_error(job, prefix=f"Verify job #{job.id} {job.status}: ")
         return None
     return job
 
@@ -168,7 +169,7 @@ def judgement_as_measured(
 
 
 def show_verdict(
-    job: dict[str, Any],
+    job: JobView[BatchingVerifyJobResult],
     spec: BatchingVerifySpec,
     result: BatchingVerifyJobResult,
     judged: Judged,
@@ -176,9 +177,9 @@ def show_verdict(
     """The run's settings, what it is judged against, whether it landed in the band, and
     whether the load generator sent the rate asked."""
     st.markdown(
-        f"**Verify job #{job['job']}** · max batch {spec.settings.max_batch_size}, timeout "
+        f"**Verify job #{job.id}** · max batch {spec.settings.max_batch_size}, timeout "
         f"{spec.settings.timeout_ms:g} ms, {spec.settings.instances} instance(s), "
-        f"{spec.rate:g} req/s · {job['message']}"
+        f"{spec.rate:g} req/s · {job.message}"
     )
     st.caption(f"Judged against the prediction from {judged.rests_on}.{judged.before_run}")
     stored = result.prediction
@@ -213,7 +214,7 @@ def show_notes(result: BatchingVerifyJobResult, judged: Judged, measured: Latenc
         (st.warning if tail[1] else st.caption)(tail[0])
 
 
-def show_convergence(jobs: list[dict[str, Any]], profile_job: int) -> None:
+def show_convergence(jobs: list[JobView[BatchingVerifyJobResult]], profile_job: int) -> None:
     """Predicted (before each run) against measured p99 over the Verify runs of this profile."""
     frame = batching_verify.convergence_frame(profile_job, jobs)
     if frame.empty:

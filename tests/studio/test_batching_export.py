@@ -14,6 +14,7 @@ from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.batching.triton import parse_pbtxt
 from optistudio.core.model.intake import inspect_model
 from optistudio.studio import batching_export as export
+from optistudio.studio.job_view import JobView
 
 SERVED = LatencyProfileSpec(backend="onnxruntime")
 
@@ -21,7 +22,7 @@ SERVED = LatencyProfileSpec(backend="onnxruntime")
 def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
     settings = BatchingSettings(max_batch_size=8, timeout_ms=2.5, instances=2)
     info = inspect_model(tiny_model)
-    serving = export.verified_serving(settings, [], dict().get)
+    serving = export.verified_serving(settings, [])
 
     document = parse_pipeline(export.pipeline_json("tiny.onnx", info, SERVED, serving))
     config = parse_pbtxt(export.triton_text("tiny v2.onnx", info, settings))
@@ -33,18 +34,19 @@ def test_exports_for_our_runtime_and_triton(tiny_model: Path) -> None:
     assert config["instance_group"][0]["count"] == 2
 
 
-def verify_row(job: int, status: str = "succeeded") -> dict[str, Any]:
+def verify_row(job: int, status: str = "succeeded", spec: dict[str, Any] | None = None) -> JobView:
     measured = SimpleNamespace(throughput=88.0, p99_ms=140.0)
-    return {"job": job, "status": status, "result": SimpleNamespace(measured=measured)}
+    result = SimpleNamespace(measured=measured)
+    return JobView(id=job, kind="Verify", status=status, spec=spec or {}, result=result)
 
 
 def test_the_export_carries_the_instances_verify_measured(tiny_model: Path) -> None:
     sliders = BatchingSettings(max_batch_size=8, timeout_ms=2)
     verified = BatchingSettings(max_batch_size=4, timeout_ms=5, instances=2)
-    specs = {12: {"settings": verified.model_dump(mode="json")}}
-    jobs = [verify_row(13, "failed"), verify_row(12), verify_row(9)]
+    stored = {"settings": verified.model_dump(mode="json")}
+    jobs = [verify_row(13, "failed"), verify_row(12, spec=stored), verify_row(9)]
 
-    serving = export.verified_serving(sliders, jobs, specs.__getitem__)
+    serving = export.verified_serving(sliders, jobs)
     info = inspect_model(tiny_model)
     config = parse_pbtxt(export.triton_text("tiny", info, serving.batching()))
     document = json.loads(export.pipeline_json("tiny", info, SERVED, serving))
@@ -59,7 +61,7 @@ def test_the_export_carries_the_instances_verify_measured(tiny_model: Path) -> N
 def test_without_a_verify_the_export_is_the_sliders() -> None:
     sliders = BatchingSettings(max_batch_size=8, timeout_ms=2, instances=2)
 
-    serving = export.verified_serving(sliders, [verify_row(3, "running")], dict().get)
+    serving = export.verified_serving(sliders, [verify_row(3, "running")])
 
     assert serving.batching() == sliders and serving.note.startswith("Not verified yet")
     assert serving.source == "sliders" and serving.verify_job is None

@@ -18,6 +18,7 @@ from optistudio.studio import batching_figures as figures
 from optistudio.studio import batching_verify as verify
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.formatting import EMPTY
+from optistudio.studio.job_view import JobView
 
 PROFILE = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 2.5, 3.5, 6.0])
 
@@ -175,14 +176,14 @@ def test_the_verify_table_names_each_figure_and_leaves_no_empty_cell() -> None:
 
 def verify_row(
     job: int, p99_ms: float, prediction: VerifyPrediction | None, status: str = "succeeded"
-) -> dict:
+) -> JobView:
     """A Verify job as `recent_jobs` gives it: its measured p99 and what it stored of its
     prediction and refit (None: stored before Verify recalibrated)."""
     measured = simulate(PROFILE, SETTINGS, rate=20, requests=500).model_copy(
         update={"p99_ms": p99_ms}
     )
     result = SimpleNamespace(measured=measured, prediction=prediction)
-    return {"job": job, "status": status, "result": result}
+    return JobView(id=job, kind="Verify", status=status, result=result)
 
 
 SETTINGS = BatchingSettings(max_batch_size=8, timeout_ms=0)
