@@ -19,6 +19,7 @@ from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import BadSetting
 from optistudio.studio.views.optimize import image_inputs
 
@@ -165,9 +166,9 @@ def show_operator_profiles(model_id: int) -> None:
     )
     if job is None:
         return
-    result: OperatorProfileJobResult = job["result"]
-    st.subheader(f"Profile job #{job['job']}")
-    st.caption(job["message"])
+    result: OperatorProfileJobResult = job.result
+    st.subheader(f"Profile job #{job.id}")
+    st.caption(job.message)
     show_profile(result.profile, title=result.profile.model)
     if result.variant is not None:
         show_profile(result.variant, title=f"Variant: {result.variant_name}")
@@ -178,7 +179,7 @@ def show_operator_profiles(model_id: int) -> None:
     show_breakdown(result, model_id)
 
 
-def _latest(kind: JobKind, model_id: int, empty: str) -> dict[str, Any] | None:
+def _latest(kind: JobKind, model_id: int, empty: str) -> JobView[Any] | None:
     """The newest job of `kind` for the model when it has a result; else the empty state, its
     progress or its failure is shown and None returned."""
     jobs = diag.diagnostic_jobs(state.session_factory(), kind=kind, model_id=model_id, limit=1)
@@ -188,13 +189,13 @@ def _latest(kind: JobKind, model_id: int, empty: str) -> dict[str, Any] | None:
     return jobs[0] if _finished(jobs[0]) else None
 
 
-def _finished(job: dict[str, Any]) -> bool:
+def _finished(job: JobView[Any]) -> bool:
     """Progress or the failure of the newest job; True when it has a result to show."""
-    if job["status"] in ("queued", "running"):
-        st.progress(min(max(job["progress"], 0.0), 1.0), text=progress_text(job))
+    if job.active:
+        st.progress(min(max(job.progress, 0.0), 1.0), text=progress_text(job))
         return False
-    if job["status"] != "succeeded" or not job["result"]:
-        show_error(job, prefix=f"Job #{job['job']} {job['status']}: ")
+    if not job.succeeded or not job.result:
+        show_error(job, prefix=f"Job #{job.id} {job.status}: ")
         return False
     return True
 
@@ -300,9 +301,9 @@ def show_soaks(model_id: int) -> None:
     )
     if job is None:
         return
-    result: SoakReport = job["result"]
+    result: SoakReport = job.result
     show = {"leak suspected": st.error, "stable": st.success}.get(result.verdict, st.info)
-    show(f"Job #{job['job']}: {result.sentence}")
+    show(f"Job #{job.id}: {result.sentence}")
     st.plotly_chart(diag.soak_figure(result), width="stretch", key="soak")
     st.caption(
         f"{result.inferences:,} inferences in {result.duration_s:.1f} s over shapes "

@@ -137,7 +137,7 @@ def test_submitting_a_profile_commits_the_job_then_sends_its_id(
 
     assert sent == [("optistudio.operator_profile", [job_id])]
     jobs = diag.diagnostic_jobs(db_factory, kind=JobKind.operator_profile, model_id=model_id)
-    assert [j["job"] for j in jobs] == [job_id] and jobs[0]["status"] == "queued"
+    assert [j.id for j in jobs] == [job_id] and jobs[0].status == "queued"
 
 
 def _layer_row(rank: int, **fields: Any) -> dict[str, Any]:
