@@ -19,11 +19,12 @@ from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.errors import InvalidSpec
 from optistudio.db.models import JobKind
 from optistudio.services.catalog import VIDEO_SUFFIXES, store_dataset
-from optistudio.services.jobkinds import VideoJobSpec
+from optistudio.services.jobkinds import VIDEO, VideoJobSpec
 from optistudio.services.jobresults import VideoJobResult
 from optistudio.services.settings import Settings
 from optistudio.studio.charts import stream_bars
 from optistudio.studio.compare_services import result_key
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import SendTask, recent_jobs, submit_job
 
 CLIP_TYPES = sorted(suffix.lstrip(".") for suffix in VIDEO_SUFFIXES)
@@ -85,9 +86,9 @@ def submit_video(
 
 def video_jobs(
     factory: sessionmaker[Session], *, model_id: int | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
+) -> list[JobView[VideoJobResult]]:
     """Recent video jobs (of the model when given), newest first, each with its typed result."""
-    return recent_jobs(factory, kind=JobKind.video, model_id=model_id, limit=limit)
+    return recent_jobs(factory, kind=VIDEO, model_id=model_id, limit=limit)
 
 
 def stream_rows(result: VideoJobResult) -> list[dict[str, Any]]:

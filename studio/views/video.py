@@ -15,6 +15,7 @@ from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
+from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import cancel_job
 
 DEFAULT_BACKEND = "onnxruntime"
@@ -130,26 +131,26 @@ def show_latest(model_id: int) -> None:
         )
         return
     job = jobs[0]
-    if job["status"] in ("queued", "running"):
+    if job.active:
         wait_for_job(job)
         return
-    if job["status"] != "succeeded" or job["result"] is None:
-        show_error(job, prefix=f"Video job #{job['job']} {job['status']}: ")
+    if not job.succeeded or job.result is None:
+        show_error(job, prefix=f"Video job #{job.id} {job.status}: ")
         return
-    show_result(job["job"], job["message"], job["result"])
+    show_result(job.id, job.message, job.result)
 
 
 @st.fragment(run_every="2s")
-def wait_for_job(job: dict[str, Any]) -> None:
-    jobs = video.video_jobs(state.session_factory(), model_id=job["model_id"], limit=5)
-    current = next((j for j in jobs if j["job"] == job["job"]), job)
-    if current["status"] not in ("queued", "running"):
+def wait_for_job(job: JobView[VideoJobResult]) -> None:
+    jobs = video.video_jobs(state.session_factory(), model_id=job.model_id, limit=5)
+    current = next((j for j in jobs if j.id == job.id), job)
+    if not current.active:
         st.rerun()
     st.progress(
-        min(max(current["progress"], 0.0), 1.0), text=progress_text(current, prefix="Video job")
+        min(max(current.progress, 0.0), 1.0), text=progress_text(current, prefix="Video job")
     )
-    if st.button("Cancel", key=f"cancel-video-{current['job']}"):
-        said = cancel_job(state.session_factory(), job_id=current["job"], revoke=state.revoke_task)
+    if st.button("Cancel", key=f"cancel-video-{current.id}"):
+        said = cancel_job(state.session_factory(), job_id=current.id, revoke=state.revoke_task)
         st.toast(said)
 
 

@@ -76,8 +76,8 @@ def test_submit_commits_a_video_job_and_sends_its_id(db_factory, app_settings, t
 
     assert sent == [("optistudio.video", [job_id])]
     (job,) = video.video_jobs(db_factory, model_id=model_id)
-    assert job["job"] == job_id and job["status"] == JobStatus.queued.value
-    assert job["result"] is None and JobKind.video.value == "video"
+    assert job.id == job_id and job.status == JobStatus.queued.value
+    assert job.result is None and JobKind.video.value == "video"
 
 
 def test_each_stream_has_a_row_and_a_bar(result: VideoJobResult) -> None:
