@@ -43,11 +43,13 @@ from optistudio.db.selection import (
 from optistudio.db.session import transaction
 from optistudio.db.shares import create_share, list_shares, open_share, revoke_share
 from optistudio.services.jobkinds import EXPORT, ExportJobSpec
+from optistudio.services.jobresults import ExportJobResult
 from optistudio.studio.compare_decoders import decoder_options, decoder_rows
 from optistudio.studio.compare_lineage import with_lineage
 from optistudio.studio.compare_variants import VARIANT_PATTERN, variant_options, variant_rows
 from optistudio.studio.formatting import readable_frame
-from optistudio.studio.jobs_services import SendTask, submit_job
+from optistudio.studio.job_view import JobView
+from optistudio.studio.jobs_services import SendTask, job_view, submit_job
 
 KEY_PATTERN = re.compile(r"(\d{1,12})\.([a-z0-9_]{1,32})\.(\d{1,6})\.(\d{1,4})")
 METRIC_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -419,20 +421,13 @@ def submit_export(factory: sessionmaker[Session], *, model_id: int, send: SendTa
     )
 
 
-def export_rows(factory: sessionmaker[Session], *, limit: int = 10) -> list[dict[str, Any]]:
-    """Finished export jobs, newest first, with the bundle's path when it is still there."""
+def export_rows(
+    factory: sessionmaker[Session], *, limit: int = 10
+) -> list[JobView[ExportJobResult]]:
+    """Finished export jobs, newest first, each with its result (the bundle's path and size;
+    None if it no longer reads)."""
     with transaction(factory) as s:
-        jobs = [
-            (job, EXPORT.read_result(job.result))
-            for job in finished_jobs(s, kind=JobKind.export, limit=limit)
-        ]
         return [
-            {
-                "job": job.id,
-                "model": job.model.name if job.model else "deleted model",
-                "message": job.message,
-                "bundle": result.bundle if result else None,
-                "size_bytes": result.size_bytes if result else 0,
-            }
-            for job, result in jobs
+            job_view(job, EXPORT.read_result(job.result))
+            for job in finished_jobs(s, kind=JobKind.export, limit=limit)
         ]

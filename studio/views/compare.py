@@ -289,18 +289,20 @@ def export_section(choices: list[dict[str, Any]]) -> None:
 
 @st.fragment(run_every="3s")
 def show_exports() -> None:
-    for row in export_rows(state.session_factory()):
-        bundle = Path(row["bundle"] or "")
+    for job in export_rows(state.session_factory()):
+        made = job.result
+        bundle = Path(made.bundle if made and made.bundle else "")
         cols = st.columns([5, 2])
-        cols[0].markdown(f"Export job #{row['job']} · {row['model']}: {row['message']}")
-        if row["bundle"] and bundle.is_file():
+        model = job.model or "deleted model"
+        cols[0].markdown(f"Export job #{job.id} · {model}: {job.message}")
+        if made and made.bundle and bundle.is_file():
             cols[1].download_button(
-                f"Download bundle #{row['job']} ({row['size_bytes'] / 1e6:.1f} MB)",
+                f"Download bundle #{job.id} ({made.size_bytes / 1e6:.1f} MB)",
                 data=bundle.read_bytes,  # read when clicked, once; the worker streamed it to disk
                 file_name=bundle.name,
                 mime="application/zip",
                 on_click="ignore",
-                key=f"bundle-{row['job']}",
+                key=f"bundle-{job.id}",
             )
         else:
             cols[1].caption("The bundle file is gone; build it again.")

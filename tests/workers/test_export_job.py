@@ -35,7 +35,7 @@ def test_export_job_writes_a_verified_bundle(  # type: ignore[no-untyped-def]
     assert bundle.parent == app_settings.artifact_dir / "jobs" / str(job_id)
     assert verify_bundle(bundle) == []
     assert "tensorrt" in result.skipped
-    assert export_rows(db_factory)[0]["bundle"] == str(bundle)
+    assert export_rows(db_factory)[0].result.bundle == str(bundle)
     with zipfile.ZipFile(bundle) as archive:
         served = json.loads(archive.read("pipeline.json"))
     # The server learns the shapes the model was measured at (tiny: [batch, 16] at batch 1).
