@@ -23,6 +23,7 @@ from optistudio.studio import (
     results_services,
     state,
 )
+from optistudio.studio.optimize_run import OptimizeRun
 
 TTL_S = 10
 """Seconds a cached read lives at most (its stamp moves sooner when jobs or models change)."""
@@ -49,7 +50,7 @@ def comparison_rows() -> list[dict[str, Any]]:
     return _comparison_rows(version())
 
 
-def optimization_runs(model_id: int, limit: int = 10) -> list[dict[str, Any]]:
+def optimization_runs(model_id: int, limit: int = 10) -> list[OptimizeRun]:
     return _optimization_runs(model_id, limit, version())
 
 
@@ -74,7 +75,7 @@ def _comparison_rows(stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False, max_entries=32)
-def _optimization_runs(model_id: int, limit: int, stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
+def _optimization_runs(model_id: int, limit: int, stamp: tuple[Any, ...]) -> list[OptimizeRun]:
     return optimize_services.optimization_runs(
         state.session_factory(), model_id=model_id, limit=limit
     )

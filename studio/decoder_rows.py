@@ -9,10 +9,13 @@ decoder (optistudio.core.llm.serving) reads as TTFT per prompt length and tokens
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from optistudio.core.llm.serving import DecoderBenchReport
 from optistudio.core.optimize.variant import VariantResult
+from optistudio.services.jobresults import BenchmarkJobResult
+from optistudio.studio.job_view import JobView
 
 MB = 1e6
 DECODER_NUMBERS = {
@@ -30,6 +33,18 @@ SHOWN_METRICS = ("perplexity", "perplexity_increase", "reference_perplexity")
 """Task metrics a decoder's row shows under its own headers (not again by their labels)."""
 RESULTS_COLUMNS = ("tokens/s", "TTFT (ms)", "perplexity increase", "size vs FP32")
 """The decoder figures the Results page's short variant table keeps."""
+
+
+@dataclass(frozen=True)
+class DecoderBench:
+    """A decoder's finished benchmark job as the pages show it: the job (with its result),
+    what it was measured on, and its table rows (`bench_rows`: TTFT per prompt length,
+    tokens/s per batch size; free-form, one column per figure)."""
+
+    job: JobView[BenchmarkJobResult]
+    measured_on: str
+    prefill: list[dict[str, Any]]
+    decode: list[dict[str, Any]]
 
 
 def is_decoder_run(variants: list[VariantResult]) -> bool:

@@ -49,7 +49,8 @@ from optistudio.studio.decoder_rows import (
     is_decoder_run,
 )
 from optistudio.studio.formatting import EMPTY, cell, readable_frame
-from optistudio.studio.jobs_services import SendTask, finished_of, submit_job
+from optistudio.studio.jobs_services import SendTask, finished_of, job_view, submit_job
+from optistudio.studio.optimize_run import OptimizeRun
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ def submit_optimization(
 
 def optimization_runs(
     factory: sessionmaker[Session], *, model_id: int | None = None, limit: int = 10
-) -> list[dict[str, Any]]:
+) -> list[OptimizeRun]:
     """Finished optimize jobs (of `model_id` when given), newest first: the original's name, the
     headline, one row per variant and the failed variants' errors (a job whose stored result no
     longer reads is left out, and logged). The message loses the headline it ends with, which
@@ -273,29 +274,27 @@ def optimization_runs(
         return [_run(job, result) for job, result in jobs if result is not None]
 
 
-def _run(job: Job, result: OptimizeJobResult) -> dict[str, Any]:
+def _run(job: Job, result: OptimizeJobResult) -> OptimizeRun:
     said = result.said()
     decoder = is_decoder_run(list(result.variants))
-    return {
-        "job": job.id,
-        "model": job.model.name if job.model else "",
-        "model_id": job.model_id,
-        "message": job.message.removesuffix(said).strip(),
-        "headline": said,
-        "data": result.data,
-        "variants": variant_rows(result),
-        "failures": variant_failures(result),
-        "not_applicable": not_applicable(result),
-        "notes": list(result.notes),
-        "not_your_data": not_your_data(result),
-        "inputs": "" if decoder else fed_inputs(job.spec or {}),  # a decode loop feeds it
-        "task": task_line(result),
-        "task_name": result.task,
-        "task_metrics": list(result.task_budget),
-        "task_reasons": task_reasons(result),
-        "drilldown": drilldown(result),
-        "decoder": decoder,
-    }
+    return OptimizeRun(
+        job=job_view(job, result),
+        message=job.message.removesuffix(said).strip(),
+        headline=said,
+        data=result.data,
+        variants=variant_rows(result),
+        failures=variant_failures(result),
+        not_applicable=not_applicable(result),
+        notes=list(result.notes),
+        not_your_data=not_your_data(result),
+        inputs="" if decoder else fed_inputs(job.spec or {}),  # a decode loop feeds it
+        task=task_line(result),
+        task_name=result.task,
+        task_metrics=list(result.task_budget),
+        task_reasons=task_reasons(result),
+        drilldown=drilldown(result),
+        decoder=decoder,
+    )
 
 
 def fed_inputs(spec: dict[str, Any]) -> str:

@@ -17,8 +17,8 @@ from optistudio.db.queries import finished_comparisons, job_results, results_row
 from optistudio.db.session import transaction
 from optistudio.services.jobkinds import BENCHMARK, COMPARE
 from optistudio.services.jobresults import BenchmarkJobResult, CompareJobResult
-from optistudio.studio.decoder_rows import MB, bench_rows
-from optistudio.studio.jobs_services import finished_of
+from optistudio.studio.decoder_rows import MB, DecoderBench, bench_rows
+from optistudio.studio.jobs_services import finished_of, job_view
 
 RESULT_KEYS = ["job_id", "model_id", "model_name", "backend", "batch_size", "threads"]
 
@@ -145,30 +145,28 @@ def verdict(row: pd.Series) -> str:
 
 def decoder_benchmarks(
     factory: sessionmaker[Session], *, model_id: int | None = None, limit: int = 10
-) -> list[dict[str, Any]]:
+) -> list[DecoderBench]:
     """Finished benchmarks of decoders (of `model_id` when given), newest first: what each was
     measured on, and its TTFT per prompt length and decoding per batch size as table rows."""
     with transaction(factory) as s:
         jobs = finished_of(s, kind=JobKind.benchmark, model_id=model_id, limit=limit)
         stored = [(job, BENCHMARK.read_result(job.result)) for job in jobs]
         return [
-            _decoder_bench(job, result.decoder)
+            _decoder_bench(job, result, result.decoder)
             for job, result in stored
             if result is not None and result.decoder is not None
         ]
 
 
-def _decoder_bench(job: Job, report: DecoderBenchReport) -> dict[str, Any]:
+def _decoder_bench(
+    job: Job, result: BenchmarkJobResult, report: DecoderBenchReport
+) -> DecoderBench:
     prefill, decode = bench_rows(report)
     threads = report.environment.get("threads") or "runtime default"
-    return {
-        "job": job.id,
-        "model": job.model.name if job.model else "",
-        "measured on": f"{report.backend}, {threads} threads, {report.size_bytes / MB:.2f} MB"
-        + (f", peak RSS {report.peak_rss_mb:.0f} MiB" if report.peak_rss_mb is not None else ""),
-        "prefill": prefill,
-        "decode": decode,
-    }
+    measured_on = f"{report.backend}, {threads} threads, {report.size_bytes / MB:.2f} MB" + (
+        f", peak RSS {report.peak_rss_mb:.0f} MiB" if report.peak_rss_mb is not None else ""
+    )
+    return DecoderBench(job_view(job, result), measured_on, prefill, decode)
 
 
 def comparison_rows(factory: sessionmaker[Session], *, limit: int = 50) -> list[dict[str, Any]]:

@@ -98,9 +98,9 @@ def newest_bench(model_id: int) -> None:
         st.caption("No decoding benchmark yet: run Benchmark below for TTFT and tokens/s.")
         return
     run = runs[0]
-    with st.expander(f"Newest decoding benchmark · job #{run['job']} · {run['measured on']}"):
+    with st.expander(f"Newest decoding benchmark · job #{run.job.id} · {run.measured_on}"):
         left, right = st.columns(2)
         left.markdown("**Time to first token (batch 1)**")
-        left.dataframe(run["prefill"], hide_index=True, width="stretch")
+        left.dataframe(run.prefill, hide_index=True, width="stretch")
         right.markdown("**Greedy decoding**")
-        right.dataframe(run["decode"], hide_index=True, width="stretch")
+        right.dataframe(run.decode, hide_index=True, width="stretch")

@@ -20,6 +20,7 @@ from optistudio.studio import cached, charts, pages, state, submitting
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.model_services import model_file
+from optistudio.studio.optimize_run import OptimizeRun
 from optistudio.studio.optimize_services import (
     OptimizeForm,
     TaskHint,
@@ -401,42 +402,42 @@ def show_runs(model_id: int, model_name: str) -> None:
         show_run(run)
 
 
-def show_run(run: dict[str, Any]) -> None:
-    st.subheader(f"Job #{run['job']} · {run['model']}")
-    fed = f"  Inputs: {run['inputs']}." if run["inputs"] else ""
-    st.markdown(f"**{run['headline']}**")
-    st.caption(f"{run['message']}  Data: {run['data']}.{fed}")
-    st.markdown(run["task"])
-    if run["task_reasons"]:
+def show_run(run: OptimizeRun) -> None:
+    st.subheader(f"Job #{run.id} · {run.model}")
+    fed = f"  Inputs: {run.inputs}." if run.inputs else ""
+    st.markdown(f"**{run.headline}**")
+    st.caption(f"{run.message}  Data: {run.data}.{fed}")
+    st.markdown(run.task)
+    if run.task_reasons:
         with st.expander("How the task was read"):
-            for reason in run["task_reasons"]:
+            for reason in run.task_reasons:
                 st.caption(reason)
-    if run["not_your_data"]:
-        st.warning(run["not_your_data"])
-    for note in run["notes"]:
+    if run.not_your_data:
+        st.warning(run.not_your_data)
+    for note in run.notes:
         st.caption(f"Note: {note}")
     st.dataframe(
-        variants_table(run["variants"], run["task_name"], run["task_metrics"]),
+        variants_table(run.variants, run.task_name, run.task_metrics),
         hide_index=True,
         width="stretch",
         column_config={"chosen": st.column_config.CheckboxColumn("best")},
     )
-    for label, error in run["failures"]:
+    for label, error in run.failures:
         show_error(error, prefix=f"{label} failed: ")
-    for line in run.get("not_applicable", []):
+    for line in run.not_applicable:
         st.info(line)
-    for part in run["drilldown"]:
+    for part in run.drilldown:
         with st.expander(f"Where {part['recipe']} and the original disagree most"):
             st.dataframe(readable_frame(part["rows"]), hide_index=True, width="stretch")
-    if run["decoder"]:
+    if run.decoder:
         st.caption(DECODER_CAPTION)
         return
-    if not charts.accuracy_points(run["variants"]):
+    if not charts.accuracy_points(run.variants):
         st.info(
             "No variant was made and timed, so there is no speedup/accuracy chart: each "
             "recipe's reason is above."
         )
         return
     st.plotly_chart(
-        charts.speed_vs_accuracy(run["variants"]), width="stretch", key=f"variants-{run['job']}"
+        charts.speed_vs_accuracy(run.variants), width="stretch", key=f"variants-{run.id}"
     )

@@ -64,16 +64,16 @@ def decoder_benchmarks(model_id: int | None) -> bool:
     there were any."""
     runs = decoder_benchmarks_of(state.session_factory(), model_id=model_id, limit=3)
     for run in runs:
-        st.subheader(f"Decoding · job #{run['job']} · {run['model']}")
+        st.subheader(f"Decoding · job #{run.job.id} · {run.job.model}")
         st.caption(
-            f"Measured on {run['measured on']}. Greedy decoding after a short prompt; TTFT is "
+            f"Measured on {run.measured_on}. Greedy decoding after a short prompt; TTFT is "
             "the median time from a prompt of that length to its first token, at batch 1."
         )
         left, right = st.columns(2)
         left.markdown("**Greedy decoding**")
-        left.dataframe(readable_frame(run["decode"]), hide_index=True, width="stretch")
+        left.dataframe(readable_frame(run.decode), hide_index=True, width="stretch")
         right.markdown("**Time to first token (batch 1)**")
-        right.dataframe(readable_frame(run["prefill"]), hide_index=True, width="stretch")
+        right.dataframe(readable_frame(run.prefill), hide_index=True, width="stretch")
     return bool(runs)
 
 
@@ -98,7 +98,7 @@ def variants_of(model_id: int) -> bool:
         return False
     latest = runs[0]
     st.subheader("Optimized variants")
-    st.caption(f"From optimize job #{latest['job']}. {latest['message']}")
+    st.caption(f"From optimize job #{latest.id}. {latest.message}")
     columns = [
         "recipe",
         "chosen",
@@ -111,7 +111,7 @@ def variants_of(model_id: int) -> bool:
         "within budget",
         "error",
     ]
-    table = variants_table(latest["variants"], latest["task_name"], latest["task_metrics"])
+    table = variants_table(latest.variants, latest.task_name, latest.task_metrics)
     st.dataframe(
         table[[c for c in columns if c in table]],
         hide_index=True,

@@ -202,5 +202,5 @@ def test_optimize_job_stores_variants_with_their_recipe(worker_stack, tmp_path: 
         recipes = sorted(m.recipe["name"] for m in variants)
     assert recipes == ["fusion", "graph"]
     [run] = optimization_runs(worker_stack.factory)
-    assert {row["recipe"] for row in run["variants"]} == {"Graph optimization", "Operator fusion"}
-    assert all(row["mean cosine"] > 0.999 for row in run["variants"])
+    assert {row["recipe"] for row in run.variants} == {"Graph optimization", "Operator fusion"}
+    assert all(row["mean cosine"] > 0.999 for row in run.variants)

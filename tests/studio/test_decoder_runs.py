@@ -43,15 +43,15 @@ def test_a_decoders_variants_read_by_decoding_perplexity_and_size(  # type: igno
     run(db_factory, JobKind.optimize, spec, model_id)
 
     [page] = optimization_runs(db_factory, model_id=model_id)
-    [row] = page["variants"]
-    assert page["decoder"] and row["outcome"] == "made", row["error"]
-    assert page["inputs"] == "" and page["not_your_data"] == ""  # fed by its decode loop, on ids
+    [row] = page.variants
+    assert page.decoder and row["outcome"] == "made", row["error"]
+    assert page.inputs == "" and page.not_your_data == ""  # fed by its decode loop, on ids
     assert row["tokens/s"] > 0 and row["FP32 tokens/s"] > 0
     assert row["TTFT (ms)"] > 0 and row["FP32 TTFT (ms)"] > 0
     assert row["perplexity"] > 0 and row["FP32 perplexity"] > 0
     assert row["perplexity increase"] is not None
     assert 0 < row["size vs FP32"] < 1  # INT8 weights are a quarter of FP32's bytes
-    table = variants_table(page["variants"], page["task_name"], page["task_metrics"])
+    table = variants_table(page.variants, page.task_name, page.task_metrics)
     assert {"tokens/s", "TTFT (ms)", "perplexity increase", "size vs FP32"} <= set(table)
     assert not {"mean cosine", "variant p50 (ms)", "top-1 drop"} & set(table)
     assert EMPTY not in set(table.iloc[0][["tokens/s", "perplexity", "size (MB)"]])
@@ -66,10 +66,10 @@ def test_a_decoder_judged_on_built_in_text_is_told_so_in_its_terms(  # type: ign
 
     [page] = optimization_runs(db_factory, model_id=model_id)
 
-    assert page["decoder"] and "built-in text" in page["data"]
-    assert "built-in text" in page["not_your_data"] and "perplexity" in page["not_your_data"]
-    assert "agreement with the original" not in page["not_your_data"]
-    assert page["inputs"] == ""
+    assert page.decoder and "built-in text" in page.data
+    assert "built-in text" in page.not_your_data and "perplexity" in page.not_your_data
+    assert "agreement with the original" not in page.not_your_data
+    assert page.inputs == ""
 
 
 def test_a_decoders_benchmark_reads_as_ttft_and_tokens_per_second(  # type: ignore[no-untyped-def]
@@ -79,8 +79,8 @@ def test_a_decoders_benchmark_reads_as_ttft_and_tokens_per_second(  # type: igno
     run(db_factory, JobKind.benchmark, BenchmarkSpec(threads=1, batch_sizes=[1, 2]), model_id)
 
     [bench] = decoder_benchmarks(db_factory, model_id=model_id)
-    assert [row["batch"] for row in bench["decode"]] == [1, 2]
-    assert all(row["tokens/s"] > 0 for row in bench["decode"])
-    assert [row["prompt tokens"] for row in bench["prefill"]] == [32, 128]  # context is 128
-    assert all(row["TTFT (ms)"] > 0 for row in bench["prefill"])
-    assert "onnxruntime, 1 threads" in bench["measured on"]
+    assert [row["batch"] for row in bench.decode] == [1, 2]
+    assert all(row["tokens/s"] > 0 for row in bench.decode)
+    assert [row["prompt tokens"] for row in bench.prefill] == [32, 128]  # context is 128
+    assert all(row["TTFT (ms)"] > 0 for row in bench.prefill)
+    assert "onnxruntime, 1 threads" in bench.measured_on

@@ -274,9 +274,9 @@ def test_a_models_runs_are_its_own(db_factory, app_settings, make_model) -> None
     mine = optimize.optimization_runs(db_factory, model_id=first.model_id)
     theirs = optimize.optimization_runs(db_factory, model_id=second.model_id, limit=1)
 
-    assert [run["model"] for run in mine] == ["first", "first"]
-    assert [run["job"] for run in mine] == [3, 1]  # newest first
-    assert [run["model"] for run in theirs] == ["second"]
+    assert [run.model for run in mine] == ["first", "first"]
+    assert [run.id for run in mine] == [3, 1]  # newest first
+    assert [run.model for run in theirs] == ["second"]
     assert len(optimize.optimization_runs(db_factory)) == 3
 
 

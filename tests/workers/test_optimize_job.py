@@ -57,7 +57,7 @@ def test_the_job_message_and_the_page_carry_the_runs_headline(db_factory, rms_no
     assert result.headline == headline(result.variants, result.chosen)
     assert job.message == f"Made 1 variant(s). {result.headline}"
     [run] = optimization_runs(db_factory)
-    assert (run["headline"], run["message"]) == (result.headline, "Made 1 variant(s).")
+    assert (run.headline, run.message) == (result.headline, "Made 1 variant(s).")
 
 
 @pytest.mark.usefixtures("simplify_fails")
