@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 from pydantic import ValidationError
 
-from optistudio.core.batching.fixed_batch import FIXED_BATCH_NOTE, fixed_at_one
+from optistudio.core.batching.freeing import BatchFreeing
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
@@ -23,6 +23,7 @@ from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfil
 from optistudio.core.batching.tuner import DEFAULT_MARGIN, capacity, recommend
 from optistudio.core.data.inputs import parse_shape_overrides
 from optistudio.core.errors import OptistudioError, describe_validation_error
+from optistudio.core.model.info import ModelInfo
 from optistudio.services.input_profiles import load_profile
 from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
 from optistudio.services.jobresults import BatchingVerifyJobResult
@@ -38,7 +39,7 @@ from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_view import JobView
-from optistudio.studio.model_services import model_choices, model_info
+from optistudio.studio.model_services import model_choices, model_file, model_info
 from optistudio.studio.views import batching_decoder
 from optistudio.studio.views.batching_common import (
     cached_band,
@@ -78,7 +79,8 @@ def render() -> None:
         return
     name, info = model_info(state.session_factory(), model_id=model_id)
     axes = load_profile(state.session_factory(), model_id).moved_axes(info.inputs)
-    problem = whatif.batching_problem(info, axes)
+    freeing = cached_freeing(chosen["sha256"], chosen["path"], info, axes)
+    problem = whatif.batching_problem(info, axes, freeing)  # the jobs' own rule
     if problem:
         st.warning(f"Dynamic batching does not apply to this model: {problem}")
         st.caption(
@@ -86,8 +88,8 @@ def render() -> None:
             "the model with a dynamic batch dimension, to batch requests."
         )
         return
-    if fixed_at_one(info, axes):
-        st.info(FIXED_BATCH_NOTE)
+    if note := whatif.batching_note(freeing):
+        st.info(note)
     latency_profile_form(model_id)
     found = show_latency_profile_job(model_id)
     if found is None:
@@ -111,6 +113,16 @@ def render() -> None:
         best_settings(profile, rate)
     with tabs[2]:
         export(name, info, settings, served, verify_jobs)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_freeing(
+    sha256: str, path: str, _info: ModelInfo, axes: dict[str, int | None] | None
+) -> BatchFreeing:
+    """What the batching jobs free in the stored model (its graph read once per digest and
+    batch axes; the card's dims when the file is not at hand here)."""
+    local = model_file(state.settings(), path=path, sha256=sha256)
+    return whatif.model_freeing(local, _info, axes)
 
 
 def pick_model(choices: list[dict[str, Any]]) -> int:
