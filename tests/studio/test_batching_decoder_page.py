@@ -11,13 +11,10 @@ import pytest
 from decoder_models import build_tiny_decoder
 
 from optistudio.core.batching.specs import LatencyProfileSpec
-from optistudio.db.models import JobKind, JobStatus
-from optistudio.db.queries import create_job, get_job
-from optistudio.db.session import transaction
+from optistudio.db.models import JobKind
 from optistudio.services.catalog import add_model_file
-from optistudio.workers.jobs import run_job
-from optistudio.workers.work import work_of
 from tests.studio.conftest import view_page
+from tests.workers.conftest import succeeded_job
 
 REQUEST_SLIDERS = {"Max batch size", "Timeout (ms)", "Eager threshold (0 = off)", "Instances"}
 
@@ -36,14 +33,7 @@ def decoder_id(db_factory, app_settings, tmp_path: Path) -> int:  # type: ignore
 
 def _profile(factory, model_id: int) -> None:  # type: ignore[no-untyped-def]
     spec = LatencyProfileSpec(max_batch_size=4, threads=1, min_seconds=0.05)
-    with transaction(factory) as s:
-        job_id = create_job(
-            s, kind=JobKind.latency_profile, spec=spec.model_dump(mode="json"), model_id=model_id
-        ).id
-    run_job(factory, job_id, worker="test", task_id="t", work=work_of(JobKind.latency_profile))
-    with transaction(factory) as s:
-        job = get_job(s, job_id=job_id)
-        assert job.status == JobStatus.succeeded, job.message
+    succeeded_job(factory, JobKind.latency_profile, model_id, spec)
 
 
 def test_a_profiled_decoder_shows_its_serving_prediction(db_factory, decoder_id: int) -> None:  # type: ignore[no-untyped-def]
