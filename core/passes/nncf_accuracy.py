@@ -21,13 +21,16 @@ so with max_drop = 0.25 NNCF stops exactly at the first candidate the judge pass
 model's metric is 1 whenever OpenVINO's FP32 itself is within budget), and among candidates
 that miss it still prefers the closer. The file kept is judged once more here, and a model
 NNCF cannot bring within budget in `max_iterations` reversions is not applicable, with the
-sentence of the budget it missed. The run then judges the IR again, as every variant.
+sentence of the budget it missed; so is one whose search passes `time_limit_s` (each ranking
+runs every group's reversion on the ranking batches, which takes minutes on a large model beside
+other work). The run then judges the IR again, as every variant.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -75,6 +78,12 @@ class NncfAccuracyConfig(NncfOpenVinoConfig):
         description="Judged batches each trial reversion runs on to rank the quantizers by how "
         "far their INT8 moves the outputs.",
     )
+    time_limit_s: float = Field(
+        900.0,
+        gt=0,
+        description="Seconds the search may take (ranking included); past them the recipe "
+        "says it cannot keep the task in INT8 in that time.",
+    )
 
 
 def run_int8_nncf_ov_ac(
@@ -88,7 +97,7 @@ def run_int8_nncf_ov_ac(
     converted, opset, warnings = openvino_model(ov, model, proto)
     ignored = openvino_types(config.ignored_types)
     samples = CalibrationSamples(source, proto, config.subset_size, context)
-    judged = JudgedRuns(judge, proto)
+    judged = JudgedRuns(judge, proto, deadline=time.monotonic() + config.time_limit_s)
     context.progress(0.0, "quantizing with NNCF, then reverting layers until the judge passes")
     with nncf_errors(), contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
         quantized = quantized_reshaping(
@@ -146,8 +155,11 @@ class JudgedRuns:
     """NNCF's validation on the run's judged batches: items are (batch number, feed); every
     candidate NNCF validates is run on them and judged by the run (module docstring)."""
 
-    def __init__(self, judge: VariantJudge, proto: onnx.ModelProto) -> None:
+    def __init__(
+        self, judge: VariantJudge, proto: onnx.ModelProto, deadline: float = float("inf")
+    ) -> None:
         self._judge = judge
+        self._deadline = deadline
         self._outputs = [value.name for value in proto.graph.output]
         self._dtypes = {
             value.name: onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
@@ -174,7 +186,9 @@ class JudgedRuns:
         """The metric on the items given (module docstring) and each one's cosine of the judged
         output (NNCF picks the items that moved most to rank layers on, and ranks each trial
         reversion by the metric on them). Only a validation on every batch is the run's
-        verdict and enters the history."""
+        verdict and enters the history. OutOfTime once the deadline has passed."""
+        if time.monotonic() > self._deadline:
+            raise OutOfTime(self.history)
         ran = {number: self.run(compiled, self.feed((number, batch))) for number, batch in items}
         verdict = self._judge.verdict(ran)
         if len(ran) == len(self._judge.batches()):
@@ -202,6 +216,19 @@ class JudgedRuns:
             "judged": len(self.history),
             "worst_cosines": [round(v.worst_cosine, 4) for v in self.history],
         }
+
+
+class OutOfTime(GraphNotApplicable):
+    """The search passed its time limit before the judge passed."""
+
+    def __init__(self, history: list[Verdict]) -> None:
+        best = max((v.worst_cosine for v in history[1:]), default=0.0)
+        super().__init__(
+            "INT8 that keeps the task could not be made on this model within the pass's time "
+            f"limit: NNCF's reversions were judged {max(len(history) - 2, 0)} times on every "
+            f"batch and none was within the run's budget (best worst-sample cosine {best:.4f}).",
+            hint="Keep the float variants, or raise time_limit_s in the pass settings.",
+        )
 
 
 def metric(verdict: Verdict) -> float:

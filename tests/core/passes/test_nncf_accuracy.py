@@ -119,3 +119,13 @@ def test_outside_an_optimization_run_it_says_it_needs_the_runs_judge(
     with pytest.raises(PassFailed, match="run's judge") as caught:
         _quantized(outlier_model, tmp_path, "int8_nncf_ov_ac", None)
     assert "int8_nncf_ov" in (caught.value.hint or "")
+
+
+def test_a_search_past_its_time_limit_is_not_applicable_and_says_so(
+    outlier_model: Path, tmp_path: Path
+) -> None:
+    judge = _judge(outlier_model)
+
+    with pytest.raises(GraphNotApplicable, match="within the pass's time limit") as caught:
+        _quantized(outlier_model, tmp_path, "int8_nncf_ov_ac", judge, time_limit_s=1e-6)
+    assert "time_limit_s" in (caught.value.hint or "")
