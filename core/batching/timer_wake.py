@@ -12,7 +12,11 @@ Measured on 2 shared cores (a 0.1-0.3 ms CNN, 2 ms timeout, 350-1,200 req/s): th
 `measure_timer_lateness` serves the model through the real Pipeline at a light Poisson rate
 with timeout TIMER_PROBE_MS, so most batches leave by the timer, and keeps, per batch that the
 timer cut (`timer_lateness_ms`), how long after its deadline it was cut. The simulator draws one
-of them for every deadline it waits on (`LatencyProfile.timer_late_ms`).
+of them for every deadline it waits on (`LatencyProfile.timer_late_ms`), whatever the timeout:
+the lateness is the thread's way back, taken as independent of how long it slept (measured at
+2 ms only). A thread woken by a request's notify instead (a batch that fills) is not late by
+this much: at load 18 a notify's wake-up read 0.05 / 0.21 ms at p50 / p99 against the timer's
+0.11 / 11.8 (docs/BENCHMARKS.md), so the simulator still cuts such a batch at once.
 """
 
 from __future__ import annotations
