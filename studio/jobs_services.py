@@ -209,8 +209,9 @@ def jobs_of(
     model loaded: filtered in the query, so a page reads only the rows it shows.
 
     (A query function that belongs with `optistudio.db.queries.finished_jobs`, which filters
-    by kind only; kept here until db grows its model filter.)"""
-    query = select(Job).options(joinedload(Job.model)).where(Job.kind == kind)
+    by kind only; kept here until db grows its model filter.) A row stored under a former name
+    of the kind (`JobKind.stored_names`) is one of its jobs."""
+    query = select(Job).options(joinedload(Job.model)).where(Job.kind.in_(kind.stored_names()))
     if model_id is not None:
         query = query.where(Job.model_id == model_id)
     if status is not None:

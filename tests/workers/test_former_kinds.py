@@ -1,6 +1,6 @@
 """Job kinds renamed without a migration: rows written under the former name (`profile`,
-`batching_profile`) read as today's kind, the queries for a kind find them, and a message
-queued under the former task name still runs the job."""
+`batching_profile`) read as today's kind, the queries for a kind (db's and the pages') find
+them, and a message queued under the former task name still runs the job."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from optistudio.db.models import FORMER_JOB_KINDS, JobKind, JobStatus
 from optistudio.db.queries import finished_jobs, newest_succeeded
 from optistudio.db.session import transaction
 from optistudio.services.jobkinds import JOB_KINDS, OPERATOR_PROFILE, OperatorProfileJobSpec
+from optistudio.studio.jobs_services import jobs_of
 from optistudio.workers import tasks
 from optistudio.workers.app import app
 from tests.workers.conftest import finished_job, queue_job, read_job
@@ -67,6 +68,8 @@ def test_a_row_stored_under_the_former_name_is_found_as_todays_kind(db_factory, 
         found = [(job.id, job.kind) for job in finished_jobs(s, kind=JobKind.operator_profile)]
         newest = newest_succeeded(s, kind=JobKind.operator_profile, model_id=cnn)
         assert newest is not None and newest.id == new.id
+        listed = [job.id for job in jobs_of(s, kind=JobKind.operator_profile, model_id=cnn)]
+        assert listed == [new.id, old.id]  # as the pages list a kind's jobs
 
     assert found == [(new.id, JobKind.operator_profile), (old.id, JobKind.operator_profile)]
     assert read_job(db_factory, old.id).kind is JobKind.operator_profile
