@@ -4,7 +4,8 @@ settings and migrated database (the `app_settings` and `db_factory` fixtures of 
 AppTest runs a script function's source alone, so a script imports what it uses inside its
 body, and its annotations may name builtins only. Import these helpers as
 `from tests.studio.conftest import ...`. A job a page sends is run as a worker runs it by
-tests/workers/conftest.py's helpers; `made_variant` reads the one variant an optimize job made.
+tests/workers/conftest.py's helpers; `one_click_variant` sends a card button's optimize job and
+reads the one variant it made.
 `upload` is a file as a page's uploader hands it over, `npz` the bytes of a .npz.
 """
 
@@ -86,9 +87,16 @@ def app_page(*, query: Mapping[str, str] | None = None, timeout: float = 60) -> 
     return at
 
 
-def made_variant(factory: Any, job_id: int) -> Model:
-    """The stored model of the one variant the optimize job `job_id` made, once a worker ran
-    it; the job must have succeeded and its variant been made (their messages if not)."""
+def one_click_variant(factory: Any, make: Callable[..., int], model_id: int) -> Model:
+    """The stored model of the one variant a card button's optimize job made: `make(factory,
+    model_id=, send=)` commits and sends the job (one optimize task with its id, checked), a
+    worker runs it, and it must have succeeded with its variant made, a child of `model_id`
+    (their messages if not)."""
+    sent: list[tuple[str, list[Any]]] = []
+    job_id = make(
+        factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
+    )
+    assert sent == [("optistudio.optimize", [job_id])]
     work_job(factory, job_id, work_of(JobKind.optimize))
     job = read_job(factory, job_id)
     assert job.status == JobStatus.succeeded, job.message
@@ -96,7 +104,7 @@ def made_variant(factory: Any, job_id: int) -> Model:
     assert variant.status == "made" and variant.model_id is not None, variant.error
     with transaction(factory) as s:
         stored = get_model(s, model_id=variant.model_id)
-        assert stored is not None
+        assert stored is not None and stored.parent_id == model_id
         s.expunge(stored)
         return stored
 

@@ -13,7 +13,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile
 from optistudio.studio.model_batch import make_dynamic
-from tests.studio.conftest import made_variant, studio_page
+from tests.studio.conftest import one_click_variant, studio_page
 
 
 def fixed_linear(path: Path) -> Path:
@@ -38,15 +38,9 @@ def test_the_button_sends_one_rewrite_whose_variant_has_a_free_batch(  # type: i
     model_id = add_model_file(
         db_factory, app_settings, fixed_linear(tmp_path / "fixed.onnx"), name="fixed"
     ).model_id
-    sent: list[tuple[str, list]] = []
 
-    job_id = make_dynamic(
-        db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
-    )
-    variant = made_variant(db_factory, job_id)
+    variant = one_click_variant(db_factory, make_dynamic, model_id)
 
-    assert sent == [("optistudio.optimize", [job_id])]
-    assert variant.parent_id == model_id
     freed = ModelInfo.model_validate(variant.info)
     assert not isinstance(freed.inputs[0].shape[0], int)  # the batch is free
     assert load_profile(db_factory, variant.id) == load_profile(db_factory, model_id)

@@ -8,7 +8,7 @@ from optistudio.services.catalog import add_model_file
 from optistudio.services.input_profiles import load_profile
 from optistudio.studio.model_free_dims import declared_sizes, make_free
 from tests.core.passes.free_dims_models import fully_convolutional
-from tests.studio.conftest import made_variant
+from tests.studio.conftest import one_click_variant
 
 
 def test_the_button_stores_a_variant_with_the_dims_free(  # type: ignore[no-untyped-def]
@@ -16,15 +16,9 @@ def test_the_button_stores_a_variant_with_the_dims_free(  # type: ignore[no-unty
 ) -> None:
     path = fully_convolutional(tmp_path / "fcn.onnx", batch=1)  # the optimize run feeds batch 1
     model_id = add_model_file(db_factory, app_settings, path, name="fcn").model_id
-    sent: list[tuple[str, list]] = []
 
-    job_id = make_free(
-        db_factory, model_id=model_id, send=lambda name, args: sent.append((name, args)) or "t"
-    )
-    variant = made_variant(db_factory, job_id)
+    variant = one_click_variant(db_factory, make_free, model_id)
 
-    assert sent == [("optistudio.optimize", [job_id])]
-    assert variant.parent_id == model_id
     freed = ModelInfo.model_validate(variant.info)
     assert freed.inputs[0].shape == ["batch", 3, "height", "width"]
     assert load_profile(db_factory, variant.id) == load_profile(db_factory, model_id)
