@@ -20,12 +20,11 @@ from optistudio.studio import (
     batching_verify,
     submitting,
 )
-from optistudio.studio.errors import show_error
 from optistudio.studio.job_view import JobView
 from optistudio.studio.views.batching_common import (
     cached_band,
     cached_predict,
-    wait_for_job,
+    newest_finished,
 )
 
 
@@ -117,17 +116,12 @@ def finished_verify_job(
 ) -> JobView[BatchingVerifyJobResult] | None:
     """The newest Verify job once it has succeeded; None after saying why not (none yet, a
     running one followed, a failed one's error)."""
-    if not jobs:
-        st.info("No verification yet: press **Verify** to measure these settings for real.")
-        return None
-    job = jobs[0]
-    if job.active:
-        wait_for_job(job, JobKind.batching_verify)
-        return None
-    if not job.succeeded or not job.result:
-        show_error(job, prefix=f"Verify job #{job.id} {job.status}: ")
-        return None
-    return job
+    return newest_finished(
+        jobs,
+        JobKind.batching_verify,
+        none_yet="No verification yet: press **Verify** to measure these settings for real.",
+        what="Verify",
+    )
 
 
 def stored_judgement(stored: VerifyPrediction) -> Judged:
