@@ -9,7 +9,7 @@ with the hint; they are shown as they always were.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import streamlit as st
 
@@ -20,7 +20,7 @@ Tone = Literal["error", "warning", "caption"]
 TONE_OF_STATUS: dict[str, Tone] = {"timed_out": "warning", "cancelled": "caption"}
 """How a finished job's status is drawn; any other status (failed) is an error box."""
 
-ErrorSource = ErrorInfo | OptistudioError | JobView[Any]
+ErrorSource: TypeAlias = ErrorInfo | OptistudioError | JobView[Any]
 """An error, its stored fields, or a job (its message, error hint and code, and status)."""
 
 
