@@ -19,7 +19,7 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
 ) -> None:
     profile_file = tmp_path / "profile.json"
     run = optistudio(
-        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "500",
+        "batching", "latency-profile", str(tiny_model), *SETTINGS, "--rate", "500",
         "--instance-counts", "1,2", "--out", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -87,7 +87,7 @@ def test_a_profile_without_a_rate_predicts_at_a_stated_share_of_its_ceiling(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     run = optistudio(
-        "batching", "profile", str(tiny_model), *SETTINGS, "--instance-counts", "1",
+        "batching", "latency-profile", str(tiny_model), *SETTINGS, "--instance-counts", "1",
         "--json", data_dir=tmp_path,
     )  # fmt: skip
 
@@ -99,7 +99,9 @@ def test_a_profile_without_a_rate_predicts_at_a_stated_share_of_its_ceiling(
 
 
 def test_simulate_without_a_rate_says_it_needs_one(tiny_model: Path, tmp_path: Path) -> None:
-    run = optistudio("batching", "simulate", str(tiny_model), *SETTINGS, "--json", data_dir=tmp_path)
+    run = optistudio(
+        "batching", "simulate", str(tiny_model), *SETTINGS, "--json", data_dir=tmp_path
+    )
 
     assert run.returncode == 2 and "--rate is needed" in run.stdout + run.stderr
 
@@ -114,7 +116,7 @@ def test_cli_margin_default_is_the_tuners() -> None:
 def test_verify_measures_the_real_pipeline(tiny_model: Path, tmp_path: Path) -> None:
     profile_file = tmp_path / "profile.json"
     optistudio(
-        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "300",
+        "batching", "latency-profile", str(tiny_model), *SETTINGS, "--rate", "300",
         "--out", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     run = optistudio(
@@ -141,7 +143,7 @@ def test_verify_recalibrates_the_profile_from_its_own_batches(
 ) -> None:
     profile_file, calibrated_file = tmp_path / "profile.json", tmp_path / "calibrated.json"
     optistudio(
-        "batching", "profile", str(tiny_model), *SETTINGS, "--rate", "200",
+        "batching", "latency-profile", str(tiny_model), *SETTINGS, "--rate", "200",
         "--out", str(profile_file), "--json", data_dir=tmp_path,
     )  # fmt: skip
     run = optistudio(
@@ -217,4 +219,4 @@ def test_a_broken_profile_file_is_refused_naming_what_is_wrong(
     assert run.returncode == 2
     error = json.loads(run.stdout)["error"]
     assert "serving_delays_load needs the light probe's rate and delays" in error["message"]
-    assert "batching profile MODEL --out" in error["hint"] and broken.exists()
+    assert "batching latency-profile MODEL --out" in error["hint"] and broken.exists()

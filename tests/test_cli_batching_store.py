@@ -40,10 +40,12 @@ def test_profile_recommend_and_verify_reach_the_export_newest_verified_first(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data"
-    unsaved = cli_json("profile", str(tiny_model), "--rate", "100", *SMALL, data=data)
+    unsaved = cli_json("latency-profile", str(tiny_model), "--rate", "100", *SMALL, data=data)
     assert unsaved["stored"] is None  # a file without --save stores nothing
 
-    profiled = cli_json("profile", str(tiny_model), "--save", "--rate", "100", *SMALL, data=data)
+    profiled = cli_json(
+        "latency-profile", str(tiny_model), "--save", "--rate", "100", *SMALL, data=data
+    )
     model_id = profiled["stored"]["model_id"]
     after_profile = served(data, model_id, monkeypatch)
     assert after_profile["source"] == "profiled"
@@ -85,6 +87,7 @@ def _name(z: zipfile.ZipFile) -> str:
 
 
 def test_an_unknown_model_id_is_refused_with_a_hint(tmp_path: Path) -> None:
+    # `profile`: the former name of latency-profile, still accepted (as scripts type it)
     done = optistudio("batching", "profile", "4242", "--json", data_dir=tmp_path / "d")
     assert done.returncode == 2
     assert "No model #4242 is stored." in done.stderr and "Traceback" not in done.stderr

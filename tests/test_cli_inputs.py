@@ -20,7 +20,7 @@ COMMANDS = [
     pytest.param(["operator-profile", "m.onnx"], id="operator-profile"),
     pytest.param(["soak", "m.onnx"], id="soak"),
     *(pytest.param(["batching", action, "m.onnx"], id=f"batching-{action}") for action in
-      ("profile", "simulate", "verify", "recommend")),
+      ("latency-profile", "simulate", "verify", "recommend")),
 ]  # fmt: skip
 FLAGS = ["--shape", "input=3,512", "--shape", "state=2,3,16", "--dim", "time=512"]
 AUDIO_FLAGS = ["--shape", "input=3,512", "--shape", "state=2,3,16", "--value", "sr=16000"]

@@ -27,6 +27,7 @@ COMMANDS = {
     "bench-all": ["bench", "{tiny}", "--backend", "all", *QUICK],
     "bench-vs": ["bench", "{tiny}", "--vs", "{tiny}", *QUICK],
     "operator-profile": ["operator-profile", "{tiny}", "--runs", "3"],
+    "profile": ["profile", "{tiny}", "--runs", "3"],  # the former name, still one document
     "soak": ["soak", "{tiny}", "--seconds", "1", "--batch", "1"],
     "backends": ["backends"],
     "recipes": ["recipes"],
@@ -49,7 +50,8 @@ COMMANDS = {
     "llm-serve-whatif": ["llm", "serve-whatif", "{decoder}", "--rate", "20", "--steps", "4"]
     + ["--new-tokens", "8", "--requests", "50"],
 }
-"""Besides these, the `ran` fixture runs `batching profile` and `optimize --save` (with NNCF)."""
+"""Besides these, the `ran` fixture runs `batching latency-profile` and `optimize --save` (with
+NNCF)."""
 
 
 def optistudio(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -82,7 +84,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                        save=True), data_dir=data,
     )  # fmt: skip
     profiled = optistudio(
-        "batching", "profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
+        "batching", "latency-profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
         str(tmp / "profile.json"), data_dir=data,
     )  # fmt: skip
     return {"tmp": tmp, "data": data, "tiny": tiny, "optimized": optimized, "profiled": profiled}
@@ -157,7 +159,7 @@ def test_the_list_covers_every_command_that_takes_json() -> None:
     batching_covered = {args[1] for args in COMMANDS.values() if args[0] == "batching"}
 
     assert with_json <= covered
-    assert set(ACTIONS) <= batching_covered | {"profile"}
+    assert set(ACTIONS) <= batching_covered | {"latency-profile"}
 
 
 def test_c_level_and_library_output_go_to_stderr_around_the_document() -> None:

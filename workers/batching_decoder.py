@@ -1,4 +1,4 @@
-"""The batching profile job on a decoder with a KV cache: what a decoding step costs per live
+"""The latency profile job on a decoder with a KV cache: what a decoding step costs per live
 batch size and what a prefill costs per prompt length (optistudio.core.llm.serving_whatif).
 
 A decoder is served by batching decode steps, not requests, so its latency per forward pass

@@ -25,7 +25,7 @@ from optistudio.core.batching.settings import BatchingSettings
 DEFAULT_SERVING = BatchingSettings(max_batch_size=8, preferred_batch_sizes=[4, 8], timeout_ms=2.0)
 DEFAULT_NOTE = (
     "default: no batching measurement yet (max batch 8, preferred 4 and 8, queue delay 2 ms, "
-    "1 instance); run `optistudio batching profile MODEL_ID` and `verify` for a setting "
+    "1 instance); run `optistudio batching latency-profile MODEL_ID` and `verify` for a setting "
     "measured on the serving machine"
 )
 

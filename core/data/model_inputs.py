@@ -1,7 +1,7 @@
 """How a job feeds its model, as one value: `ModelInputs`.
 
 Every spec that runs a model (benchmark, comparison, pipeline, soak, operator profile,
-optimize, the batching profile and verify, video) is a `ModelInputs`: it inherits the five
+optimize, the latency profile and verify, video) is a `ModelInputs`: it inherits the five
 fields below, declared here once, so a stored spec's JSON keeps them flat beside the spec's own
 fields, as it always had them, and specs stored before this class existed read back unchanged.
 What a field means is the same in every spec:

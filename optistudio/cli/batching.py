@@ -1,6 +1,7 @@
-"""`optistudio batching profile|simulate|verify|recommend MODEL.onnx`: the batching tuner.
+"""`optistudio batching latency-profile|simulate|verify|recommend MODEL.onnx`: the batching tuner.
 
-profile   times the model per batch size and the runtime's hand-back time per batch under load
+latency-profile
+          times the model per batch size and the runtime's hand-back time per batch under load
           (added to every simulated batch), then the sizes on 2, 4, ... instances at once
           (--instance-counts), and predicts the given setting (--instances) from it;
 simulate  predicts throughput and latency of a setting (from --profile FILE, or a fresh profile);
@@ -42,22 +43,35 @@ from optistudio.cli.batching_store import (
 from optistudio.cli.output import print_json
 from optistudio.core.errors import InvalidSpec, describe_validation_error, first_line
 
-ACTIONS = ("profile", "simulate", "verify", "recommend")
+ACTIONS = ("latency-profile", "simulate", "verify", "recommend")
+FORMER_ACTIONS = {"profile": "latency-profile"}
+"""A former action name -> today's: typed by people and scripts, still accepted."""
 DEFAULT_MARGIN_PERCENT = (
     10.0  # optistudio.core.batching.tuner.DEFAULT_MARGIN; not imported, to start fast
 )
 
 
+def todays_action(name: str) -> str:
+    """The action `name` stands for: itself, or today's name for a former one."""
+    return FORMER_ACTIONS.get(name, name)
+
+
 def add_batching_parser(commands: Any) -> None:
     """`batching ACTION MODEL` on the CLI's subcommands."""
     batching = commands.add_parser(
-        "batching", help="profile, simulate, verify and tune dynamic batching for a model"
+        "batching",
+        help="latency-profile, simulate, verify and tune dynamic batching for a model",
     )
-    batching.add_argument("action", choices=ACTIONS)
+    batching.add_argument(
+        "action",
+        choices=ACTIONS,
+        type=todays_action,
+        help="what to do ('profile': the former name of latency-profile, still accepted)",
+    )
     batching.add_argument(
         "model",
         type=Path,
-        help="path to an .onnx file, or a stored model's id (profile, recommend and verify then "
+        help="path to an .onnx file, or a stored model's id (latency-profile, recommend and verify then "
         "store their results)",
     )
     add_input_flags(batching, request=True)
@@ -92,7 +106,7 @@ def _add_serving_flags(batching: argparse.ArgumentParser) -> None:
     add(
         "--max-batch-size",
         type=int,
-        help="most requests in one batch; profile: the largest batch timed (default 8, as on "
+        help="most requests in one batch; latency-profile: the largest batch timed (default 8, as on "
         "the Batching page)",
     )
     add("--timeout-ms", type=float, default=2.0)
@@ -102,7 +116,7 @@ def _add_serving_flags(batching: argparse.ArgumentParser) -> None:
     add(
         "--instance-counts",
         type=parse_int_list,
-        help="profile: instance counts to time at once, e.g. 1,2 (default: 1, 2, 4, ... up to "
+        help="latency-profile: instance counts to time at once, e.g. 1,2 (default: 1, 2, 4, ... up to "
         "the cores)",
     )
     add("--max-queue", type=int, default=1024)
@@ -134,7 +148,7 @@ def _add_file_flags(batching: argparse.ArgumentParser) -> None:
     """Profiles read and written, the seed, storing, JSON output."""
     add = batching.add_argument
     add("--profile", type=Path, help="simulate/recommend/verify: a saved profile JSON")
-    add("--out", type=Path, help="profile: also write the profile JSON here")
+    add("--out", type=Path, help="latency-profile: also write the profile JSON here")
     add(
         "--recalibrate",
         type=Path,
@@ -162,7 +176,7 @@ def batching_settings(args: argparse.Namespace) -> Any:
 
 
 DEFAULT_RATE_SHARE = 0.7
-"""Where `batching profile` predicts without --rate: this share of the profile's ceiling."""
+"""Where `batching latency-profile` predicts without --rate: this share of the profile's ceiling."""
 
 
 def command_batching(args: argparse.Namespace) -> int:
@@ -174,7 +188,7 @@ def command_batching(args: argparse.Namespace) -> int:
     stored = stored_model(args)  # a model id: args.model becomes its file
     args.stored = stored if args.action != "simulate" else None
     payload = {
-        "profile": _profile_command,
+        "latency-profile": _profile_command,
         "simulate": _simulate_command,
         "verify": _verify_command,
         "recommend": _recommend_command,
@@ -205,7 +219,7 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
             )
             raise InvalidSpec(
                 f"Cannot read the profile {str(args.profile)!r}: {problem}",
-                hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
+                hint="Write one with `optistudio batching latency-profile MODEL --out profile.json`.",
             ) from None
     options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     inputs = input_options(args).model_inputs  # first: --free-dims sets args.model
@@ -380,7 +394,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
     if args.recalibrate is not None and args.profile is None:
         raise InvalidSpec(
             "--recalibrate refits a saved profile: give it with --profile.",
-            hint="Write one with `optistudio batching profile MODEL --out profile.json`.",
+            hint="Write one with `optistudio batching latency-profile MODEL --out profile.json`.",
         )
     from optistudio.db.models import JobKind
 

@@ -1,4 +1,4 @@
-"""`optistudio batching profile|recommend|verify` results stored as the studio stores them.
+"""`optistudio batching latency-profile|recommend|verify` results stored as the studio stores them.
 
 With `--save` (the file stored as a model first, as `bench --save` does), or always when MODEL
 is a stored model's id, each run is recorded as the studio's Batching page records it: a job

@@ -148,7 +148,9 @@ class LatencyProfileJobResult(BaseModel):
     @model_validator(mode="after")
     def _one_profile(self) -> LatencyProfileJobResult:
         if (self.profile is None) == (self.decode_profile is None):
-            raise ValueError("a batching profile holds a latency or a decode profile, one of them")
+            raise ValueError(
+                "a latency profile job holds a latency or a decode profile, one of them"
+            )
         if self.profile is not None and (self.ceiling is None or self.best_batch is None):
             raise ValueError("a latency profile comes with its ceiling and best batch")
         return self

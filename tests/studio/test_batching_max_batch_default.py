@@ -31,8 +31,8 @@ def test_the_spec_and_the_serving_cap_default_alike() -> None:
 
 def test_the_cli_profiles_up_to_the_spec_default_unless_told(capsys) -> None:  # type: ignore[no-untyped-def]
     parser = build_parser()
-    plain = parser.parse_args(["batching", "profile", "m.onnx"])
-    told = parser.parse_args(["batching", "profile", "m.onnx", "--max-batch-size", "4"])
+    plain = parser.parse_args(["batching", "latency-profile", "m.onnx"])
+    told = parser.parse_args(["batching", "latency-profile", "m.onnx", "--max-batch-size", "4"])
     with pytest.raises(SystemExit):
         parser.parse_args(["batching", "--help"])
 

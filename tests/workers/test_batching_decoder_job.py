@@ -1,4 +1,4 @@
-"""The batching profile job on a stored decoder times its decode steps and prefills (a
+"""The latency profile job on a stored decoder times its decode steps and prefills (a
 DecodeProfile), not one forward pass per batch size; a one-shot model's row is unchanged."""
 
 from __future__ import annotations

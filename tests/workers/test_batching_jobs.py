@@ -1,4 +1,4 @@
-"""The batching profile and verify jobs through run_job on a real SQLite database (no broker)."""
+"""The latency profile and verify jobs through run_job on a real SQLite database (no broker)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.workers.conftest import finished_job
 
 
 def _profiled(factory, model_id: int) -> Job:  # type: ignore[no-untyped-def]
-    """A finished batching profile job of the model, up to batch 4."""
+    """A finished latency profile job of the model, up to batch 4."""
     spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
     return finished_job(factory, JobKind.latency_profile, model_id, spec)
 
