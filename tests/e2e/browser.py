@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +41,18 @@ class Studio:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
+
+    @property
+    def data_dir(self) -> Path:
+        """Its OPTISTUDIO_DATA_DIR (database, models, logs), beside up.log."""
+        return self.log_path.parent / "data"
+
+
+def last_id(studio: Studio, table: str) -> int:
+    """The highest id in the studio's `table` ("models", "jobs"), 0 while it is empty: a test on
+    a shared studio names its own rows from there (its first model is last_id + 1)."""
+    with closing(sqlite3.connect(studio.data_dir / "optistudio.db")) as db:
+        return int(db.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0])
 
 
 def require_chromium() -> None:

@@ -1,4 +1,13 @@
-"""Fixtures of the browser tests: `studio` (a real `optistudio up` stack) and `page` (Chromium)."""
+"""Fixtures of the browser tests: `studio` (a real `optistudio up` stack) and `page` (Chromium).
+
+A stack takes 15-40 s of CPU to start (Redis, a Celery worker importing every backend, Streamlit),
+and far longer beside other suites. A test marked `shared_studio` runs on one stack per
+pytest(-xdist) worker, shared with the other tests so marked: it stores models of its own
+(`own_model`: unique SHA-256s) and counts its model and job ids from the database's state
+(`last_id`), so other tests' rows never change what it sees. A test that needs an empty studio
+(an empty state, "No jobs yet", every job on the Jobs page) or a studio of its own (an indirect
+parameter with other environment, Ctrl-C) is left unmarked and gets a fresh stack.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +16,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import onnx
 import pytest
 from browser import (
     CHROMIUM,
@@ -22,6 +32,10 @@ from browser import (
 
 from optistudio.cli.launcher import free_port
 
+SHARED_MARKER = (
+    "shared_studio: a browser test that runs on its pytest worker's shared `optistudio up` "
+    "stack: it stores models of its own and counts ids from the database (tests/e2e/conftest.py)"
+)
 PORT_TAKEN = "is not available"
 """What Streamlit prints when the port it was given was taken between free_port() and its bind
 (an outgoing connection's ephemeral port, another suite's stack): the start is tried again."""
@@ -30,15 +44,23 @@ STOP_S = 40
 """How long a studio may take to stop after its Ctrl-C."""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", SHARED_MARKER)
+
+
 @pytest.fixture
 def studio(
     tmp_path: Path,
     request: pytest.FixtureRequest,
     stopping_studios: list[Studio],
 ) -> Iterator[Studio]:
-    """Extra environment for `optistudio up` can come as an indirect parameter (a dict). At
-    the end it is told to stop (Ctrl-C), and the next test's studio starts while it does."""
+    """The worker's shared stack for a test marked `shared_studio`; otherwise a fresh one, with
+    extra environment for `optistudio up` from an indirect parameter (a dict). A fresh stack is
+    told to stop (Ctrl-C) at the end, and the next test's studio starts while it does."""
     require_chromium()
+    if request.node.get_closest_marker("shared_studio") and not hasattr(request, "param"):
+        yield _alive(request.getfixturevalue("shared_studio"))
+        return
     try:
         studio = _start_retrying(tmp_path, getattr(request, "param", {}))
     finally:
@@ -46,9 +68,63 @@ def studio(
     try:
         yield studio
     finally:
-        if studio.process.poll() is None:
-            studio.process.send_signal(signal.SIGINT)
-            stopping_studios.append(studio)
+        _stop(studio, stopping_studios)
+
+
+@pytest.fixture(scope="session")
+def shared_studio(
+    tmp_path_factory: pytest.TempPathFactory, stopping_studios: list[Studio]
+) -> Iterator[Studio]:
+    """One `optistudio up` per pytest(-xdist) worker for the tests marked `shared_studio`,
+    started by the first of them and stopped at the end of the session."""
+    studio = _start_retrying(tmp_path_factory.mktemp("shared-studio"), {})
+    try:
+        yield studio
+    finally:
+        _stop(studio, stopping_studios)
+
+
+@pytest.fixture
+def own_model(request: pytest.FixtureRequest) -> Callable[[Path], Path]:
+    """Stamps a model file with this test's id (the model's doc_string, which nothing reads):
+    the same graph under a SHA-256 of its own, so a shared studio stores it as a new model
+    instead of answering "already stored as model #N" for another test's copy."""
+
+    def stamp(path: Path) -> Path:
+        model = onnx.load(path)
+        model.doc_string = request.node.nodeid
+        onnx.save(model, path)
+        return path
+
+    return stamp
+
+
+@pytest.fixture
+def studio_settings(studio: Studio, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Settings on the studio's own data folder (shared or fresh), as `app_settings` gives a
+    fresh test's: for storing rows the studio then shows."""
+    from optistudio.services.settings import get_settings
+
+    monkeypatch.setenv("OPTISTUDIO_DATA_DIR", str(studio.data_dir))
+    monkeypatch.delenv("OPTISTUDIO_DATABASE_URL", raising=False)
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+def _alive(studio: Studio) -> Studio:
+    """The shared studio, or a failure with its log when it has exited (every later test on
+    it would otherwise fail on a page that does not load)."""
+    if studio.process.poll() is not None:
+        pytest.fail(f"the shared optistudio up exited ({studio.log_path}):\n{studio.log()}")
+    return studio
+
+
+def _stop(studio: Studio, stopping: list[Studio]) -> None:
+    """Ctrl-C to a studio still running; it is waited for later (`_wait_stopped`)."""
+    if studio.process.poll() is None:
+        studio.process.send_signal(signal.SIGINT)
+        stopping.append(studio)
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +213,7 @@ def chromium() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(studio: Studio, chromium: object) -> Iterator[object]:
+def page(chromium: object) -> Iterator[object]:
     from playwright.sync_api import expect
 
     # An assertion's own wait (5 s by default) is shorter than a studio page's first run when

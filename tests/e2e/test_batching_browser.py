@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, last_id, shot
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 
 def metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
@@ -19,12 +19,13 @@ def metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_profile_then_a_slider_changes_the_prediction(
-    studio: Studio, page, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    bench_save(tiny_model, tmp_path / "data")
-    page.goto(f"{studio.url}/batching")
+    model = last_id(studio, "models") + 1
+    bench_save(own_model(tiny_model), studio.data_dir)
+    page.goto(f"{studio.url}/batching?model={model}")
     expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
     page.get_by_role("button", name="Profile").click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)

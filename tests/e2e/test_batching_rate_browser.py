@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, last_id, shot
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 RATE = "Arrival rate (req/s)"
 STEPS = 3
 
@@ -22,12 +22,13 @@ def url_rate(url: str) -> float | None:
 
 
 def test_verify_keeps_the_arrival_rate_the_user_set(
-    studio: Studio, page, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    bench_save(tiny_model, tmp_path / "data")
-    page.goto(f"{studio.url}/batching")
+    model = last_id(studio, "models") + 1
+    bench_save(own_model(tiny_model), studio.data_dir)
+    page.goto(f"{studio.url}/batching?model={model}")
     page.get_by_role("button", name="Profile").click(timeout=2 * UI_TIMEOUT_MS)
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     rate = page.get_by_role("slider", name=RATE)

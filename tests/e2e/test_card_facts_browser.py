@@ -16,7 +16,7 @@ from diagnostic_models import build_cnn, quantize_cnn
 from onnx import TensorProto, helper, numpy_helper
 from seed_models import add_models
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 QUANTIZED = "This file is already quantized (QDQ): it holds quantization ops as uploaded"
 CONSTANT = "No input reaches the model's outputs (y): they are computed from weights"
@@ -81,14 +81,16 @@ def card_metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_each_card_says_what_its_file_is(
-    studio: Studio, page, app_settings, tmp_path: Path
+    studio: Studio, page, studio_settings, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
     qdq = quantize_cnn(build_cnn(tmp_path / "cnn.onnx"), tmp_path / "qdq.onnx", mode="static")
     files = [qdq, constant_model(tmp_path / "constant.onnx")]
     files.append(generated_weights_model(tmp_path / "generated.onnx"))
-    ids = dict(zip(("qdq", "constant", "generated"), add_models(app_settings, files), strict=True))
+    ids = dict(
+        zip(("qdq", "constant", "generated"), add_models(studio_settings, files), strict=True)
+    )
 
     open_card(page, studio, ids["qdq"], "qdq")
     expect(page.get_by_text(QUANTIZED)).to_be_visible()

@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, last_id, shot
 from widgets import download, pick, share_link
 
 from optistudio.core.machine.precisions import native_float
 from tests.conftest import every_core_busy
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 
 def stored_results(data_dir: Path) -> list[dict[str, object]]:
@@ -37,22 +37,24 @@ def open_shared(page, link: str):  # type: ignore[no-untyped-def]
 
 
 def test_a_bf16_run_is_labelled_bf16_on_compare_and_its_share_page(
-    studio: Studio, page, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
     bf16 = native_float("bf16")
     if not bf16.native:
         pytest.skip(f"OpenVINO computes no BF16 on this CPU ({bf16.reason})")
-    bench_save(tiny_model, tmp_path / "data", "--backend", "openvino", "--precision", "bf16")
-    bench_save(tiny_model, tmp_path / "data", "--batch", "1")  # ONNX Runtime FP32 beside it
+    job = last_id(studio, "jobs") + 1
+    tiny = own_model(tiny_model)
+    bench_save(tiny, studio.data_dir, "--backend", "openvino", "--precision", "bf16")
+    bench_save(tiny, studio.data_dir, "--batch", "1")  # ONNX Runtime FP32 beside it
 
     page.goto(f"{studio.url}/compare")
-    pick(page, "#1 tiny [bf16] · openvino · batch 1 ·")
-    pick(page, "#2 tiny [fp32] · onnxruntime · batch 1 ·")
+    pick(page, f"#{job} tiny [bf16] · openvino · batch 1 ·")
+    pick(page, f"#{job + 1} tiny [fp32] · onnxruntime · batch 1 ·")
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     spread = page.locator(".js-plotly-plot").nth(2)  # the latency spread: a row per result
-    expect(spread).to_contain_text("#1 tiny · original [bf16] · openvino")
+    expect(spread).to_contain_text(f"#{job} tiny · original [bf16] · openvino")
     expect(spread).not_to_contain_text("[fp32] · openvino")
     shot(page, "compare-bf16")
 
@@ -60,27 +62,31 @@ def test_a_bf16_run_is_labelled_bf16_on_compare_and_its_share_page(
     expect(shared.get_by_text("Read-only snapshot")).to_be_visible()
     expect(shared.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text(
-        "#1 tiny · original [bf16] · openvino"
+        f"#{job} tiny · original [bf16] · openvino"
     )
     report = download(shared, "Download report (HTML)", tmp_path).read_text()
-    assert "#1 tiny · original [bf16] · openvino" in report and "[fp32] · openvino" not in report
+    assert f"#{job} tiny · original [bf16] · openvino" in report
+    assert "[fp32] · openvino" not in report
     shot(shared, "shared-bf16")
 
 
 def test_a_contended_run_keeps_its_flag_on_the_share_page(
-    studio: Studio, page, tiny_model: Path, make_model, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path, make_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    bench_save(tiny_model, tmp_path / "data", "--batch", "1")
+    quiet = last_id(studio, "jobs") + 1
+    busy = quiet + 1
+    bench_save(own_model(tiny_model), studio.data_dir, "--batch", "1")
     with every_core_busy():
-        bench_save(make_model("wide.onnx", features=64), tmp_path / "data", "--batch", "1")
-    contended = {r["job_id"]: r["metrics"]["contended"] for r in stored_results(tmp_path / "data")}  # type: ignore[index]
-    assert contended[2] == 1.0, f"the busy cores were not seen: {contended}"
+        wide = own_model(make_model("wide.onnx", features=64))
+        bench_save(wide, studio.data_dir, "--batch", "1")
+    contended = {r["job_id"]: r["metrics"]["contended"] for r in stored_results(studio.data_dir)}  # type: ignore[index]
+    assert contended[busy] == 1.0, f"the busy cores were not seen: {contended}"
 
     page.goto(f"{studio.url}/compare")
-    pick(page, "#1 tiny [fp32] · onnxruntime · batch 1 ·")
-    pick(page, "#2 wide [fp32] · onnxruntime · batch 1 ·")
+    pick(page, f"#{quiet} tiny [fp32] · onnxruntime · batch 1 ·")
+    pick(page, f"#{busy} wide [fp32] · onnxruntime · batch 1 ·")
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     shared = open_shared(page, share_link(page))
 
@@ -88,12 +94,14 @@ def test_a_contended_run_keeps_its_flag_on_the_share_page(
     expect(warning).to_be_visible()
     expect(warning).to_contain_text(
         re.compile(
-            r"#2 wide · original \[fp32\] · onnxruntime · batch 1 · "
+            rf"#{busy} wide · original \[fp32\] · onnxruntime · batch 1 · "
             r"(default threads|\d+ threads?) · CONTENDED"
         )
     )
-    if contended[1] == 0.0:  # the quiet run is not flagged CONTENDED (another suite may have
+    if contended[quiet] == 0.0:  # the quiet run is not flagged CONTENDED (another suite may have
         # been busy); UNSTABLE is the latency's own settling, which any machine may show
-        expect(warning).not_to_contain_text(re.compile(r"#1 tiny[^\n]*CONTENDED"))
-    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text("#2 wide · original [fp32]")
+        expect(warning).not_to_contain_text(re.compile(rf"#{quiet} tiny[^\n]*CONTENDED"))
+    expect(shared.locator(".js-plotly-plot").nth(2)).to_contain_text(
+        f"#{busy} wide · original [fp32]"
+    )
     shot(shared, "shared-contended")

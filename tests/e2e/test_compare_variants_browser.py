@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot
 from widgets import download, pick
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 RECIPES = {"graph": "Graph optimization", "int8_dynamic": "INT8 dynamic"}
 
 
@@ -34,23 +34,26 @@ def optimize_save(model: Path, data_dir: Path, out: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def stored_jobs(data_dir: Path) -> dict[int, dict[str, object]]:
-    """Each job's kind and result, read from the stack's database."""
+def stored_jobs(data_dir: Path, *, after: int = 0) -> dict[int, dict[str, object]]:
+    """Each job's kind and result, read from the stack's database: the jobs numbered above
+    `after` (a shared studio's jobs of other tests are at or below it)."""
     from optistudio.db.queries import list_jobs
     from optistudio.db.session import make_session_factory, transaction
 
     factory = make_session_factory(f"sqlite:///{data_dir / 'optistudio.db'}")
     with transaction(factory) as s:
-        return {j.id: {"kind": j.kind.value, "result": j.result} for j in list_jobs(s)}
+        jobs = list_jobs(s)
+        return {j.id: {"kind": j.kind.value, "result": j.result} for j in jobs if j.id > after}
 
 
 def test_optimize_variants_are_compared_as_their_run_timed_them(
-    studio: Studio, page, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    optimize_save(tiny_model, tmp_path / "data", tmp_path / "variants")
-    (job_id, job), *others = stored_jobs(tmp_path / "data").items()
+    before = last_id(studio, "jobs")
+    optimize_save(own_model(tiny_model), studio.data_dir, tmp_path / "variants")
+    (job_id, job), *others = stored_jobs(studio.data_dir, after=before).items()
     assert job["kind"] == "optimize" and others == []
     timed = {v["recipe"]["name"]: v for v in job["result"]["variants"]}  # type: ignore[index]
 
@@ -86,5 +89,5 @@ def test_optimize_variants_are_compared_as_their_run_timed_them(
         assert f"optimize job #{job_id}" in row["accuracy_note"]
     original = rows[f"v{job_id}.o"]["metrics"]
     assert original["p50_ms"] == timed["graph"]["original_p50_ms"]
-    assert list(stored_jobs(tmp_path / "data")) == [job_id]  # nothing was benchmarked again
+    assert list(stored_jobs(studio.data_dir, after=before)) == [job_id]  # nothing benchmarked again
     assert "Traceback" not in page.content()

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
 from optimize_models import det_model
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 JOB_TIMEOUT_MS = 150_000
 
 
@@ -28,20 +28,21 @@ def pick_recipes(page, labels: list[str]) -> None:  # type: ignore[no-untyped-de
 
 
 def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # type: ignore[no-untyped-def]
-    studio: Studio, page, tmp_path: Path
+    studio: Studio, page, own_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
+    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
     page.goto(studio.url)
-    upload(page, det_model(tmp_path / "det.onnx"))  # ONNX Runtime runs Det, OpenVINO cannot
-    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    upload(page, own_model(det_model(tmp_path / "det.onnx")))  # ORT runs Det, OpenVINO cannot
+    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
 
-    page.goto(f"{studio.url}/optimize?model=1")
+    page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
     pick_recipes(page, ["Graph optimization", "INT8 NNCF (for OpenVINO)"])
     page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")
     page.get_by_role("button", name="Optimize", exact=True).click()
-    expect(page.get_by_text(re.compile(r"Optimize job #1 submitted"))).to_be_visible()
+    expect(page.get_by_text(re.compile(rf"Optimize job #{job} submitted"))).to_be_visible()
 
     # OpenVINO has no Det: its variant is not applicable there (a sentence), not a failure
     made = page.get_by_text(re.compile(r"Made 1 variant\(s\), 1 not applicable\."))
@@ -59,15 +60,16 @@ def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # ty
 
 
 def test_a_run_that_made_no_variant_shows_an_empty_state_not_empty_axes(  # type: ignore[no-untyped-def]
-    studio: Studio, page, tmp_path: Path
+    studio: Studio, page, own_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
+    model = last_id(studio, "models") + 1
     page.goto(studio.url)
-    upload(page, det_model(tmp_path / "det.onnx"))  # OpenVINO cannot load Det: nothing is made
-    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    upload(page, own_model(det_model(tmp_path / "det.onnx")))  # OpenVINO cannot load Det
+    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
 
-    page.goto(f"{studio.url}/optimize?model=1")
+    page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
     pick_recipes(page, ["INT8 NNCF (for OpenVINO)"])
     page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")

@@ -11,29 +11,30 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot
 from test_compare_variants_browser import RECIPES, optimize_save, stored_jobs
 from widgets import download, idle, pick
 
 from tests.conftest import image_classifier
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 BUILTIN = "built-in samples, not your data"
 
 
 def test_built_in_samples_are_named_on_the_optimize_page_and_in_the_exports(
-    studio: Studio, page, tmp_path: Path
+    studio: Studio, page, own_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    model = image_classifier(tmp_path / "classifier.onnx")
-    optimize_save(model, tmp_path / "data", tmp_path / "variants")
-    (job_id, job), *_ = stored_jobs(tmp_path / "data").items()
+    model_id, before = last_id(studio, "models") + 1, last_id(studio, "jobs")
+    model = own_model(image_classifier(tmp_path / "classifier.onnx"))
+    optimize_save(model, studio.data_dir, tmp_path / "variants")
+    (job_id, job), *_ = stored_jobs(studio.data_dir, after=before).items()
     judged_on = {v["accuracy"]["data"] for v in job["result"]["variants"]}  # type: ignore[index]
     assert judged_on == {"builtin"}, judged_on  # no data was given; the photographs fit
 
-    page.goto(f"{studio.url}/optimize?model=1")
+    page.goto(f"{studio.url}/optimize?model={model_id}")
     heading = page.get_by_role("heading", name=re.compile(rf"Job #{job_id} · classifier"))
     expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)
     warning = page.locator("[data-testid='stAlert']").filter(

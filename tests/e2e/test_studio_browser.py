@@ -116,6 +116,7 @@ def test_ctrl_c_stops_every_process_and_frees_the_port(studio: Studio) -> None:
         pass
 
 
+@pytest.mark.shared_studio
 def test_hardware_page_lists_the_live_worker_and_what_it_offers(studio: Studio, page) -> None:
     from playwright.sync_api import expect
 

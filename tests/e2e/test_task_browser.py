@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
 from optimize_models import near_tie_classifier
 from test_optimize_browser import JOB_TIMEOUT_MS, pick_recipes
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 
 def choose(page, box: str, option: str) -> None:  # type: ignore[no-untyped-def]
@@ -31,22 +31,23 @@ def choose(page, box: str, option: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_task_budget_judges_and_the_drilldown_shows_the_flipped_samples(  # type: ignore[no-untyped-def]
-    studio: Studio, page, tmp_path: Path
+    studio: Studio, page, own_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
+    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
     page.goto(studio.url)
-    upload(page, near_tie_classifier(tmp_path / "near_tie.onnx"))
-    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    upload(page, own_model(near_tie_classifier(tmp_path / "near_tie.onnx")))
+    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
 
-    page.goto(f"{studio.url}/optimize?model=1")
+    page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
     pick_recipes(page, ["INT8 dynamic"])
     choose(page, "Task", "Classification")
     page.get_by_role("textbox", name="Budget in the task's terms").fill("top1_disagreement=0.02")
     page.get_by_role("spinbutton", name="Timing seconds per variant").fill("0.2")
     page.get_by_role("button", name="Optimize", exact=True).click()
-    expect(page.get_by_text(re.compile(r"Optimize job #1 submitted"))).to_be_visible()
+    expect(page.get_by_text(re.compile(rf"Optimize job #{job} submitted"))).to_be_visible()
 
     task = page.get_by_text(re.compile(r"Judged as classification: set by the user"))
     expect(task).to_be_visible(timeout=JOB_TIMEOUT_MS)

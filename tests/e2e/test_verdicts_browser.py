@@ -11,25 +11,26 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+from browser import UI_TIMEOUT_MS, Studio, bench_save, last_id, shot
 from test_compare_variants_browser import RECIPES, optimize_save, stored_jobs
 from widgets import download, pick
 
 from optistudio.core.report.snapshot import NOT_MEASURED
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 
 def test_compare_shows_dashes_with_reasons_and_names_the_samples(
-    studio: Studio, page, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, own_model, tiny_model: Path, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    optimize_save(tiny_model, tmp_path / "data", tmp_path / "variants")
-    (job_id, job), *_ = stored_jobs(tmp_path / "data").items()
+    tiny, before = own_model(tiny_model), last_id(studio, "jobs")
+    optimize_save(tiny, studio.data_dir, tmp_path / "variants")
+    (job_id, job), *_ = stored_jobs(studio.data_dir, after=before).items()
     judged_on = {v["accuracy"]["data"] for v in job["result"]["variants"]}  # type: ignore[index]
     assert "user" not in judged_on  # no data was given
-    bench_save(tiny_model, tmp_path / "data", "--batch", "1")  # percentiles beside the run's p50
+    bench_save(tiny, studio.data_dir, "--batch", "1")  # percentiles beside the run's p50
 
     page.goto(f"{studio.url}/compare")
     heading = page.get_by_role("heading", name="Stored results side by side")

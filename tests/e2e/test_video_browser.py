@@ -9,23 +9,24 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
 from diagnostic_models import build_cnn
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 JOB_TIMEOUT_MS = 150_000
 
 
 def test_two_streams_play_as_a_job_and_each_has_its_row(  # type: ignore[no-untyped-def]
-    studio: Studio, page, tmp_path: Path
+    studio: Studio, page, own_model, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
+    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
     page.goto(studio.url)
-    upload(page, build_cnn(tmp_path / "cnn.onnx"))
-    expect(page.get_by_text("Stored as model #1.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    upload(page, own_model(build_cnn(tmp_path / "cnn.onnx")))
+    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
 
-    page.goto(f"{studio.url}/video?model=1")
+    page.goto(f"{studio.url}/video?model={model}")
     expect(page.get_by_role("heading", name="Video")).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(page.get_by_text(re.compile("No video run of this model yet"))).to_be_visible(
         timeout=UI_TIMEOUT_MS
@@ -33,7 +34,7 @@ def test_two_streams_play_as_a_job_and_each_has_its_row(  # type: ignore[no-unty
     expect(page.get_by_role("slider", name="Streams")).to_have_value("2", timeout=UI_TIMEOUT_MS)
     page.get_by_role("spinbutton", name="Seconds").fill("2")
     page.get_by_role("button", name="Run", exact=True).click()
-    expect(page.get_by_text(re.compile(r"Video job #1 submitted"))).to_be_visible(
+    expect(page.get_by_text(re.compile(rf"Video job #{job} submitted"))).to_be_visible(
         timeout=UI_TIMEOUT_MS
     )
 

@@ -16,7 +16,7 @@ from seed_models import add_models
 
 from optistudio.core.batching.simulate import VERIFY_SECONDS
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 NUMBER = r"(\d+(?:\.\d+)?(?:e[+-]\d+)?)"
 """A figure as the page writes it (three significant digits, .3g's e-notation past 999)."""
@@ -94,12 +94,12 @@ def speed_note_points_the_way_it_went(page) -> None:  # type: ignore[no-untyped-
 
 
 def test_verify_is_judged_against_the_band_the_slider_showed(
-    studio: Studio, page, app_settings, tiny_model: Path
+    studio: Studio, page, studio_settings, own_model, tiny_model: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    add_models(app_settings, [tiny_model])
-    page.goto(f"{studio.url}/batching")
+    (model,) = add_models(studio_settings, [own_model(tiny_model)])
+    page.goto(f"{studio.url}/batching?model={model}")
     expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
     page.get_by_role("button", name="Profile").click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
