@@ -18,7 +18,7 @@ from optistudio.studio import (
 )
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_status import progress_text
-from optistudio.studio.job_view import JobView
+from optistudio.studio.job_view import JobView, ResultT
 
 
 @st.fragment(run_every="2s")
@@ -77,14 +77,23 @@ def newest_latency_profile_job(
     jobs = jobs_services.recent_jobs(
         state.session_factory(), kind=JobKind.latency_profile, model_id=model_id
     )
+    return newest_finished(jobs, JobKind.latency_profile, none_yet=none_yet, what="Profile")
+
+
+def newest_finished(
+    jobs: list[JobView[ResultT]], kind: JobKind, *, none_yet: str, what: str
+) -> JobView[ResultT] | None:
+    """The newest of `jobs` (of `kind`, newest first) once it has succeeded with its result;
+    None after saying why not: `none_yet` when there is none, a running one followed, a
+    failed one's error ("`what` job #N failed: ...")."""
     if not jobs:
         st.info(none_yet)
         return None
     job = jobs[0]
     if job.active:
-        wait_for_job(job, JobKind.latency_profile)
+        wait_for_job(job, kind)
         return None
     if not job.succeeded or not job.result:
-        show_error(job, prefix=f"Profile job #{job.id} {job.status}: ")
+        show_error(job, prefix=f"{what} job #{job.id} {job.status}: ")
         return None
     return job
