@@ -51,6 +51,8 @@ test-stress: install
 
 # The browser and fault suites also run on two workers: they mostly wait on the studios, workers,
 # Redis and databases they start (on 2 cores 397-484 s instead of 581 s, and 234 s instead of 354 s).
+# The browser tests marked shared_studio (16 of 28) share one `optistudio up` per worker instead
+# of starting one each (tests/e2e/conftest.py, docs/DEVELOPMENT.md).
 test-browser: install
 	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m e2e
 
