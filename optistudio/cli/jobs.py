@@ -32,7 +32,7 @@ def command_jobs(args: argparse.Namespace) -> int:
     from optistudio.db.session import make_session_factory, transaction
     from optistudio.services.migrate import upgrade
     from optistudio.services.settings import get_settings
-    from optistudio.studio.jobs_services import queue_state
+    from optistudio.studio.jobs_services import job_view, queue_state
 
     settings = get_settings()
     upgrade(settings.database_url, lock_dir=settings.data_dir)
@@ -41,9 +41,9 @@ def command_jobs(args: argparse.Namespace) -> int:
     with transaction(factory) as s:
         release_orphaned_jobs(s, max_age_s=stale_after_s)
         workers = [w.hostname for w in live_workers(s, max_age_s=stale_after_s)]
-        listed = list_jobs(s, limit=args.limit)
+        listed = [(_job_json(job), job_view(job)) for job in list_jobs(s, limit=args.limit)]
     queue = queue_state(factory, max_age_s=stale_after_s)
-    jobs = [_job_json(job) | {"standing": _standing(job, queue)} for job in listed]
+    jobs = [said | {"standing": _standing(view, queue)} for said, view in listed]
     if args.json:
         print_json({"live_workers": workers, "jobs": jobs})
     else:
@@ -67,17 +67,15 @@ def _job_json(job: Any) -> dict[str, Any]:
     }
 
 
-def _standing(job: Any, queue: Any) -> str | None:
-    """Where an unfinished job stands, as the Jobs page says it: a queued one among the
-    workers, a running one's elapsed time and estimate; None otherwise."""
+def _standing(view: Any, queue: Any) -> str | None:
+    """Where an unfinished job stands, as the Jobs page says it (`view`: the job as the page
+    reads it): a queued one among the workers, a running one's elapsed time and estimate; None
+    otherwise."""
     from optistudio.db.queries import WORKER_LOST
     from optistudio.studio.job_status import queue_note, timing_note
 
-    row = {"job": job.id, "status": job.status.value, "progress": float(job.progress or 0.0)}
-    row |= {"message": job.message or "", "created_at": job.created_at}
-    row["started_at"] = job.started_at
-    lost = row["message"].startswith(WORKER_LOST)
-    return queue_note(row, queue, lost=lost) or timing_note(row, now=queue.now)
+    lost = view.message.startswith(WORKER_LOST)
+    return queue_note(view, queue, lost=lost) or timing_note(view, now=queue.now)
 
 
 def _iso(moment: datetime | None) -> str | None:

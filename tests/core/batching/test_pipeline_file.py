@@ -48,7 +48,7 @@ def bundle(model: Path, folder: Path, serving: dict | None = None) -> Path:
 def page_file(model: Path, folder: Path, settings: BatchingSettings) -> Path:
     """The Batching page's download, saved beside the model under the name it gives."""
     served = LatencyProfileSpec(backend="onnxruntime", threads=1, shapes={"x": [1, 16]})
-    serving = batching_export.verified_serving(settings, [], dict().get)
+    serving = batching_export.verified_serving(settings, [])
     text = batching_export.pipeline_json("tiny", inspect_model(model), served, serving)
     (folder / "tiny.onnx").write_bytes(model.read_bytes())
     (folder / "pipeline.json").write_text(text)
