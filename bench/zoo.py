@@ -118,6 +118,12 @@ QUICK = Budgets(
     soak_batches=[1, 2],
     batching_min_seconds=0.02,
 )
+QUICK_PASS_SETTINGS = {
+    "int8_nncf_ov_ac": {"time_limit_s": 60.0, "max_iterations": 4, "ranking_subset_size": 2}
+}
+"""The quick sweep's bound on NNCF's accuracy-controlled search (900 s and 30 reversions by
+default, for a user's run): Auto still adds it where it would, and it either keeps the task in
+a few reversions or says it could not in that time; the sweep holds its outcome, not its speed."""
 FULL = Budgets(
     quick=False,
     bench={
@@ -340,6 +346,7 @@ def _optimize(context: _Context) -> tuple[str, dict[str, Any]]:
         recipes=["auto"],
         comparison=ComparisonSpec(threads=context.budgets.threads, **context.budgets.comparison),
         accuracy_samples=context.budgets.accuracy_samples,
+        pass_settings=QUICK_PASS_SETTINGS if context.budgets.quick else {},
         **context.inputs,
     )
     report = optimize(context.path, spec, out_dir=context.folder / "variants")
