@@ -171,12 +171,15 @@ def test_the_command_serves_until_interrupted_and_reports_the_load(
     bundle = make_bundle(tiny_model, tmp_path, timeout_ms=1.0)
     command = [sys.executable, "-m", "optistudio.cli", "serve", str(bundle), "--port", "0"]
     env = os.environ | {"NNCF_CI": "1"}
+    # started ignoring SIGINT, as a shell's `cmd &` without job control starts it (a CI
+    # script's background run): Ctrl-C must stop it still, long before its --seconds
     process = subprocess.Popen(
-        [*command, "--seconds", str(WAIT_S), "--json"],
+        [*command, "--seconds", str(3 * WAIT_S), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         ready = _ready_line(process)

@@ -121,10 +121,16 @@ def _say_ready(server: KServeServer, optimizer: PipelineOptimizer) -> None:
     )
 
 
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What stops the server, handled here whatever the process inherited: a shell that starts a
+command in the background without job control (a CI script's `cmd &`) makes it ignore SIGINT,
+and a server should still stop on it rather than serve on to its --seconds."""
+
+
 def _wait(seconds: float | None) -> None:
     """Until `seconds` pass, Ctrl-C or SIGTERM (caught in the main thread only)."""
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOPPING_SIGNALS} if main else {}
     try:
         deadline = time.monotonic() + seconds if seconds is not None else None
         while deadline is None or time.monotonic() < deadline:
@@ -132,8 +138,8 @@ def _wait(seconds: float | None) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
