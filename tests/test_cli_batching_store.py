@@ -39,20 +39,27 @@ def cli_json(*args: str, data: Path) -> dict:  # type: ignore[type-arg]
 def test_profile_recommend_and_verify_reach_the_export_newest_verified_first(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = tmp_path / "data"
-    unsaved = cli_json("latency-profile", str(tiny_model), "--rate", "100", *SMALL, data=data)
-    assert unsaved["stored"] is None  # a file without --save stores nothing
-
+    data, saved = tmp_path / "data", tmp_path / "profile.json"
     profiled = cli_json(
-        "latency-profile", str(tiny_model), "--save", "--rate", "100", *SMALL, data=data
-    )
+        "latency-profile", str(tiny_model), "--save", "--rate", "100", "--out", str(saved),
+        *SMALL, data=data,
+    )  # fmt: skip
+    # a file without --save stores nothing (every verb decides it in one place: stored_model)
+    unsaved = cli_json(
+        "recommend", str(tiny_model), "--profile", str(saved), "--p99-budget-ms", "200",
+        *SMALL, data=data,
+    )  # fmt: skip
+    assert unsaved["stored"] is None
     model_id = profiled["stored"]["model_id"]
     after_profile = served(data, model_id, monkeypatch)
     assert after_profile["source"] == "profiled"
     assert after_profile["job"] == profiled["stored"]["job_id"]
     assert after_profile["max_batch_size"] == profiled["ceiling_batch_size"]
 
-    advised = cli_json("recommend", str(model_id), "--p99-budget-ms", "200", *SMALL, data=data)
+    advised = cli_json(  # on the profile just measured: recommend on an id measures one anew
+        "recommend", str(model_id), "--profile", str(saved), "--p99-budget-ms", "200", *SMALL,
+        data=data,
+    )  # fmt: skip
     after_recommend = served(data, model_id, monkeypatch)
     assert advised["stored"]["model_id"] == model_id  # an id always stores
     assert after_recommend["source"] == "recommended"

@@ -14,7 +14,7 @@ the profile as one of N instances sees it, which the simulator and the ceiling t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -283,11 +283,22 @@ class LatencyProfile(BaseModel):
         """Extra ms a batch takes after the model was idle `gap_ms`: 0 without a gap (or
         without measurements), the measured extras interpolated on a log scale of the gap from
         0 at IDLE_FLOOR_MS, the longest gap's beyond it."""
-        if not self.idle_extra_ms or gap_ms <= IDLE_FLOOR_MS:
-            return 0.0
+        return self.idle_extra_curve()(gap_ms)
+
+    def idle_extra_curve(self) -> Callable[[float], float]:
+        """`idle_extra` with its curve read once, for a caller that asks per batch (the
+        simulator)."""
+        if not self.idle_extra_ms:
+            return lambda gap_ms: 0.0
         gaps = np.log([IDLE_FLOOR_MS, *(gap for gap, _ in self.idle_extra_ms)])
-        extras = [0.0, *(extra for _, extra in self.idle_extra_ms)]
-        return float(np.interp(np.log(gap_ms), gaps, extras))
+        extras = np.asarray([0.0, *(extra for _, extra in self.idle_extra_ms)])
+
+        def extra(gap_ms: float) -> float:
+            return (
+                0.0 if gap_ms <= IDLE_FLOOR_MS else float(np.interp(np.log(gap_ms), gaps, extras))
+            )
+
+        return extra
 
     def scaled(self, factor: float) -> LatencyProfile:
         """The same profile with the model `factor` times as slow (every latency scaled; the
@@ -409,7 +420,8 @@ class LatencyProfile(BaseModel):
         latency_ms(b) of work). Both start at 0; their ratio over a stretch is the machine's
         speed then, and over all runs it is 1."""
         wall = np.cumsum([0.0] + [ms for _, ms in self.runs]) / 1000.0
-        work = np.cumsum([0.0] + [self.latency_ms(size) for size, _ in self.runs]) / 1000.0
+        by_size = {size: self.latency_ms(size) for size in {size for size, _ in self.runs}}
+        work = np.cumsum([0.0] + [by_size[size] for size, _ in self.runs]) / 1000.0
         return wall, work
 
 

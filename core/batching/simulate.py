@@ -406,11 +406,13 @@ class _Draws:
 class _Simulation:
     def __init__(self, profile: LatencyProfile, settings: BatchingSettings, overhead: float):
         self.settings = settings
+        self.threshold = settings.dispatch_threshold()  # read per event: kept, not recomputed
+        self.timeout_s = settings.timeout_s
         self.overhead = overhead
         self.work = {
             b: profile.latency_ms(b) / 1000.0 for b in range(1, settings.max_batch_size + 1)
         }
-        self.idle_extra = profile.idle_extra if profile.idle_extra_ms else None
+        self.idle_extra = profile.idle_extra_curve() if profile.idle_extra_ms else None
         self.served_extra = profile.served_extra_ms / 1000.0
         self.request_s = profile.request_ms / 1000.0
         self.front_free = 0.0
@@ -551,22 +553,24 @@ class _Simulation:
     def join(self, now: float, request: int) -> None:
         """The request joins the batch queue of the instance with the fewest rows ahead."""
         self.joined[request] = now
-        instance = min(range(len(self.queues)), key=lambda i: len(self.queues[i]) + self.busy[i])
+        queues, busy = self.queues, self.busy
+        instance = (
+            0
+            if len(queues) == 1
+            else min(range(len(queues)), key=lambda i: len(queues[i]) + busy[i])
+        )
         self.queues[instance].append(request)
         if not self.busy[instance]:
             self.dispatch(instance, now)
 
     def dispatch(self, instance: int, now: float) -> None:
-        queue, settings = self.queues[instance], self.settings
+        queue = self.queues[instance]
         if self.busy[instance] or not queue:
             return
-        due = self.joined[queue[0]] + settings.timeout_s
-        if (
-            len(queue) < settings.dispatch_threshold()
-            and now < self.wake(instance, due, now) - 1e-12
-        ):
+        due = self.joined[queue[0]] + self.timeout_s
+        if len(queue) < self.threshold and now < self.wake(instance, due, now) - 1e-12:
             return
-        size = settings.cut_size(len(queue))
+        size = self.settings.cut_size(len(queue))
         handoff = self.handoff()
         service = self.service_time(size, now) + self.served_extra + handoff
         idle_since = self.free_since[instance]
