@@ -21,6 +21,7 @@ from optistudio.core.video.clips import make_clip
 
 QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
 BATCHING = ["--max-batch-size", "2", "--profile", "{profile}"]
+pytestmark = pytest.mark.xdist_group("cli_json")  # one worker makes `ran` (Makefile: loadgroup)
 
 COMMANDS = {
     "bench": ["bench", "{tiny}", *QUICK],
