@@ -92,6 +92,9 @@ class Budgets:
     soak_seconds: float
     soak_batches: list[int]
     batching_min_seconds: float
+    batching_probe_scale: float = 1.0
+    """The latency profile's serving probes at this share of their length
+    (measure_latency_profile's probe_time_scale): the quick sweep checks outcomes."""
 
 
 QUICK = Budgets(
@@ -117,6 +120,7 @@ QUICK = Budgets(
     soak_seconds=0.3,
     soak_batches=[1, 2],
     batching_min_seconds=0.02,
+    batching_probe_scale=0.15,
 )
 QUICK_PASS_SETTINGS = {
     "int8_nncf_ov_ac": {"time_limit_s": 60.0, "max_iterations": 4, "ranking_subset_size": 2}
@@ -442,6 +446,7 @@ def _batching(context: _Context) -> tuple[str, dict[str, Any]]:
         min_runs=3,
         min_seconds=context.budgets.batching_min_seconds,
         inputs=ModelInputs(**context.inputs),
+        probe_time_scale=context.budgets.batching_probe_scale,
     )
     ceiling, best = profile.ceiling(4, with_handoff=True)
     predicted = simulate(profile, settings, rate=0.7 * ceiling, requests=2000)

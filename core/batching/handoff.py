@@ -45,13 +45,16 @@ def measure_handoff(
     max_batch_size: int,
     batch_ms: float,
     axes: StackAxes | None = None,
+    time_scale: float = 1.0,
 ) -> float | None:
     """Mean hand-back time (ms) of `model` served at `max_batch_size` under a saturating
     closed loop of one-row `requests` (cycled); `batch_ms` is the profiled latency of a full
-    batch, which stretches the run for slow models. None when no two batches ran back to back."""
+    batch, which stretches the run for slow models; `time_scale` as `ServingProbe.time_scale`.
+    None when no two batches ran back to back."""
     gaps = measure_handoff_gaps(
-        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes
-    )
+        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes,
+        time_scale=time_scale,
+    )  # fmt: skip
     return float(np.mean(gaps)) if gaps else None
 
 
@@ -63,11 +66,12 @@ def measure_handoff_gaps(
     max_batch_size: int,
     batch_ms: float,
     axes: StackAxes | None = None,
+    time_scale: float = 1.0,
 ) -> list[float]:
     """Every hand-back time (ms) of the closed loop `measure_handoff` averages, in order: their
     spread is what one batch's hand-back may take. Empty when no two batches ran back to back."""
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)  # no timeout waits
-    seconds = max(HANDOFF_SECONDS, MIN_HANDOFF_BATCHES * 1.5 * batch_ms / 1000)
+    seconds = max(HANDOFF_SECONDS * time_scale, MIN_HANDOFF_BATCHES * 1.5 * batch_ms / 1000)
     with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
         run = run_load(
             pipeline,
@@ -161,6 +165,10 @@ class ServingProbe:
     feeds: dict[int, dict[str, np.ndarray]] | None = None
     """Batches per profiled size for the bare timings beside each probe
     (optistudio.core.batching.probe_speed); None: the probe takes the machine as profiled."""
+    time_scale: float = 1.0
+    """How long each probe sends, as a share of its default length (SERVING_PROBE_SECONDS,
+    TIMER_PROBE_SECONDS, HANDOFF_SECONDS): 1 for a profile whose figures are used; a sweep
+    that checks what every job does with a model, not its figures, takes less."""
 
 
 SERVING_PROBE_SHARE = 0.2
@@ -319,7 +327,7 @@ def _serve(
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=0)
     if max_queue is not None:
         settings = settings.model_copy(update={"max_queue": max_queue})
-    low, high = SERVING_PROBE_SECONDS
+    low, high = (limit * probe.time_scale for limit in SERVING_PROBE_SECONDS)
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
     before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:

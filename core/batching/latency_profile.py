@@ -100,6 +100,7 @@ def measure_latency_profile(
     progress: ProgressCallback | None = None,
     instances: list[int] | None = None,
     info: ModelInfo | None = None,
+    probe_time_scale: float = 1.0,
 ) -> LatencyProfile:
     """Time the model at each batch size (default: powers of two up to max_batch_size), with
     the session options it will be served with (default: `serving_options`; options without
@@ -113,6 +114,8 @@ def measure_latency_profile(
     in the order of PROBE_STEPS, each reporting its share of the progress. `info` is the
     model's card when the caller has read it (a worker, from the stored row): the file is then
     not inspected again (a rewrite with a free batch is, being another file).
+    `probe_time_scale` shortens (< 1) every serving probe (`ServingProbe.time_scale`): for a
+    caller that checks what the profile does with a model, not its figures (the zoo's sweep).
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
@@ -122,7 +125,7 @@ def measure_latency_profile(
         model_path, backend, given, inputs or ModelInputs(), batch_sizes, max_batch_size, info
     )
     probing.min_runs, probing.min_seconds = min_runs, min_seconds * len(probing.sizes)
-    probing.instances = instances
+    probing.instances, probing.time_scale = instances, probe_time_scale
     monitor = ContentionMonitor()
     monitor.start()
     try:
@@ -157,6 +160,7 @@ class Probing:
     min_runs: int = 10
     min_seconds: float = 0.3
     instances: list[int] | None = None
+    time_scale: float = 1.0
     profile: LatencyProfile = field(default_factory=lambda: _NO_PROFILE)
     light: float = 0.0
     """The light serving probe's rate (req/s), once it ran."""
@@ -169,8 +173,9 @@ class Probing:
     def probe(self) -> ServingProbe:
         """The serving probes' Pipeline setup: max batch the largest size, timeout 0."""
         return ServingProbe(
-            self.model, self.info.inputs, self.requests, self.max_batch_size, self.axes, self.feeds
-        )
+            self.model, self.info.inputs, self.requests, self.max_batch_size, self.axes, self.feeds,
+            self.time_scale,
+        )  # fmt: skip
 
 
 def _prepare(
@@ -273,7 +278,7 @@ def _time_idle(probing: Probing, progress: ProgressCallback | None) -> None:
 def _time_handoff(probing: Probing, progress: ProgressCallback | None) -> None:
     gaps = measure_handoff_gaps(
         probing.model, probing.info.inputs, probing.requests, max_batch_size=probing.max_batch_size,
-        batch_ms=probing.fields["mean_ms"][-1], axes=probing.axes,
+        batch_ms=probing.fields["mean_ms"][-1], axes=probing.axes, time_scale=probing.time_scale,
     )  # fmt: skip
     probing.fields |= {
         "handoff_ms": float(np.mean(gaps)) if gaps else None,

@@ -81,7 +81,7 @@ def measure_timer_lateness(
         return []
     rate = probe_rate_for_timer(profile, probe.max_batch_size)
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=TIMER_PROBE_MS)
-    low, high = TIMER_PROBE_SECONDS
+    low, high = (limit * probe.time_scale for limit in TIMER_PROBE_SECONDS)
     seconds = min(max(TIMER_PROBE_REQUESTS / rate, low), high)
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
         warm = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(2)]
