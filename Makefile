@@ -81,12 +81,14 @@ test-zoo: install
 # (tensorflow, torch): only this target installs them, after the other suites have run. uv takes
 # them in about 20 s with an empty cache; torch==2.13.0 must be the CPU wheel that pip's
 # configuration points at (PIP_FIND_LINKS), which uv is told of; without it pip installs them.
+# Their tests convert and train on the CPU (nine of 10-17 s each): two pytest-xdist workers.
 EXTRAS ?= litert,qat,coreml,genai
+EXTRAS_WORKERS ?= 2
 EXTRAS_INSTALL := $(if $(PIP_FIND_LINKS),$(VENV)/bin/uv pip install --python $(PY) --quiet \
 	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)),$(PY) -m pip install --quiet)
 test-extras: install
 	$(EXTRAS_INSTALL) -e '.[dev,samples,postgres,$(EXTRAS)]'
-	$(PY) -m pytest -q -rs -m extras
+	$(PY) -m pytest -q -rs -n $(EXTRAS_WORKERS) -m extras
 
 lint: install
 	$(VENV)/bin/ruff check .
