@@ -31,13 +31,9 @@ up: install
 # PostgreSQL, the CLI), so two workers kept 1.5 cores busy (655 s, 981 s of CPU) and three
 # finish in 467 s; the tests that read clocks hold under that load as under `make test-stress`'s
 # (TEST_WORKERS=0 runs it in one process).
-# A module whose fixture is costly and shared by all its tests (tests/test_cli_json.py: an NNCF
-# optimization and a latency profile, 27 s) is kept on one worker (`xdist_group`, loadgroup),
-# instead of every worker that draws one of its tests making it again.
 TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadgroup \
-		-m "not faults and not zoo and not e2e and not extras"
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m "not faults and not zoo and not e2e and not extras"
 
 # The tests that read clocks or depend on the machine's speed (marker `timing`), twice: pinned to
 # one core (a one-core container), then on every core with one kept busy (a neighbour's load).

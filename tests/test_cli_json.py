@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from decoder_models import build_tiny_decoder
 from diagnostic_models import build_cnn
+from filelock import FileLock
 from optimize_models import det_model, rms_norm_model
 from test_cli import optimize_args
 
@@ -21,7 +22,6 @@ from optistudio.core.video.clips import make_clip
 
 QUICK = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]
 BATCHING = ["--max-batch-size", "2", "--profile", "{profile}"]
-pytestmark = pytest.mark.xdist_group("cli_json")  # one worker makes `ran` (Makefile: loadgroup)
 
 COMMANDS = {
     "bench": ["bench", "{tiny}", *QUICK],
@@ -74,10 +74,25 @@ def one_document(done: subprocess.CompletedProcess[str]) -> object:
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def ran(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, object]:
     """A data folder with a saved optimization (NNCF's output on the way), and a batching
-    profile: what the other commands start from."""
-    tmp = tmp_path_factory.mktemp("cli-json")
+    profile: what the other commands start from, read-only. Made once per run (about 30 s):
+    the first pytest-xdist worker to need it makes it under a file lock in the run's own
+    folder, the others read what it wrote."""
+    base = tmp_path_factory.getbasetemp()
+    root = base if worker_id == "master" else base.parent
+    tmp, made = root / "cli-json", root / "cli-json" / "made.json"
+    with FileLock(str(root / "cli-json.lock")):
+        if not made.exists():
+            made.write_text(json.dumps(_make_ran(tmp)))
+    runs = json.loads(made.read_text())
+    done = {name: subprocess.CompletedProcess([], *runs[name]) for name in runs}
+    return {"tmp": tmp, "data": tmp / "data", "tiny": tmp / "tiny.onnx", **done}
+
+
+def _make_ran(tmp: Path) -> dict[str, tuple[int, str, str]]:
+    """The optimization and the profile `ran` shares: (exit status, stdout, stderr) of each."""
+    tmp.mkdir(parents=True, exist_ok=True)
     data = tmp / "data"
     tiny, det = rms_norm_model(tmp / "tiny.onnx"), det_model(tmp / "det.onnx")
     optimized = optistudio(
@@ -88,7 +103,10 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "batching", "latency-profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
         str(tmp / "profile.json"), data_dir=data,
     )  # fmt: skip
-    return {"tmp": tmp, "data": data, "tiny": tiny, "optimized": optimized, "profiled": profiled}
+    return {
+        name: (done.returncode, done.stdout, done.stderr)
+        for name, done in (("optimized", optimized), ("profiled", profiled))
+    }
 
 
 def test_optimize_with_nncf_prints_one_document_and_sends_nncf_to_stderr(ran) -> None:  # type: ignore[no-untyped-def]
@@ -115,11 +133,11 @@ def test_batching_profile_prints_one_document(ran) -> None:  # type: ignore[no-u
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_every_json_command_prints_one_document(ran, name: str) -> None:  # type: ignore[no-untyped-def]
-    tmp = ran["tmp"]
+def test_every_json_command_prints_one_document(ran, name: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    tmp = tmp_path  # what a command writes, and the models it builds: this test's own
     optimized = one_document(ran["optimized"])
     variant_id = optimized["variants"][0]["model_id"]
-    fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": tmp / "profile.json"}
+    fill = {"tiny": ran["tiny"], "tmp": tmp, "profile": ran["tmp"] / "profile.json"}
     fill |= {"optimize_job": optimized["job_id"]}
     fill |= {"cnn": build_cnn(tmp / "cnn.onnx"), "clip": make_clip(tmp / "clip.mp4", seconds=1)}
     fill |= {"decoder": build_tiny_decoder(tmp / "decoder")}
