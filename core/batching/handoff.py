@@ -45,16 +45,13 @@ def measure_handoff(
     max_batch_size: int,
     batch_ms: float,
     axes: StackAxes | None = None,
-    time_scale: float = 1.0,
 ) -> float | None:
     """Mean hand-back time (ms) of `model` served at `max_batch_size` under a saturating
     closed loop of one-row `requests` (cycled); `batch_ms` is the profiled latency of a full
-    batch, which stretches the run for slow models; `time_scale` as `ServingProbe.time_scale`.
-    None when no two batches ran back to back."""
+    batch, which stretches the run for slow models. None when no two batches ran back to back."""
     gaps = measure_handoff_gaps(
-        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes,
-        time_scale=time_scale,
-    )  # fmt: skip
+        model, inputs, requests, max_batch_size=max_batch_size, batch_ms=batch_ms, axes=axes
+    )
     return float(np.mean(gaps)) if gaps else None
 
 
@@ -69,7 +66,8 @@ def measure_handoff_gaps(
     time_scale: float = 1.0,
 ) -> list[float]:
     """Every hand-back time (ms) of the closed loop `measure_handoff` averages, in order: their
-    spread is what one batch's hand-back may take. Empty when no two batches ran back to back."""
+    spread is what one batch's hand-back may take; `time_scale` as `ServingProbe.time_scale`.
+    Empty when no two batches ran back to back."""
     settings = BatchingSettings(max_batch_size=max_batch_size, timeout_ms=0)  # no timeout waits
     seconds = max(HANDOFF_SECONDS * time_scale, MIN_HANDOFF_BATCHES * 1.5 * batch_ms / 1000)
     with Pipeline([model.run], inputs, settings, axes=axes) as pipeline:
