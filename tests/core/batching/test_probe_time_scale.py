@@ -42,7 +42,7 @@ def test_a_shorter_scale_shortens_every_probe_that_sends(
 
     assert set(lengths) == {"handoff", "timer_wake"}  # hand-back, serving and timer probes ran
     assert max(s for sent in lengths.values() for s in sent) <= 0.1 * LONGEST_DEFAULT + 1e-9
-    assert profile.serving_delays_ms and profile.handoff_ms is not None  # still measured
+    assert profile.serving_delays_ms  # the short light probe still served and measured
 
 
 def test_by_default_the_serving_probes_send_their_full_length(
