@@ -15,17 +15,18 @@ the caller's code runs, and retries that step with a growing pause for up to ``r
 seconds, so a database that restarts or is briefly locked delays the caller instead of failing
 it. Only that step is retried: nothing of the caller's has run yet. Past the deadline it raises
 ``DatabaseUnavailable``; a connection lost in the middle of a transaction raises SQLAlchemy's
-own error, which ``is_unavailable`` also recognises.
+own error, which ``is_unavailable`` also recognises. ``rerun_if_lost`` runs a body that only
+touches the database again after such a loss (a worker's reads, progress and results).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -33,6 +34,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 DB_RETRY_S = 15.0
@@ -113,6 +116,26 @@ def transaction(
     session, begun = _begin_with_retry(factory, DB_RETRY_S if retry_s is None else retry_s)
     with session, begun:
         yield session
+
+
+def rerun_if_lost(
+    factory: sessionmaker[Session], body: Callable[[Session], T], *, retry_s: float | None = None
+) -> T:
+    """``body(session)`` in one ``transaction``; when the connection is lost in the middle (the
+    server restarted under it), the transaction was rolled back, so the body runs again in a new
+    one, within the same retry window. Only for bodies that touch nothing but the database and
+    write what they write idempotently: a commit whose answer was lost may have landed."""
+    window = DB_RETRY_S if retry_s is None else retry_s
+    started = time.monotonic()
+    while True:
+        left = window - (time.monotonic() - started)
+        try:
+            with transaction(factory, retry_s=max(left, 0.0)) as s:
+                return body(s)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated or left <= 0:
+                raise
+            log.warning("database connection lost mid-transaction (%s); running it again", exc.orig)
 
 
 def _begin_with_retry(

@@ -12,6 +12,7 @@ it up.
 from __future__ import annotations
 
 import numpy as np
+from sqlalchemy.orm import Session
 
 from optistudio.core.batching import verify_policy
 from optistudio.core.batching.latency import LatencyProfile
@@ -21,10 +22,11 @@ from optistudio.core.batching.results import p99_halves
 from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.batching.trace import handoff_ms, runner_summary
 from optistudio.core.batching.verify import measure_load
+from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.core.llm.folder import is_decoder_file
 from optistudio.db.models import Job, JobKind
 from optistudio.db.queries import finished_jobs
-from optistudio.db.session import transaction
+from optistudio.db.session import rerun_if_lost
 from optistudio.services.jobkinds import BATCHING_VERIFY, LATENCY_PROFILE
 from optistudio.services.jobresults import (
     BatchingVerifyJobResult,
@@ -142,7 +144,8 @@ def profile_in_use(
     """The profile job this run checks (the spec's, else the model's newest succeeded one) and
     its profile in use (`verify_policy.profile_in_use`: as refitted by the newest earlier
     Verify of it); None without a profile job, or when it holds a decoder's decode profile."""
-    with transaction(context.factory) as s:
+
+    def read(s: Session) -> tuple[Job, list[tuple[int, VerifyPrediction | None]]] | None:
         profiles = [
             row
             for row in finished_jobs(s, kind=JobKind.latency_profile, limit=LOOKBACK)
@@ -150,14 +153,19 @@ def profile_in_use(
         ]
         if not profiles:
             return None
-        source = profiles[0]
         verifies = [
             (row.id, earlier.prediction if earlier else None)
             for row in finished_jobs(s, kind=JobKind.batching_verify, limit=LOOKBACK)
             if row.model_id == job.model_id
             for earlier in [BATCHING_VERIFY.read_result(row.result)]
         ]
-        measured = LATENCY_PROFILE.parse_result(source.result).profile
+        return profiles[0], verifies
+
+    found = rerun_if_lost(context.factory, read)
+    if found is None:
+        return None
+    source, verifies = found
+    measured = LATENCY_PROFILE.parse_result(source.result).profile
     if measured is None:  # a decoder's decode profile: nothing the request pipeline predicts
         return None
     profile, _ = verify_policy.profile_in_use(source.id, measured, verifies, before_job=job.id)

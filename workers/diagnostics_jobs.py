@@ -11,7 +11,7 @@ from optistudio.core.errors import InvalidSpec
 from optistudio.core.measure.soak import SoakReport, SoakSpec, soak
 from optistudio.db.models import Job
 from optistudio.db.queries import get_model
-from optistudio.db.session import transaction
+from optistudio.db.session import rerun_if_lost
 from optistudio.services.artifact_store import local_data_file
 from optistudio.services.jobkinds import OperatorProfileJobSpec
 from optistudio.services.jobresults import OperatorProfileJobResult
@@ -62,14 +62,11 @@ def soak_job(job: Job, spec: SoakSpec, context: JobContext) -> Done[SoakReport]:
 def _variant(spec: OperatorProfileJobSpec, context: JobContext) -> tuple[Path | None, str]:
     if spec.variant_model_id is None:
         return None, ""
-    with transaction(context.factory) as s:
-        variant = get_model(s, model_id=spec.variant_model_id)
-        if variant is None:
-            raise InvalidSpec(
-                f"Model #{spec.variant_model_id} (the variant) does not exist any more."
-            )
-        path, _ = stored_file(variant)
-        return path, variant.name
+    variant = rerun_if_lost(context.factory, lambda s: get_model(s, model_id=spec.variant_model_id))
+    if variant is None:
+        raise InvalidSpec(f"Model #{spec.variant_model_id} (the variant) does not exist any more.")
+    path, _ = stored_file(variant)
+    return path, variant.name
 
 
 def profile_summary(report: DiagnosticsReport) -> str:

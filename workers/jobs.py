@@ -27,7 +27,7 @@ from optistudio.core.errors import (
 )
 from optistudio.db.models import Job, JobStatus
 from optistudio.db.queries import claim_job, finish_job, set_progress
-from optistudio.db.session import DatabaseUnavailable, is_unavailable, transaction
+from optistudio.db.session import DatabaseUnavailable, is_unavailable, rerun_if_lost, transaction
 from optistudio.services.job_errors import error_columns
 
 log = logging.getLogger(__name__)
@@ -51,19 +51,12 @@ class JobContext:
         if now - self._last_write < PROGRESS_INTERVAL_S and fraction < 1.0:
             return
         self._last_write = now
-        try:
-            cancel_requested = self._write(fraction, message)
-        except Exception as exc:
-            if isinstance(exc, DatabaseUnavailable) or not is_unavailable(exc):
-                raise
-            # The connection died mid-write; the write is idempotent, so wait and write again.
-            cancel_requested = self._write(fraction, message)
+        cancel_requested = rerun_if_lost(
+            self.factory,
+            lambda s: set_progress(s, job_id=self.job_id, progress=fraction, message=message),
+        )
         if cancel_requested:
             raise Cancelled("Cancelled while running.")
-
-    def _write(self, fraction: float, message: str) -> bool:
-        with transaction(self.factory) as s:
-            return set_progress(s, job_id=self.job_id, progress=fraction, message=message)
 
 
 Work = Callable[[Job, JobContext], tuple[str, int | None]]

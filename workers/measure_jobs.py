@@ -16,7 +16,7 @@ from optistudio.core.measure.benchmark import BenchmarkReport, BenchmarkSpec, ru
 from optistudio.core.measure.compare import compare_models, describe
 from optistudio.db.models import Job, Model
 from optistudio.db.queries import MeasurementRow, get_model
-from optistudio.db.session import transaction
+from optistudio.db.session import rerun_if_lost
 from optistudio.services.jobkinds import BENCHMARK, CompareJobSpec
 from optistudio.services.jobresults import BenchmarkJobResult, BenchmarkTarget, CompareJobResult
 from optistudio.workers.artifacts import model_of, stored_file
@@ -115,8 +115,9 @@ def benchmark_summary(report: BenchmarkReport) -> str:
 def compare_job(job: Job, spec: CompareJobSpec, context: JobContext) -> Done[CompareJobResult]:
     """Compare the job's model (A) with its candidate (B), interleaved: the ratio B/A."""
     path_a, info_a = model_of(job)
-    with transaction(context.factory) as s:
-        candidate = get_model(s, model_id=spec.candidate_model_id)
+    candidate = rerun_if_lost(
+        context.factory, lambda s: get_model(s, model_id=spec.candidate_model_id)
+    )
     if candidate is None:
         raise InvalidSpec(f"Model #{spec.candidate_model_id} (B) does not exist any more.")
     path_b, info_b = stored_file(candidate)

@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.orm import Session, sessionmaker
 
+from optistudio.core.data.input_profile import InputProfile
 from optistudio.core.data.probe import check_needed, check_profile
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.llm.folder import is_decoder_file
@@ -39,7 +40,7 @@ from optistudio.db.queries import (
     set_job_result,
     set_job_spec,
 )
-from optistudio.db.session import transaction
+from optistudio.db.session import rerun_if_lost
 from optistudio.services.input_profiles import apply_input_profile, profile_of, save_profile
 from optistudio.services.jobkinds import JobKindInfo
 from optistudio.services.model_tasks import with_task
@@ -101,7 +102,8 @@ def with_input_profile(
         return spec
     model = model or read_model(job)
     checked_first(factory, job, model, spec)
-    with transaction(factory) as s:
+
+    def feed(s: Session) -> SpecT:
         row = s.get(Model, model.row.id)
         fed = (
             with_task(s, row, apply_input_profile(s, row, spec, model.info))
@@ -110,7 +112,9 @@ def with_input_profile(
         )
         if fed is not spec:
             set_job_spec(s, job_id=job.id, spec=fed.model_dump(mode="json"))
-    return fed
+        return fed
+
+    return rerun_if_lost(factory, feed)
 
 
 def checked_first(
@@ -119,11 +123,14 @@ def checked_first(
     """Check the job's model's stored profile by a run when it needs it (`check_needed`), out
     of any transaction, and store the profile that ran. When no candidate runs the profile is
     left as it is and the job runs at it, so its failure is recorded in its own words."""
-    with transaction(factory) as s:
+
+    def stored_profile(s: Session) -> InputProfile | None:
         row = s.get(Model, model.row.id)
-        if row is None:
-            return
-        profile = profile_of(s, row)
+        return profile_of(s, row) if row is not None else None
+
+    profile = rerun_if_lost(factory, stored_profile)
+    if profile is None:
+        return
     if not check_needed(profile, model.info.inputs, spec):
         return
     if is_decoder_file(model.path):  # fed token ids and its own cache by the decode loop, not sizes
@@ -140,8 +147,10 @@ def checked_first(
 def store(
     factory: sessionmaker[Session], job_id: int, info: JobKindInfo[Any, Any], done: Done[Any]
 ) -> int | None:
-    """Write a job's outcome in one transaction; returns its environment's id (None if none)."""
-    with transaction(factory) as s:
+    """Write a job's outcome in one transaction (again, should the connection be lost in the
+    middle: every write replaces); returns its environment's id (None if none)."""
+
+    def write(s: Session) -> int | None:
         environment = (
             get_or_create_environment(s, data=done.environment)
             if done.environment is not None
@@ -151,3 +160,5 @@ def store(
             replace_measurements(s, job_id=job_id, rows=done.measurements)
         set_job_result(s, job_id=job_id, result=info.dump_result(done.result))
         return environment.id if environment is not None else None
+
+    return rerun_if_lost(factory, write)

@@ -19,7 +19,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.samples import list_samples
 from optistudio.db.models import Model
 from optistudio.db.queries import get_model, original_of, set_input_profile
-from optistudio.db.session import transaction
+from optistudio.db.session import rerun_if_lost
 
 SpecT = TypeVar("SpecT", bound=BaseModel)
 
@@ -44,17 +44,18 @@ def profile_of(s: Session, model: Model) -> InputProfile:
 
 def load_profile(factory: sessionmaker[Session], model_id: int) -> InputProfile:
     """The profile of a stored model (its original's, for a variant)."""
-    with transaction(factory) as s:
-        model = _model(s, model_id)
-        return profile_of(s, model)
+    return rerun_if_lost(factory, lambda s: profile_of(s, _model(s, model_id)))
 
 
 def save_profile(factory: sessionmaker[Session], model_id: int, profile: InputProfile) -> int:
     """Store `profile` on the model's original (variants share it); returns that model's id."""
-    with transaction(factory) as s:
+
+    def write(s: Session) -> int:
         original = original_of(s, _model(s, model_id))
         set_input_profile(s, model_id=original.id, profile=profile.model_dump(mode="json"))
         return original.id
+
+    return rerun_if_lost(factory, write)
 
 
 def apply_input_profile(

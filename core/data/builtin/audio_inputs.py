@@ -163,8 +163,14 @@ def _frames(spec: TensorSpec, shape: tuple[int, ...]) -> tuple[AudioForm, int, b
         mel = bins in MEL_BINS and (named or (len(shape) == 3 and axis == 1 and fixed[2] is None))
         if mel:
             return "log-mel", bins, axis == last
-    if len(shape) == 3 and fixed[last] in BANDS_LAST and (fixed[1] or 0) >= CLIP_FRAMES:
-        return "log-mel", fixed[last], True
+    bands = fixed[last]
+    if (
+        len(shape) == 3
+        and bands is not None
+        and bands in BANDS_LAST
+        and (fixed[1] or 0) >= CLIP_FRAMES
+    ):
+        return "log-mel", bands, True
     if not named or not found:
         return None
     axis = min(found, key=lambda key: found[key])

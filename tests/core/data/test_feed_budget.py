@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_runner import run_in_process
-from tests.conftest import build_matmul_model
 
 from optistudio.core.data.inputs import synthesize_inputs
 from optistudio.core.errors import InvalidSpec
 from optistudio.core.model.declared_sizes import MAX_TENSOR_MB_ENV
 from optistudio.core.model.info import TensorSpec
+from tests.conftest import build_matmul_model
 
 FEED_BYTES = 32 * 1024**2
 HEADROOM = 5 * 1024**2

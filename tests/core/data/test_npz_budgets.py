@@ -101,10 +101,13 @@ def test_pickles_and_too_many_members_are_refused_from_the_directory_and_headers
 
 
 def test_labels_are_read_after_their_header(tmp_path: Path) -> None:
-    with npz_bomb(tmp_path / "big.npz", name="labels", shape=(1 << 28,)).open("rb") as npz:
-        with zipfile.ZipFile(npz) as archive:
-            with archive.open("labels.npy") as member, (tmp_path / "y.npy").open("wb") as out:
-                out.write(member.read(4096))  # the header and the first zeros: a truncated file
+    bomb = npz_bomb(tmp_path / "big.npz", name="labels", shape=(1 << 28,))
+    with (
+        zipfile.ZipFile(bomb) as archive,
+        archive.open("labels.npy") as member,
+        (tmp_path / "y.npy").open("wb") as out,
+    ):
+        out.write(member.read(4096))  # the header and the first zeros: a truncated file
 
     with pytest.raises(DataMismatch, match="over the 512.0 MiB budget"):
         load_labels(tmp_path / "y.npy", samples=3)

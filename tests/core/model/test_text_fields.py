@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import build_matmul_model
 
 from optistudio.core.errors import ModelRejected
 from optistudio.core.model.intake import inspect_model
+from tests.conftest import build_matmul_model
 
 
 @pytest.mark.parametrize(
