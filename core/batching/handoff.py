@@ -198,7 +198,7 @@ def measure_serving(
     run, _, speed = _serve(probe, profile, SERVING_PROBE_SHARE, seed=seed)
     if not run.batches:
         return 0.0, []
-    return _served_extra(run, profile, speed), serving_delays(run, profile)
+    return served_extra_of(run, profile, speed), serving_delays(run, profile)
 
 
 def serving_delays(run: LoadRun, profile: LatencyProfile) -> list[float]:
@@ -250,7 +250,7 @@ def measure_served_extra_under_load(
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
-    extra = round(_served_extra(run, profile, speed), 4)
+    extra = round(served_extra_of(run, profile, speed), 4)
     return round(rate, 3), extra, serving_delays(run, profile)
 
 
@@ -343,7 +343,7 @@ def _serve(
     return run, rate, bracketed(before, after)
 
 
-def _served_extra(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -> float:
+def served_extra_of(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -> float:
     """The extra ms every runner call of the run paid: the median over its calls of (runner
     time - idle extra - the profile's typical run at that size at the machine's `speed` then,
     `probe_speed`). Typical: the p50 (interpolated between sizes; the mean where the profile

@@ -164,6 +164,29 @@ class LatencyProfile(BaseModel):
         "simulator draws one for every timeout it waits on. Empty in profiles made before it "
         "was measured: timed batches leave on the dot.",
     )
+    timed_rate: float | None = Field(
+        default=None,
+        gt=0,
+        description="The request rate (req/s) of the timer probe (optistudio.core.batching."
+        "timer_wake: a light run with a batching timeout), where `timed_extra_ms` and "
+        "`timed_delays_ms` were measured. None in profiles made before they were kept.",
+    )
+    timed_extra_ms: float | None = Field(
+        default=None,
+        ge=0,
+        description="The extra ms per runner call in the timer probe, taken as "
+        "`served_extra_ms` is: with batches that wait on a timeout the serving thread sleeps "
+        "on a timed wait between them, and the runner call comes out slower than at timeout 0 "
+        "(on 2 shared cores a 0.1 ms model: 0.2-0.4 ms more per call at timeout 2 ms, 0.03-0.1 "
+        "at timeout 0, at the same rates and gaps). For settings with a timeout the simulator "
+        "takes it in place of the light probe's extra (`served_extra_at`).",
+    )
+    timed_delays_ms: list[float] = Field(
+        default_factory=list,
+        description="Per request of the timer probe, its serving delay as `serving_delays_ms` "
+        "has it (at most SERVING_DELAYS kept). For settings with a timeout the simulator draws "
+        "from them in place of the light probe's set (`serving_delays_at`).",
+    )
     unmeasured: dict[str, str] = Field(
         default_factory=dict,
         description="Field name -> one sentence on why that probe could not be measured on "
@@ -226,6 +249,8 @@ class LatencyProfile(BaseModel):
             raise ValueError("hand-back times cannot be negative")
         if any(ms < 0 for ms in self.timer_late_ms):
             raise ValueError("timer lateness cannot be negative")
+        if (self.timed_extra_ms is not None or self.timed_delays_ms) and self.timed_rate is None:
+            raise ValueError("timed_extra_ms and timed_delays_ms need the timer probe's rate")
         if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
@@ -361,14 +386,21 @@ class LatencyProfile(BaseModel):
         best = max(range(1, max_batch_size + 1), key=lambda b: b / (self.latency_ms(b) + extra))
         return best / (self.latency_ms(best) + extra) * 1000.0 * instances, best
 
-    def served_extra_at(self, rate: float | None) -> float:
+    def served_extra_at(self, rate: float | None, *, timed: bool = False) -> float:
         """The extra ms per runner call when served at `rate` req/s: `served_extra_load`
         interpolated (flat beyond its points), `served_extra_ms` without a rate or points.
         Each point's extra is at least every lower rate's (a running maximum): more requests a
         second never make the serving threads' work per call smaller, so a point measured
         lower than the one before is the probes' noise, and taken as it is it would predict a
-        tail that shrinks as the load grows."""
+        tail that shrinks as the load grows. `timed`: for settings with a batching timeout,
+        the timer probe's point (`timed_rate`, `timed_extra_ms`) stands for the light one
+        where the profile has it, the points measured above its rate after it."""
         points = self.served_extra_load
+        if timed and self.timed_rate is not None and self.timed_extra_ms is not None:
+            above = [(r, e) for r, e in points[1:] if r > self.timed_rate]
+            points = [(self.timed_rate, self.timed_extra_ms), *above]
+            if rate is None or len(points) < 2:
+                return self.timed_extra_ms
         if rate is None or len(points) < 2:
             return self.served_extra_ms
         extras = np.maximum.accumulate([e for _, e in points])
@@ -380,15 +412,21 @@ class LatencyProfile(BaseModel):
             return self.serving_delays_rate
         return self.served_extra_load[0][0] if self.served_extra_load else None
 
-    def serving_delays_at(self, rate: float | None) -> list[float]:
+    def serving_delays_at(self, rate: float | None, *, timed: bool = False) -> list[float]:
         """The serving delays (ms) a request served at `rate` req/s draws from: between two
         measured rates a mix of both sets, the nearer one's share the larger (as many as the
         larger set, evenly spaced over each set's run), the nearest set beyond them, and the
-        light set `serving_delays_ms` without a rate or other sets."""
-        light = self.light_rate()
-        if rate is None or not self.serving_delays_load or light is None:
-            return self.serving_delays_ms
-        points = sorted([(light, self.serving_delays_ms), *self.serving_delays_load])
+        light set `serving_delays_ms` without a rate or other sets. `timed`: for settings with
+        a batching timeout, the timer probe's set (`timed_delays_ms` at `timed_rate`) stands
+        for the light one where the profile has it, the sets measured above its rate after it."""
+        light, light_set = self.light_rate(), self.serving_delays_ms
+        loaded = self.serving_delays_load
+        if timed and self.timed_rate is not None and self.timed_delays_ms:
+            light, light_set = self.timed_rate, self.timed_delays_ms
+            loaded = [(r, d) for r, d in loaded if r > light]
+        if rate is None or not loaded or light is None:
+            return light_set
+        points = sorted([(light, light_set), *loaded])
         rates = [r for r, _ in points]
         if rate <= rates[0]:
             return points[0][1]

@@ -22,7 +22,8 @@ faster than the runtime serves the pace it keeps with its queue never empty (the
 `served_extra_load`, where that pace is below what the profile gives those full batches and the
 ceiling lies at the largest batch); last, a light run with a batching timeout measures how late
 the serving thread wakes when a timeout falls due (`timer_late_ms`,
-optistudio.core.batching.timer_wake). The
+optistudio.core.batching.timer_wake), and what the runner call and the answers cost with
+batches that wait on a timer (`timed_extra_ms`, `timed_delays_ms`). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -337,8 +338,8 @@ def _serve_saturated(probing: Probing, progress: ProgressCallback | None) -> Non
 
 
 def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
-    late = measure_timer_lateness(probing.probe(), probing.profile)
-    probing.profile = probing.profile.model_copy(update={"timer_late_ms": late})
+    timed = measure_timer_lateness(probing.probe(), probing.profile)
+    probing.profile = probing.profile.model_copy(update=timed.fields())
 
 
 def _said(text: str) -> Callable[[Probing], str]:

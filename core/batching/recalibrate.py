@@ -19,7 +19,8 @@ hand-back times the simulator draws from) replace the profile's when the run had
 waited); they were measured under the load being served. From a run's batch records, each
 runner time first loses the idle extra the profile expects after its idle gap (the simulator
 adds it back), so a low-rate run, every batch after a gap, does not count it twice; likewise the
-profile's served extra per runner call at the rate the run served (`served_extra_at`).
+profile's served extra per runner call at the rate the run served (`served_extra_at`; the
+timer probe's, `timed_extra_ms`, for a run whose batches waited on a timeout).
 An open-loop run that kept up also leaves its answers' serving delays (each answer's latency
 less its own queue wait and its batch's runner call: the way in and back to the caller, and the
 serving threads' stalls) at the rate it served, in `serving_delays_load`; the simulator draws
@@ -134,7 +135,8 @@ def _evidence(
     twice. A stored summary has no gaps and is taken as it is."""
     served = profile.served_extra_ms
     if isinstance(trace, LoadRun):  # the extra at the rate it served
-        served = profile.served_extra_at(trace.result.realised_rate or trace.result.throughput)
+        rate = trace.result.realised_rate or trace.result.throughput
+        served = profile.served_extra_at(rate, timed=timeout_s > 0)
         trace = trace.batches
     if isinstance(trace, Sequence):
         gaps = handoff_gaps_ms(trace, timeout_s=timeout_s)

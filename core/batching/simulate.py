@@ -36,7 +36,9 @@ the simulated arrivals' rate; a closed loop's at the ceiling), and each request'
 `profile.serving_delays_at(rate)` draw after its batch ends (wake-ups and hand-back of that one
 request, and the stalls of the serving threads that held it: measured at the same light and
 heavy rates, mixed by where the simulated rate lies; with service="mean" their mean), not holding the instance; never before its batch's
-run ends. A closed-loop client sends again when its batch ends.
+run ends. For a setting with a batching timeout the timer probe's extra and delays stand for
+the light probe's (`timed=True`): its serving thread sleeps on timed waits as such a setting's
+does, and its runner calls and answers come out slower than at timeout 0. A closed-loop client sends again when its batch ends.
 Before all that, every request passes the serving machinery (`profile.request_ms`: the load
 generator's send, the Pipeline's check and queueing, its share of stacking and hand-back, all
 under one GIL), one request at a time in arrival order, and joins its instance's queue when
@@ -140,10 +142,11 @@ def simulate(
         overhead_ms = profile.handoff_ms or 0.0
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
     load_rate = _load_rate(profile, settings, rate, times)
-    sim.served_extra = profile.served_extra_at(load_rate) / 1000
+    timed = settings.timeout_ms > 0  # the timer probe's extra and delays, where measured
+    sim.served_extra = profile.served_extra_at(load_rate, timed=timed) / 1000
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
-    delays = profile.serving_delays_at(load_rate)
+    delays = profile.serving_delays_at(load_rate, timed=timed)
     if delays:
         sim.draw_delays(delays, np.random.default_rng(seed + 3), service)
     if profile.timer_late_ms and settings.timeout_ms > 0:
@@ -310,6 +313,9 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
             (rate, rng.choice(np.asarray(drawn), len(drawn)).tolist())
             for rate, drawn in profile.serving_delays_load
         ]
+    timed = profile.timed_delays_ms
+    if len(timed) > 1:
+        update["timed_delays_ms"] = rng.choice(np.asarray(timed), len(timed)).tolist()
     late = profile.timer_late_ms
     if len(late) > 1:
         update["timer_late_ms"] = rng.choice(np.asarray(late), len(late)).tolist()

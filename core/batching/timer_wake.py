@@ -14,7 +14,12 @@ with timeout TIMER_PROBE_MS, so most batches leave by the timer, and keeps, per 
 timer cut (`timer_lateness_ms`), how long after its deadline it was cut. The simulator draws one
 of them for every deadline it waits on (`LatencyProfile.timer_late_ms`), whatever the timeout:
 the lateness is the thread's way back, taken as independent of how long it slept (measured at
-2 ms only). A thread woken by a request's notify instead (a batch that fills) is not late by
+2 ms only). The same run gives the runner's extra per call (`served_extra_of`) and each
+answer's serving delay (`serving_delays`) with batches that wait on a timer, which the light
+serving probe (timeout 0) does not see: on 2 shared cores a 0.1 ms model's runner call took
+0.2-0.4 ms more than profiled at timeout 2 ms, 0.03-0.1 ms at timeout 0, at the same rates and
+idle gaps, and its answers' delays were 0.09 ms at the median against 0.01. The simulator takes
+them for every setting with a timeout (`LatencyProfile.timed_extra_ms`, `timed_delays_ms`). A thread woken by a request's notify instead (a batch that fills) is not late by
 this much: at load 18 a notify's wake-up read 0.05 / 0.21 ms at p50 / p99 against the timer's
 0.11 / 11.8 (docs/BENCHMARKS.md), so the simulator still cuts such a batch at once.
 """
@@ -22,13 +27,15 @@ this much: at load 18 a notify's wake-up read 0.05 / 0.21 ms at p50 / p99 agains
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from optistudio.core.batching.handoff import ServingProbe
+from optistudio.core.batching.handoff import ServingProbe, served_extra_of, serving_delays
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
+from optistudio.core.batching.probe_speed import bracketed, speed_beside
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
 
@@ -44,6 +51,28 @@ TIMER_PROBE_REQUESTS = 600
 """Requests the probe sends where TIMER_PROBE_SECONDS allow: 250-350 timed batches."""
 TIMER_LATE_KEPT = 400
 """Most lateness values a profile keeps, evenly spaced over the probe."""
+
+
+@dataclass(frozen=True)
+class TimedServing:
+    """What the timer probe measured: the lateness (ms) of each batch the timer cut, and, with
+    batches waiting on the timer, the runner's extra per call (ms; None when no batch ran) and
+    each answer's serving delay (ms), at `rate` req/s."""
+
+    rate: float
+    late_ms: list[float] = field(default_factory=list)
+    extra_ms: float | None = None
+    delays_ms: list[float] = field(default_factory=list)
+
+    def fields(self) -> dict[str, object]:
+        """The profile's fields this probe sets."""
+        measured = self.extra_ms is not None or bool(self.delays_ms)
+        return {
+            "timer_late_ms": self.late_ms,
+            "timed_rate": float(f"{self.rate:.4g}") if measured else None,
+            "timed_extra_ms": None if self.extra_ms is None else round(self.extra_ms, 4),
+            "timed_delays_ms": self.delays_ms,
+        }
 
 
 def timer_lateness_ms(
@@ -72,17 +101,21 @@ def probe_rate_for_timer(profile: LatencyProfile, max_batch_size: int) -> float:
 
 def measure_timer_lateness(
     probe: ServingProbe, profile: LatencyProfile, *, seed: int = 12
-) -> list[float]:
-    """The lateness (ms) of every batch the timer cut in a short Poisson run of the model
-    through the Pipeline (max batch `probe.max_batch_size`, timeout TIMER_PROBE_MS) at
-    `probe_rate_for_timer`; at most TIMER_LATE_KEPT, evenly spaced. Empty when no batch left by
-    the timer, and at max batch 1 (every request fills its batch: no timer is waited on)."""
-    if probe.max_batch_size < 2:
-        return []
+) -> TimedServing:
+    """A short Poisson run of the model through the Pipeline (max batch
+    `probe.max_batch_size`, timeout TIMER_PROBE_MS) at `probe_rate_for_timer`: the lateness
+    (ms) of every batch the timer cut, at most TIMER_LATE_KEPT, evenly spaced; the runner's
+    extra per call against `profile` at the machine's speed then (bare timings before and
+    after, as the serving probes take them); each answer's serving delay. Nothing measured at
+    max batch 1 (every request fills its batch: no timer is waited on); no lateness when no
+    batch left by the timer."""
     rate = probe_rate_for_timer(profile, probe.max_batch_size)
+    if probe.max_batch_size < 2:
+        return TimedServing(rate)
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=TIMER_PROBE_MS)
     low, high = (limit * probe.time_scale for limit in TIMER_PROBE_SECONDS)
     seconds = min(max(TIMER_PROBE_REQUESTS / rate, low), high)
+    before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
         warm = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(2)]
         for future in warm:
@@ -91,6 +124,12 @@ def measure_timer_lateness(
             pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
+    after = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
     late = timer_lateness_ms(run.batches, settings.timeout_s, settings.dispatch_threshold())
     kept = np.linspace(0, len(late) - 1, min(len(late), TIMER_LATE_KEPT)).round().astype(int)
-    return [round(late[i], 4) for i in kept] if late else []
+    return TimedServing(
+        rate,
+        late_ms=[round(late[i], 4) for i in kept] if late else [],
+        extra_ms=served_extra_of(run, profile, bracketed(before, after)) if run.batches else None,
+        delays_ms=serving_delays(run, profile),
+    )

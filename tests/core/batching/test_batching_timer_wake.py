@@ -127,6 +127,7 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
 
     assert profile.timer_late_ms
     assert min(profile.timer_late_ms) >= 0
+    assert profile.timed_rate and profile.timed_extra_ms is not None and profile.timed_delays_ms
     light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
     assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
 
@@ -134,4 +135,54 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
 def test_a_profile_at_max_batch_one_waits_on_no_timer(tiny_model: Path) -> None:
     profile = measure_latency_profile(tiny_model, max_batch_size=1, min_seconds=0.02, instances=[1])
 
-    assert profile.timer_late_ms == []
+    assert profile.timer_late_ms == [] and profile.timed_rate is None
+
+
+TIMED = FAST.model_copy(
+    update={
+        "served_extra_ms": 0.05,
+        "serving_delays_ms": [0.01] * 4,
+        "serving_delays_rate": 500.0,
+        "timed_rate": 300.0,
+        "timed_extra_ms": 1.0,
+        "timed_delays_ms": [0.5] * 4,
+    }
+)
+"""Batches that wait on a timer cost the runner 1 ms more per call, and each answer 0.5 ms."""
+
+
+def test_a_setting_with_a_timeout_takes_the_timer_probes_costs() -> None:
+    untimed = BatchingSettings(max_batch_size=8, timeout_ms=0)
+    plain = TIMED.model_copy(update={"timed_rate": None, "timed_extra_ms": None})
+    plain = plain.model_copy(update={"timed_delays_ms": []})
+
+    with_timer = simulate(TIMED, SETTINGS, rate=50, requests=2000, service="mean")
+    before = simulate(plain, SETTINGS, rate=50, requests=2000, service="mean")
+    at_zero = simulate(TIMED, untimed, rate=50, requests=2000, service="mean")
+    at_zero_before = simulate(plain, untimed, rate=50, requests=2000, service="mean")
+
+    # each request: its batch's runner call 1 - 0.05 ms longer, its answer 0.5 - 0.01 ms later
+    assert with_timer.p50_ms - before.p50_ms == pytest.approx(0.95 + 0.49, abs=0.05)
+    assert at_zero.p50_ms == pytest.approx(at_zero_before.p50_ms)
+
+
+def test_the_timer_probes_point_leads_the_heavier_ones() -> None:
+    loaded = TIMED.model_copy(
+        update={
+            "served_extra_load": [(500.0, 0.05), (4000.0, 2.0)],
+            "serving_delays_load": [(4000.0, [3.0] * 4)],
+        }
+    )
+
+    assert loaded.served_extra_at(None, timed=True) == 1.0
+    assert loaded.served_extra_at(300.0, timed=True) == pytest.approx(1.0)
+    assert loaded.served_extra_at(2150.0, timed=True) == pytest.approx(1.5)  # halfway to 2.0
+    assert loaded.served_extra_at(300.0) == pytest.approx(0.05)  # timeout 0: the light probe's
+    assert loaded.serving_delays_at(100.0, timed=True) == [0.5] * 4
+    assert loaded.serving_delays_at(9000.0, timed=True) == [3.0] * 4
+    assert loaded.serving_delays_at(100.0) == [0.01] * 4
+
+
+def test_timed_costs_need_the_timer_probes_rate() -> None:
+    with pytest.raises(ValueError, match="timer probe's rate"):
+        LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timed_extra_ms=0.2)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from optistudio.core.backends import LoadedModel
-from optistudio.core.batching.handoff import _served_extra
+from optistudio.core.batching.handoff import served_extra_of
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.latency_profile import PROBE_STEPS, beyond_noise
 from optistudio.core.batching.loadgen import LoadRun
@@ -74,8 +74,8 @@ def _run_of(runner_ms: float, batches: int = 20) -> LoadRun:
 def test_a_slow_spell_during_a_probe_is_not_read_as_serving_cost() -> None:
     run = _run_of(runner_ms=2 * 9.0 + 0.5)  # the machine twice as slow, 0.5 ms served extra
 
-    assert _served_extra(run, PROFILE) == pytest.approx(9.5)  # as read before
-    assert _served_extra(run, PROFILE, speed=2.0) == pytest.approx(0.5)
+    assert served_extra_of(run, PROFILE) == pytest.approx(9.5)  # as read before
+    assert served_extra_of(run, PROFILE, speed=2.0) == pytest.approx(0.5)
 
 
 def test_a_few_stalled_calls_are_not_read_as_every_calls_cost() -> None:
@@ -83,7 +83,7 @@ def test_a_few_stalled_calls_are_not_read_as_every_calls_cost() -> None:
     stalled = calls.batches[:3]  # 3 of 20 calls held 200 ms more by a neighbour
     calls.batches[:3] = [replace(batch, run_end=batch.run_end + 0.2) for batch in stalled]
 
-    assert _served_extra(calls, PROFILE) == pytest.approx(0.5)
+    assert served_extra_of(calls, PROFILE) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(
