@@ -336,11 +336,19 @@ def handoff_line(profile: LatencyProfile) -> str:
         )
     elif "request_ms" in profile.unmeasured:
         machinery = f"; {profile.unmeasured['request_ms']}"
+    timed = ""
+    if profile.timed_extra_ms is not None and profile.timed_delays_ms:
+        answers = np.asarray(profile.timed_delays_ms).clip(min=0)
+        timed = (
+            f"; with a batching timeout ({profile.timed_rate:.0f} req/s) each runner call took "
+            f"{profile.timed_extra_ms:.2f} ms more and each answer came {np.median(answers):.2f} "
+            "ms (median) after its batch, which settings with a timeout use"
+        )
     return (
         f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "
         f"more than profiled{loaded} and each answer came {np.median(delays):.2f} ms (median; "
-        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{heavy}{machinery}: all included in "
-        "predictions."
+        f"p99 {np.percentile(delays, 99):.2f} ms) after its batch{heavy}{timed}{machinery}: all "
+        "included in predictions."
     )
 
 

@@ -36,6 +36,9 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     assert profiled["served_extra_ms"] >= 0  # what serving at a light rate costs on top
     assert 0 <= profiled["serving_delay_p50_ms"] <= profiled["serving_delay_p99_ms"]
     assert profiled["serving_delays_rate"] > 0  # the light probe's rate, and any heavier one's
+    # what serving with a batching timeout costs, from the timer probe (max batch 4 waits on it)
+    assert profiled["timed_rate"] > 0 and profiled["timed_extra_ms"] >= 0
+    assert 0 <= profiled["timed_delay_p50_ms"] <= profiled["timed_delay_p99_ms"]
     for point in profiled["serving_delays_load"]:
         assert point["rate"] > profiled["serving_delays_rate"]
         assert 0 <= point["p50_ms"] <= point["p99_ms"]

@@ -362,6 +362,10 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         serving_delay_p50_ms=_percentile(profile.serving_delays_ms, 50),
         serving_delay_p99_ms=_percentile(profile.serving_delays_ms, 99),
         serving_delays_rate=profile.light_rate(),
+        timed_rate=profile.timed_rate,
+        timed_extra_ms=profile.timed_extra_ms,
+        timed_delay_p50_ms=_percentile(profile.timed_delays_ms, 50),
+        timed_delay_p99_ms=_percentile(profile.timed_delays_ms, 99),
         serving_delays_load=[
             {"rate": rate, "p50_ms": _percentile(drawn, 50), "p99_ms": _percentile(drawn, 99)}
             for rate, drawn in profile.serving_delays_load
@@ -661,6 +665,13 @@ def _print_serving(payload: dict[str, Any]) -> None:
         print(
             f"served at {point['rate']:.1f} req/s: answers {point['p50_ms']:.2f} ms (p99 "
             f"{point['p99_ms']:.2f} ms) after their batch"
+        )
+    if payload.get("timed_extra_ms") is not None and payload.get("timed_delay_p50_ms") is not None:
+        print(
+            f"served at {payload['timed_rate']:.1f} req/s with a batching timeout: runner calls "
+            f"{payload['timed_extra_ms']:.2f} ms slower than profiled, answers "
+            f"{payload['timed_delay_p50_ms']:.2f} ms (p99 {payload['timed_delay_p99_ms']:.2f} ms) "
+            "after their batch, used for settings with a timeout"
         )
     if payload.get("request_ms"):
         print(
