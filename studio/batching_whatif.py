@@ -339,10 +339,15 @@ def handoff_line(profile: LatencyProfile) -> str:
     timed = ""
     if profile.timed_extra_ms is not None and profile.timed_delays_ms:
         answers = np.asarray(profile.timed_delays_ms).clip(min=0)
+        filled = ""
+        if profile.timed_load:  # the heaviest rate's, where timed batches fill
+            rate, extra, _ = profile.timed_load[-1]
+            filled = f" ({extra:.2f} ms at {rate:.0f} req/s)"
         timed = (
             f"; with a batching timeout ({profile.timed_rate:.0f} req/s) each runner call took "
-            f"{profile.timed_extra_ms:.2f} ms more and each answer came {np.median(answers):.2f} "
-            "ms (median) after its batch, which settings with a timeout use"
+            f"{profile.timed_extra_ms:.2f} ms more{filled} and each answer came "
+            f"{np.median(answers):.2f} ms (median) after its batch, which settings with a "
+            "timeout use"
         )
     return (
         f"{line}; served at a light rate, each runner call took {profile.served_extra_ms:.2f} ms "

@@ -195,7 +195,7 @@ def measure_serving(
     while the instance's own hand-back (`handoff_ms`, measured under saturation) holds only the
     instance.
     Returns (0, []) when the probe served no batch."""
-    run, _, speed = _serve(probe, profile, SERVING_PROBE_SHARE, seed=seed)
+    run, _, speed = serve_share(probe, profile, SERVING_PROBE_SHARE, seed=seed)
     if not run.batches:
         return 0.0, []
     return served_extra_of(run, profile, speed), serving_delays(run, profile)
@@ -246,7 +246,7 @@ def measure_served_extra_under_load(
     extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
     per call, which would have made every prediction saturate)."""
-    run, rate, speed = _serve(probe, profile, SERVING_LOAD_SHARE, seed=seed)
+    run, rate, speed = serve_share(probe, profile, SERVING_LOAD_SHARE, seed=seed)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
@@ -281,7 +281,7 @@ def measure_saturation(
     (a model slower per row in larger batches: a PP-OCR classifier served 58 rows/s in batches
     of 16 and 111 at batch 1), since an extra per call timed on the largest batches would
     slow the small ones out of all proportion."""
-    run, _, speed = _serve(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
+    run, _, speed = serve_share(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
     sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
     steady = [b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending]
     if len(steady) < SATURATION_BATCHES + 1:
@@ -307,22 +307,23 @@ def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> fl
     return share * profile.ceiling(max_batch_size, with_handoff=True)[0]
 
 
-def _serve(
+def serve_share(
     probe: ServingProbe,
     profile: LatencyProfile,
     share: float,
     *,
     seed: int,
     max_queue: int | None = None,
+    timeout_ms: float = 0.0,
 ) -> tuple[LoadRun, float, float]:
-    """A short Poisson run of `probe` through the real Pipeline (timeout 0) at
+    """A short Poisson run of `probe` through the real Pipeline (timeout `timeout_ms`) at
     `share` of `profile`'s ceiling (`probe_rate`), warmed as a Verify is: long enough for
     SERVING_PROBE_REQUESTS where SERVING_PROBE_SECONDS allow; `max_queue` as BatchingSettings
     takes it (its default when None). Returns the run, its rate, and the machine's speed
     against the profile while it ran (bare timings before and after it, `probe_speed`; 1.0
     without `probe.feeds`)."""
     rate = probe_rate(profile, probe.max_batch_size, share)
-    settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=0)
+    settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=timeout_ms)
     if max_queue is not None:
         settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = (limit * probe.time_scale for limit in SERVING_PROBE_SECONDS)

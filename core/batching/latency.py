@@ -187,6 +187,15 @@ class LatencyProfile(BaseModel):
         "has it (at most SERVING_DELAYS kept). For settings with a timeout the simulator draws "
         "from them in place of the light probe's set (`serving_delays_at`).",
     )
+    timed_load: list[tuple[float, float, list[float]]] = Field(
+        default_factory=list,
+        description="(request rate req/s, extra ms per runner call, serving delays ms) served "
+        "with the timer probe's timeout at a rate where batches fill (timer_wake."
+        "measure_timed_under_load), above `timed_rate`: the runner's extra grows with the "
+        "batch. For settings with a timeout the simulator interpolates between the timer "
+        "probe's point and these (flat beyond). Empty where that probe fell behind, and in "
+        "profiles made before it was measured (then the timeout-0 probes' heavier points).",
+    )
     unmeasured: dict[str, str] = Field(
         default_factory=dict,
         description="Field name -> one sentence on why that probe could not be measured on "
@@ -251,6 +260,18 @@ class LatencyProfile(BaseModel):
             raise ValueError("timer lateness cannot be negative")
         if (self.timed_extra_ms is not None or self.timed_delays_ms) and self.timed_rate is None:
             raise ValueError("timed_extra_ms and timed_delays_ms need the timer probe's rate")
+        timed_rates = [rate for rate, _, _ in self.timed_load]
+        if timed_rates and (
+            self.timed_rate is None
+            or self.timed_extra_ms is None
+            or timed_rates != sorted(set(timed_rates))
+            or timed_rates[0] <= self.timed_rate
+            or any(not delays for _, _, delays in self.timed_load)
+        ):
+            raise ValueError(
+                "timed_load needs the timer probe's point and distinct ascending rates above "
+                "it, each with delays"
+            )
         if [gap for gap, _ in self.idle_extra_ms] != sorted({g for g, _ in self.idle_extra_ms}):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
@@ -394,10 +415,13 @@ class LatencyProfile(BaseModel):
         lower than the one before is the probes' noise, and taken as it is it would predict a
         tail that shrinks as the load grows. `timed`: for settings with a batching timeout,
         the timer probe's point (`timed_rate`, `timed_extra_ms`) stands for the light one
-        where the profile has it, the points measured above its rate after it."""
+        where the profile has it, `timed_load`'s after it (without them, the points measured
+        above its rate at timeout 0)."""
         points = self.served_extra_load
         if timed and self.timed_rate is not None and self.timed_extra_ms is not None:
-            above = [(r, e) for r, e in points[1:] if r > self.timed_rate]
+            above = [(r, e) for r, e, _ in self.timed_load] or [
+                (r, e) for r, e in points[1:] if r > self.timed_rate
+            ]
             points = [(self.timed_rate, self.timed_extra_ms), *above]
             if rate is None or len(points) < 2:
                 return self.timed_extra_ms
@@ -418,12 +442,14 @@ class LatencyProfile(BaseModel):
         larger set, evenly spaced over each set's run), the nearest set beyond them, and the
         light set `serving_delays_ms` without a rate or other sets. `timed`: for settings with
         a batching timeout, the timer probe's set (`timed_delays_ms` at `timed_rate`) stands
-        for the light one where the profile has it, the sets measured above its rate after it."""
+        for the light one where the profile has it, `timed_load`'s after it (without them, the
+        sets measured above its rate at timeout 0)."""
         light, light_set = self.light_rate(), self.serving_delays_ms
         loaded = self.serving_delays_load
         if timed and self.timed_rate is not None and self.timed_delays_ms:
             light, light_set = self.timed_rate, self.timed_delays_ms
-            loaded = [(r, d) for r, d in loaded if r > light]
+            timed_sets = [(r, d) for r, _, d in self.timed_load]
+            loaded = timed_sets or [(r, d) for r, d in loaded if r > light]
         if rate is None or not loaded or light is None:
             return light_set
         points = sorted([(light, light_set), *loaded])

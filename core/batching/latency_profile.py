@@ -23,7 +23,8 @@ faster than the runtime serves the pace it keeps with its queue never empty (the
 ceiling lies at the largest batch); last, a light run with a batching timeout measures how late
 the serving thread wakes when a timeout falls due (`timer_late_ms`,
 optistudio.core.batching.timer_wake), and what the runner call and the answers cost with
-batches that wait on a timer (`timed_extra_ms`, `timed_delays_ms`). The
+batches that wait on a timer, at a light rate and at one where they fill (`timed_extra_ms`,
+`timed_delays_ms`, `timed_load`). The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -56,7 +57,7 @@ from optistudio.core.batching.handoff import (
 from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.settings import serving_options, with_serving_threads
-from optistudio.core.batching.timer_wake import measure_timer_lateness
+from optistudio.core.batching.timer_wake import measure_timed_under_load, measure_timer_lateness
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
@@ -338,8 +339,12 @@ def _serve_saturated(probing: Probing, progress: ProgressCallback | None) -> Non
 
 
 def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
-    timed = measure_timer_lateness(probing.probe(), probing.profile)
+    probe = probing.probe()
+    timed = measure_timer_lateness(probe, probing.profile)
     probing.profile = probing.profile.model_copy(update=timed.fields())
+    heavy = measure_timed_under_load(probe, probing.profile)
+    if heavy is not None and probing.profile.timed_rate and heavy[0] > probing.profile.timed_rate:
+        probing.profile = probing.profile.model_copy(update={"timed_load": [heavy]})
 
 
 def _said(text: str) -> Callable[[Probing], str]:
@@ -388,7 +393,10 @@ PROBE_STEPS: tuple[ProbeStep, ...] = (
     ProbeStep(
         "timer wake-up",
         0.01,
-        _said("how late the serving thread wakes when a batching timeout falls due"),
+        _said(
+            "how late the serving thread wakes when a batching timeout falls due, and what "
+            "serving with a timeout costs at a light and a heavy rate"
+        ),
         _time_timer,
     ),  # fmt: skip
 )

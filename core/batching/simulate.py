@@ -316,6 +316,11 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     timed = profile.timed_delays_ms
     if len(timed) > 1:
         update["timed_delays_ms"] = rng.choice(np.asarray(timed), len(timed)).tolist()
+    if profile.timed_load:
+        update["timed_load"] = [
+            (rate, extra, rng.choice(np.asarray(drawn), len(drawn)).tolist())
+            for rate, extra, drawn in profile.timed_load
+        ]
     late = profile.timer_late_ms
     if len(late) > 1:
         update["timer_late_ms"] = rng.choice(np.asarray(late), len(late)).tolist()

@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optistudio.core.batching.handoff import ServingProbe, served_extra_of, serving_delays
+from optistudio.core.batching.handoff import (
+    KEPT_UP,
+    ServingProbe,
+    serve_share,
+    served_extra_of,
+    serving_delays,
+)
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import run_load
 from optistudio.core.batching.pipeline import Pipeline
@@ -51,6 +57,9 @@ TIMER_PROBE_REQUESTS = 600
 """Requests the probe sends where TIMER_PROBE_SECONDS allow: 250-350 timed batches."""
 TIMER_LATE_KEPT = 400
 """Most lateness values a profile keeps, evenly spaced over the probe."""
+TIMED_LOAD_SHARE = 0.6
+"""The rate the timed heavy probe sends at, as a share of the runtime's ceiling: batches that
+fill before their timeout, as at the rates a Verify checks."""
 
 
 @dataclass(frozen=True)
@@ -132,4 +141,30 @@ def measure_timer_lateness(
         late_ms=[round(late[i], 4) for i in kept] if late else [],
         extra_ms=served_extra_of(run, profile, bracketed(before, after)) if run.batches else None,
         delays_ms=serving_delays(run, profile),
+    )
+
+
+def measure_timed_under_load(
+    probe: ServingProbe, profile: LatencyProfile, *, seed: int = 13
+) -> tuple[float, float, list[float]] | None:
+    """(rate req/s, the runner's extra ms per call, serving delays ms) served with timeout
+    TIMER_PROBE_MS at TIMED_LOAD_SHARE of `profile`'s ceiling: the point of
+    `LatencyProfile.timed_load`. With batches that wait on a timer the runner's extra grows
+    with the batch (on 2 shared cores a 0.1 ms CNN: 0.08 ms per call in the light timer probe's
+    batches of 1-2, 0.13-0.18 ms in batches of 7-8 at 30 % of its ceiling), so a light point
+    alone under-predicts the rates a Verify checks. None at max batch 1, when no batch ran, or
+    when the probe fell behind (served less than KEPT_UP of its realised rate, as the heavy
+    serving probe's rule)."""
+    if probe.max_batch_size < 2:
+        return None
+    run, rate, speed = serve_share(
+        probe, profile, TIMED_LOAD_SHARE, seed=seed, timeout_ms=TIMER_PROBE_MS
+    )
+    served = run.result
+    if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
+        return None
+    return (
+        round(rate, 3),
+        round(served_extra_of(run, profile, speed), 4),
+        serving_delays(run, profile),
     )

@@ -366,6 +366,15 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         timed_extra_ms=profile.timed_extra_ms,
         timed_delay_p50_ms=_percentile(profile.timed_delays_ms, 50),
         timed_delay_p99_ms=_percentile(profile.timed_delays_ms, 99),
+        timed_load=[
+            {
+                "rate": rate,
+                "extra_ms": extra,
+                "p50_ms": _percentile(drawn, 50),
+                "p99_ms": _percentile(drawn, 99),
+            }
+            for rate, extra, drawn in profile.timed_load
+        ],
         serving_delays_load=[
             {"rate": rate, "p50_ms": _percentile(drawn, 50), "p99_ms": _percentile(drawn, 99)}
             for rate, drawn in profile.serving_delays_load
@@ -672,6 +681,12 @@ def _print_serving(payload: dict[str, Any]) -> None:
             f"{payload['timed_extra_ms']:.2f} ms slower than profiled, answers "
             f"{payload['timed_delay_p50_ms']:.2f} ms (p99 {payload['timed_delay_p99_ms']:.2f} ms) "
             "after their batch, used for settings with a timeout"
+        )
+    for point in payload.get("timed_load") or []:
+        print(
+            f"served at {point['rate']:.1f} req/s with a batching timeout: runner calls "
+            f"{point['extra_ms']:.2f} ms slower than profiled, answers {point['p50_ms']:.2f} ms "
+            f"(p99 {point['p99_ms']:.2f} ms) after their batch"
         )
     if payload.get("request_ms"):
         print(

@@ -14,7 +14,6 @@ from optistudio import migrations
 log = logging.getLogger(__name__)
 
 
-
 def alembic_config(url: str) -> Config:
     """Alembic's configuration in code, so an installed wheel (no alembic.ini) migrates too."""
     config = Config()

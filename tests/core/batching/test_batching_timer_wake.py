@@ -128,6 +128,7 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
     assert profile.timer_late_ms
     assert min(profile.timer_late_ms) >= 0
     assert profile.timed_rate and profile.timed_extra_ms is not None and profile.timed_delays_ms
+    assert all(rate > profile.timed_rate and extra >= 0 for rate, extra, _ in profile.timed_load)
     light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
     assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
 
@@ -182,7 +183,16 @@ def test_the_timer_probes_point_leads_the_heavier_ones() -> None:
     assert loaded.serving_delays_at(9000.0, timed=True) == [3.0] * 4
     assert loaded.serving_delays_at(100.0) == [0.01] * 4
 
+    # a heavy point measured with the timeout leads instead of the timeout-0 ones
+    timed_heavy = loaded.model_copy(update={"timed_load": [(2300.0, 0.5, [1.0] * 4)]})
+    assert timed_heavy.served_extra_at(9000.0, timed=True) == pytest.approx(1.0)  # running max
+    assert timed_heavy.served_extra_at(9000.0) == pytest.approx(2.0)
+    assert timed_heavy.serving_delays_at(9000.0, timed=True) == [1.0] * 4
+    assert sorted(timed_heavy.serving_delays_at(1300.0, timed=True)) == [0.5, 0.5, 1.0, 1.0]
+
 
 def test_timed_costs_need_the_timer_probes_rate() -> None:
     with pytest.raises(ValueError, match="timer probe's rate"):
         LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timed_extra_ms=0.2)
+    with pytest.raises(ValueError, match="timed_load needs"):
+        LatencyProfile.model_validate(TIMED.model_dump() | {"timed_load": [(200.0, 0.5, [1.0])]})
