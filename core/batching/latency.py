@@ -193,8 +193,8 @@ class LatencyProfile(BaseModel):
         "with the timer probe's timeout at a rate where batches fill (timer_wake."
         "measure_timed_under_load), above `timed_rate`: the runner's extra grows with the "
         "batch. For settings with a timeout the simulator interpolates between the timer "
-        "probe's point and these (flat beyond). Empty where that probe fell behind, and in "
-        "profiles made before it was measured (then the timeout-0 probes' heavier points).",
+        "probe's point, these, and the timeout-0 probes' points above them (the saturated "
+        "pace). Empty where that probe fell behind, and in profiles made before it.",
     )
     unmeasured: dict[str, str] = Field(
         default_factory=dict,
@@ -415,13 +415,13 @@ class LatencyProfile(BaseModel):
         lower than the one before is the probes' noise, and taken as it is it would predict a
         tail that shrinks as the load grows. `timed`: for settings with a batching timeout,
         the timer probe's point (`timed_rate`, `timed_extra_ms`) stands for the light one
-        where the profile has it, `timed_load`'s after it (without them, the points measured
-        above its rate at timeout 0)."""
+        where the profile has it, `timed_load`'s after it, and the points measured at timeout 0
+        above them (the saturated pace holds whatever the timeout)."""
         points = self.served_extra_load
         if timed and self.timed_rate is not None and self.timed_extra_ms is not None:
-            above = [(r, e) for r, e, _ in self.timed_load] or [
-                (r, e) for r, e in points[1:] if r > self.timed_rate
-            ]
+            timed_points = [(r, e) for r, e, _ in self.timed_load]
+            last = timed_points[-1][0] if timed_points else self.timed_rate
+            above = timed_points + [(r, e) for r, e in points[1:] if r > last]
             points = [(self.timed_rate, self.timed_extra_ms), *above]
             if rate is None or len(points) < 2:
                 return self.timed_extra_ms
@@ -442,14 +442,15 @@ class LatencyProfile(BaseModel):
         larger set, evenly spaced over each set's run), the nearest set beyond them, and the
         light set `serving_delays_ms` without a rate or other sets. `timed`: for settings with
         a batching timeout, the timer probe's set (`timed_delays_ms` at `timed_rate`) stands
-        for the light one where the profile has it, `timed_load`'s after it (without them, the
-        sets measured above its rate at timeout 0)."""
+        for the light one where the profile has it, `timed_load`'s after it, and the sets
+        measured at timeout 0 above them."""
         light, light_set = self.light_rate(), self.serving_delays_ms
         loaded = self.serving_delays_load
         if timed and self.timed_rate is not None and self.timed_delays_ms:
             light, light_set = self.timed_rate, self.timed_delays_ms
             timed_sets = [(r, d) for r, _, d in self.timed_load]
-            loaded = timed_sets or [(r, d) for r, d in loaded if r > light]
+            last = timed_sets[-1][0] if timed_sets else light
+            loaded = timed_sets + [(r, d) for r, d in loaded if r > last]
         if rate is None or not loaded or light is None:
             return light_set
         points = sorted([(light, light_set), *loaded])

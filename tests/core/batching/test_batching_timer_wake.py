@@ -185,9 +185,11 @@ def test_the_timer_probes_point_leads_the_heavier_ones() -> None:
 
     # a heavy point measured with the timeout leads instead of the timeout-0 ones
     timed_heavy = loaded.model_copy(update={"timed_load": [(2300.0, 0.5, [1.0] * 4)]})
-    assert timed_heavy.served_extra_at(9000.0, timed=True) == pytest.approx(1.0)  # running max
-    assert timed_heavy.served_extra_at(9000.0) == pytest.approx(2.0)
-    assert timed_heavy.serving_delays_at(9000.0, timed=True) == [1.0] * 4
+    assert timed_heavy.served_extra_at(2300.0, timed=True) == pytest.approx(1.0)  # running max
+    assert timed_heavy.served_extra_at(9000.0, timed=True) == pytest.approx(2.0)  # then 4000's
+    assert timed_heavy.served_extra_at(2300.0) == pytest.approx(0.05 + 1.95 * 1800 / 3500)
+    assert timed_heavy.serving_delays_at(2300.0, timed=True) == [1.0] * 4
+    assert timed_heavy.serving_delays_at(9000.0, timed=True) == [3.0] * 4
     assert sorted(timed_heavy.serving_delays_at(1300.0, timed=True)) == [0.5, 0.5, 1.0, 1.0]
 
 
