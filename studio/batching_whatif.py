@@ -341,8 +341,8 @@ def handoff_line(profile: LatencyProfile) -> str:
         answers = np.asarray(profile.timed_delays_ms).clip(min=0)
         filled = ""
         if profile.timed_load:  # the heaviest rate's, where timed batches fill
-            rate, extra, _ = profile.timed_load[-1]
-            filled = f" ({extra:.2f} ms at {rate:.0f} req/s)"
+            rate, extra, _, batch = profile.timed_load[-1]
+            filled = f" ({extra:.2f} ms at {rate:.0f} req/s, batches of {batch:.1f})"
         timed = (
             f"; with a batching timeout ({profile.timed_rate:.0f} req/s) each runner call took "
             f"{profile.timed_extra_ms:.2f} ms more{filled} and each answer came "

@@ -328,20 +328,36 @@ def serve_share(
         settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = (limit * probe.time_scale for limit in SERVING_PROBE_SECONDS)
     seconds = min(max(SERVING_PROBE_REQUESTS / rate, low), high)
+    run, speed = serve_at(probe, profile, settings, rate, seconds, seed=seed)
+    return run, rate, speed
+
+
+def serve_at(
+    probe: ServingProbe,
+    profile: LatencyProfile,
+    settings: BatchingSettings,
+    rate: float,
+    seconds: float,
+    *,
+    seed: int,
+    warm: int | None = None,
+) -> tuple[LoadRun, float]:
+    """A Poisson run of `probe` through the real Pipeline with `settings` at `rate` for
+    `seconds`, after `warm` requests answered (default: a full batch); returns the run and the
+    machine's speed against the profile while it ran (bare timings before and after it,
+    `probe_speed`; 1.0 without `probe.feeds`)."""
     before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
-        warm = [
-            pipeline.submit(probe.requests[i % len(probe.requests)])
-            for i in range(settings.max_batch_size)
-        ]
-        for future in warm:
+        count = settings.max_batch_size if warm is None else warm
+        warming = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(count)]
+        for future in warming:
             future.result()
         run = run_load(
             pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
     after = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
-    return run, rate, bracketed(before, after)
+    return run, bracketed(before, after)
 
 
 def served_extra_of(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -> float:

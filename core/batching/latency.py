@@ -181,15 +181,23 @@ class LatencyProfile(BaseModel):
         "at timeout 0, at the same rates and gaps). For settings with a timeout the simulator "
         "takes it in place of the light probe's extra (`served_extra_at`).",
     )
+    timed_batch: float | None = Field(
+        default=None,
+        ge=1,
+        description="The mean rows per batch in the timer probe, where `timed_extra_ms` was "
+        "measured (with `timed_load`'s, the sizes `timed_extra_by_size` rests on). None in "
+        "profiles made before it was kept.",
+    )
     timed_delays_ms: list[float] = Field(
         default_factory=list,
         description="Per request of the timer probe, its serving delay as `serving_delays_ms` "
         "has it (at most SERVING_DELAYS kept). For settings with a timeout the simulator draws "
         "from them in place of the light probe's set (`serving_delays_at`).",
     )
-    timed_load: list[tuple[float, float, list[float]]] = Field(
+    timed_load: list[tuple[float, float, list[float], float]] = Field(
         default_factory=list,
-        description="(request rate req/s, extra ms per runner call, serving delays ms) served "
+        description="(request rate req/s, extra ms per runner call, serving delays ms, mean "
+        "rows per batch) served "
         "with the timer probe's timeout at a rate where batches fill (timer_wake."
         "measure_timed_under_load), above `timed_rate`: the runner's extra grows with the "
         "batch. For settings with a timeout the simulator interpolates between the timer "
@@ -260,13 +268,13 @@ class LatencyProfile(BaseModel):
             raise ValueError("timer lateness cannot be negative")
         if (self.timed_extra_ms is not None or self.timed_delays_ms) and self.timed_rate is None:
             raise ValueError("timed_extra_ms and timed_delays_ms need the timer probe's rate")
-        timed_rates = [rate for rate, _, _ in self.timed_load]
+        timed_rates = [point[0] for point in self.timed_load]
         if timed_rates and (
             self.timed_rate is None
             or self.timed_extra_ms is None
             or timed_rates != sorted(set(timed_rates))
             or timed_rates[0] <= self.timed_rate
-            or any(not delays for _, _, delays in self.timed_load)
+            or any(not point[2] or point[3] < 1 for point in self.timed_load)
         ):
             raise ValueError(
                 "timed_load needs the timer probe's point and distinct ascending rates above "
@@ -419,7 +427,7 @@ class LatencyProfile(BaseModel):
         above them (the saturated pace holds whatever the timeout)."""
         points = self.served_extra_load
         if timed and self.timed_rate is not None and self.timed_extra_ms is not None:
-            timed_points = [(r, e) for r, e, _ in self.timed_load]
+            timed_points = [(point[0], point[1]) for point in self.timed_load]
             last = timed_points[-1][0] if timed_points else self.timed_rate
             above = timed_points + [(r, e) for r, e in points[1:] if r > last]
             points = [(self.timed_rate, self.timed_extra_ms), *above]
@@ -429,6 +437,21 @@ class LatencyProfile(BaseModel):
             return self.served_extra_ms
         extras = np.maximum.accumulate([e for _, e in points])
         return max(float(np.interp(rate, [r for r, _ in points], extras)), 0.0)
+
+    def timed_extra_by_size(self) -> Callable[[int], float] | None:
+        """The runner's extra ms per call for a batch of a given size with a batching timeout:
+        the timer probes' extras (`timed_extra_ms` at `timed_batch`, `timed_load`'s at theirs)
+        interpolated by batch size, flat beyond them, and never smaller for a larger batch (a
+        running maximum). With a timeout the extra grows with the batch, not with the rate:
+        batches fill at a third of the ceiling already. None without the probes' batch sizes."""
+        if self.timed_batch is None or self.timed_extra_ms is None:
+            return None
+        points = sorted(
+            [(self.timed_batch, self.timed_extra_ms)] + [(p[3], p[1]) for p in self.timed_load]
+        )
+        sizes = np.asarray([size for size, _ in points])
+        extras = np.maximum.accumulate([extra for _, extra in points])
+        return lambda size: float(np.interp(size, sizes, extras))
 
     def light_rate(self) -> float | None:
         """The rate (req/s) `serving_delays_ms` was measured at, where the profile knows it."""
@@ -448,7 +471,7 @@ class LatencyProfile(BaseModel):
         loaded = self.serving_delays_load
         if timed and self.timed_rate is not None and self.timed_delays_ms:
             light, light_set = self.timed_rate, self.timed_delays_ms
-            timed_sets = [(r, d) for r, _, d in self.timed_load]
+            timed_sets = [(point[0], point[2]) for point in self.timed_load]
             last = timed_sets[-1][0] if timed_sets else light
             loaded = timed_sets + [(r, d) for r, d in loaded if r > last]
         if rate is None or not loaded or light is None:

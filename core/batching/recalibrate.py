@@ -29,7 +29,7 @@ from them at and around that rate, so Verify runs at several rates build the del
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
@@ -141,7 +141,8 @@ def _evidence(
     if isinstance(trace, Sequence):
         gaps = handoff_gaps_ms(trace, timeout_s=timeout_s)
         mean = float(np.mean(gaps)) if gaps else None
-        return _runner_without_idle(profile, trace, served), mean, gaps
+        by_size = profile.timed_extra_by_size() if timeout_s > 0 else None
+        return _runner_without_idle(profile, trace, served, by_size), mean, gaps
     return (
         {
             int(rows): (int(n), max(float(ms) - served, IDLE_FLOOR * float(ms)))
@@ -153,15 +154,19 @@ def _evidence(
 
 
 def _runner_without_idle(
-    profile: LatencyProfile, batches: Sequence[BatchRecord], served_ms: float
+    profile: LatencyProfile,
+    batches: Sequence[BatchRecord],
+    served_ms: float,
+    by_size: Callable[[int], float] | None = None,
 ) -> RunnerSummary:
     """`runner_summary` of the batches with each one's expected idle extra and the served extra
-    `served_ms` taken off (the simulator adds both back)."""
-    if not profile.idle_extra_ms and not served_ms:
+    `served_ms` (at least `by_size` of its size, with a timeout) taken off (the simulator adds
+    both back)."""
+    if not profile.idle_extra_ms and not served_ms and by_size is None:
         return runner_summary(batches)
     times: dict[int, list[float]] = {}
     for rows, spent, idle in runner_and_idle_ms(batches, profile):
-        extra = served_ms + idle
+        extra = (served_ms if by_size is None else max(served_ms, by_size(rows))) + idle
         times.setdefault(rows, []).append(max(spent - extra, IDLE_FLOOR * spent))
     return {rows: (len(spent), float(np.mean(spent))) for rows, spent in sorted(times.items())}
 

@@ -144,6 +144,12 @@ def simulate(
     load_rate = _load_rate(profile, settings, rate, times)
     timed = settings.timeout_ms > 0  # the timer probe's extra and delays, where measured
     sim.served_extra = profile.served_extra_at(load_rate, timed=timed) / 1000
+    by_size = profile.timed_extra_by_size() if timed else None
+    if by_size is not None:  # the extra grows with the batch: each size at least its own
+        sim.extra_of = {
+            b: max(by_size(b) / 1000, sim.served_extra)
+            for b in range(1, settings.max_batch_size + 1)
+        }
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
     delays = profile.serving_delays_at(load_rate, timed=timed)
@@ -318,8 +324,8 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
         update["timed_delays_ms"] = rng.choice(np.asarray(timed), len(timed)).tolist()
     if profile.timed_load:
         update["timed_load"] = [
-            (rate, extra, rng.choice(np.asarray(drawn), len(drawn)).tolist())
-            for rate, extra, drawn in profile.timed_load
+            (rate, extra, rng.choice(np.asarray(drawn), len(drawn)).tolist(), batch)
+            for rate, extra, drawn, batch in profile.timed_load
         ]
     late = profile.timer_late_ms
     if len(late) > 1:
@@ -425,6 +431,7 @@ class _Simulation:
         }
         self.idle_extra = profile.idle_extra_curve() if profile.idle_extra_ms else None
         self.served_extra = profile.served_extra_ms / 1000.0
+        self.extra_of: dict[int, float] | None = None
         self.request_s = profile.request_ms / 1000.0
         self.front_free = 0.0
         self.delays: _Draws | None = None
@@ -583,7 +590,8 @@ class _Simulation:
             return
         size = self.settings.cut_size(len(queue))
         handoff = self.handoff()
-        service = self.service_time(size, now) + self.served_extra + handoff
+        served = self.served_extra if self.extra_of is None else self.extra_of[size]
+        service = self.service_time(size, now) + served + handoff
         idle_since = self.free_since[instance]
         if self.idle_extra is not None and idle_since is not None:
             extra = self.idle_extra((now - idle_since) * 1000) / 1000

@@ -34,14 +34,13 @@ import numpy as np
 from optistudio.core.batching.handoff import (
     KEPT_UP,
     ServingProbe,
+    serve_at,
     serve_share,
     served_extra_of,
     serving_delays,
 )
 from optistudio.core.batching.latency import LatencyProfile
-from optistudio.core.batching.loadgen import run_load
-from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.probe_speed import bracketed, speed_beside
+from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
 
@@ -72,6 +71,8 @@ class TimedServing:
     late_ms: list[float] = field(default_factory=list)
     extra_ms: float | None = None
     delays_ms: list[float] = field(default_factory=list)
+    batch: float | None = None
+    """Mean rows per batch of the run (None when no batch ran)."""
 
     def fields(self) -> dict[str, object]:
         """The profile's fields this probe sets."""
@@ -81,6 +82,7 @@ class TimedServing:
             "timed_rate": float(f"{self.rate:.4g}") if measured else None,
             "timed_extra_ms": None if self.extra_ms is None else round(self.extra_ms, 4),
             "timed_delays_ms": self.delays_ms,
+            "timed_batch": None if self.batch is None else round(self.batch, 3),
         }
 
 
@@ -124,30 +126,29 @@ def measure_timer_lateness(
     settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=TIMER_PROBE_MS)
     low, high = (limit * probe.time_scale for limit in TIMER_PROBE_SECONDS)
     seconds = min(max(TIMER_PROBE_REQUESTS / rate, low), high)
-    before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
-    with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
-        warm = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(2)]
-        for future in warm:
-            future.result()
-        run = run_load(
-            pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
-            warmup_share=0.0,
-        )  # fmt: skip
-    after = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
+    run, speed = serve_at(probe, profile, settings, rate, seconds, seed=seed, warm=2)
     late = timer_lateness_ms(run.batches, settings.timeout_s, settings.dispatch_threshold())
     kept = np.linspace(0, len(late) - 1, min(len(late), TIMER_LATE_KEPT)).round().astype(int)
     return TimedServing(
         rate,
         late_ms=[round(late[i], 4) for i in kept] if late else [],
-        extra_ms=served_extra_of(run, profile, bracketed(before, after)) if run.batches else None,
+        extra_ms=served_extra_of(run, profile, speed) if run.batches else None,
         delays_ms=serving_delays(run, profile),
+        batch=mean_rows(run) if run.batches else None,
     )
+
+
+def mean_rows(run: LoadRun) -> float:
+    """Mean rows per batch of a run with batches: the sizes its extra per call (a median over
+    its batches) was taken at."""
+    return float(np.mean([batch.rows for batch in run.batches]))
 
 
 def measure_timed_under_load(
     probe: ServingProbe, profile: LatencyProfile, *, seed: int = 13
-) -> tuple[float, float, list[float]] | None:
-    """(rate req/s, the runner's extra ms per call, serving delays ms) served with timeout
+) -> tuple[float, float, list[float], float] | None:
+    """(rate req/s, the runner's extra ms per call, serving delays ms, mean rows per batch)
+    served with timeout
     TIMER_PROBE_MS at TIMED_LOAD_SHARE of `profile`'s ceiling: the point of
     `LatencyProfile.timed_load`. With batches that wait on a timer the runner's extra grows
     with the batch (on 2 shared cores a 0.1 ms CNN: 0.08 ms per call in the light timer probe's
@@ -163,8 +164,5 @@ def measure_timed_under_load(
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
-    return (
-        round(rate, 3),
-        round(served_extra_of(run, profile, speed), 4),
-        serving_delays(run, profile),
-    )
+    extra = round(served_extra_of(run, profile, speed), 4)
+    return round(rate, 3), extra, serving_delays(run, profile), round(mean_rows(run), 3)

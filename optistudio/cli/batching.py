@@ -364,16 +364,18 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         serving_delays_rate=profile.light_rate(),
         timed_rate=profile.timed_rate,
         timed_extra_ms=profile.timed_extra_ms,
+        timed_batch=profile.timed_batch,
         timed_delay_p50_ms=_percentile(profile.timed_delays_ms, 50),
         timed_delay_p99_ms=_percentile(profile.timed_delays_ms, 99),
         timed_load=[
             {
                 "rate": rate,
                 "extra_ms": extra,
+                "mean_batch": batch,
                 "p50_ms": _percentile(drawn, 50),
                 "p99_ms": _percentile(drawn, 99),
             }
-            for rate, extra, drawn in profile.timed_load
+            for rate, extra, drawn, batch in profile.timed_load
         ],
         serving_delays_load=[
             {"rate": rate, "p50_ms": _percentile(drawn, 50), "p99_ms": _percentile(drawn, 99)}

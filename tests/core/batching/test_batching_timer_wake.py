@@ -128,7 +128,9 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
     assert profile.timer_late_ms
     assert min(profile.timer_late_ms) >= 0
     assert profile.timed_rate and profile.timed_extra_ms is not None and profile.timed_delays_ms
-    assert all(rate > profile.timed_rate and extra >= 0 for rate, extra, _ in profile.timed_load)
+    assert profile.timed_batch is not None and profile.timed_batch >= 1
+    for rate, extra, _, batch in profile.timed_load:
+        assert rate > profile.timed_rate and extra >= 0 and 1 <= batch <= 4
     light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
     assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
 
@@ -184,7 +186,7 @@ def test_the_timer_probes_point_leads_the_heavier_ones() -> None:
     assert loaded.serving_delays_at(100.0) == [0.01] * 4
 
     # a heavy point measured with the timeout leads instead of the timeout-0 ones
-    timed_heavy = loaded.model_copy(update={"timed_load": [(2300.0, 0.5, [1.0] * 4)]})
+    timed_heavy = loaded.model_copy(update={"timed_load": [(2300.0, 0.5, [1.0] * 4, 6.0)]})
     assert timed_heavy.served_extra_at(2300.0, timed=True) == pytest.approx(1.0)  # running max
     assert timed_heavy.served_extra_at(9000.0, timed=True) == pytest.approx(2.0)  # then 4000's
     assert timed_heavy.served_extra_at(2300.0) == pytest.approx(0.05 + 1.95 * 1800 / 3500)
@@ -197,4 +199,29 @@ def test_timed_costs_need_the_timer_probes_rate() -> None:
     with pytest.raises(ValueError, match="timer probe's rate"):
         LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timed_extra_ms=0.2)
     with pytest.raises(ValueError, match="timed_load needs"):
-        LatencyProfile.model_validate(TIMED.model_dump() | {"timed_load": [(200.0, 0.5, [1.0])]})
+        LatencyProfile.model_validate(
+            TIMED.model_dump() | {"timed_load": [(200.0, 0.5, [1.0], 2.0)]}
+        )
+
+
+def test_with_a_timeout_the_runners_extra_follows_the_batch_size() -> None:
+    sized = TIMED.model_copy(
+        update={
+            "timed_batch": 1.5,
+            "timed_extra_ms": 0.1,
+            "timed_load": [(50_000.0, 0.7, [0.5], 7.5)],  # far above the rate simulated below
+        }
+    )
+    extra = sized.timed_extra_by_size()
+
+    assert extra is not None
+    assert extra(1) == pytest.approx(0.1) and extra(8) == pytest.approx(0.7)  # flat beyond
+    assert extra(4) == pytest.approx(0.1 + 0.6 * 2.5 / 6)
+    assert TIMED.timed_extra_by_size() is None  # no batch size kept with the extra
+    # full batches at 8,000 req/s pay the full batches' extra (0.7 ms), where the rate alone
+    # (0.19 ms at 8,000 between 300 and 50,000 req/s) would not
+    by_rate = sized.model_copy(update={"timed_batch": None})
+    full = simulate(sized, SETTINGS, rate=8000, requests=4000, service="mean")
+    rated = simulate(by_rate, SETTINGS, rate=8000, requests=4000, service="mean")
+    assert full.mean_batch_size > 7
+    assert full.mean_compute_ms - rated.mean_compute_ms > 0.4

@@ -18,16 +18,17 @@ LONGEST_DEFAULT = max(
 
 
 def _sent_seconds(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
-    """How long each probe's load run was asked to send, by the module that sent it."""
+    """How long each probe's load run was asked to send: "timed" for the runs with a batching
+    timeout (the timer probes), "untimed" for the others."""
     lengths: dict[str, list[float]] = {}
-    for module in (handoff, timer_wake):
-        real = module.run_load
+    real = handoff.run_load  # every serving probe sends through it (handoff.serve_at)
 
-        def recording(*args: Any, _real: Any = real, _name: str = module.__name__, **kw: Any):  # type: ignore[no-untyped-def]
-            lengths.setdefault(_name.rsplit(".", 1)[-1], []).append(kw["seconds"])
-            return _real(*args, **kw)
+    def recording(pipeline: Any, *args: Any, **kw: Any):  # type: ignore[no-untyped-def]
+        kind = "timed" if pipeline.settings.timeout_ms > 0 else "untimed"
+        lengths.setdefault(kind, []).append(kw["seconds"])
+        return real(pipeline, *args, **kw)
 
-        monkeypatch.setattr(module, "run_load", recording)
+    monkeypatch.setattr(handoff, "run_load", recording)
     return lengths
 
 
@@ -40,7 +41,7 @@ def test_a_shorter_scale_shortens_every_probe_that_sends(
         tiny_model, max_batch_size=4, min_seconds=0.02, instances=[1], probe_time_scale=0.1
     )
 
-    assert set(lengths) == {"handoff", "timer_wake"}  # hand-back, serving and timer probes ran
+    assert set(lengths) == {"untimed", "timed"}  # hand-back, serving and timer probes ran
     assert max(s for sent in lengths.values() for s in sent) <= 0.1 * LONGEST_DEFAULT + 1e-9
     assert profile.serving_delays_ms  # the short light probe still served and measured
 
@@ -52,5 +53,5 @@ def test_by_default_the_serving_probes_send_their_full_length(
 
     measure_latency_profile(tiny_model, max_batch_size=2, min_seconds=0.02, instances=[1])
 
-    assert max(lengths["handoff"]) >= handoff.SERVING_PROBE_SECONDS[0]
-    assert max(lengths["timer_wake"]) >= timer_wake.TIMER_PROBE_SECONDS[0]
+    assert max(lengths["untimed"]) >= handoff.SERVING_PROBE_SECONDS[0]
+    assert max(lengths["timed"]) >= timer_wake.TIMER_PROBE_SECONDS[0]
