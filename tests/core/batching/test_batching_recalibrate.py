@@ -140,3 +140,29 @@ def test_a_saturated_runs_refit_is_refused_with_how_far_it_would_have_moved() ->
     assert saturated_refit(_served(saturated=False), refit, profile) is None
     assert why is not None and "served 90.0 req/s of 140.0 sent" in why
     assert re.search(r"up to \+19\d %", why)  # 400 batches against 20 runs: ~95 % of +200 %
+
+
+def test_a_timed_runs_refit_leaves_the_timer_probes_extra_to_serving() -> None:
+    """With a timeout the simulator adds the timer probes' extra for the batch's size
+    (`timed_extra_by_size`), so a Verify's refit takes it off its runner times: a run as slow as
+    the profile plus that extra leaves the model's speed where it was."""
+    base = measured_profile()
+    largest = SIZES[-1]
+    extra_ms = 0.5 * base.latency_ms(largest)
+    profile = base.model_copy(
+        update={
+            "timed_rate": 10.0,
+            "timed_extra_ms": 0.0,
+            "timed_batch": 1.0,
+            "timed_delays_ms": [0.0],
+            "timed_load": [(100.0, extra_ms, [0.0], float(largest))],
+        }
+    )
+    factor = 1 + extra_ms / profile.latency_ms(largest)  # the runs' time with the extra in it
+    trace = slower_trace(profile, factor, {largest: 400})
+
+    timed = recalibrate(profile, trace, timeout_ms=2.0)
+    untimed = recalibrate(profile, trace, timeout_ms=0.0)
+
+    assert timed.latency_ms(largest) / profile.latency_ms(largest) == pytest.approx(1.0, abs=0.04)
+    assert untimed.latency_ms(largest) / profile.latency_ms(largest) > 1.3
