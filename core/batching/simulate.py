@@ -173,8 +173,11 @@ def _load_rate(
 ) -> float | None:
     """The request rate the served extra and the serving delays are taken at: the arrivals'
     own (given send times, or the rate they were drawn at), and for a closed loop, which keeps
-    the runtime busy, its ceiling. None for a profile whose served extra and serving delays are one at every rate."""
-    if len(profile.served_extra_load) < 2 and not profile.serving_delays_load:
+    the runtime busy, its ceiling. None for a profile whose served extra and serving delays are
+    one at every rate (with a timeout or without)."""
+    if len(profile.served_extra_load) < 2 and not (
+        profile.serving_delays_load or profile.timed_load
+    ):
         return None
     if arrivals is not None and len(arrivals) > 1 and arrivals[-1] > arrivals[0]:
         return float((len(arrivals) - 1) / (arrivals[-1] - arrivals[0]))

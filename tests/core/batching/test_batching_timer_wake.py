@@ -225,3 +225,17 @@ def test_with_a_timeout_the_runners_extra_follows_the_batch_size() -> None:
     rated = simulate(by_rate, SETTINGS, rate=8000, requests=4000, service="mean")
     assert full.mean_batch_size > 7
     assert full.mean_compute_ms - rated.mean_compute_ms > 0.4
+
+
+def test_a_timed_heavy_point_alone_still_takes_the_rate_into_account() -> None:
+    """A profile whose only heavier point is the timed one (the timeout-0 heavy probe fell
+    behind) still simulates a heavy rate with that point's delays."""
+    heavy = TIMED.model_copy(
+        update={"timed_batch": 1.0, "timed_load": [(2000.0, 0.0, [3.0] * 4, 2.0)]}
+    )
+    light = TIMED.model_copy(update={"timed_batch": 1.0})
+
+    with_point = simulate(heavy, SETTINGS, rate=5000, requests=4000, service="mean")
+    without = simulate(light, SETTINGS, rate=5000, requests=4000, service="mean")
+
+    assert with_point.p50_ms - without.p50_ms == pytest.approx(2.5, abs=0.3)  # 3.0 - 0.5 ms
