@@ -45,8 +45,10 @@ ALTERNATES = {
     "without the timer's lateness": {"timer_late_ms": []},  # the prediction before 2026-12-05
     "without the timed costs": {  # and before the timer probe kept its serving costs
         "timed_rate": None, "timed_extra_ms": None, "timed_delays_ms": [], "timed_load": [],
+        "timed_calls": [],
     },
     "without the heavy timed point": {"timed_load": []},
+    "without the timed calls' spread": {"timed_calls": []},
 }  # fmt: skip
 """Profile fields emptied for the same runs' other predictions: what each measurement adds."""
 

@@ -343,9 +343,13 @@ def handoff_line(profile: LatencyProfile) -> str:
         if profile.timed_load:  # the heaviest rate's, where timed batches fill
             rate, extra, _, batch = profile.timed_load[-1]
             filled = f" ({extra:.2f} ms at {rate:.0f} req/s, batches of {batch:.1f})"
+        spread = ""
+        if profile.timed_calls:
+            tail = np.percentile([extra for _, extra in profile.timed_calls], 99)
+            spread = f" (p99 {tail:.2f} ms over {len(profile.timed_calls)} calls)"
         timed = (
             f"; with a batching timeout ({profile.timed_rate:.0f} req/s) each runner call took "
-            f"{profile.timed_extra_ms:.2f} ms more{filled} and each answer came "
+            f"{profile.timed_extra_ms:.2f} ms more{filled}{spread} and each answer came "
             f"{np.median(answers):.2f} ms (median) after its batch, which settings with a "
             "timeout use"
         )

@@ -39,6 +39,7 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     # what serving with a batching timeout costs, from the timer probe (max batch 4 waits on it)
     assert profiled["timed_rate"] > 0 and profiled["timed_extra_ms"] >= 0
     assert 0 <= profiled["timed_delay_p50_ms"] <= profiled["timed_delay_p99_ms"]
+    assert profiled["timed_calls"] > 0 and profiled["timed_call_extra_p99_ms"] is not None
     for point in profiled["timed_load"]:  # with batches that fill, where that probe kept up
         assert point["rate"] > profiled["timed_rate"] and point["extra_ms"] >= 0
         assert 0 <= point["p50_ms"] <= point["p99_ms"]

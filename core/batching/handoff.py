@@ -367,10 +367,17 @@ def served_extra_of(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -
     kept none). Medians, since serving shifts every call while a neighbour's stall hits a few,
     and the stalls the profile saw are replayed by the simulator already: on 2 cores at load
     23 a BERT-style encoder's heavy probe read a 47 ms mean extra on 40-220 ms runs."""
-    sizes = profile.batch_sizes
-    typical = profile.p50_ms or profile.mean_ms
-    extras = [
-        spent - idle - speed * float(np.interp(rows, sizes, typical))
+    extras = [extra for _, extra in served_extras(run, profile, speed)]
+    return max(float(np.median(extras)), 0.0)
+
+
+def served_extras(
+    run: LoadRun, profile: LatencyProfile, speed: float = 1.0
+) -> list[tuple[int, float]]:
+    """(rows, the extra ms that call paid) per runner call of the run, in order, taken as
+    `served_extra_of` takes its median: runner time - idle extra - the profile's typical run
+    at that size (`LatencyProfile.typical_ms`) at the machine's `speed` then."""
+    return [
+        (rows, spent - idle - speed * profile.typical_ms(rows))
         for rows, spent, idle in runner_and_idle_ms(run.batches, profile)
     ]
-    return max(float(np.median(extras)), 0.0)

@@ -342,9 +342,14 @@ def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
     probe = probing.probe()
     timed = measure_timer_lateness(probe, probing.profile)
     probing.profile = probing.profile.model_copy(update=timed.fields())
-    heavy = measure_timed_under_load(probe, probing.profile)
-    if heavy is not None and probing.profile.timed_rate and heavy[0] > probing.profile.timed_rate:
-        probing.profile = probing.profile.model_copy(update={"timed_load": [heavy]})
+    light, profile = probing.profile.timed_rate, probing.profile
+    points: list[tuple[float, float, list[float], float]] = []
+    calls = list(profile.timed_calls)
+    for point, point_calls in measure_timed_under_load(probe, profile):
+        if light and point[0] > (points[-1][0] if points else light):
+            points.append(point)
+            calls += point_calls
+    probing.profile = profile.model_copy(update={"timed_load": points, "timed_calls": calls})
 
 
 def _said(text: str) -> Callable[[Probing], str]:

@@ -150,6 +150,9 @@ def simulate(
             b: max(by_size(b) / 1000, sim.served_extra)
             for b in range(1, settings.max_batch_size + 1)
         }
+    if sim.extra_of is not None and service == "measured":
+        spread = profile.timed_extra_spread(settings.max_batch_size)
+        sim.draw_timed_calls(profile, spread, np.random.default_rng(seed + 5))
     if service == "measured" and overhead_ms and profile.handoff_gaps_ms and not from_caller:
         sim.draw_handoffs(profile.handoff_gaps_ms, overhead_ms, np.random.default_rng(seed + 2))
     delays = profile.serving_delays_at(load_rate, timed=timed)
@@ -325,6 +328,9 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     timed = profile.timed_delays_ms
     if len(timed) > 1:
         update["timed_delays_ms"] = rng.choice(np.asarray(timed), len(timed)).tolist()
+    if profile.timed_calls:
+        calls = profile.timed_calls
+        update["timed_calls"] = [calls[i] for i in rng.integers(0, len(calls), len(calls))]
     if profile.timed_load:
         update["timed_load"] = [
             (rate, extra, rng.choice(np.asarray(drawn), len(drawn)).tolist(), batch)
@@ -435,6 +441,7 @@ class _Simulation:
         self.idle_extra = profile.idle_extra_curve() if profile.idle_extra_ms else None
         self.served_extra = profile.served_extra_ms / 1000.0
         self.extra_of: dict[int, float] | None = None
+        self.timed_calls: dict[int, tuple[float, _Draws]] = {}
         self.request_s = profile.request_ms / 1000.0
         self.front_free = 0.0
         self.delays: _Draws | None = None
@@ -466,6 +473,22 @@ class _Simulation:
         }
         self._rng, self._draws = rng, iter(())
         self._curves = curves
+
+    def draw_timed_calls(
+        self, profile: LatencyProfile, spread: dict[int, np.ndarray], rng: np.random.Generator
+    ) -> None:
+        """A batch of a size in `spread` (`LatencyProfile.timed_extra_spread`) runs as a served
+        call with a timeout did: the size's typical run, its extra (`extra_of`) and one
+        deviation drawn from the calls measured at that size, in place of a bare run plus the
+        extra (the served calls hold the bare runs' own spread already)."""
+        assert self.extra_of is not None
+        self.timed_calls = {
+            size: (
+                (profile.typical_ms(size) + 1000.0 * self.extra_of[size]) / 1000.0,
+                _Draws(deviations / 1000.0, rng),
+            )
+            for size, deviations in spread.items()
+        }
 
     def draw_handoffs(
         self, gaps_ms: Sequence[float], mean_ms: float, rng: np.random.Generator
@@ -528,6 +551,17 @@ class _Simulation:
         low = int(u)
         high = min(low + 1, len(curve) - 1)
         return float(curve[low] + (curve[high] - curve[low]) * (u - low))
+
+    def runner_time(self, size: int, now: float) -> float:
+        """The runner's time (s) for a batch of `size` started at `now` with what serving adds,
+        before any idle extra: a drawn served call where the size has them, else a bare run
+        plus the size's (or the rate's) extra."""
+        drawn = self.timed_calls.get(size)
+        if drawn is not None:
+            centre, deviations = drawn
+            return max(centre + deviations.next(), IDLE_FLOOR * centre)
+        served = self.served_extra if self.extra_of is None else self.extra_of[size]
+        return self.service_time(size, now) + served
 
     def push(self, time: float, kind: int, payload: int) -> None:
         self._seq += 1
@@ -593,8 +627,7 @@ class _Simulation:
             return
         size = self.settings.cut_size(len(queue))
         handoff = self.handoff()
-        served = self.served_extra if self.extra_of is None else self.extra_of[size]
-        service = self.service_time(size, now) + served + handoff
+        service = self.runner_time(size, now) + handoff
         idle_since = self.free_since[instance]
         if self.idle_extra is not None and idle_since is not None:
             extra = self.idle_extra((now - idle_since) * 1000) / 1000

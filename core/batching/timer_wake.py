@@ -37,9 +37,10 @@ from optistudio.core.batching.handoff import (
     serve_at,
     serve_share,
     served_extra_of,
+    served_extras,
     serving_delays,
 )
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import TIMED_CALLS_KEPT, LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -56,9 +57,9 @@ TIMER_PROBE_REQUESTS = 600
 """Requests the probe sends where TIMER_PROBE_SECONDS allow: 250-350 timed batches."""
 TIMER_LATE_KEPT = 400
 """Most lateness values a profile keeps, evenly spaced over the probe."""
-TIMED_LOAD_SHARE = 0.6
-"""The rate the timed heavy probe sends at, as a share of the runtime's ceiling: batches that
-fill before their timeout, as at the rates a Verify checks."""
+TIMED_LOAD_SHARES = (0.3, 0.6)
+"""The rates the timed heavier probes send at, as shares of the runtime's ceiling: batches
+that grow and fill before their timeout, as at the rates a Verify checks (30-70 %)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class TimedServing:
     delays_ms: list[float] = field(default_factory=list)
     batch: float | None = None
     """Mean rows per batch of the run (None when no batch ran)."""
+    calls: list[tuple[int, float]] = field(default_factory=list)
+    """(rows, the runner's extra ms) of its calls (`kept_calls`)."""
 
     def fields(self) -> dict[str, object]:
         """The profile's fields this probe sets."""
@@ -83,6 +86,7 @@ class TimedServing:
             "timed_extra_ms": None if self.extra_ms is None else round(self.extra_ms, 4),
             "timed_delays_ms": self.delays_ms,
             "timed_batch": None if self.batch is None else round(self.batch, 3),
+            "timed_calls": self.calls if measured else [],
         }
 
 
@@ -135,7 +139,16 @@ def measure_timer_lateness(
         extra_ms=served_extra_of(run, profile, speed) if run.batches else None,
         delays_ms=serving_delays(run, profile),
         batch=mean_rows(run) if run.batches else None,
+        calls=kept_calls(run, profile, speed),
     )
+
+
+def kept_calls(run: LoadRun, profile: LatencyProfile, speed: float) -> list[tuple[int, float]]:
+    """(rows, extra ms) of the run's runner calls (`served_extras`), at most TIMED_CALLS_KEPT,
+    evenly spaced over the run."""
+    calls = served_extras(run, profile, speed)
+    kept = np.linspace(0, len(calls) - 1, min(len(calls), TIMED_CALLS_KEPT)).round().astype(int)
+    return [(calls[i][0], round(calls[i][1], 4)) for i in kept] if calls else []
 
 
 def mean_rows(run: LoadRun) -> float:
@@ -146,23 +159,27 @@ def mean_rows(run: LoadRun) -> float:
 
 def measure_timed_under_load(
     probe: ServingProbe, profile: LatencyProfile, *, seed: int = 13
-) -> tuple[float, float, list[float], float] | None:
-    """(rate req/s, the runner's extra ms per call, serving delays ms, mean rows per batch)
-    served with timeout
-    TIMER_PROBE_MS at TIMED_LOAD_SHARE of `profile`'s ceiling: the point of
-    `LatencyProfile.timed_load`. With batches that wait on a timer the runner's extra grows
+) -> list[tuple[tuple[float, float, list[float], float], list[tuple[int, float]]]]:
+    """Per share of TIMED_LOAD_SHARES of `profile`'s ceiling, served with timeout
+    TIMER_PROBE_MS: (rate req/s, the runner's extra ms per call, serving delays ms, mean rows
+    per batch), a point of `LatencyProfile.timed_load`, and beside it the run's calls
+    (`kept_calls`) for `timed_calls`. With batches that wait on a timer the runner's extra grows
     with the batch (on 2 shared cores a 0.1 ms CNN: 0.08 ms per call in the light timer probe's
     batches of 1-2, 0.13-0.18 ms in batches of 7-8 at 30 % of its ceiling), so a light point
-    alone under-predicts the rates a Verify checks. None at max batch 1, when no batch ran, or
-    when the probe fell behind (served less than KEPT_UP of its realised rate, as the heavy
-    serving probe's rule)."""
+    alone under-predicts the rates a Verify checks. Nothing at max batch 1; a share is left out
+    when no batch ran or the probe fell behind (served less than KEPT_UP of its realised rate,
+    as the heavy serving probe's rule), and so are the shares above it."""
     if probe.max_batch_size < 2:
-        return None
-    run, rate, speed = serve_share(
-        probe, profile, TIMED_LOAD_SHARE, seed=seed, timeout_ms=TIMER_PROBE_MS
-    )
-    served = run.result
-    if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
-        return None
-    extra = round(served_extra_of(run, profile, speed), 4)
-    return round(rate, 3), extra, serving_delays(run, profile), round(mean_rows(run), 3)
+        return []
+    measured = []
+    for index, share in enumerate(TIMED_LOAD_SHARES):
+        run, rate, speed = serve_share(
+            probe, profile, share, seed=seed + index, timeout_ms=TIMER_PROBE_MS
+        )
+        served = run.result
+        if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
+            break
+        extra = round(served_extra_of(run, profile, speed), 4)
+        point = round(rate, 3), extra, serving_delays(run, profile), round(mean_rows(run), 3)
+        measured.append((point, kept_calls(run, profile, speed)))
+    return measured

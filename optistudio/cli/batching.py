@@ -367,6 +367,8 @@ def _profile_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
         timed_batch=profile.timed_batch,
         timed_delay_p50_ms=_percentile(profile.timed_delays_ms, 50),
         timed_delay_p99_ms=_percentile(profile.timed_delays_ms, 99),
+        timed_calls=len(profile.timed_calls),
+        timed_call_extra_p99_ms=_percentile([extra for _, extra in profile.timed_calls], 99),
         timed_load=[
             {
                 "rate": rate,
@@ -689,6 +691,12 @@ def _print_serving(payload: dict[str, Any]) -> None:
             f"served at {point['rate']:.1f} req/s with a batching timeout: runner calls "
             f"{point['extra_ms']:.2f} ms slower than profiled, answers {point['p50_ms']:.2f} ms "
             f"(p99 {point['p99_ms']:.2f} ms) after their batch"
+        )
+    if payload.get("timed_calls"):
+        print(
+            f"runner calls with a batching timeout: {payload['timed_calls']} kept, their extra "
+            f"{payload['timed_call_extra_p99_ms']:.2f} ms at p99, each call of a setting with a "
+            "timeout drawn from that spread"
         )
     if payload.get("request_ms"):
         print(

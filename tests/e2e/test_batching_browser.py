@@ -34,7 +34,8 @@ def test_profile_then_a_slider_changes_the_prediction(
         r"Per-batch hand-back under load: \d+\.\d\d ms; served at a light rate, each runner call "
         r"took \d+\.\d\d ms more than profiled( \(\d+\.\d\d ms at \d+ req/s\))? and each answer "
         r"came \d+\.\d\d ms \(median.*with a batching timeout \(\d+ req/s\) each runner call "
-        r"took \d+\.\d\d ms more( \(\d+\.\d\d ms at \d+ req/s, batches of [\d.]+\))? and each answer "
+        r"took \d+\.\d\d ms more( \(\d+\.\d\d ms at \d+ req/s, batches of [\d.]+\))?"
+        r"( \(p99 -?\d+\.\d\d ms over \d+ calls\))? and each answer "
         r"came "
         r"\d+\.\d\d ms \(median\) after its batch"
     )

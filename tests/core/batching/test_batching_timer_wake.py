@@ -131,6 +131,7 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
     assert profile.timed_batch is not None and profile.timed_batch >= 1
     for rate, extra, _, batch in profile.timed_load:
         assert rate > profile.timed_rate and extra >= 0 and 1 <= batch <= 4
+    assert profile.timed_calls and all(1 <= rows <= 4 for rows, _ in profile.timed_calls)
     light = simulate(profile, SETTINGS.model_copy(update={"max_batch_size": 4}), rate=5)
     assert light.p50_ms >= 2.0 + min(profile.timer_late_ms)  # a lone request waits it all
 
@@ -239,3 +240,62 @@ def test_a_timed_heavy_point_alone_still_takes_the_rate_into_account() -> None:
     without = simulate(light, SETTINGS, rate=5000, requests=4000, service="mean")
 
     assert with_point.p50_ms - without.p50_ms == pytest.approx(2.5, abs=0.3)  # 3.0 - 0.5 ms
+
+
+SPREAD = TIMED.model_copy(
+    update={
+        "timed_batch": 1.0,
+        "timed_extra_ms": 0.1,
+        # calls of one row: 0.1 ms extra mostly, 2 ms in one call of ten
+        "timed_calls": [(1, 2.1 if i % 10 == 0 else 0.1) for i in range(60)] + [(2, 0.3)] * 5,
+    }
+)
+"""Served calls of one row whose extra has a tail the median does not show."""
+
+
+def test_the_timed_calls_spread_is_kept_per_size_around_its_median() -> None:
+    spread = SPREAD.timed_extra_spread(8)
+
+    assert set(spread) == set(range(1, 9))
+    assert np.median(spread[1]) == pytest.approx(0.0)
+    assert spread[1].max() == pytest.approx(2.0)  # the tail kept
+    # 5 calls of two rows are too few for a spread of their own: every size without one
+    # shares all calls' deviations from their own size's median
+    assert len(spread[2]) == len(spread[8]) == 65 and sorted(spread[2]).count(0.0) == 59
+    assert SPREAD.timed_extra_spread(0) == {}
+    assert TIMED.timed_extra_spread(8) == {}  # no sizes kept with the extra: nothing to centre on
+    few = SPREAD.model_copy(update={"timed_calls": SPREAD.timed_calls[:29]})
+    assert few.timed_extra_spread(8) == {}  # too few calls for any spread
+
+
+def test_a_timed_setting_draws_its_calls_tail_and_an_untimed_one_does_not() -> None:
+    light = 20.0  # batches of one row, each alone
+    no_tail = SPREAD.model_copy(update={"timed_calls": []})
+    untimed = SETTINGS.model_copy(update={"timeout_ms": 0})
+
+    drawn = simulate(SPREAD, SETTINGS, rate=light, requests=3000)
+    fixed = simulate(no_tail, SETTINGS, rate=light, requests=3000)
+    mean = simulate(SPREAD, SETTINGS, rate=light, requests=3000, service="mean")
+
+    assert drawn.p99_ms - fixed.p99_ms > 1.5  # one call in ten pays 2 ms more
+    assert drawn.p50_ms == pytest.approx(fixed.p50_ms, abs=0.1)  # the middle stays
+    assert mean.p99_ms == pytest.approx(fixed.p99_ms, abs=0.1)  # the mean service draws none
+    at_zero = simulate(SPREAD, untimed, rate=light, requests=3000)
+    assert at_zero.p99_ms == pytest.approx(
+        simulate(no_tail, untimed, rate=light, requests=3000).p99_ms
+    )
+
+
+def test_the_band_resamples_the_timed_calls() -> None:
+    drawn = resampled(SPREAD, np.random.default_rng(0))
+
+    assert len(drawn.timed_calls) == len(SPREAD.timed_calls)
+    assert set(drawn.timed_calls) <= set(SPREAD.timed_calls)
+    assert simulate_band(SPREAD, SETTINGS, rate=20.0, seconds=5, draws=8).p99_high_ms > 2.0
+
+
+def test_timed_calls_need_the_timer_probes_rate_and_a_row() -> None:
+    with pytest.raises(ValueError, match="timer probe's rate"):
+        LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timed_calls=[(1, 0.2)])
+    with pytest.raises(ValueError, match="at least one row"):
+        LatencyProfile.model_validate(SPREAD.model_dump() | {"timed_calls": [(0, 0.2)]})
