@@ -117,7 +117,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.backends.target import RunTarget  # noqa: E402
 from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.loadgen import run_load  # noqa: E402
 from optistudio.core.batching.pipeline import Pipeline  # noqa: E402
@@ -183,7 +183,7 @@ def main() -> None:
         help="--serving, --collector: interleaved rounds; --repeat: runs per cell",
     )  # fmt: skip
     args = parser.parse_args()
-    args.options = SessionOptions(threads=args.threads, spin_wait=args.spin)
+    args.target = RunTarget(threads=args.threads, spin_wait=args.spin)
     if args.serving:
         _serving_machinery(args.rounds)
         return
@@ -221,7 +221,7 @@ def main() -> None:
         max_batch_size=args.max_batch,
         inputs=ModelInputs(shapes=shapes),
         min_seconds=2.0,
-        options=args.options,
+        target=args.target,
     )
     print(
         "profile (batch: mean ms):",
@@ -263,7 +263,7 @@ def _saturation(model: Path, profile, shapes, args) -> dict:
     for name, settings in (("batching", batched), ("no_batching", single)):
         run = measure_load(
             model, settings, rate=None, process="closed", clients=clients,
-            seconds=args.seconds, inputs=ModelInputs(shapes=shapes), options=args.options,
+            seconds=args.seconds, inputs=ModelInputs(shapes=shapes), target=args.target,
         )  # fmt: skip
         runs[name] = run.result
         handoff[name] = handoff_ms(run.batches)
@@ -482,7 +482,7 @@ def _case(model, shapes, settings, load, args) -> dict:
     for _ in range(args.tries):
         profile = measure_latency_profile(
             model, max_batch_size=settings.max_batch_size, inputs=ModelInputs(shapes=shapes),
-            min_seconds=args.profile_seconds, options=args.options,
+            min_seconds=args.profile_seconds, target=args.target,
         )  # fmt: skip
         attempts.append(_compare(model, profile, shapes, settings, load, args))
         if not attempts[-1]["disturbed"]:
@@ -506,7 +506,7 @@ def _compare(model, profile, shapes, settings, load, args) -> dict:
         settings,
         seconds=args.seconds,
         inputs=ModelInputs(shapes=shapes),
-        options=args.options,
+        target=args.target,
         **kwargs,
     )
     measured = run.result
@@ -661,14 +661,14 @@ def _zoo_grid(args) -> None:
         inputs = (entry.quick_inputs if quick and entry.quick_inputs else entry.inputs).fields()
         path = entry.build(folder / name)
         profile = measure_latency_profile(
-            path, max_batch_size=max_batch, options=args.options, min_runs=5 if quick else 10,
+            path, max_batch_size=max_batch, target=args.target, min_runs=5 if quick else 10,
             min_seconds=0.1 if quick else args.profile_seconds, inputs=ModelInputs(**inputs),
         )  # fmt: skip
         lat1 = profile.latency_ms(1)
         middle = BatchingSettings(max_batch_size=max_batch, timeout_ms=lat1 * ZOO_TIMEOUT_SHARES[1])
         rate = ZOO_RATE_SHARES[1] * profile.ceiling(max_batch, with_handoff=True)[0]
         verify = measure_load(
-            path, middle, rate=rate, seconds=2 * cell_seconds, options=args.options, seed=99,
+            path, middle, rate=rate, seconds=2 * cell_seconds, target=args.target, seed=99,
             inputs=ModelInputs(**inputs),
         )  # fmt: skip
         calibrated = recalibrate(
@@ -740,7 +740,7 @@ def _zoo_repeat(args) -> None:
         inputs = entry.inputs.fields()
         path = entry.build(folder / name)
         profile = measure_latency_profile(
-            path, max_batch_size=ZOO_MAX_BATCH, options=args.options,
+            path, max_batch_size=ZOO_MAX_BATCH, target=args.target,
             min_seconds=args.profile_seconds, inputs=ModelInputs(**inputs),
         )  # fmt: skip
         settings = BatchingSettings(max_batch_size=ZOO_MAX_BATCH, timeout_ms=0)
@@ -751,7 +751,7 @@ def _zoo_repeat(args) -> None:
                 with ContentionMonitor() as machine:
                     run = measure_load(
                         path, settings, rate=share * top, seconds=cell_seconds,
-                        options=args.options, seed=round_, inputs=ModelInputs(**inputs),
+                        target=args.target, seed=round_, inputs=ModelInputs(**inputs),
                     )  # fmt: skip
                 runs[share].append((run.result.p99_ms, machine.report.steal_share or 0.0))
         print(f"\n{name}: batch-1 {profile.latency_ms(1):.2f} ms, ceiling {top:.0f} req/s")
@@ -799,7 +799,7 @@ def _zoo_cell(path, inputs, settings, rate, seed, profile, calibrated, seconds, 
             settings,
             rate=rate,
             seconds=seconds,
-            options=args.options,
+            target=args.target,
             seed=seed,
             inputs=ModelInputs(**inputs),
         )

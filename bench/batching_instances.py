@@ -69,7 +69,7 @@ def run(args, zoo_models) -> dict:
 def _model_grid(name: str, path: Path, inputs: dict, seconds: float, args) -> dict:
     largest = MAX_BATCH.get(name, 8)
     profile = measure_latency_profile(
-        path, max_batch_size=largest, options=args.options, min_runs=5,
+        path, max_batch_size=largest, target=args.target, min_runs=5,
         min_seconds=args.profile_seconds / 4, inputs=ModelInputs(**inputs),
     )  # fmt: skip
     budget = max(BUDGET_TIMES * profile.latency_ms(1), BUDGET_FLOOR_MS)
@@ -125,7 +125,7 @@ def _held(path, inputs, profile, settings, budget, seconds, args) -> dict:
         with ContentionMonitor() as machine:
             run = measure_load(
                 path, settings, rate=rate, seconds=max(seconds, MIN_REQUESTS / rate),
-                options=args.options, seed=attempt, inputs=ModelInputs(**inputs),
+                target=args.target, seed=attempt, inputs=ModelInputs(**inputs),
             )  # fmt: skip
         steal.append(machine.report.steal_share or 0.0)
         result = run.result

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from batching import _model  # noqa: E402
 
-from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.backends.target import RunTarget  # noqa: E402
 from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import BatchingSettings  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
@@ -38,9 +38,9 @@ REQUEST = ModelInputs(
     shapes={name: [1, 32] for name in ("input_ids", "attention_mask", "token_type_ids")}
 )
 SETTINGS = {
-    "all cores, spinning": SessionOptions(spin_wait=True),
-    "all cores, no spinning": SessionOptions(spin_wait=False),
-    "one thread": SessionOptions(threads=1, spin_wait=False),
+    "all cores, spinning": RunTarget(spin_wait=True),
+    "all cores, no spinning": RunTarget(spin_wait=False),
+    "one thread": RunTarget(threads=1, spin_wait=False),
 }
 
 
@@ -49,8 +49,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     model = _model()
-    for label, options in SETTINGS.items():
-        rounds = [_round(model, options, seed) for seed in range(args.rounds)]
+    for label, target in SETTINGS.items():
+        rounds = [_round(model, target, seed) for seed in range(args.rounds)]
         runner = " / ".join(f"{r[0]:.2f}x" for r in rounds)
         share = " / ".join(f"{r[1]:.2f}" for r in rounds)
         print(f"{label:<24} runner vs profile (Poisson 50 %): {runner}; closed loop / ceiling: "
@@ -58,35 +58,35 @@ def main() -> None:
     _spells(model)
 
 
-def _round(model: Path, options: SessionOptions, seed: int) -> tuple[float, float]:
+def _round(model: Path, target: RunTarget, seed: int) -> tuple[float, float]:
     profile = measure_latency_profile(
-        model, max_batch_size=4, inputs=REQUEST, min_seconds=1.0, options=options
+        model, max_batch_size=4, inputs=REQUEST, min_seconds=1.0, target=target
     )
     ceiling = profile.ceiling(4)[0]
     poisson = measure_load(
         model, BatchingSettings(max_batch_size=4, timeout_ms=2), rate=0.5 * ceiling,
-        process="poisson", seconds=10, inputs=REQUEST, options=options, seed=seed,
+        process="poisson", seconds=10, inputs=REQUEST, target=target, seed=seed,
     )  # fmt: skip
     closed = measure_load(
         model, BatchingSettings(max_batch_size=4, timeout_ms=5), rate=None, process="closed",
-        clients=8, seconds=6, inputs=REQUEST, options=options,
+        clients=8, seconds=6, inputs=REQUEST, target=target,
     )  # fmt: skip
     return overall_slowdown(poisson.batches, profile), closed.result.throughput / ceiling
 
 
 def _spells(model: Path) -> None:
-    options = SETTINGS["one thread"]
+    target = SETTINGS["one thread"]
     profile = measure_latency_profile(
-        model, max_batch_size=1, inputs=REQUEST, min_seconds=4.0, options=options
+        model, max_batch_size=1, inputs=REQUEST, min_seconds=4.0, target=target
     )
     single = BatchingSettings(max_batch_size=1, timeout_ms=0)
     closed = measure_load(
         model, single, rate=None, process="closed", clients=16, seconds=10, inputs=REQUEST,
-        options=options,
+        target=target,
     )  # fmt: skip
     poisson = measure_load(
         model, single, rate=0.5 * profile.ceiling(1)[0], process="poisson", seconds=10,
-        inputs=REQUEST, options=options,
+        inputs=REQUEST, target=target,
     )  # fmt: skip
     rows = {
         "bare (the profile)": [ms for _, ms in profile.runs],

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from batching import _model  # noqa: E402
 
-from optistudio.core.backends import SessionOptions  # noqa: E402
+from optistudio.core.backends.target import RunTarget  # noqa: E402
 from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import serving_threads  # noqa: E402
 from optistudio.core.batching.trace import overall_slowdown  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--profile-seconds", type=float, default=2.0)
     parser.add_argument("--threads", type=int)
     args = parser.parse_args()
-    options = SessionOptions(threads=args.threads, spin_wait=False)
+    target = RunTarget(threads=args.threads, spin_wait=False)
     model = _model()
     started = time.time()
     threads = args.threads or f"default ({serving_threads()})"
@@ -66,7 +66,7 @@ def main() -> None:
     for round_ in range(args.rounds):
         profile = measure_latency_profile(
             model, max_batch_size=MAX_BATCH, inputs=REQUEST,
-            min_seconds=args.profile_seconds, options=options,
+            min_seconds=args.profile_seconds, target=target,
         )  # fmt: skip
         ceiling = profile.ceiling(MAX_BATCH, with_handoff=True)[0]
         latency = profile.latency_ms(MAX_BATCH)
@@ -84,7 +84,7 @@ def main() -> None:
                 if key not in measured_picks:  # the same pick at the same rate: measured once
                     run = measure_load(
                         model, advice.settings, rate=served_rate, seconds=args.seconds,
-                        inputs=REQUEST, options=options,
+                        inputs=REQUEST, target=target,
                     )  # fmt: skip
                     measured_picks[key] = (
                         run.result.p99_ms,

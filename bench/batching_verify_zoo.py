@@ -83,7 +83,7 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
     inputs = ModelInputs(**entry.inputs.fields())
     path = entry.build(folder / entry.name)
     profile = measure_latency_profile(
-        path, max_batch_size=VERIFY_MAX_BATCH, options=args.options, inputs=inputs,
+        path, max_batch_size=VERIFY_MAX_BATCH, target=args.target, inputs=inputs,
         min_seconds=args.profile_seconds,
     )  # fmt: skip
     settings = BatchingSettings(max_batch_size=VERIFY_MAX_BATCH, timeout_ms=VERIFY_TIMEOUT_MS)
@@ -116,7 +116,7 @@ def _verify(path, inputs, profile, settings, rate, seconds, *, seed, args) -> di
     point = simulate(profile, settings, rate=rate, requests=5000)
     with ContentionMonitor() as machine:
         load = measure_load(
-            path, settings, rate=rate, seconds=seconds, options=args.options, inputs=inputs,
+            path, settings, rate=rate, seconds=seconds, target=args.target, inputs=inputs,
             seed=seed,
         )  # fmt: skip
     measured = load.result

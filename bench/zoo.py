@@ -50,9 +50,9 @@ import onnxruntime as ort  # noqa: E402
 from zoo_models import UserInputs, ZooModel, zoo  # noqa: E402
 from zoo_wheels import WheelUnavailable  # noqa: E402
 
-from optistudio.core.backends import SessionOptions  # noqa: E402
 from optistudio.core.backends.inventory import hardware_inventory  # noqa: E402
 from optistudio.core.backends.loadable import check_loads  # noqa: E402
+from optistudio.core.backends.target import RunTarget  # noqa: E402
 from optistudio.core.batching.latency_profile import measure_latency_profile  # noqa: E402
 from optistudio.core.batching.settings import settings_from  # noqa: E402
 from optistudio.core.batching.simulate import simulate  # noqa: E402
@@ -442,7 +442,7 @@ def _batching(context: _Context) -> tuple[str, dict[str, Any]]:
     profile = measure_latency_profile(
         context.path,
         max_batch_size=4,
-        options=SessionOptions(threads=context.budgets.threads, spin_wait=False),
+        target=RunTarget(threads=context.budgets.threads, spin_wait=False),
         min_runs=3,
         min_seconds=context.budgets.batching_min_seconds,
         inputs=ModelInputs(**context.inputs),

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.backends import LoadedModel, SessionOptions, get_backend
+from optistudio.core.backends.target import RunTarget
 from optistudio.core.batching.applicability import StackAxes, one_row_axes, stack_axes
 from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.handoff import (
@@ -56,7 +57,7 @@ from optistudio.core.batching.handoff import (
 )
 from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
-from optistudio.core.batching.settings import serving_options, with_serving_threads
+from optistudio.core.batching.settings import serving_target, with_serving_threads
 from optistudio.core.batching.timer_wake import measure_timed_under_load, measure_timer_lateness
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
@@ -93,8 +94,7 @@ def measure_latency_profile(
     model_path: Path,
     *,
     max_batch_size: int,
-    backend: str = "onnxruntime",
-    options: SessionOptions | None = None,
+    target: RunTarget | None = None,
     inputs: ModelInputs | None = None,
     batch_sizes: list[int] | None = None,
     min_runs: int = 10,
@@ -104,9 +104,9 @@ def measure_latency_profile(
     info: ModelInfo | None = None,
     probe_time_scale: float = 1.0,
 ) -> LatencyProfile:
-    """Time the model at each batch size (default: powers of two up to max_batch_size), with
-    the session options it will be served with (default: `serving_options`; options without
-    threads get `serving_threads`, as the Pipeline gives them). `inputs` describe one request
+    """Time the model at each batch size (default: powers of two up to max_batch_size) on
+    `target`, as it will be served (`serving_target`: ONNX Runtime with `serving_options` when
+    None; a target without threads gets `serving_threads`, as the Pipeline gives them). `inputs` describe one request
     (`ModelInputs.requests`); their `batch_axes` move an input's batch axis (a state
     [layers, batch, hidden]: 1). Then, for each count
     of `instances` past 1 (default `instance_counts()`: 1, 2, 4, ... up to the cores), that
@@ -122,7 +122,7 @@ def measure_latency_profile(
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
     """
-    given = options or serving_options()
+    backend, given = serving_target(target)
     probing = _prepare(
         model_path, backend, given, inputs or ModelInputs(), batch_sizes, max_batch_size, info
     )

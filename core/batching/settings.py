@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from optistudio.core.backends import SessionOptions
+from optistudio.core.backends.target import RunTarget
 from optistudio.core.errors import InvalidSpec, describe_validation_error
 from optistudio.core.machine.affinity import available_cores
 
@@ -121,6 +122,15 @@ def serving_options() -> SessionOptions:
     profile from run to run in one bench run, 0.94x-1.2x without spinning (docs/BENCHMARKS.md).
     Profiles are timed with the same options, so they describe the model as it will be served."""
     return SessionOptions(spin_wait=False)
+
+
+def serving_target(target: RunTarget | None) -> tuple[str, SessionOptions]:
+    """The backend and session options a model behind the Pipeline is loaded with: `target`'s
+    (`RunTarget.session_options`), or ONNX Runtime with `serving_options()` when none is
+    given."""
+    if target is None:
+        return "onnxruntime", serving_options()
+    return target.backend, target.session_options()
 
 
 def with_serving_threads(options: SessionOptions, instances: int = 1) -> SessionOptions:

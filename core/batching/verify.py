@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from optistudio.core.backends import SessionOptions
+from optistudio.core.backends.target import RunTarget
 from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.settings import BatchingSettings, serving_target
 from optistudio.core.batching.simulate import Process
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.model.intake import inspect_model
@@ -43,8 +43,7 @@ def measure_load(
     clients: int = 0,
     seconds: float | None = 5.0,
     requests: int | None = None,
-    backend: str = "onnxruntime",
-    options: SessionOptions | None = None,
+    target: RunTarget | None = None,
     inputs: ModelInputs | None = None,
     seed: int = 0,
 ) -> LoadRun:
@@ -61,6 +60,7 @@ def measure_load(
     model_path = freed.path
     inputs = inputs or ModelInputs()
     feeds = request_feeds(model_path, inputs)
+    backend, options = serving_target(target)
     loaded = Pipeline.load(
         model_path, settings, backend=backend, options=options, batch_axes=inputs.batch_axes
     )

@@ -16,14 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from optistudio.core.backends import SessionOptions, get_backend
+from optistudio.core.backends import get_backend
+from optistudio.core.backends.target import RunTarget
 from optistudio.core.batching.applicability import StackAxes, one_row_axes, require_batch_dim
 from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batchable
 from optistudio.core.batching.instances import instance_counts
 from optistudio.core.batching.pipeline import Runner
 from optistudio.core.batching.settings import (
     BatchingSettings,
-    serving_options,
+    serving_target,
     with_serving_threads,
 )
 from optistudio.core.data.images import ImagePreprocessing
@@ -60,8 +61,7 @@ def run_video(
     sources: list[Path],
     settings: VideoSettings,
     *,
-    backend: str = "onnxruntime",
-    options: SessionOptions | None = None,
+    target: RunTarget | None = None,
     shapes: dict[str, list[int]] | None = None,
     baseline: bool = True,
     capacity_streams: int | None = None,
@@ -76,7 +76,8 @@ def run_video(
     """
     served = _served(Path(model_path), settings, shapes or {})
     count = served.settings.batching.instances
-    options = with_serving_threads(options or serving_options(), count)
+    backend, given = serving_target(target)
+    options = with_serving_threads(given, count)
     runtime = get_backend(backend)
     loaded = [runtime.load(Path(served.model.path), options) for _ in range(count)]
     try:

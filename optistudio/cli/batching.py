@@ -204,7 +204,6 @@ def command_batching(args: argparse.Namespace) -> int:
 def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) -> Any:
     from pydantic import ValidationError
 
-    from optistudio.core.backends import SessionOptions
     from optistudio.core.batching.latency import LatencyProfile
     from optistudio.core.batching.latency_profile import measure_latency_profile
 
@@ -221,16 +220,21 @@ def _profile(args: argparse.Namespace, settings: Any, *, fresh: bool = False) ->
                 f"Cannot read the profile {str(args.profile)!r}: {problem}",
                 hint="Write one with `optistudio batching latency-profile MODEL --out profile.json`.",
             ) from None
-    options = SessionOptions(threads=args.threads, spin_wait=args.spin)
     inputs = input_options(args).model_inputs  # first: --free-dims sets args.model
     return measure_latency_profile(
         args.model,
         max_batch_size=settings.max_batch_size,
-        backend=args.backend,
-        options=options,
+        target=_target(args),
         inputs=inputs,
         instances=args.instance_counts,
     )
+
+
+def _target(args: argparse.Namespace) -> Any:
+    """Where the command's model runs: its --backend, --threads and --spin."""
+    from optistudio.core.backends.target import RunTarget
+
+    return RunTarget(backend=args.backend, threads=args.threads, spin_wait=args.spin)
 
 
 def _instances(profile: Any, settings: Any) -> dict[str, Any]:
@@ -404,7 +408,6 @@ def _simulate_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]
 
 
 def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
-    from optistudio.core.backends import SessionOptions
     from optistudio.core.batching.results import p99_halves
     from optistudio.core.batching.verify import measure_load
 
@@ -427,8 +430,7 @@ def _verify_command(args: argparse.Namespace, settings: Any) -> dict[str, Any]:
             process=args.process,
             clients=args.clients,
             seconds=args.seconds,
-            backend=args.backend,
-            options=SessionOptions(threads=args.threads, spin_wait=args.spin),
+            target=_target(args),
             inputs=inputs,
             seed=args.seed,
         ),

@@ -73,7 +73,7 @@ def command_video(args: argparse.Namespace) -> int:
 
 
 def _played(args: argparse.Namespace, sources: list[Path]) -> int:
-    from optistudio.core.backends import SessionOptions
+    from optistudio.core.backends.target import RunTarget
     from optistudio.core.video.run import run_video
 
     shapes = input_options(args).full_shapes()  # first: --free-dims sets args.model
@@ -81,8 +81,7 @@ def _played(args: argparse.Namespace, sources: list[Path]) -> int:
         args.model,
         sources,
         _settings(args),
-        backend=args.backend,
-        options=SessionOptions(threads=args.threads, spin_wait=False),
+        target=RunTarget(backend=args.backend, threads=args.threads, spin_wait=False),
         shapes=shapes,
         baseline=not args.no_baseline,
         capacity_streams=args.capacity,
