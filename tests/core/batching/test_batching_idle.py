@@ -76,7 +76,9 @@ def test_recalibration_takes_the_expected_idle_extra_off_before_refitting() -> N
 
 @pytest.mark.timing
 def test_the_profiler_measures_the_idle_extra_on_a_real_model(tiny_model) -> None:  # type: ignore[no-untyped-def]
-    profile = measure_latency_profile(tiny_model, max_batch_size=2, min_runs=3, min_seconds=0.02)
+    profile = measure_latency_profile(
+        tiny_model, max_batch_size=2, min_runs=3, min_seconds=0.02, probe_time_scale=0.25
+    )
 
     assert [gap for gap, _ in profile.idle_extra_ms] == list(IDLE_GAPS_MS)
     assert all(abs(extra) < 50 for _, extra in profile.idle_extra_ms)  # ms, a tiny model

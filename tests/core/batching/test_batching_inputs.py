@@ -55,6 +55,7 @@ def test_the_profile_times_each_batch_of_the_request_shape(tokens: Path, monkeyp
         inputs=ModelInputs(shapes={"input_ids": [1, 9]}),
         min_runs=2,
         min_seconds=0,
+        probe_time_scale=0.25,  # what the profile does, not its figures
     )
 
     assert seen == {1: (1, 9), 2: (2, 9), 4: (4, 9)}

@@ -191,7 +191,9 @@ def test_a_refused_rewrite_is_served_as_it_is_at_batch_one(tmp_path: Path) -> No
 def test_a_refused_rewrite_is_profiled_at_batch_one(tmp_path: Path) -> None:
     model = build_batch_mixing_model(tmp_path / "mixing.onnx")
 
-    profile = measure_latency_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.02)
+    profile = measure_latency_profile(
+        model, max_batch_size=4, min_runs=3, min_seconds=0.02, probe_time_scale=0.25
+    )
 
     assert profile.batch_sizes == [1] and "ReduceMean" in profile.batch_refused
     assert profile.instance_counts() == instance_counts()  # 1, 2, 4, ... up to these cores

@@ -233,7 +233,9 @@ def test_a_batch_runs_at_the_speed_of_the_stretch_it_spans() -> None:
 def test_profile_interleaves_the_sizes_and_keeps_every_run(tiny_model) -> None:
     from optistudio.core.batching.latency_profile import measure_latency_profile
 
-    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+    profile = measure_latency_profile(
+        tiny_model, max_batch_size=4, min_runs=5, min_seconds=0, probe_time_scale=0.25
+    )
 
     sizes = [size for size, _ in profile.runs]
     assert len(sizes) == 15

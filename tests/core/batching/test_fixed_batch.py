@@ -84,7 +84,9 @@ def test_a_graph_that_mixes_the_batch_is_refused_naming_the_node(tmp_path: Path)
 
 def test_the_profile_and_a_served_load_run_the_fixed_batch_model(tmp_path: Path) -> None:
     model = fixed_head(tmp_path)
-    profile = measure_latency_profile(model, max_batch_size=4, min_runs=3, min_seconds=0.05)
+    profile = measure_latency_profile(
+        model, max_batch_size=4, min_runs=3, min_seconds=0.05, probe_time_scale=0.25
+    )
     assert profile.batch_sizes == [1, 2, 4]
     assert "batch is fixed at 1" in profile.batched_rewrite
 

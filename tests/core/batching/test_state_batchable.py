@@ -90,6 +90,7 @@ def test_the_batching_profile_runs_every_size_on_the_freed_state(tmp_path: Path)
         inputs=ModelInputs(shapes={"h0": [2, 1, 5]}, values={"h0": 0.0}),
         min_runs=2,
         min_seconds=0.0,
+        probe_time_scale=0.25,  # what the profile does, not its figures
     )
 
     assert profile.batch_sizes == [1, 2, 4]

@@ -177,6 +177,7 @@ def test_a_batching_profile_runs_with_the_axis_moved(model: Path) -> None:
         inputs=ModelInputs(values=RATE, batch_axes=MOVED),
         min_runs=2,
         min_seconds=0.0,
+        probe_time_scale=0.25,  # what the profile does, not its figures
     )
 
     assert profile.batch_sizes == [1, 2, 4]
