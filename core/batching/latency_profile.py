@@ -342,14 +342,13 @@ def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
     probe = probing.probe()
     timed = measure_timer_lateness(probe, probing.profile)
     probing.profile = probing.profile.model_copy(update=timed.fields())
-    light, profile = probing.profile.timed_rate, probing.profile
-    points: list[tuple[float, float, list[float], float]] = []
-    calls = list(profile.timed_calls)
-    for point, point_calls in measure_timed_under_load(probe, profile):
-        if light and point[0] > (points[-1][0] if points else light):
-            points.append(point)
-            calls += point_calls
-    probing.profile = profile.model_copy(update={"timed_load": points, "timed_calls": calls})
+    profile = probing.profile
+    if profile.timed_rate is None:  # the light probe measured nothing: no point to go above
+        return
+    heavier = measure_timed_under_load(probe, profile, profile.timed_rate)
+    calls = [*profile.timed_calls, *(call for _, point_calls in heavier for call in point_calls)]
+    update = {"timed_load": [point for point, _ in heavier], "timed_calls": calls}
+    probing.profile = profile.model_copy(update=update)
 
 
 def _said(text: str) -> Callable[[Probing], str]:

@@ -34,6 +34,7 @@ import numpy as np
 from optistudio.core.batching.handoff import (
     KEPT_UP,
     ServingProbe,
+    probe_rate,
     serve_at,
     serve_share,
     served_extra_of,
@@ -60,6 +61,10 @@ TIMER_LATE_KEPT = 400
 TIMED_LOAD_SHARES = (0.3, 0.6)
 """The rates the timed heavier probes send at, as shares of the runtime's ceiling: batches
 that grow and fill before their timeout, as at the rates a Verify checks (30-70 %)."""
+TIMED_APART = 1.2
+"""Least ratio of a timed heavier probe's rate to the one below it (the light timer probe's):
+a model whose ceiling is under 1,000 req/s has its light probe at 30 % already, where a second
+run would measure the same point again."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,7 @@ def mean_rows(run: LoadRun) -> float:
 
 
 def measure_timed_under_load(
-    probe: ServingProbe, profile: LatencyProfile, *, seed: int = 13
+    probe: ServingProbe, profile: LatencyProfile, above: float, *, seed: int = 13
 ) -> list[tuple[tuple[float, float, list[float], float], list[tuple[int, float]]]]:
     """Per share of TIMED_LOAD_SHARES of `profile`'s ceiling, served with timeout
     TIMER_PROBE_MS: (rate req/s, the runner's extra ms per call, serving delays ms, mean rows
@@ -168,11 +173,15 @@ def measure_timed_under_load(
     batches of 1-2, 0.13-0.18 ms in batches of 7-8 at 30 % of its ceiling), so a light point
     alone under-predicts the rates a Verify checks. Nothing at max batch 1; a share is left out
     when no batch ran or the probe fell behind (served less than KEPT_UP of its realised rate,
-    as the heavy serving probe's rule), and so are the shares above it."""
+    as the heavy serving probe's rule), and so are the shares above it; a share whose rate is
+    not TIMED_APART times the point below it (`above`, the light timer probe's rate, req/s, at
+    first) is not run."""
     if probe.max_batch_size < 2:
         return []
-    measured = []
+    measured: list[tuple[tuple[float, float, list[float], float], list[tuple[int, float]]]] = []
     for index, share in enumerate(TIMED_LOAD_SHARES):
+        if probe_rate(profile, probe.max_batch_size, share) < TIMED_APART * above:
+            continue
         run, rate, speed = serve_share(
             probe, profile, share, seed=seed + index, timeout_ms=TIMER_PROBE_MS
         )
@@ -182,4 +191,5 @@ def measure_timed_under_load(
         extra = round(served_extra_of(run, profile, speed), 4)
         point = round(rate, 3), extra, serving_delays(run, profile), round(mean_rows(run), 3)
         measured.append((point, kept_calls(run, profile, speed)))
+        above = rate
     return measured

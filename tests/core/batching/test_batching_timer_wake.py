@@ -5,10 +5,12 @@ small batch, so the timer's tail is most of what the band missed)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from optistudio.core.batching import timer_wake
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.results import BatchRecord
@@ -299,3 +301,28 @@ def test_timed_calls_need_the_timer_probes_rate_and_a_row() -> None:
         LatencyProfile(batch_sizes=[1], mean_ms=[1.0], timed_calls=[(1, 0.2)])
     with pytest.raises(ValueError, match="at least one row"):
         LatencyProfile.model_validate(SPREAD.model_dump() | {"timed_calls": [(0, 0.2)]})
+
+
+def test_a_heavier_timed_point_runs_only_well_above_the_one_below(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model whose ceiling is under 1,000 req/s has its light timer probe at 30 % of it
+    already: the 30 % point would measure the same rate again, and is not run."""
+    shares: list[float] = []
+
+    def served(probe: object, profile: LatencyProfile, share: float, **_: object) -> tuple:
+        shares.append(share)
+        run = SimpleNamespace(batches=[], result=None)  # no batch ran: the shares above are left
+        return run, 0.0, 1.0
+
+    monkeypatch.setattr(timer_wake, "serve_share", served)
+    probe = SimpleNamespace(max_batch_size=8)
+    slow = LatencyProfile(batch_sizes=[1, 2, 4, 8], mean_ms=[2.0, 3.0, 5.0, 9.0])  # ~890 req/s
+    light = timer_wake.probe_rate_for_timer(slow, 8)
+
+    assert light == pytest.approx(0.3 * slow.ceiling(8, with_handoff=True)[0])
+    assert timer_wake.measure_timed_under_load(probe, slow, light) == []  # type: ignore[arg-type]
+    assert shares == [0.6]  # 30 % is the light probe's own rate
+    shares.clear()
+    timer_wake.measure_timed_under_load(probe, FAST, 300.0)  # type: ignore[arg-type]
+    assert shares == [0.3]  # a fast model's 30 % is far above 300 req/s (and no batch ran)
