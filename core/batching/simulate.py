@@ -143,13 +143,7 @@ def simulate(
     sim = _Simulation(profile, settings, overhead_ms / 1000.0)
     load_rate = _load_rate(profile, settings, rate, times)
     timed = settings.timeout_ms > 0  # the timer probe's extra and delays, where measured
-    sim.served_extra = profile.served_extra_at(load_rate, timed=timed) / 1000
-    by_size = profile.timed_extra_by_size() if timed else None
-    if by_size is not None:  # the extra grows with the batch: each size at least its own
-        sim.extra_of = {
-            b: max(by_size(b) / 1000, sim.served_extra)
-            for b in range(1, settings.max_batch_size + 1)
-        }
+    sim.set_extras(profile, load_rate, timed=timed)
     if sim.extra_of is not None and service == "measured":
         spread = profile.timed_extra_spread(settings.max_batch_size)
         sim.draw_timed_calls(profile, spread, np.random.default_rng(seed + 5))
@@ -317,6 +311,19 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
         drawn_gaps = rng.choice(np.asarray(gaps), len(gaps))
         update["handoff_gaps_ms"] = drawn_gaps.tolist()
         update["handoff_ms"] = profile.handoff_ms * float(drawn_gaps.mean() / np.mean(gaps))
+    update |= _resampled_serving(profile, rng)
+    if quantile_points is not None:
+        update["quantiles_ms"] = [
+            np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
+            for r, i in rows
+        ]
+    return profile.model_copy(update=update)
+
+
+def _resampled_serving(profile: LatencyProfile, rng: np.random.Generator) -> dict[str, Any]:
+    """The profile's measured serving sets (answers' delays, the timer probes' delays, calls
+    and lateness), each drawn with replacement: `resampled`'s fields for them."""
+    update: dict[str, Any] = {}
     delays = profile.serving_delays_ms
     if len(delays) > 1:
         update["serving_delays_ms"] = rng.choice(np.asarray(delays), len(delays)).tolist()
@@ -339,12 +346,7 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     late = profile.timer_late_ms
     if len(late) > 1:
         update["timer_late_ms"] = rng.choice(np.asarray(late), len(late)).tolist()
-    if quantile_points is not None:
-        update["quantiles_ms"] = [
-            np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
-            for r, i in rows
-        ]
-    return profile.model_copy(update=update)
+    return update
 
 
 def replay_batches(
@@ -473,6 +475,18 @@ class _Simulation:
         }
         self._rng, self._draws = rng, iter(())
         self._curves = curves
+
+    def set_extras(self, profile: LatencyProfile, load_rate: float | None, *, timed: bool) -> None:
+        """What serving adds to each runner call at `load_rate` (`served_extra_at`), and with a
+        batching timeout (`timed`) per batch size where the profile has the timed probes'
+        sizes: the extra grows with the batch, each size at least its own."""
+        self.served_extra = profile.served_extra_at(load_rate, timed=timed) / 1000
+        by_size = profile.timed_extra_by_size() if timed else None
+        if by_size is not None:
+            self.extra_of = {
+                b: max(by_size(b) / 1000, self.served_extra)
+                for b in range(1, self.settings.max_batch_size + 1)
+            }
 
     def draw_timed_calls(
         self, profile: LatencyProfile, spread: dict[int, np.ndarray], rng: np.random.Generator
