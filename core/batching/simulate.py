@@ -38,7 +38,10 @@ request, and the stalls of the serving threads that held it: measured at the sam
 heavy rates, mixed by where the simulated rate lies; with service="mean" their mean), not holding the instance; never before its batch's
 run ends. For a setting with a batching timeout the timer probe's extra and delays stand for
 the light probe's (`timed=True`): its serving thread sleeps on timed waits as such a setting's
-does, and its runner calls and answers come out slower than at timeout 0. A closed-loop client sends again when its batch ends.
+does, and its runner calls and answers come out slower than at timeout 0; with service="measured"
+each call is drawn from the served calls the timer probes kept and slowed in the replayed
+speed's slow spells (`_Simulation.draw_timed_calls`). A closed-loop client sends again when its
+batch ends.
 Before all that, every request passes the serving machinery (`profile.request_ms`: the load
 generator's send, the Pipeline's check and queueing, its share of stacking and hand-back, all
 under one GIL), one request at a time in arrival order, and joins its instance's queue when
@@ -156,6 +159,8 @@ def simulate(
         sim.draw_timer(profile.timer_late_ms, np.random.default_rng(seed + 4), service)
     if service == "measured" and profile.runs:
         sim.speed = _SpeedTrace(profile, np.random.default_rng(seed + 1))
+        if sim.timed_calls:
+            sim.spells = sim.speed.smoothed(profile, BLOCK_RUNS)
     elif service == "measured" and profile.quantiles_ms:
         sim.draw_service(profile, np.random.default_rng(seed + 1))
     sim.run(times, clients, requests)
@@ -391,13 +396,26 @@ def _open_arrivals(process: Process, rate: float | None, count: int, seed: int) 
 
 
 class _SpeedTrace:
-    """The profile's runs as the machine's speed over time, replayed from a seeded offset."""
+    """The profile's runs as the machine's speed over time, replayed from a seeded offset;
+    `every` > 1 keeps one point in that many runs (the speed of each stretch of `every` runs,
+    without the runs' own scatter within it)."""
 
-    def __init__(self, profile: LatencyProfile, rng: np.random.Generator) -> None:
+    def __init__(
+        self, profile: LatencyProfile, rng: np.random.Generator, *, every: int = 1
+    ) -> None:
         wall, work = profile.speed_timeline()
+        if every > 1 and len(wall) > every + 1:
+            keep = np.unique(np.r_[np.arange(0, len(wall), every), len(wall) - 1])
+            wall, work = wall[keep], work[keep]
         self.wall, self.work = wall.tolist(), work.tolist()
         self.period, self.total = self.wall[-1], self.work[-1]
         self.offset = float(rng.uniform(0, self.period))
+
+    def smoothed(self, profile: LatencyProfile, every: int) -> _SpeedTrace:
+        """The same trace at the same offset, one point in `every` runs."""
+        trace = _SpeedTrace(profile, np.random.default_rng(0), every=every)
+        trace.offset = self.offset
+        return trace
 
     def duration(self, now: float, work: float) -> float:
         """Wall seconds a batch of `work` seconds (at mean speed) started at `now` takes."""
@@ -450,6 +468,7 @@ class _Simulation:
         self.handoffs: _Draws | None = None
         self.timer_late: _Draws | None = None
         self.speed: _SpeedTrace | None = None
+        self.spells: _SpeedTrace | None = None
         count = settings.instances
         self.queues: list[deque[int]] = [deque() for _ in range(count)]
         self.busy = [0] * count
@@ -494,7 +513,13 @@ class _Simulation:
         """A batch of a size in `spread` (`LatencyProfile.timed_extra_spread`) runs as a served
         call with a timeout did: the size's typical run, its extra (`extra_of`) and one
         deviation drawn from the calls measured at that size, in place of a bare run plus the
-        extra (the served calls hold the bare runs' own spread already)."""
+        extra (the served calls hold the bare runs' own spread already), stretched by the
+        machine's slow spells (`spells`: the speed trace one point in BLOCK_RUNS runs, so the
+        runs' own scatter is not counted twice). Drawn one by one, the calls alone would
+        scatter a spell's slow calls over the run, as the speed trace's docstring says of
+        bare runs: on 2 shared cores a 0.5 ms CNN at 70 % of its ceiling served with p99s of
+        2.8 and 10 ms in two runs of the same cell, the second's queue built in a 140 ms stretch
+        of slower calls."""
         assert self.extra_of is not None
         self.timed_calls = {
             size: (
@@ -573,7 +598,8 @@ class _Simulation:
         drawn = self.timed_calls.get(size)
         if drawn is not None:
             centre, deviations = drawn
-            return max(centre + deviations.next(), IDLE_FLOOR * centre)
+            call = max(centre + deviations.next(), IDLE_FLOOR * centre)
+            return call if self.spells is None else self.spells.duration(now, call)
         served = self.served_extra if self.extra_of is None else self.extra_of[size]
         return self.service_time(size, now) + served
 

@@ -326,3 +326,21 @@ def test_a_heavier_timed_point_runs_only_well_above_the_one_below(
     shares.clear()
     timer_wake.measure_timed_under_load(probe, FAST, 300.0)  # type: ignore[arg-type]
     assert shares == [0.3]  # a fast model's 30 % is far above 300 req/s (and no batch ran)
+
+
+def test_a_slow_spell_in_the_profiles_runs_slows_the_timed_calls_within_it() -> None:
+    def with_slow_runs(at: set[int]) -> LatencyProfile:
+        runs = [(1, 1.0 if i in at else 0.1) for i in range(600)]
+        mean = float(np.mean([ms for _, ms in runs]))
+        return SPREAD.model_copy(update={"runs": runs, "mean_ms": [mean, 0.15, 0.25, 0.45]})
+
+    spell = with_slow_runs(set(range(300, 312)))  # twelve slow runs in a row
+    scattered = with_slow_runs(set(range(0, 600, 50)))  # the same twelve, one in fifty
+
+    in_spell = simulate(spell, SETTINGS, rate=20.0, requests=3000)
+    spread_out = simulate(scattered, SETTINGS, rate=20.0, requests=3000)
+
+    # the calls in the spell ran about five times their time: a run-length stretch of slow calls
+    # reaches the tail; scattered, each stretch of BLOCK_RUNS runs is only as slow as its mean
+    assert in_spell.p99_ms > spread_out.p99_ms + 1.0
+    assert in_spell.p50_ms == pytest.approx(spread_out.p50_ms, abs=0.3)
