@@ -31,9 +31,10 @@ up: install
 # PostgreSQL, the CLI), so two workers kept 1.5 cores busy (655 s, 981 s of CPU) and three
 # finish in 467 s; the tests that read clocks hold under that load as under `make test-stress`'s
 # (TEST_WORKERS=0 runs it in one process).
+# Each suite's slowest tests close its output (--durations): where CI's time goes, per test.
 TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) -m "not faults and not zoo and not e2e and not extras"
+	$(PY) -m pytest -q -rs --durations=15 -n $(TEST_WORKERS) -m "not faults and not zoo and not e2e and not extras"
 
 # The tests that read clocks or depend on the machine's speed (marker `timing`), twice: pinned to
 # one core (a one-core container), then on every core with one kept busy (a neighbour's load).
@@ -66,7 +67,7 @@ test-faults: install
 # about 400 s instead of 610 s one after the other.
 STACK_WORKERS ?= 3
 test-stacks: install
-	$(PY) -m pytest -q -rs -n $(STACK_WORKERS) -m "e2e or faults"
+	$(PY) -m pytest -q -rs --durations=15 -n $(STACK_WORKERS) -m "e2e or faults"
 
 # Real and exporter-shaped models (bench/zoo_models.py) through every job: tests/zoo.
 test-zoo: install
@@ -84,7 +85,7 @@ EXTRAS_INSTALL := $(if $(PIP_FIND_LINKS),$(VENV)/bin/uv pip install --python $(P
 	$(foreach links,$(PIP_FIND_LINKS),--find-links $(links)),$(PY) -m pip install --quiet)
 test-extras: install
 	$(EXTRAS_INSTALL) -e '.[dev,samples,postgres,$(EXTRAS)]'
-	$(PY) -m pytest -q -rs -n $(EXTRAS_WORKERS) -m extras
+	$(PY) -m pytest -q -rs --durations=10 -n $(EXTRAS_WORKERS) -m extras
 
 lint: install
 	$(VENV)/bin/ruff check .
