@@ -85,7 +85,10 @@ def test_pipeline_sends_less_to_a_slowed_instance_until_it_recovers(tiny_model: 
         deadline = time.monotonic() + 30  # a loaded machine's noisy probes take longer
         while pipe.balancer.demoted[1] and time.monotonic() < deadline:
             pipe.infer(row(1.0), timeout=5)  # probes (every 8th request) let its EWMA cool
-        assert pipe.balancer.demoted == [False, False]
+        # the recovered instance is back; the fast one is not asserted: on a loaded machine one
+        # preempted run of this 0.05 ms model can put its own score past 3x the other's, and
+        # the balancer then rightly demotes it for a while (seen in CI, 2026-12-05)
+        assert not pipe.balancer.demoted[1]
         routed_before = pipe.balancer.routed[1]
         burst = [pipe.submit(row(1.0)) for _ in range(40)]
         [future.result(5) for future in burst]
