@@ -17,7 +17,7 @@ from optistudio.db.session import make_session_factory, transaction
 from optistudio.services.bundles import bundle_source, serving_setting
 from optistudio.services.settings import get_settings
 
-SMALL = ["--max-batch-size", "4", "--instance-counts", "1", "--json"]
+SMALL = ["--max-batch-size", "4", "--instance-counts", "1", "--quick", "--json"]
 
 
 def served(data: Path, model_id: int, monkeypatch: pytest.MonkeyPatch) -> dict:  # type: ignore[type-arg]

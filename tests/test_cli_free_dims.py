@@ -47,7 +47,7 @@ def test_batching_profile_runs_on_the_freed_copy(tmp_path: Path) -> None:
 
     run = optistudio(
         "batching", "latency-profile", str(model), "--shape", "x=1,3,128,128", "--free-dims",
-        "--max-batch-size", "2", "--instance-counts", "1", "--rate", "5", "--json",
+        "--max-batch-size", "2", "--instance-counts", "1", "--rate", "5", "--quick", "--json",
         data_dir=tmp_path,
     )  # fmt: skip
 

@@ -100,7 +100,8 @@ def _make_ran(tmp: Path) -> dict[str, tuple[int, str, str]]:
                        save=True), data_dir=data,
     )  # fmt: skip
     profiled = optistudio(
-        "batching", "latency-profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--out",
+        "batching", "latency-profile", str(tiny), "--rate", "100", "--max-batch-size", "2", "--quick",
+        "--out",
         str(tmp / "profile.json"), data_dir=data,
     )  # fmt: skip
     return {

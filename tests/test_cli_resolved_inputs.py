@@ -65,7 +65,8 @@ def test_soak_json_says_what_it_ran_at(k64: Path, tmp_path: Path) -> None:
 
 def test_batching_simulate_profiles_at_the_checked_size(k64: Path, tmp_path: Path) -> None:
     done = optistudio(
-        "batching", "simulate", str(k64), "--rate", "20", "--max-batch-size", "2", "--json",
+        "batching", "simulate", str(k64), "--rate", "20", "--max-batch-size", "2", "--quick",
+        "--json",
         data_dir=tmp_path,
     )  # fmt: skip
 

@@ -60,6 +60,7 @@ def latency_profile_job(
         inputs=spec.model_inputs,
         min_seconds=spec.min_seconds,
         progress=context.progress,
+        probe_time_scale=spec.probe_time_scale,
     )
     ceiling, best = profile.ceiling(spec.max_batch_size)
     result = LatencyProfileJobResult(profile=profile, ceiling=ceiling, best_batch=best)
@@ -74,6 +75,8 @@ def latency_profile_job(
         message += f" {profile.unmeasured_note()}"
     if profile.batched_rewrite:
         message += f" {profile.batched_rewrite}"
+    if profile.quick_note():
+        message += f" {profile.quick_note()}"
     return Done(message, result, environment=profile.environment)
 
 

@@ -141,7 +141,9 @@ def measure_latency_profile(
         "steal_share": machine.steal_share,
         "other_cores": round(machine.other_cores, 3),
     }
-    return profile.model_copy(update={"environment": environment})
+    return profile.model_copy(
+        update={"environment": environment, "probe_time_scale": probe_time_scale}
+    )
 
 
 @dataclass

@@ -39,6 +39,14 @@ class LatencyProfileSpec(ModelInputs, RunsOnTarget):
     min_seconds: float = Field(
         default=0.5, gt=0, le=60, description="Least time spent timing each batch size."
     )
+    probe_time_scale: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=1,
+        description="Length of the serving probes as a share of their full length: 1 (full) "
+        "by default; a quick profile's are shorter (QUICK_PROBE_SCALE), about a third of the "
+        "time, with serving figures that rest on fewer requests.",
+    )
 
 
 class BatchingVerifySpec(ModelInputs, RunsOnTarget):

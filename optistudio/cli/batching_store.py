@@ -130,8 +130,16 @@ def profile_spec(args: argparse.Namespace, settings: Any) -> Any:
             "max_batch_size": settings.max_batch_size,
             "threads": args.threads,
             "spin_wait": args.spin,
+            "probe_time_scale": probe_time_scale(args),
         }
     )
+
+
+def probe_time_scale(args: argparse.Namespace) -> float:
+    """The serving probes' length --quick asks for (a share of the full length)."""
+    from optistudio.core.batching.latency import QUICK_PROBE_SCALE
+
+    return QUICK_PROBE_SCALE if args.quick else 1.0
 
 
 def verify_spec(args: argparse.Namespace, settings: Any) -> Any:

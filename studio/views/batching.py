@@ -15,7 +15,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from optistudio.core.batching.freeing import BatchFreeing
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE, LatencyProfile
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS
@@ -164,6 +164,13 @@ def latency_profile_form(model_id: int) -> None:
             placeholder="input_ids=1,128",
             help="Full shape of one request per input, NAME=D1,D2,...; several with spaces.",
         )
+        quick = st.checkbox(
+            "Quick profile",
+            help=f"Serving probes at {QUICK_PROBE_SCALE:.0%} of their length: about a third of "
+            "the time, for a first look. Its serving figures rest on fewer requests, so Verify "
+            "lands outside the predicted band more often; profile at full length before "
+            "trusting a p99.",
+        )
         submitted = st.form_submit_button("Profile", type="primary")
     if submitted:  # the spec is made (and refused, saying why) inside submit
         submit_latency_profile(
@@ -173,6 +180,7 @@ def latency_profile_form(model_id: int) -> None:
                 max_batch_size=int(max_batch_size),
                 threads=int(threads) or None,
                 shapes=parse_shape_overrides(shapes.split()),
+                probe_time_scale=QUICK_PROBE_SCALE if quick else 1.0,
             ),
         )
 
@@ -205,6 +213,8 @@ def show_latency_profile_job(
     with st.expander(f"Profile job #{job.id} · {job.message}", expanded=False):
         st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
     st.caption(whatif.handoff_line(profile))
+    if profile.quick_note():
+        st.warning(profile.quick_note())
     return profile, LATENCY_PROFILE.parse_spec(job.spec), job.id
 
 

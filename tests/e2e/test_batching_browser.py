@@ -27,8 +27,11 @@ def test_profile_then_a_slider_changes_the_prediction(
     bench_save(own_model(tiny_model), studio.data_dir)
     page.goto(f"{studio.url}/batching?model={model}")
     expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
-    page.get_by_role("button", name="Profile").click()
+    page.get_by_text("Quick profile").click()  # what the page does with it, not its figures
+    page.get_by_role("button", name="Profile", exact=True).click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
+    warned = page.get_by_test_id("stAlert").filter(has_text="A quick profile: its serving probes")
+    expect(warned).to_be_visible()  # said beside the sliders, not only in the job's line
     expect(page.locator(".js-plotly-plot").last).to_be_visible(timeout=UI_TIMEOUT_MS)
     served = re.compile(  # the runtime's costs the predictions carry, measured with the profile
         r"Per-batch hand-back under load: \d+\.\d\d ms; served at a light rate, each runner call "

@@ -29,7 +29,8 @@ def test_verify_keeps_the_arrival_rate_the_user_set(
     model = last_id(studio, "models") + 1
     bench_save(own_model(tiny_model), studio.data_dir)
     page.goto(f"{studio.url}/batching?model={model}")
-    page.get_by_role("button", name="Profile").click(timeout=2 * UI_TIMEOUT_MS)
+    page.get_by_text("Quick profile").click(timeout=2 * UI_TIMEOUT_MS)
+    page.get_by_role("button", name="Profile", exact=True).click(timeout=2 * UI_TIMEOUT_MS)
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     rate = page.get_by_role("slider", name=RATE)
     expect(rate).to_be_visible()

@@ -101,7 +101,8 @@ def test_verify_is_judged_against_the_band_the_slider_showed(
     (model,) = add_models(studio_settings, [own_model(tiny_model)])
     page.goto(f"{studio.url}/batching?model={model}")
     expect(page.get_by_text("No profile of this model yet")).to_be_visible(timeout=UI_TIMEOUT_MS)
-    page.get_by_role("button", name="Profile").click()
+    page.get_by_text("Quick profile").click()  # the band's plumbing, not its width
+    page.get_by_role("button", name="Profile", exact=True).click()
     expect(page.get_by_role("heading", name="What if")).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
     band = shown_band(page)
     shot(page, "whatif-band")

@@ -62,3 +62,21 @@ def test_a_request_shape_that_does_not_read_is_refused_and_nothing_is_stored(  #
     assert not at.exception, at.exception
     assert _jobs(db_factory) == []
     assert [e.value for e in at.error if e.value.startswith("Bad shape 'x=one,two'")]
+
+
+def test_a_quick_profile_is_asked_with_shortened_probes_and_a_full_one_by_default(  # type: ignore[no-untyped-def]
+    db_factory, app_settings, make_model
+) -> None:
+    from optistudio.core.batching.latency import QUICK_PROBE_SCALE
+
+    model_id = add_model_file(db_factory, app_settings, make_model(), name="m").model_id
+    _live_worker(db_factory)
+    at = view_page("optistudio.studio.views.batching", query={"model": str(model_id)}).run()
+    next(b for b in at.button if b.label == "Profile").click().run()
+    (quick,) = [c for c in at.checkbox if c.label == "Quick profile"]
+    quick.check()
+    next(b for b in at.button if b.label == "Profile").click().run()
+
+    assert not at.exception, at.exception
+    full, short = (LATENCY_PROFILE.parse_spec(job.spec) for job in _jobs(db_factory))
+    assert full.probe_time_scale == 1.0 and short.probe_time_scale == QUICK_PROBE_SCALE < 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE as QUICK
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
@@ -13,8 +14,9 @@ from tests.workers.conftest import finished_job
 
 
 def _profiled(factory, model_id: int) -> Job:  # type: ignore[no-untyped-def]
-    """A finished latency profile job of the model, up to batch 4."""
-    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
+    """A finished latency profile job of the model, up to batch 4 (a quick one: these tests
+    check what the jobs do with it, not its figures)."""
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05, probe_time_scale=QUICK)
     return finished_job(factory, JobKind.latency_profile, model_id, spec)
 
 
@@ -28,7 +30,7 @@ def stored(store_model, make_model):  # type: ignore[no-untyped-def]
 
 @pytest.mark.timing
 def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
-    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05, probe_time_scale=QUICK)
 
     job = finished_job(db_factory, JobKind.latency_profile, stored(), spec)
 
@@ -45,6 +47,7 @@ def test_profile_job_stores_a_profile_the_simulator_reads(db_factory, stored) ->
     for why in profile.unmeasured.values():  # any other probe that could not measure
         assert why in job.message
     assert job.environment_id is not None
+    assert profile.probe_time_scale == QUICK and profile.quick_note() in job.message
 
 
 def test_verify_job_stores_measured_figures_and_samples(db_factory, stored) -> None:  # type: ignore[no-untyped-def]
@@ -70,7 +73,7 @@ def test_a_batch_fixed_at_1_is_profiled_and_served_through_its_checked_rewrite(
     db_factory, stored
 ) -> None:  # type: ignore[no-untyped-def]
     model_id = stored(batch=1)
-    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05)
+    spec = LatencyProfileSpec(max_batch_size=4, min_seconds=0.05, probe_time_scale=QUICK)
     job = finished_job(db_factory, JobKind.latency_profile, model_id, spec)
 
     assert job.status == JobStatus.succeeded, job.message

@@ -15,6 +15,7 @@ from typing import Any
 import onnx
 import pytest
 
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.specs import BatchingVerifySpec, LatencyProfileSpec
 from optistudio.core.model import intake
@@ -22,7 +23,7 @@ from optistudio.core.model.info import ModelInfo
 from optistudio.db.models import JobKind, JobStatus
 from tests.workers.conftest import finished_job
 
-PROFILE = LatencyProfileSpec(max_batch_size=2, min_seconds=0.02)
+PROFILE = LatencyProfileSpec(max_batch_size=2, min_seconds=0.02, probe_time_scale=QUICK_PROBE_SCALE)
 VERIFY = BatchingVerifySpec(
     settings=BatchingSettings(max_batch_size=2, timeout_ms=1), rate=50, seconds=0.2
 )

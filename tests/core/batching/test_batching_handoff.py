@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE, LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -28,7 +28,9 @@ def _closed(profile: LatencyProfile, **kwargs: float) -> float:
 
 @pytest.mark.timing
 def test_a_profile_carries_the_hand_back_time_of_the_real_pipeline(tiny_model: Path) -> None:
-    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+    profile = measure_latency_profile(
+        tiny_model, max_batch_size=4, min_runs=5, min_seconds=0, probe_time_scale=QUICK_PROBE_SCALE
+    )
 
     # measured, or absent with the reason (a closed loop with no two batches back to back)
     if profile.handoff_ms is None:

@@ -13,6 +13,7 @@ from batching_helpers import Recorder, build_double_model, row
 
 from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.applicability import StackAxes
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings, serving_threads, settings_from
 from optistudio.core.errors import (
@@ -296,7 +297,9 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
         assert pipe.infer(row(1.0)).outputs[0][0][0] == 2.0
     with Pipeline.load(double, BatchingSettings(), options=SessionOptions(spin_wait=True)):
         pass
-    profile_module.measure_latency_profile(double, max_batch_size=2, min_runs=2, min_seconds=0.01)
+    profile_module.measure_latency_profile(
+        double, max_batch_size=2, min_runs=2, min_seconds=0.01, probe_time_scale=QUICK_PROBE_SCALE
+    )
 
     assert [options.spin_wait for options in loaded] == [False, True, False]
     assert [options.threads for options in loaded] == [serving_threads()] * 3

@@ -24,7 +24,7 @@ from optistudio.core.batching.handoff import (
     measure_serving,
     serving_delays,
 )
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE, LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile, with_saturation
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
@@ -269,7 +269,9 @@ def test_the_request_probe_gives_a_pace_or_says_why_it_could_not(
 def test_a_profile_carries_its_serving_costs_and_one_stored_before_them_loads(
     tiny_model: Path,
 ) -> None:
-    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_runs=5, min_seconds=0)
+    profile = measure_latency_profile(
+        tiny_model, max_batch_size=4, min_runs=5, min_seconds=0, probe_time_scale=QUICK_PROBE_SCALE
+    )
 
     assert profile.served_extra_ms >= 0
     assert 0 < len(profile.serving_delays_ms) <= SERVING_DELAYS

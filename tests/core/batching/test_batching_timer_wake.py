@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from optistudio.core.batching import timer_wake
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import QUICK_PROBE_SCALE, LatencyProfile
 from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.results import BatchRecord
 from optistudio.core.batching.settings import BatchingSettings
@@ -125,7 +125,13 @@ def test_negative_lateness_is_refused() -> None:
 
 
 def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
-    profile = measure_latency_profile(tiny_model, max_batch_size=4, min_seconds=0.05, instances=[1])
+    profile = measure_latency_profile(
+        tiny_model,
+        max_batch_size=4,
+        min_seconds=0.05,
+        instances=[1],
+        probe_time_scale=QUICK_PROBE_SCALE,
+    )
 
     assert profile.timer_late_ms
     assert min(profile.timer_late_ms) >= 0
@@ -139,7 +145,13 @@ def test_the_profile_measures_the_timers_lateness(tiny_model: Path) -> None:
 
 
 def test_a_profile_at_max_batch_one_waits_on_no_timer(tiny_model: Path) -> None:
-    profile = measure_latency_profile(tiny_model, max_batch_size=1, min_seconds=0.02, instances=[1])
+    profile = measure_latency_profile(
+        tiny_model,
+        max_batch_size=1,
+        min_seconds=0.02,
+        instances=[1],
+        probe_time_scale=QUICK_PROBE_SCALE,
+    )
 
     assert profile.timer_late_ms == [] and profile.timed_rate is None
 

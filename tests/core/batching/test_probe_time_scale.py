@@ -17,16 +17,19 @@ LONGEST_DEFAULT = max(
 )
 
 
-def _sent_seconds(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
+def _sent_seconds(
+    monkeypatch: pytest.MonkeyPatch, sends: float = 1.0
+) -> dict[str, list[float]]:
     """How long each probe's load run was asked to send: "timed" for the runs with a batching
-    timeout (the timer probes), "untimed" for the others."""
+    timeout (the timer probes), "untimed" for the others. Each run then sends `sends` of what
+    it was asked (what is checked is the asking)."""
     lengths: dict[str, list[float]] = {}
     real = handoff.run_load  # every serving probe sends through it (handoff.serve_at)
 
     def recording(pipeline: Any, *args: Any, **kw: Any):  # type: ignore[no-untyped-def]
         kind = "timed" if pipeline.settings.timeout_ms > 0 else "untimed"
         lengths.setdefault(kind, []).append(kw["seconds"])
-        return real(pipeline, *args, **kw)
+        return real(pipeline, *args, **kw | {"seconds": kw["seconds"] * sends})
 
     monkeypatch.setattr(handoff, "run_load", recording)
     return lengths
@@ -44,14 +47,25 @@ def test_a_shorter_scale_shortens_every_probe_that_sends(
     assert set(lengths) == {"untimed", "timed"}  # hand-back, serving and timer probes ran
     assert max(s for sent in lengths.values() for s in sent) <= 0.1 * LONGEST_DEFAULT + 1e-9
     assert profile.serving_delays_ms  # the short light probe still served and measured
+    assert profile.probe_time_scale == 0.1  # the profile says it is a quick one
+    assert "quick profile" in profile.quick_note() and "10%" in profile.quick_note()
 
 
 def test_by_default_the_serving_probes_send_their_full_length(
     tiny_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lengths = _sent_seconds(monkeypatch)
+    lengths = _sent_seconds(monkeypatch, sends=0.1)
 
-    measure_latency_profile(tiny_model, max_batch_size=2, min_seconds=0.02, instances=[1])
+    profile = measure_latency_profile(tiny_model, max_batch_size=2, min_seconds=0.02, instances=[1])
 
     assert max(lengths["untimed"]) >= handoff.SERVING_PROBE_SECONDS[0]
     assert max(lengths["timed"]) >= timer_wake.TIMER_PROBE_SECONDS[0]
+    assert profile.probe_time_scale == 1.0 and profile.quick_note() == ""
+
+
+def test_a_profile_stored_before_quick_profiles_reads_as_a_full_one() -> None:
+    from optistudio.core.batching.latency import LatencyProfile
+
+    stored = LatencyProfile.model_validate({"batch_sizes": [1, 2], "mean_ms": [1.0, 1.5]})
+
+    assert stored.probe_time_scale == 1.0 and stored.quick_note() == ""
