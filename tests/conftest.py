@@ -30,6 +30,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _prepare_graphs_anew() -> None:
+    """Each test prepares its graphs for the quantizer itself (a test that makes the
+    pre-processing fail must not be handed another test's prepared copy of the same bytes)."""
+    from optistudio.core.passes.prepared_cache import PREPARED
+
+    PREPARED.clear()
+
+
+@pytest.fixture(autouse=True)
 def _keep_main_module() -> Iterator[None]:
     """Streamlit's AppTest replaces sys.modules['__main__'] and never puts it back; a later test
     that starts spawn-based processes then fails in the child. Restore it after every test."""

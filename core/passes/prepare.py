@@ -28,7 +28,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
 import onnx
 from onnx.external_data_helper import uses_external_data
@@ -37,6 +36,7 @@ from optistudio.core.backends import SessionOptions, get_backend
 from optistudio.core.backends.blame import load_cause
 from optistudio.core.errors import ModelLoadError, OptistudioError, PassFailed
 from optistudio.core.passes.declared_outputs import keep_declared_outputs
+from optistudio.core.passes.prepared_cache import PREPARED, Prepared
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +53,6 @@ class GraphNotApplicable(PassFailed):
     graph ONNX Runtime cannot load. The run lists the recipe as not applicable, not failed."""
 
 
-class Prepared(NamedTuple):
-    """The graph to quantize and what was done to get it (notes for the variant)."""
-
-    path: Path
-    notes: list[str]
-
-
 def prepare_for_quantizer(
     model: Path,
     work_dir: Path,
@@ -69,16 +62,27 @@ def prepare_for_quantizer(
 ) -> Prepared:
     """`model` with unique node names and weights out of its inputs, pre-processed by ONNX
     Runtime (graph optimisation only when `optimize`; `keep_fusions` names ORT optimizers not
-    to run); each step that fails leaves the graph as it was and says so in a note."""
+    to run); each step that fails leaves the graph as it was and says so in a note. A model
+    prepared alike before in this process is copied, not prepared again (`PREPARED`)."""
     work_dir.mkdir(parents=True, exist_ok=True)
-    named, notes = _tidied(Path(model).resolve(), work_dir.resolve())
+    return PREPARED.prepared(
+        Path(model),
+        work_dir,
+        optimize,
+        keep_fusions,
+        lambda: _prepare(Path(model), work_dir, optimize, keep_fusions),
+    )
+
+
+def _prepare(model: Path, work_dir: Path, optimize: bool, keep_fusions: Sequence[str]) -> Prepared:
+    named, notes = _tidied(model.resolve(), work_dir.resolve())
     try:
         prepared = _preprocessed(named, work_dir.resolve(), optimize, keep_fusions)
     except Exception as exc:  # pre-processing is an aid; any failure of it is survivable
         logger.info("quantization pre-processing failed: %s", exc)
         sentence = f"{type(exc).__name__}: {exc}".strip()[:300]
         return Prepared(named, [*notes, f"Pre-processing failed ({sentence}); quantized as is."])
-    keep_declared_outputs(Path(model), prepared)
+    keep_declared_outputs(model, prepared)
     return Prepared(prepared, notes)
 
 

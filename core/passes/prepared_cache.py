@@ -1,0 +1,122 @@
+"""The graphs prepared for the quantizer, kept for the rest of the process.
+
+One optimization run quantizes the same model several times on ONNX Runtime's quantizer (static
+INT8 with each calibration method, INT8 placed where it pays, mixed precision), and each pass
+prepared it anew: `quant_pre_process`'s symbolic shape inference took 3.2 s of a 14-s static
+INT8 pass on a PP-OCR detector, four times over in one Auto run. The prepared graph depends
+only on the model's bytes and how it was prepared, so the first pass's is copied for the
+others (a copy each: passes write beside it). Models with external data are prepared each
+time (their weights are outside the file whose bytes name the entry).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+ENTRIES = 4
+"""Prepared graphs kept per process (oldest dropped first): one run's model, and a few more."""
+LARGEST_BYTES = 1 << 28
+"""Files above this (256 MiB) are prepared each time: the kept copies stay under 1 GiB of
+temporary disk."""
+
+
+class Prepared(NamedTuple):
+    """The graph to quantize and what was done to get it (notes for the variant)."""
+
+    path: Path
+    notes: list[str]
+
+
+Key = tuple[str, bool, tuple[str, ...]]
+
+
+class PreparedCache:
+    """Prepared graphs by (the model file's SHA-256, graph optimisation on, fusions kept)."""
+
+    def __init__(self, entries: int = ENTRIES) -> None:
+        self.entries = entries
+        self._kept: OrderedDict[Key, Prepared] = OrderedDict()
+        self._lock = threading.Lock()
+        self._folder: Path | None = None
+        self.hits = 0
+
+    def prepared(
+        self,
+        model: Path,
+        work_dir: Path,
+        optimize: bool,
+        keep: Sequence[str],
+        prepare: Callable[[], Prepared],
+    ) -> Prepared:
+        """What `prepare` makes of `model` in `work_dir`: made once per key, copied after."""
+        key = _key(model, optimize, keep)
+        if key is None:
+            return prepare()
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                self.hits += 1
+                return Prepared(_copy(kept.path, work_dir), list(kept.notes))
+        made = prepare()
+        with self._lock:
+            self._keep(key, made)
+        return made
+
+    def clear(self) -> None:
+        """Forget every prepared graph (and how many were handed out again)."""
+        with self._lock:
+            for key in list(self._kept):
+                self._drop(key)
+            self.hits = 0
+
+    def _keep(self, key: Key, made: Prepared) -> None:
+        if key in self._kept:
+            return
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="optistudio-prepared-"))
+            atexit.register(shutil.rmtree, self._folder, True)
+        entry = Path(tempfile.mkdtemp(dir=self._folder))
+        self._kept[key] = Prepared(_copy(made.path, entry), list(made.notes))
+        while len(self._kept) > self.entries:
+            self._drop(next(iter(self._kept)))
+
+    def _drop(self, key: Key) -> None:
+        shutil.rmtree(self._kept.pop(key).path.parent, ignore_errors=True)
+
+
+def _key(model: Path, optimize: bool, keep: Sequence[str]) -> Key | None:
+    """The entry's key, or None for a model prepared each time (external data, too large)."""
+    from optistudio.core.passes.prepare import uses_external
+
+    if model.stat().st_size > LARGEST_BYTES or uses_external(model):
+        return None
+    digest = hashlib.sha256()
+    with model.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest(), optimize, tuple(keep)
+
+
+def _copy(path: Path, folder: Path) -> Path:
+    """`path` and its external data file (`NAME.data`, as the pre-processing writes it) copied
+    into `folder`; the copy's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / path.name
+    shutil.copyfile(path, target)
+    data = path.with_name(f"{path.name}.data")
+    if data.exists():
+        shutil.copyfile(data, folder / data.name)
+    return target
+
+
+PREPARED = PreparedCache()
+"""This process's prepared graphs (optistudio.core.passes.prepare.prepare_for_quantizer)."""
