@@ -71,6 +71,7 @@ def prepare_for_quantizer(
         optimize,
         keep_fusions,
         lambda: _prepare(Path(model), work_dir, optimize, keep_fusions),
+        external=uses_external(Path(model)),
     )
 
 

@@ -55,9 +55,12 @@ class PreparedCache:
         optimize: bool,
         keep: Sequence[str],
         prepare: Callable[[], Prepared],
+        *,
+        external: bool,
     ) -> Prepared:
-        """What `prepare` makes of `model` in `work_dir`: made once per key, copied after."""
-        key = _key(model, optimize, keep)
+        """What `prepare` makes of `model` in `work_dir`: made once per key, copied after (a
+        model with `external` data is prepared each time)."""
+        key = None if external else _key(model, optimize, keep)
         if key is None:
             return prepare()
         with self._lock:
@@ -94,10 +97,8 @@ class PreparedCache:
 
 
 def _key(model: Path, optimize: bool, keep: Sequence[str]) -> Key | None:
-    """The entry's key, or None for a model prepared each time (external data, too large)."""
-    from optistudio.core.passes.prepare import uses_external
-
-    if model.stat().st_size > LARGEST_BYTES or uses_external(model):
+    """The entry's key, or None for a model too large to keep."""
+    if model.stat().st_size > LARGEST_BYTES:
         return None
     digest = hashlib.sha256()
     with model.open("rb") as file:
