@@ -36,12 +36,12 @@ from optistudio.studio import (
     submitting,
 )
 from optistudio.studio import batching_whatif as whatif
-from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_view import JobView
 from optistudio.studio.model_services import model_choices, model_file, model_info
 from optistudio.studio.views import batching_decoder
 from optistudio.studio.views.batching_common import (
+    backend_and_max_batch_size,
     cached_band,
     cached_by_instances,
     cached_predict,
@@ -138,13 +138,8 @@ def pick_model(choices: list[dict[str, Any]]) -> int:
 def latency_profile_form(model_id: int) -> None:
     with st.form("batching_profile"):
         cols = st.columns([2, 1, 1, 3])
-        backend = cols[0].selectbox(
-            "Backend",
-            backend_choices(state.live_targets(), LatencyProfileSpec),
-            help=LatencyProfileSpec.model_fields["backend"].description,
-        )
-        max_batch_size = cols[1].number_input(
-            "Largest batch", 1, 256, DEFAULT_MAX_BATCH_SIZE, help="Timed: 1, 2, 4, ..."
+        backend, max_batch_size = backend_and_max_batch_size(
+            cols, largest=256, timed="Timed: 1, 2, 4, ..."
         )
         threads = cols[2].number_input(
             "Threads",
@@ -177,7 +172,7 @@ def latency_profile_form(model_id: int) -> None:
             model_id,
             lambda: LatencyProfileSpec(
                 backend=backend,
-                max_batch_size=int(max_batch_size),
+                max_batch_size=max_batch_size,
                 threads=int(threads) or None,
                 shapes=parse_shape_overrides(shapes.split()),
                 probe_time_scale=QUICK_PROBE_SCALE if quick else 1.0,

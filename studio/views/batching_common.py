@@ -9,6 +9,7 @@ import streamlit as st
 
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfileSpec
 from optistudio.db.models import JobKind
 from optistudio.services.jobresults import LatencyProfileJobResult
 from optistudio.studio import batching_whatif as whatif
@@ -16,9 +17,25 @@ from optistudio.studio import (
     jobs_services,
     state,
 )
+from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_status import progress_text
 from optistudio.studio.job_view import JobView, ResultT
+
+
+def backend_and_max_batch_size(columns: Any, *, largest: int, timed: str) -> tuple[str, int]:
+    """A profile form's first two boxes, in `columns[0]` and `[1]`: the backend (those the live
+    workers have) and the "Largest batch" to time, the spec's `max_batch_size` (at most
+    `largest`; `timed` says what is timed at each size)."""
+    backend = columns[0].selectbox(
+        "Backend",
+        backend_choices(state.live_targets(), LatencyProfileSpec),
+        help=LatencyProfileSpec.model_fields["backend"].description,
+    )
+    max_batch_size = columns[1].number_input(
+        "Largest batch", 1, largest, DEFAULT_MAX_BATCH_SIZE, help=timed
+    )
+    return backend, int(max_batch_size)
 
 
 @st.fragment(run_every="2s")

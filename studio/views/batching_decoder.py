@@ -8,17 +8,19 @@ from typing import Any
 
 import streamlit as st
 
-from optistudio.core.batching.specs import DEFAULT_MAX_BATCH_SIZE, LatencyProfileSpec
+from optistudio.core.batching.specs import LatencyProfileSpec
 from optistudio.core.llm.batched_serving import ServingPolicy
 from optistudio.core.llm.card import DecoderCard
 from optistudio.core.llm.serving_whatif import DecodeProfile, ServingWhatIf
 from optistudio.services.jobkinds import LATENCY_PROFILE
 from optistudio.studio import decoder_batching as decoder
 from optistudio.studio import state, submitting
-from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.decoder_batching_figures import decode_profile_figure, decoder_sweep_figure
 from optistudio.studio.model_services import model_file
-from optistudio.studio.views.batching_common import newest_latency_profile_job
+from optistudio.studio.views.batching_common import (
+    backend_and_max_batch_size,
+    newest_latency_profile_job,
+)
 
 LARGEST_BATCH = 32
 """The form's largest batch: the profile job times a decoder at most at batch 32
@@ -63,17 +65,8 @@ def render(model_id: int, card: DecoderCard) -> None:
 def decode_profile_form(model_id: int) -> None:
     with st.form("decoder_profile"):
         cols = st.columns([2, 1, 1, 3])
-        backend = cols[0].selectbox(
-            "Backend",
-            backend_choices(state.live_targets(), LatencyProfileSpec),
-            help=LatencyProfileSpec.model_fields["backend"].description,
-        )
-        max_batch_size = cols[1].number_input(
-            "Largest batch",
-            1,
-            LARGEST_BATCH,
-            DEFAULT_MAX_BATCH_SIZE,
-            help="Decode steps timed at 1, 2, 4, ... rows.",
+        backend, max_batch_size = backend_and_max_batch_size(
+            cols, largest=LARGEST_BATCH, timed="Decode steps timed at 1, 2, 4, ... rows."
         )
         threads = cols[2].number_input(
             "Threads", 0, 256, 0, help="Intra-op threads; 0 = the runtime's default."
@@ -84,7 +77,7 @@ def decode_profile_form(model_id: int) -> None:
 
     def spec() -> LatencyProfileSpec:
         return LatencyProfileSpec(
-            backend=backend, max_batch_size=int(max_batch_size), threads=int(threads) or None
+            backend=backend, max_batch_size=max_batch_size, threads=int(threads) or None
         )
 
     sent = submitting.submit(LATENCY_PROFILE, model_id, spec, what="profile")
