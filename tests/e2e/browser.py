@@ -69,8 +69,42 @@ def shot(page: object, name: str) -> None:
         page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
 
 
+MODEL_UPLOADER = "Upload an ONNX model"
+"""The Models page's uploader, by its label: its card has uploaders of its own (arrays)."""
+GIVE_ATTEMPTS = 3
+
+
 def upload(page: object, path: Path) -> None:
-    page.locator("input[type='file']").first.set_input_files(str(path))  # type: ignore[attr-defined]
+    """Give `path` to the Models page's model uploader once the page has settled."""
+    idle(page)
+    uploader = page.get_by_test_id("stFileUploader").filter(has_text=MODEL_UPLOADER)  # type: ignore[attr-defined]
+    give(uploader, path)
+
+
+def give(uploader: object, path: Path) -> None:
+    """Set `path` on the file uploader `uploader` until it shows the file, taken: on a loaded
+    machine a file set while the page still settles is now and then dropped, or held against
+    another uploader's types ("application/zip files are not allowed"; a CI run's Models page,
+    opened on a stored model, once refused an .onnx file so: " files are not allowed")."""
+    from playwright.sync_api import expect
+
+    for attempt in range(GIVE_ATTEMPTS):
+        uploader.locator("input[type='file']").set_input_files(str(path))  # type: ignore[attr-defined]
+        try:
+            expect(uploader.get_by_text(path.name)).to_be_visible(timeout=15_000)  # type: ignore[attr-defined]
+            expect(uploader.get_by_text("not allowed")).to_have_count(0)  # type: ignore[attr-defined]
+            return
+        except AssertionError:
+            if attempt == GIVE_ATTEMPTS - 1:
+                raise
+
+
+def idle(page: object) -> None:
+    """Wait until the page's script run is over."""
+    from playwright.sync_api import expect
+
+    app = page.get_by_test_id("stApp")  # type: ignore[attr-defined]
+    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=UI_TIMEOUT_MS)
 
 
 QUICK_BENCH = ["--min-seconds", "0.05", "--max-seconds", "1", "--min-runs", "5", "--warmup", "1"]

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from browser import MODEL_UPLOADER, UI_TIMEOUT_MS, Studio, give, idle, shot, upload
 from hostile_models import external_bytes, genai_config, many_nodes_bytes, zipped
 from npz_bombs import npz_bomb
 
@@ -22,7 +22,6 @@ NODE_CAP = 100
 """OPTISTUDIO_MAX_NODES of this stack: a model over it is 101 Identity nodes, not 100,001."""
 STACK = {"OPTISTUDIO_MAX_NODES": str(NODE_CAP)}
 ERROR_BOX = "[data-testid='stAlertContentError']"
-GIVE_ATTEMPTS = 3
 
 
 def _hostile_files(folder: Path) -> dict[str, tuple[Path, str]]:
@@ -95,34 +94,9 @@ def _still_up_with_one_model(page, studio: Studio, data: Path) -> None:
     page.goto(f"{studio.url}/models")
     expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
     expect(page.get_by_text("Model card · tiny")).to_be_visible()
-    _idle(page)  # a file given while the page still runs is the likelier to be dropped
+    idle(page)  # a file given while the page still runs is the likelier to be dropped
     assert len(_stored_models(data)) == 1
     assert list((data / "incoming").glob("*")) == []
-
-
-def _give(uploader, path: Path) -> None:
-    """Set `path` on the file uploader `uploader` until it shows the file, taken: on a loaded
-    machine a file set while the page still settles is now and then dropped, or held against
-    another uploader's types ("application/zip files are not allowed")."""
-    from playwright.sync_api import expect
-
-    for attempt in range(GIVE_ATTEMPTS):
-        uploader.locator("input[type='file']").set_input_files(str(path))
-        try:
-            expect(uploader.get_by_text(path.name)).to_be_visible(timeout=15_000)
-            expect(uploader.get_by_text("not allowed")).to_have_count(0)
-            return
-        except AssertionError:
-            if attempt == GIVE_ATTEMPTS - 1:
-                raise
-
-
-def _idle(page) -> None:
-    """Wait until the page's script run is over."""
-    from playwright.sync_api import expect
-
-    app = page.get_by_test_id("stApp")
-    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=UI_TIMEOUT_MS)
 
 
 @pytest.mark.parametrize("studio", [STACK], indirect=True)
@@ -140,7 +114,7 @@ def test_hostile_files_are_refused_in_a_sentence_and_change_nothing(
 
     for case, (path, refusal) in _hostile_files(tmp_path / "hostile").items():
         _still_up_with_one_model(page, studio, data)  # and a fresh uploader
-        _give(page.get_by_test_id("stFileUploader").filter(has_text="Upload an ONNX model"), path)
+        give(page.get_by_test_id("stFileUploader").filter(has_text=MODEL_UPLOADER), path)
         _the_one_refusal(page, "Model refused: ", refusal, server_paths)
         if case == "config-naming-etc-passwd":
             shot(page, "hostile-upload")
@@ -148,8 +122,8 @@ def test_hostile_files_are_refused_in_a_sentence_and_change_nothing(
     _still_up_with_one_model(page, studio, data)
     bomb = npz_bomb(tmp_path / "value.npz", shape=(1, 1 << 24))  # 64 MiB of zeros, ~64 KB
     form = page.get_by_test_id("stFileUploader").filter(has_text="Array for x (.npz)")
-    _give(form, bomb)
-    _idle(page)
+    give(form, bomb)
+    idle(page)
     page.get_by_role("button", name="Save input profile").click()
     _the_one_refusal(page, "Profile not saved: ", r"declares shape \[1, 16777216\]", server_paths)
 
