@@ -67,7 +67,7 @@ class Calibration(BaseModel):
 
 QUICK_PROBE_SCALE = 0.25
 """The serving probes' length in a quick profile (a share of their full length): the profile
-takes about a third of the time (16 s instead of 6 s for a small model at max batch 4)."""
+takes about a third of the time (6 s instead of 16 s for a small model at max batch 4)."""
 
 
 class LatencyProfile(BaseModel):
