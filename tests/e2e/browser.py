@@ -100,7 +100,8 @@ def give(uploader: object, path: Path) -> None:
 
 
 def idle(page: object) -> None:
-    """Wait until the page's script run is over."""
+    """Wait until the page's script run is over: a file given or a download button clicked
+    while the page still reruns may land on what the rerun replaces."""
     from playwright.sync_api import expect
 
     app = page.get_by_test_id("stApp")  # type: ignore[attr-defined]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot
-from widgets import idle
+from browser import UI_TIMEOUT_MS, Studio, idle, shot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

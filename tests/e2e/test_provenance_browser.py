@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, last_id, shot
+from browser import UI_TIMEOUT_MS, Studio, idle, last_id, shot
 from test_compare_variants_browser import RECIPES, optimize_save, stored_jobs
-from widgets import download, idle, pick
+from widgets import download, pick
 
 from tests.conftest import image_classifier
 

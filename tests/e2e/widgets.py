@@ -33,12 +33,3 @@ def download(page: Any, button: str, folder: Path) -> Path:
     path = folder / event.value.suggested_filename
     event.value.save_as(path)
     return path
-
-
-def idle(page: Any) -> None:
-    """Wait until the page's script run is over: a download button clicked while the page
-    still reruns may serve a file the rerun has replaced (the download is then cancelled)."""
-    from playwright.sync_api import expect
-
-    app = page.get_by_test_id("stApp")
-    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=UI_TIMEOUT_MS)
