@@ -26,5 +26,7 @@ COPY optistudio optistudio
 RUN pip install --no-cache-dir --no-deps -e ".[$EXTRAS]"
 RUN useradd --create-home optistudio && mkdir -p /data && chown optistudio /data
 USER optistudio
+# OpenVINO's telemetry consent file, declined, in the home of the user every role runs as.
+RUN python -m optistudio.services.telemetry
 EXPOSE 8501
 CMD ["optistudio", "ui"]

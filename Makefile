@@ -19,7 +19,10 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 	$(VENV)/bin/uv pip install --python $(PY) --quiet -e '.[dev,samples,postgres]'
 	touch $(STAMP)
 
+# OpenVINO's telemetry reads no environment switch: its consent file is written as declined
+# (optistudio/services/telemetry.py), every time, as `make install` is how CI and a user begin.
 install: $(STAMP)
+	@$(PY) -m optistudio.services.telemetry
 
 up: install
 	$(VENV)/bin/optistudio up

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("NNCF_CI", "1")
-os.environ.setdefault("OPENVINO_TELEMETRY_OPT_OUT", "1")
 
 import numpy as np  # noqa: E402
 
@@ -57,6 +56,7 @@ from optistudio.core.llm.perplexity import agreement  # noqa: E402
 from optistudio.core.llm.timing import time_decode, time_prefill  # noqa: E402
 from optistudio.core.llm.weight_only import WeightOnlyConfig, quantize_weight_only  # noqa: E402
 from optistudio.core.machine.environment import cpu_model, isa_flags  # noqa: E402
+from optistudio.services.telemetry import opt_out_of_openvino  # noqa: E402
 
 DEFAULT_MODEL = Path.home() / ".cache" / "optistudio" / "llm" / "stdlib-llama"
 PROMPTS = (32, 128, 512)
@@ -177,6 +177,7 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def main() -> int:
+    opt_out_of_openvino()  # OpenVINO's telemetry reads no switch but its consent file
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--threads", type=int, default=2)

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("NNCF_CI", "1")
-os.environ.setdefault("OPENVINO_TELEMETRY_OPT_OUT", "1")
 
 from optistudio.core.backends.base import SessionOptions  # noqa: E402
 from optistudio.core.llm import open_decoder, read_card  # noqa: E402
@@ -50,12 +49,14 @@ from optistudio.core.llm.serving_whatif import (  # noqa: E402
     predict_serving,
 )
 from optistudio.core.machine.environment import cpu_model, isa_flags  # noqa: E402
+from optistudio.services.telemetry import opt_out_of_openvino  # noqa: E402
 
 DEFAULT_MODEL = Path.home() / ".cache" / "optistudio" / "llm" / "stdlib-llama"
 FIGURES = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms")
 
 
 def main() -> int:
+    opt_out_of_openvino()  # OpenVINO's telemetry reads no switch but its consent file
     args = parse_args()
     path = decoder_path(args.model)
     if not path.is_file():

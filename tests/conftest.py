@@ -27,6 +27,10 @@ TIMING_MARKER = (
 def pytest_configure(config: pytest.Config) -> None:
     # Here, not in pyproject.toml: that file is one of the compose check's deployment files.
     config.addinivalue_line("markers", TIMING_MARKER)
+    # No test sends OpenVINO's usage events, also where pytest runs without `make install`.
+    from optistudio.services.telemetry import opt_out_of_openvino
+
+    opt_out_of_openvino()
 
 
 @pytest.fixture(autouse=True)

@@ -55,6 +55,9 @@ def worker_invocation(args: argparse.Namespace) -> tuple[list[str], dict[str, st
 
 
 def command_worker(args: argparse.Namespace) -> int:
+    from optistudio.services.telemetry import opt_out_of_openvino
+
     command, env = worker_invocation(args)
+    opt_out_of_openvino()  # its switch is a file in the home folder, not the environment
     os.execvpe(command[0], command, env)
     return 0  # pragma: no cover - exec does not return
