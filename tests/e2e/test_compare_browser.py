@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from browser import UI_TIMEOUT_MS, Studio, bench_save, shot
+from widgets import download
 
 from optistudio.core.report.bundle import verify_bundle
 
@@ -57,11 +58,7 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     expect(shared.get_by_text("Read-only snapshot")).to_be_visible()
     expect(shared.locator("[data-testid='stSidebarNav']")).to_have_count(0)
     expect(shared.get_by_role("button", name="Share", exact=True)).to_have_count(0)
-    with shared.expect_download() as download:
-        shared.get_by_role("button", name="Download report (HTML)").click()
-    report = tmp_path / "report.html"
-    download.value.save_as(report)
-    text = report.read_text()
+    text = download(shared, "Download report (HTML)", tmp_path).read_text()
     assert "2 results: tiny, wide" in text and "plotly.js v" in text
     assert "Error vs p90 latency (Pareto frontier)" in text  # the axes the sender chose
     assert not re.search(r"<script[^>]+src=", text)
@@ -79,10 +76,7 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     expect(page.get_by_text(re.compile(r"Export job #\d+ submitted"))).to_be_visible()
     button = page.get_by_role("button", name=re.compile(r"Download bundle #\d+"))
     expect(button).to_be_visible(timeout=90_000)
-    with page.expect_download() as download:
-        button.click()
-    bundle = tmp_path / "bundle.zip"
-    download.value.save_as(bundle)
+    bundle = download(page, re.compile(r"Download bundle #\d+"), tmp_path)
     assert verify_bundle(bundle) == []
     with zipfile.ZipFile(bundle) as z:
         assert "triton/wide/config.pbtxt" in z.namelist()

@@ -6,7 +6,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from browser import UI_TIMEOUT_MS
+from browser import UI_TIMEOUT_MS, idle
+
+CLICKS = 2
+"""A download button clicked once more when the first click brings nothing."""
+FIRST_CLICK_MS = 30_000
 
 
 def pick(page: Any, text: str, *, widget: int = 0) -> None:
@@ -26,10 +30,26 @@ def share_link(page: Any) -> str:
     return str(code.inner_text()).strip()
 
 
-def download(page: Any, button: str, folder: Path) -> Path:
-    """Click a download button; the saved file."""
-    with page.expect_download() as event:
-        page.get_by_role("button", name=button).click()
+def download(page: Any, button: str | re.Pattern[str], folder: Path) -> Path:
+    """Click a download button once the page has settled; the saved file.
+
+    A report is built when its button is clicked (Streamlit's deferred download), from the
+    generator the page's last run registered. A click that lands while a run replaces that
+    generator asks for one Streamlit has dropped and brings nothing (a CI run waited 60 s for
+    it), so the page is let settle first and the button clicked once more, as a user would,
+    when the first click brings nothing."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(CLICKS):
+        idle(page)
+        timeout = FIRST_CLICK_MS if attempt < CLICKS - 1 else UI_TIMEOUT_MS
+        try:
+            with page.expect_download(timeout=timeout) as event:
+                page.get_by_role("button", name=button).click()
+            break
+        except PlaywrightTimeout:
+            if attempt == CLICKS - 1:
+                raise
     path = folder / event.value.suggested_filename
     event.value.save_as(path)
     return path
