@@ -38,6 +38,7 @@ from optistudio.studio import (
 from optistudio.studio import batching_whatif as whatif
 from optistudio.studio.errors import show_error
 from optistudio.studio.job_view import JobView
+from optistudio.studio.model_picker import chosen_model
 from optistudio.studio.model_services import model_choices, model_file, model_info
 from optistudio.studio.views import batching_decoder
 from optistudio.studio.views.batching_common import (
@@ -67,12 +68,13 @@ def render() -> None:
         "model once; the sliders then predict throughput and latency by simulating the batching "
         "policy under your arrival rate; Verify measures the real pipeline to check."
     )
-    choices = model_choices(state.session_factory())
-    if not choices:
-        st.info("Add a model on the Models page first, then tune its batching here.")
+    chosen = chosen_model(
+        "Add a model on the Models page first, then tune its batching here.",
+        model_choices(state.session_factory()),
+    )
+    if chosen is None:
         return
-    model_id = pick_model(choices)
-    chosen = next(c for c in choices if c["id"] == model_id)
+    model_id = chosen["id"]
     card = batching_decoder.decoder_card_of(chosen["sha256"], chosen["path"])
     if card is not None:  # served by batching decode steps, not requests
         batching_decoder.render(model_id, card)
@@ -123,16 +125,6 @@ def cached_freeing(
     batch axes; the card's dims when the file is not at hand here)."""
     local = model_file(state.settings(), path=path, sha256=sha256)
     return whatif.model_freeing(local, _info, axes)
-
-
-def pick_model(choices: list[dict[str, Any]]) -> int:
-    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
-    ids = list(names)
-    wanted = st.query_params.get("model")
-    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
-    model_id = int(st.selectbox("Model", ids, index=default, format_func=names.get))
-    st.query_params["model"] = str(model_id)
-    return model_id
 
 
 def latency_profile_form(model_id: int) -> None:

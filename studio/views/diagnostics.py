@@ -13,14 +13,15 @@ from optistudio.db.models import JobKind
 from optistudio.services.catalog import store_dataset
 from optistudio.services.jobkinds import OPERATOR_PROFILE, SOAK, OperatorProfileJobSpec
 from optistudio.services.jobresults import OperatorProfileJobResult
-from optistudio.studio import cached, state, submitting
 from optistudio.studio import diagnostics_services as diag
+from optistudio.studio import state, submitting
 from optistudio.studio.backend_choices import backend_choices
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
 from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import BadSetting
+from optistudio.studio.model_picker import chosen_model
 from optistudio.studio.views.optimize import image_inputs
 
 SEVERITY_ICONS = {
@@ -39,11 +40,10 @@ def render() -> None:
         "why an INT8 variant is not faster; which layers quantization hurts most; and whether "
         "memory grows over a long run."
     )
-    choices = cached.model_choices()
-    if not choices:
-        st.info("Add a model on the Models page first, then profile it here.")
+    chosen = chosen_model("Add a model on the Models page first, then profile it here.")
+    if chosen is None:
         return
-    model_id = pick_model(choices)
+    model_id = chosen["id"]
     profile_tab, soak_tab = st.tabs(["Operator profile", "Memory soak"])
     with profile_tab:
         operator_profile_form(model_id)
@@ -51,16 +51,6 @@ def render() -> None:
     with soak_tab:
         soak_form(model_id)
         show_soaks(model_id)
-
-
-def pick_model(choices: list[dict[str, Any]]) -> int:
-    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
-    wanted = st.query_params.get("model")
-    ids = list(names)
-    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
-    model_id = int(st.selectbox("Model", ids, index=default, format_func=names.get))
-    st.query_params["model"] = str(model_id)
-    return model_id
 
 
 def operator_profile_form(model_id: int) -> None:

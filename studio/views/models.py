@@ -35,6 +35,7 @@ from optistudio.studio.input_profile_services import (
 from optistudio.studio.jobs_services import BadSetting, Refused
 from optistudio.studio.model_batch import dynamic_batch_offer
 from optistudio.studio.model_free_dims import free_dims_offer
+from optistudio.studio.model_picker import name_label, pick_model
 from optistudio.studio.model_services import model_file
 from optistudio.studio.model_storage_services import storage_offer
 from optistudio.studio.model_task import task_section
@@ -164,23 +165,13 @@ def show_outcome(outcome: str | ErrorInfo) -> None:
 
 
 def choose_model() -> dict[str, Any] | None:
+    """The model whose card the page shows (with its digest's start), None with none stored."""
     choices = cached.model_choices()
-    if not choices:
-        return None
-    by_id = {c["id"]: c for c in choices}
-    wanted = st.query_params.get("model")
-    default = (
-        int(wanted) if wanted and wanted.isdigit() and int(wanted) in by_id else choices[0]["id"]
-    )
-    ids = list(by_id)
-    model_id = st.selectbox(
-        "Model",
-        ids,
-        index=ids.index(default),
-        format_func=lambda i: f"#{i} · {by_id[i]['name']} ({by_id[i]['sha256'][:10]})",
-    )
-    st.query_params["model"] = str(model_id)
-    return by_id[model_id]
+    return pick_model(choices, label=digest_label) if choices else None
+
+
+def digest_label(choice: dict[str, Any]) -> str:
+    return f"{name_label(choice)} ({choice['sha256'][:10]})"
 
 
 def model_card(

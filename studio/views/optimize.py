@@ -19,6 +19,7 @@ from optistudio.services.jobkinds import OPTIMIZE, OptimizeJobSpec
 from optistudio.studio import cached, charts, pages, state, submitting
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
+from optistudio.studio.model_picker import chosen_model
 from optistudio.studio.model_services import model_file
 from optistudio.studio.optimize_run import OptimizeRun
 from optistudio.studio.optimize_services import (
@@ -94,28 +95,13 @@ def render() -> None:
         "sentences, audio or bytes made to the model's shapes; else random inputs) and timed "
         "against it interleaved, so its speedup comes with a confidence interval."
     )
-    choices = cached.model_choices()
-    if not choices:
-        st.info("Add a model on the Models page first.")
+    chosen = chosen_model("Add a model on the Models page first.")
+    if chosen is None:
         return
-    chosen = pick_model(choices)
     optimize_form(chosen)
     with st.expander("Passes and their settings"):
         pass_catalogue()
     show_runs(chosen["id"], chosen["name"])
-
-
-def pick_model(choices: list[dict[str, Any]]) -> dict[str, Any]:
-    """The model the form optimizes and whose runs are listed (?model=ID in the URL)."""
-    by_id = {c["id"]: c for c in choices}
-    wanted = st.query_params.get("model")
-    ids = list(by_id)
-    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in by_id else 0
-    model_id = st.selectbox(
-        "Model", ids, index=default, format_func=lambda i: f"#{i} · {by_id[i]['name']}"
-    )
-    st.query_params["model"] = str(model_id)
-    return by_id[model_id]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -10,13 +10,14 @@ import streamlit as st
 from optistudio.core.backends import backends
 from optistudio.services.jobkinds import VIDEO
 from optistudio.services.jobresults import VideoJobResult
-from optistudio.studio import cached, pages, state, submitting
+from optistudio.studio import pages, state, submitting
 from optistudio.studio import video_services as video
 from optistudio.studio.errors import show_error
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_status import progress_text
 from optistudio.studio.job_view import JobView
 from optistudio.studio.jobs_services import cancel_job
+from optistudio.studio.model_picker import chosen_model
 
 DEFAULT_BACKEND = "onnxruntime"
 DROP_POLICIES = {
@@ -32,24 +33,14 @@ def render() -> None:
         "inferred on the model, each stream measured on its own: fps, latency from the moment "
         "a frame is due to its result, and the frames dropped when inference falls behind."
     )
-    choices = cached.model_choices()
-    if not choices:
-        st.info("Add an image model on the Models page first, then play video on it here.")
+    chosen = chosen_model(
+        "Add an image model on the Models page first, then play video on it here."
+    )
+    if chosen is None:
         return
-    model_id = pick_model(choices)
+    model_id = chosen["id"]
     video_form(model_id)
     show_latest(model_id)
-
-
-def pick_model(choices: list[dict[str, Any]]) -> int:
-    names = {c["id"]: f"#{c['id']} · {c['name']}" for c in choices}
-    ids = list(names)
-    wanted = st.query_params.get("model")
-    default = ids.index(int(wanted)) if wanted and wanted.isdigit() and int(wanted) in names else 0
-    chosen = st.selectbox("Model", ids, index=default, format_func=lambda i: names[i])
-    model_id = ids[0] if chosen is None else int(chosen)
-    st.query_params["model"] = str(model_id)
-    return model_id
 
 
 def video_form(model_id: int) -> None:

@@ -18,7 +18,8 @@ IGNORED = ("Least mean cosine", "Output the budget judges (empty = the first out
 
 def _optimize_page() -> None:
     from optistudio.studio import cached
-    from optistudio.studio.views.optimize import optimize_form, pick_model
+    from optistudio.studio.model_picker import pick_model
+    from optistudio.studio.views.optimize import optimize_form
 
     optimize_form(pick_model(cached.model_choices()))
 
