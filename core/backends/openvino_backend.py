@@ -10,7 +10,8 @@ Surprises worth knowing:
   the rest in f32. `details['layer_precisions']` counts what the compiled layers really use.
 - Dynamic dims stay dynamic: concrete feeds of any batch size run without a reshape. A graph
   whose dynamic form does not compile ("Squeeze operation with dynamic rank") is compiled
-  reshaped to each run's input shapes instead (optistudio.core.backends.openvino_static).
+  reshaped to each run's input shapes instead (optistudio.core.backends.openvino_static), as is
+  an IR the ov_static pass fixed at its run's shapes, at any other shapes it is fed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from optistudio.core.backends.base import (
     LoadedModel,
     SessionOptions,
 )
-from optistudio.core.backends.openvino_static import ReshapedOpenVinoModel
+from optistudio.core.backends.openvino_static import SPECIALIZED, ReshapedOpenVinoModel
 from optistudio.core.errors import BackendUnavailable, InferenceFailed, InvalidSpec, ModelLoadError
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,8 @@ class OpenVinoBackend(InferenceBackend):
                 hint="Check that its operators are supported by OpenVINO "
                 f"{ov.__version__.split('-', 1)[0]}, or run it with onnxruntime instead.",
             ) from exc
+        if graph.has_rt_info(SPECIALIZED):
+            return specialized(core, graph, device, options, compiled)
         details = compiled_details(compiled, options)
         if "fallback" in details:
             logger.warning("OpenVINO fallback: %s", details["fallback"])
@@ -142,10 +145,31 @@ def reshaped_per_run(
         graph.reshape(shapes)
         return core.compile_model(graph, device, compile_config(options))
 
-    why = runtime_message(exc)
+    why = f"the dynamic graph does not compile ({runtime_message(exc)})"
     logger.info("OpenVINO compiles this model per input shapes: %s", why)
     return ReshapedOpenVinoModel(
         compile_at, lambda compiled: compiled_details(compiled, options), runtime_message, why
+    )
+
+
+def specialized(
+    core: Any, graph: Any, device: str, options: SessionOptions, compiled: Any
+) -> LoadedModel:
+    """An IR the ov_static pass fixed at its run's input shapes (openvino_static.SPECIALIZED):
+    run compiled at them, and compiled reshaped at any other shapes it is fed."""
+    shapes = {port.get_any_name(): list(port.get_shape()) for port in graph.inputs}
+
+    def compile_at(wanted: dict[str, list[int]]) -> Any:
+        graph.reshape(wanted)
+        return core.compile_model(graph, device, compile_config(options))
+
+    fixed = ", ".join(f"{name}={dims}" for name, dims in shapes.items())
+    return ReshapedOpenVinoModel(
+        compile_at,
+        lambda made: compiled_details(made, options),
+        runtime_message,
+        f"an IR fixed at the input shapes {fixed} (static shapes run faster on OpenVINO)",
+        first=(shapes, compiled),
     )
 
 

@@ -24,7 +24,7 @@ from optistudio.core.errors import ModelRejected, PassFailed
 from optistudio.core.model.declared_sizes import model_tensors
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.optimize.recipes import Recipe
+from optistudio.core.optimize.recipes import Recipe, RecipeStep
 from optistudio.core.optimize.variant import StepReport, VariantResult
 from optistudio.core.passes.base import PassContext, passes
 from optistudio.core.passes.declared_outputs import keep_declared_outputs
@@ -116,12 +116,28 @@ def made_file(
     earlier: VariantResult | None,
 ) -> tuple[Path, list[StepReport], str]:
     """The recipe's file, step reports and the passes' precision: made by its passes, or the
-    file of `earlier` (made_earlier), its steps marked with the recipe that made it."""
+    file of `earlier` (made_earlier), its steps marked with the recipe that made it, and where
+    the recipe has more steps than `earlier`'s (a static-shapes step after them,
+    optistudio.core.optimize.static_offer) those run on that file."""
     if earlier is None or earlier.path is None:
         return run_recipe(model, recipe, out_dir / recipe.name, context)
     mark = {"file_of": earlier.recipe.name}
     steps = [step.model_copy(update={"details": step.details | mark}) for step in earlier.steps]
-    return Path(earlier.path), steps, earlier.precision
+    rest = recipe.steps[len(earlier.recipe.steps) :]
+    if not rest:
+        return Path(earlier.path), steps, earlier.precision
+    done = passes_precision(earlier.recipe.steps)
+    more = recipe.model_copy(update={"steps": rest})
+    path, made, precision = run_recipe(Path(earlier.path), more, out_dir / recipe.name, context)
+    return path, steps + made, _precision(done, precision)
+
+
+def passes_precision(steps: Sequence[RecipeStep]) -> str:
+    """The precision a recipe's passes leave, combined step by step ('int8' after NNCF)."""
+    precision = "fp32"
+    for step in steps:
+        precision = _precision(precision, passes.get(step.step).produces_precision)
+    return precision
 
 
 def check_variant(path: Path, recipe: Recipe) -> ModelInfo | None:

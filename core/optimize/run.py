@@ -39,7 +39,9 @@ out of budget, Auto also makes int8_nncf_ov_ac, the same INT8 with NNCF's accura
 against this run's own judge (optistudio.core.optimize.accuracy_offer; the judge reaches the pass
 as PassContext.judge, optistudio.core.optimize.variant_judge). Auto's QAT note counts as misses
 only the INT8 variants that were judged and timed; one that failed outright is named with its
-error.
+error. Where Auto's pick runs on OpenVINO and the model has a dynamic input dim, Auto also makes
+the pick's file fixed at the run's input shapes, which OpenVINO compiles into faster code
+(optistudio.core.optimize.static_offer, the ov_static pass).
 
 The target is a backend, or 'any' (the default): then the candidates spread over every backend
 available on the CPU (see optistudio.core.optimize.recipes.any_backend_candidates), each variant is checked and
@@ -123,6 +125,7 @@ from optistudio.core.optimize.run_shapes import output_shapes
 from optistudio.core.optimize.spec import NO_TASK as NO_TASK
 from optistudio.core.optimize.spec import QUICK_COMPARISON as QUICK_COMPARISON
 from optistudio.core.optimize.spec import OptimizeSpec as OptimizeSpec
+from optistudio.core.optimize.static_offer import offer_static_shapes
 from optistudio.core.optimize.steady import Steady, steady_note, steady_timing
 from optistudio.core.optimize.unsteady import resolve_unsteady, timing_notes
 from optistudio.core.optimize.variant import VariantResult
@@ -246,6 +249,7 @@ def optimize(
     _add_placement(making, spec, recipes, variants, report)
     _add_accuracy_control(making, spec, variants, report)
     qat_note = _add_qat(making, spec, recipes, variants, report)
+    _add_static_shapes(making, spec, variants, report)
     resolve_unsteady(model, variants, timed.spec, progress=report)
     report(1.0, "Done")
     return _report(spec, fed, choice, variants, recipes, qat_note, timed)
@@ -360,6 +364,21 @@ def _add_accuracy_control(
         share = scaled(report, 1.0, 1.0, prefix=f"{recipe.label}: ")
         earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
         variants.append(making.variant(recipe, share, earlier))
+
+
+def _add_static_shapes(
+    making: Making, spec: OptimizeSpec, variants: list[VariantResult], report: ProgressCallback
+) -> None:
+    """Auto's pick fixed at the run's input shapes appended to `variants` when the pick runs on
+    OpenVINO and the model has a dynamic input dim (optistudio.core.optimize.static_offer)."""
+    if AUTO not in spec.recipes:
+        return
+    pick = choose(variants, speed_only=spec.speed_only)
+    offered = offer_static_shapes(pick, variants, making.info)
+    if offered is None or pick is None:
+        return
+    share = scaled(report, 1.0, 1.0, prefix=f"{offered.label}: ")
+    variants.append(making.variant(offered, share, pick))
 
 
 def _add_qat(

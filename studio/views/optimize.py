@@ -375,7 +375,11 @@ def submit(
 def pass_catalogue() -> None:
     for info in passes:
         st.markdown(f"**{info.label}** (`{info.name}`) — {info.description}")
-        st.dataframe(pass_settings_table(info), hide_index=True, width="stretch")
+        table = pass_settings_table(info)
+        if table.empty:
+            st.caption("No settings: it takes what the run gives it.")
+        else:
+            st.dataframe(table, hide_index=True, width="stretch")
 
 
 @st.fragment(run_every="3s")

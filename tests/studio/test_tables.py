@@ -245,7 +245,11 @@ BUILDERS: dict[str, Callable[[], pd.DataFrame | list[pd.DataFrame]]] = {
         [{"sample": 3, "original": "HELLO", "variant": "HELL0", "label": "", "how far": 0.2}]
     ),
     "optimize tasks": lambda: readable_frame(optimize_services.task_table()),
-    "optimize pass settings": lambda: [optimize_services.pass_settings_table(p) for p in passes],
+    "optimize pass settings": lambda: [
+        optimize_services.pass_settings_table(p)
+        for p in passes
+        if p.config_class().model_fields  # one without settings says so, not as a table
+    ],
     "results measurements": measurements,
     "results side by side": lambda: readable_frame(
         side_by_side(
