@@ -1,10 +1,10 @@
 """The model as an OpenVINO IR fixed at its run's input shapes (static shapes).
 
 OpenVINO's CPU plugin compiles a graph whose every dim is known into faster code than the same
-graph with dynamic dims, fed the same inputs: at one thread on the zoo's models with '?' dims,
-BF16 ran 3-27 % faster fixed (a PP-OCR direction classifier [?, 3, ?, ?] 27 %, the PP-OCR
-recognizers 9-10 %, a Whisper encoder 8 %, docs/BENCHMARKS.md), and freeing the batch dim alone
-won almost nothing. A user who serves at known shapes gets that by reshaping the model before
+graph with dynamic dims, fed the same inputs: at one thread on seven of the zoo's models with '?'
+dims (bench/ov_static_shapes.py, docs/BENCHMARKS.md) BF16 ran 1-32 % faster fixed and FP32 0-47 %
+(a PP-OCR direction classifier [?, 3, ?, ?] the most), while fixing every dim but the batch won
+almost nothing. A user who serves at known shapes gets that by reshaping the model before
 compiling it (`model.reshape(...)`); `ov.convert_model(path)`, OpenVINO's default, keeps the
 file's dynamic dims.
 
