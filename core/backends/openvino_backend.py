@@ -101,7 +101,7 @@ class OpenVinoBackend(InferenceBackend):
         )
 
     def load(self, model_path: Path, options: SessionOptions) -> LoadedModel:
-        ov = _import_openvino()
+        ov = import_openvino()
         core = ov.Core()
         device = _ov_device(core, options.device)
         _check_precision(core, device, options.precision)
@@ -316,7 +316,8 @@ def _ignored_options(options: SessionOptions) -> dict[str, str]:
     return ignored
 
 
-def _import_openvino() -> Any:
+def import_openvino() -> Any:
+    """openvino, or BackendUnavailable saying how to install it."""
     try:
         import openvino as ov
     except ImportError as exc:

@@ -24,8 +24,9 @@ from typing import Any
 import onnx
 from pydantic import BaseModel, ConfigDict
 
+from optistudio.core.backends.openvino_backend import import_openvino
 from optistudio.core.backends.openvino_static import SPECIALIZED
-from optistudio.core.errors import BackendUnavailable, PassFailed, first_line
+from optistudio.core.errors import PassFailed, first_line
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
 from optistudio.core.passes.nncf_openvino import openvino_model
 from optistudio.core.passes.prepare import GraphNotApplicable
@@ -41,7 +42,7 @@ def run_ov_static(
     model: Path, out: Path, config: StaticShapesConfig, context: PassContext
 ) -> PassReport:
     """Read or convert `model`, reshape it to the run's input shapes, write `out` as .xml."""
-    ov = _openvino()
+    ov = import_openvino()
     if model.suffix == ".xml":
         graph, warnings = ov.Core().read_model(str(model)), []
     else:
@@ -87,16 +88,6 @@ def run_shapes(context: PassContext, names: list[str]) -> dict[str, list[int]]:
             hint="Use the variant without this step.",
         )
     return {name: [int(d) for d in first[name].shape] for name in names}
-
-
-def _openvino() -> Any:
-    try:
-        import openvino as ov
-    except ImportError as exc:
-        raise BackendUnavailable(
-            f"Static shapes on OpenVINO need openvino ({exc}).", hint="pip install openvino"
-        ) from exc
-    return ov
 
 
 def _shown(shapes: dict[str, list[int]]) -> str:
