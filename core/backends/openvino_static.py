@@ -12,8 +12,8 @@ with both of OpenVINO's sentences: this backend cannot load it.
 The same holds an IR that Optistudio fixed at its run's input shapes (the ov_static pass, marked
 in the IR's rt_info as SPECIALIZED): OpenVINO's CPU plugin runs a graph compiled at static shapes
 faster than the dynamic one fed the same (up to a third at one thread on the zoo's dynamic
-models, docs/BENCHMARKS.md), so the IR is compiled at its own shapes first and at any other shapes it is
-fed (a batching job's batch sizes) reshaped, as its dynamic original would run.
+models, docs/BENCHMARKS.md), so the IR is compiled at its own shapes first and at any other
+shapes it is fed (a batching job's batch sizes) reshaped, as its dynamic original would run.
 """
 
 from __future__ import annotations
