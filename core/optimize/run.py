@@ -99,7 +99,11 @@ from optistudio.core.numerics.evaluators.recognize import (
     model_facts,
     read_task,
 )
-from optistudio.core.optimize.accuracy_offer import offer_accuracy_control
+from optistudio.core.optimize.accuracy_offer import (
+    offer_accuracy_control,
+    same_search,
+    searched_without_a_file,
+)
 from optistudio.core.optimize.decoder_run import optimize_decoder, refuse_input_data
 from optistudio.core.optimize.headline import LeftOut, headline, left_out, not_applicable_note
 from optistudio.core.optimize.making import (
@@ -361,9 +365,13 @@ def _add_accuracy_control(
         recipe = with_settings(
             named.model_copy(update={"steps": offered.steps}), spec.pass_settings
         )
+        backend = _backend_of(recipe, spec)
+        searched = searched_without_a_file(recipe, backend, variants)
+        if searched is not None:
+            variants.append(same_search(recipe, backend, searched))
+            continue
         share = scaled(report, 1.0, 1.0, prefix=f"{recipe.label}: ")
-        earlier = made_earlier(recipe, _backend_of(recipe, spec), variants)
-        variants.append(making.variant(recipe, share, earlier))
+        variants.append(making.variant(recipe, share, made_earlier(recipe, backend, variants)))
 
 
 def _add_static_shapes(

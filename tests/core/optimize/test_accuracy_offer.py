@@ -114,3 +114,42 @@ def test_auto_adds_the_controlled_int8_and_judges_it_as_every_variant(
     assert added.within_budget, added.budget_note
     assert added.path is not None and added.path.endswith(".xml")
     assert added.verdict is not None  # timed against the original too
+
+
+def test_the_bf16_twin_is_not_searched_again_when_the_search_kept_no_file(
+    tmp_path: Path,
+) -> None:
+    """Both precisions missed; the FP32 search runs out of its time at once, so the BF16 twin
+    (the same search: candidates judged in FP32) takes its outcome without running a pass."""
+    made = _making(tmp_path)
+    variants = []
+    for name in ("int8_nncf_ov", "int8_nncf_ov_bf16"):
+        variant = _ov(name, FASTER, within=False)
+        variant.recipe = on_backend(BUILTIN_RECIPES[name], OV)
+        variants.append(variant)
+    spec = OptimizeSpec(recipes=["auto"], pass_settings={"int8_nncf_ov_ac": {"time_limit_s": 1e-6}})
+
+    _add_accuracy_control(made, spec, variants, ignore_progress)
+
+    searched, twin = variants[2:]
+    assert searched.recipe.name.split("@")[0] == "int8_nncf_ov_ac"
+    assert searched.status == "not_applicable" and searched.steps == [], searched.error
+    assert twin.recipe.name.split("@")[0] == "int8_nncf_ov_ac_bf16"
+    assert (twin.status, twin.backend, twin.path, twin.steps) == ("not_applicable", OV, None, [])
+    assert twin.error is not None and searched.error is not None
+    assert twin.error.message.startswith(f"{searched.recipe.name} ran the same search")
+    assert searched.error.message.split(": ", 1)[-1] in twin.error.message
+    assert twin.why_not_applicable().startswith("not applicable to this graph: ")
+
+
+def test_a_made_search_is_timed_again_at_bf16_not_set_aside() -> None:
+    from optistudio.core.optimize.accuracy_offer import searched_without_a_file
+
+    twin = on_backend(BUILTIN_RECIPES["int8_nncf_ov_ac_bf16"], OV)
+    made = _ov("int8_nncf_ov_ac", FASTER)
+    made.recipe = on_backend(BUILTIN_RECIPES["int8_nncf_ov_ac"], OV)
+    assert searched_without_a_file(twin, OV, [made]) is None
+    failed = unmade("int8_nncf_ov_ac", "failed")
+    failed.recipe, failed.backend = made.recipe, OV
+    assert searched_without_a_file(twin, OV, [failed]) is failed
+    assert searched_without_a_file(made.recipe, OV, [failed]) is None  # its own precision
