@@ -35,11 +35,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _prepare_graphs_anew() -> None:
-    """Each test prepares its graphs for the quantizer itself (a test that makes the
+    """Each test prepares (and simplifies) its graphs itself (a test that makes the
     pre-processing fail must not be handed another test's prepared copy of the same bytes)."""
-    from optistudio.core.passes.prepared_cache import PREPARED
+    from optistudio.core.passes.prepared_cache import PREPARED, SIMPLIFIED
 
     PREPARED.clear()
+    SIMPLIFIED.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,8 @@ from optistudio.core.errors import PassFailed, first_line
 from optistudio.core.model.intake import IR_WEIGHTS_NEED_NOT_BE_INPUTS
 from optistudio.core.model.undefined_ops import undefined_ops
 from optistudio.core.passes.base import PassContext, PassInfo, PassReport
+from optistudio.core.passes.prepare import uses_external
+from optistudio.core.passes.prepared_cache import SIMPLIFIED, Prepared
 
 
 class OrtOptimizeConfig(BaseModel):
@@ -92,10 +94,25 @@ def _check_loads(out: Path, level: str) -> None:
 def run_simplify(
     model: Path, out: Path, config: SimplifyConfig, context: PassContext
 ) -> PassReport:
-    """Constant folding, dead-node removal and onnxslim's generic fusions."""
+    """Constant folding, dead-node removal and onnxslim's generic fusions; a file simplified
+    alike before in this process is copied, not simplified again (`SIMPLIFIED`)."""
+    context.progress(0.1, "Simplifying the graph (onnxslim)")
+    made = SIMPLIFIED.prepared(
+        model,
+        out.parent,
+        ("simplify", config.skip_fusion),
+        lambda: _simplified(model, out, config),
+        external=uses_external(model),
+    )
+    if made.path not in (model, out):  # a kept copy, under the name it was first made with
+        made.path.replace(out)
+        made = made._replace(path=out)
+    return PassReport(output=made.path, details=made.details or {}, warnings=made.notes)
+
+
+def _simplified(model: Path, out: Path, config: SimplifyConfig) -> Prepared:
     import onnxslim
 
-    context.progress(0.1, "Simplifying the graph (onnxslim)")
     options = {"skip_fusion_patterns": "all"} if config.skip_fusion else {}
     try:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -108,10 +125,10 @@ def run_simplify(
             "onnxslim changed the types of the model's inputs or outputs (it does not keep "
             "sequences and maps, e.g. scikit-learn's ZipMap), so the graph was kept as it was."
         )
-        return PassReport(output=model, details=_node_delta(model, model), warnings=[warning])
+        return Prepared(model, [warning], _node_delta(model, model))
     _keep_ir_rule(slimmed)
     onnx.save(slimmed, out)
-    return PassReport(output=out, details=_node_delta(model, out))
+    return Prepared(out, [], _node_delta(model, out))
 
 
 def _io_types(model: onnx.ModelProto) -> list[tuple[str, str]]:

@@ -68,8 +68,7 @@ def prepare_for_quantizer(
     return PREPARED.prepared(
         Path(model),
         work_dir,
-        optimize,
-        keep_fusions,
+        (optimize, tuple(keep_fusions)),
         lambda: _prepare(Path(model), work_dir, optimize, keep_fusions),
         external=uses_external(Path(model)),
     )

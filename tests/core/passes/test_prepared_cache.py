@@ -80,3 +80,40 @@ def test_only_the_newest_few_are_kept(tmp_path: Path, monkeypatch: pytest.Monkey
         prepare_for_quantizer(model, tmp_path / str(index))
 
     assert len(ran) == 3  # the dense model's was dropped when the QDQ file's was kept
+
+
+def test_a_file_simplified_again_is_a_copy_with_the_same_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnxslim
+
+    from optistudio.core.passes.base import PassContext, PassReport, passes
+    from optistudio.core.passes.prepared_cache import SIMPLIFIED
+
+    slims: list[str] = []
+    real = onnxslim.slim
+
+    def counted(model: str, **options: object) -> onnx.ModelProto:
+        slims.append(model)
+        return real(model, **options)
+
+    monkeypatch.setattr(onnxslim, "slim", counted)
+    model = keras2onnx_dense(tmp_path / "dense.onnx", weights_as_inputs=True)
+    simplify = passes.get("simplify")
+
+    def run(
+        folder: str, out_name: str = "01-simplify.onnx", **config: object
+    ) -> tuple[PassReport, Path]:
+        (tmp_path / folder).mkdir()
+        out = tmp_path / folder / out_name
+        return simplify.run(model, out, config, PassContext(work_dir=tmp_path / folder)), out
+
+    (first, first_out), (second, second_out) = run("a"), run("b", "02-simplify.onnx")
+    (other, _) = run("c", skip_fusion=True)
+
+    assert len(slims) == 2 and SIMPLIFIED.hits == 1  # the third asked for other settings
+    assert (first.output, second.output) == (first_out, second_out)
+    assert second_out.read_bytes() == first_out.read_bytes()
+    assert second.details == first.details and second.warnings == first.warnings
+    assert not (tmp_path / "b" / "01-simplify.onnx").exists()  # taken the step's own name
+    assert other.output.parent == tmp_path / "c"
