@@ -51,6 +51,9 @@ def test_built_in_samples_are_named_on_the_optimize_page_and_in_the_exports(
     pick(page, f"#{job_id} classifier [fp32] · original, optimize run")
     pick(page, labels["graph"])
     pick(page, labels["int8_dynamic"])
+    # the picks are the page's once its run has written them to the link (three plots show
+    # with two rows too: a CI run's JSON report held only the first two)
+    page.wait_for_url(re.compile(rf"results=v{job_id}\.o%2Cv{job_id}\.0%2Cv{job_id}\.1(&|$)"))
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)
     idle(page)
 
