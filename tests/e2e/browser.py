@@ -81,6 +81,19 @@ def upload(page: object, path: Path) -> None:
     give(uploader, path)
 
 
+def store(page: object, studio: Studio, path: Path) -> int:
+    """Upload `path` on the studio's Models page as a user does; its new model's id, once the
+    page says it is stored (a shared studio's next id: `last_id`)."""
+    from playwright.sync_api import expect
+
+    model = last_id(studio, "models") + 1
+    page.goto(studio.url)  # type: ignore[attr-defined]
+    upload(page, path)
+    stored = page.get_by_text(f"Stored as model #{model}.")  # type: ignore[attr-defined]
+    expect(stored).to_be_visible(timeout=UI_TIMEOUT_MS)
+    return model
+
+
 def give(uploader: object, path: Path) -> None:
     """Set `path` on the file uploader `uploader` until it shows the file, taken: on a loaded
     machine a file set while the page still settles is now and then dropped, or held against

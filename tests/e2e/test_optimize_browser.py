@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, store
 from optimize_models import det_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
@@ -32,10 +32,9 @@ def test_a_failed_recipe_is_shown_with_its_reason_beside_the_made_variant(  # ty
 ) -> None:
     from playwright.sync_api import expect
 
-    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
-    page.goto(studio.url)
-    upload(page, own_model(det_model(tmp_path / "det.onnx")))  # ORT runs Det, OpenVINO cannot
-    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    job = last_id(studio, "jobs") + 1
+    # ONNX Runtime runs Det, OpenVINO cannot
+    model = store(page, studio, own_model(det_model(tmp_path / "det.onnx")))
 
     page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)
@@ -64,10 +63,7 @@ def test_a_run_that_made_no_variant_shows_an_empty_state_not_empty_axes(  # type
 ) -> None:
     from playwright.sync_api import expect
 
-    model = last_id(studio, "models") + 1
-    page.goto(studio.url)
-    upload(page, own_model(det_model(tmp_path / "det.onnx")))  # OpenVINO cannot load Det
-    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    model = store(page, studio, own_model(det_model(tmp_path / "det.onnx")))  # OpenVINO: no Det
 
     page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)

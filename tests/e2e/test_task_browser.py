@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, store
 from optimize_models import near_tie_classifier
 from test_optimize_browser import JOB_TIMEOUT_MS, pick_recipes
 
@@ -35,10 +35,8 @@ def test_a_task_budget_judges_and_the_drilldown_shows_the_flipped_samples(  # ty
 ) -> None:
     from playwright.sync_api import expect
 
-    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
-    page.goto(studio.url)
-    upload(page, own_model(near_tie_classifier(tmp_path / "near_tie.onnx")))
-    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    job = last_id(studio, "jobs") + 1
+    model = store(page, studio, own_model(near_tie_classifier(tmp_path / "near_tie.onnx")))
 
     page.goto(f"{studio.url}/optimize?model={model}")
     expect(page.get_by_role("heading", name="Optimize")).to_be_visible(timeout=UI_TIMEOUT_MS)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, store
 from diagnostic_models import build_cnn
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
@@ -21,10 +21,8 @@ def test_two_streams_play_as_a_job_and_each_has_its_row(  # type: ignore[no-unty
 ) -> None:
     from playwright.sync_api import expect
 
-    model, job = last_id(studio, "models") + 1, last_id(studio, "jobs") + 1
-    page.goto(studio.url)
-    upload(page, own_model(build_cnn(tmp_path / "cnn.onnx")))
-    expect(page.get_by_text(f"Stored as model #{model}.")).to_be_visible(timeout=UI_TIMEOUT_MS)
+    job = last_id(studio, "jobs") + 1
+    model = store(page, studio, own_model(build_cnn(tmp_path / "cnn.onnx")))
 
     page.goto(f"{studio.url}/video?model={model}")
     expect(page.get_by_role("heading", name="Video")).to_be_visible(timeout=UI_TIMEOUT_MS)
