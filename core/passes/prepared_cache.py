@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 ENTRIES = 4
 """Prepared graphs kept per process (oldest dropped first): one run's model, and a few more."""
 LARGEST_BYTES = 1 << 28
-"""Files above this (256 MiB) are prepared each time: the kept copies stay under 1 GiB of
-temporary disk."""
+"""Files above this (256 MiB) are prepared each time: each cache's kept copies stay under 1 GiB
+of temporary disk."""
 
 
 class Prepared(NamedTuple):
