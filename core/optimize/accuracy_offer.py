@@ -68,8 +68,10 @@ def searched_without_a_file(
     recipe: Recipe, backend: str, variants: Sequence[VariantResult]
 ) -> VariantResult | None:
     """The variant that already ran `recipe`'s search (the same steps on the same backend at
-    the passes' precision) and came out without a file; None when none did or `recipe` is
-    that variant's own precision (module docstring)."""
+    the passes' precision) and whose passes kept no file (no step report: they raised); None
+    when none did or `recipe` is that variant's own precision (module docstring). A variant
+    whose file was made and then failed to load, judge or time at its precision is not one:
+    the twin runs that file at another."""
     if recipe.precision is None:
         return None
     return next(
@@ -78,6 +80,7 @@ def searched_without_a_file(
             for v in variants
             if v.status != "made"
             and v.error is not None
+            and not v.steps
             and v.backend == backend
             and v.recipe.precision is None
             and v.recipe.steps == recipe.steps

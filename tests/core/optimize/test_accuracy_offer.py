@@ -14,7 +14,7 @@ from optistudio.core.optimize.accuracy_offer import offer_accuracy_control
 from optistudio.core.optimize.recipes import BUILTIN_RECIPES, get_recipe, on_backend
 from optistudio.core.optimize.run import Judging, Making, OptimizeSpec, _add_accuracy_control
 from optistudio.core.optimize.spec import UnsteadyTiming
-from optistudio.core.optimize.variant import VariantResult
+from optistudio.core.optimize.variant import StepReport, VariantResult
 from optistudio.core.progress import ignore_progress
 from tests.core.optimize.test_placement_offer import judged, unmade
 from tests.core.passes.test_nncf_accuracy import Outliers, build_outlier_model
@@ -153,3 +153,6 @@ def test_a_made_search_is_timed_again_at_bf16_not_set_aside() -> None:
     failed.recipe, failed.backend = made.recipe, OV
     assert searched_without_a_file(twin, OV, [failed]) is failed
     assert searched_without_a_file(made.recipe, OV, [failed]) is None  # its own precision
+    # its file made, then failed at its own precision: the twin runs that file at another
+    failed.steps = [StepReport(step="int8_nncf_ov_ac", details={}, warnings=[])]
+    assert searched_without_a_file(twin, OV, [failed]) is None
