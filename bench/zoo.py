@@ -123,7 +123,7 @@ QUICK = Budgets(
     batching_probe_scale=0.15,
 )
 QUICK_PASS_SETTINGS = {
-    "int8_nncf_ov_ac": {"time_limit_s": 12.0, "max_iterations": 4, "ranking_subset_size": 2}
+    "int8_nncf_ov_ac": {"time_limit_s": 6.0, "max_iterations": 4, "ranking_subset_size": 2}
 }
 """The quick sweep's bound on NNCF's accuracy-controlled search (900 s and 30 reversions by
 default, for a user's run): Auto still adds it where it would, and it either keeps the task in
