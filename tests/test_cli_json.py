@@ -168,6 +168,25 @@ def test_nothing_made_is_exit_2_with_the_document_still_one(ran, tmp_path: Path)
     assert "error: no variant could be made" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["results"], "optistudio results: the following arguments are required"),
+        (["jobs", "--bogus"], "optistudio: unrecognized arguments: --bogus"),
+        (["bench", "m.onnx", "--batch", "one"], "optistudio bench: argument --batch"),
+    ],
+)
+def test_a_usage_error_is_exit_2_with_one_error_document(
+    args: list[str], said: str, tmp_path: Path
+) -> None:
+    done = optistudio(*args, data_dir=tmp_path / "data")
+
+    assert done.returncode == 2
+    error = one_document(done)["error"]  # type: ignore[index]
+    assert error["code"] == "invalid_spec" and error["message"].startswith(said), error
+    assert error["hint"].startswith("See `optistudio") and "usage:" in done.stderr
+
+
 def test_the_list_covers_every_command_that_takes_json() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     with_json = {

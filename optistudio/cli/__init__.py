@@ -12,7 +12,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from optistudio.cli.args import (
     add_input_flags,
@@ -52,9 +52,30 @@ from optistudio.core.errors import ErrorCode, ErrorInfo, InvalidSpec, Optistudio
 log = logging.getLogger("optistudio")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' parsers are of the same class), whose usage error
+    on a command line that asks for --json also prints the one JSON document the command owes,
+    {"error": {"code": "invalid_spec", ...}}: a program reading stdout gets a document, not
+    nothing. The usage and the message go to stderr, and the exit code is 2, as argparse's."""
+
+    def error(self, message: str) -> NoReturn:
+        if "--json" in JSON_ARGV:
+            info = ErrorInfo(
+                code=ErrorCode.invalid_spec,
+                message=f"{self.prog}: {message}",
+                hint=f"See `{self.prog} --help`.",
+            )
+            print_json({"error": info.model_dump(mode="json", include={"code", "message", "hint"})})
+        super().error(message)
+
+
+JSON_ARGV: list[str] = []
+"""The command line `main` parses (its argv, else sys.argv's), read by `Parser.error`."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every command's parser: `bench`, then each room's own commands, then the services."""
-    parser = argparse.ArgumentParser(prog="optistudio", description=__doc__)
+    parser = Parser(prog="optistudio", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     add_bench_parser(commands)
     add_optimize_parser(commands)
@@ -391,6 +412,7 @@ def command_migrate() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    JSON_ARGV[:] = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     with json_stdout(getattr(args, "json", False)):
         return _run(args)
