@@ -127,13 +127,10 @@ def postgres_server() -> Iterator[object]:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database of each kind: SQLite in tmp_path, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'data' / 'optistudio.db'}"
-        return
-    server = request.getfixturevalue("postgres_server")
-    url = server.create_database()
-    yield url
-    server.drop_database(url)
+    from pgserver import empty_database
+
+    with empty_database(request, tmp_path) as url:
+        yield url
 
 
 def image_classifier(path: Path) -> Path:

@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,3 +164,17 @@ def remove_server(server: PostgresServer) -> None:
         server.stop("immediate")
     finally:
         shutil.rmtree(server.data_dir.parent, ignore_errors=True)
+
+
+@contextmanager
+def empty_database(request: pytest.FixtureRequest, folder: Path) -> Iterator[str]:
+    """The URL of an empty database of the kind a fixture's `request.param` names: SQLite in
+    `folder`'s data/, or a fresh database on the session's server (fixture `postgres_server`),
+    dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{folder / 'data' / 'optistudio.db'}"
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = server.create_database()
+    yield url
+    server.drop_database(url)

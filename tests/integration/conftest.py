@@ -48,17 +48,13 @@ class RunningStack:
 def stack_database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, str]]:
-    """A folder for one module's stack and an empty database of each kind: SQLite in the
-    folder's data/, or a fresh PostgreSQL database (tests/conftest.py's ``database_url``, once
-    per module)."""
+    """A folder for one module's stack and an empty database of each kind in it
+    (tests/conftest.py's ``database_url``, once per module)."""
+    from pgserver import empty_database
+
     folder = tmp_path_factory.mktemp("worker_stack")
-    if request.param == "sqlite":
-        yield folder, f"sqlite:///{folder / 'data' / 'optistudio.db'}"
-        return
-    server = request.getfixturevalue("postgres_server")
-    url = server.create_database()
-    yield folder, url
-    server.drop_database(url)
+    with empty_database(request, folder) as url:
+        yield folder, url
 
 
 @pytest.fixture(scope="module")
