@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,16 +15,33 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.egg-info", "build", "dist", ".*_cache", ".hypothesis"
+)
+"""What a checkout holds besides its sources: left out of the copy the wheel is built from."""
+
+
+def not_source(folder: str, names: list[str]) -> set[str]:
+    """NOT_SOURCE, and the studio's ./data at the top (core/data is a source folder)."""
+    top = {"data"} & set(names) if Path(folder) == REPO else set()
+    return set(NOT_SOURCE(folder, names)) | top
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """The wheel pip builds from a copy of the sources: setuptools builds in the tree it is
+    given, and the checkout's own tree changes while the other pytest-xdist workers import
+    from it (a fresh clone's first imports write its bytecode: a CI run's build failed once)."""
     out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
-        check=True,
-        cwd=build,
+    source = tmp_path_factory.mktemp("source") / "optistudio"
+    shutil.copytree(REPO, source, ignore=not_source)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+        cwd=out,
         capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, done.stderr[-3000:]
     [built] = out.glob("optistudio-*.whl")
     return zipfile.ZipFile(built)
 
