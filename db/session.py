@@ -7,8 +7,11 @@ loses its update or fails with "database is locked" when upgrading its lock. Thi
 SQLAlchemy recipe "Using SQLAlchemy to emit BEGIN in lieu of SQLite's transaction control":
 pysqlite's own transaction handling is switched off (``isolation_level = None``, which works on
 every Python version; ``autocommit=False`` needs 3.12) and a ``begin`` listener emits the BEGIN.
-The price: read-only transactions also take the write lock, briefly; WAL keeps plain readers
-of other connections unblocked.
+The price: every transaction takes the write lock, so a writer that stalls while holding it
+(a worker stopped mid-transaction) would hold up every reader too. Pages that only read ask for
+``transaction(..., read_only=True)``: a plain deferred ``BEGIN``, which under WAL reads a
+snapshot and never waits on a writer. A caller that must not wait long for the lock (a page's
+best-effort write) passes ``lock_wait_s``; each BEGIN sets its own ``busy_timeout``.
 
 Availability: ``transaction`` opens its connection (and, on SQLite, takes the write lock) before
 the caller's code runs, and retries that step with a growing pause for up to ``retry_s``
@@ -38,6 +41,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY_OPTION = "optistudio_read_only"
+LOCK_WAIT_MS_OPTION = "optistudio_lock_wait_ms"
+"""Connection execution options ``transaction`` sets for SQLite's BEGIN (module notes)."""
 DB_RETRY_S = 15.0
 """How long ``transaction`` keeps trying to reach the database before giving up."""
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 0.1, 2.0
@@ -96,7 +102,10 @@ def _install_sqlite_hooks(engine: Engine, *, foreign_keys: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        options = connection.get_execution_options()
+        wait_ms = options.get(LOCK_WAIT_MS_OPTION, SQLITE_BUSY_TIMEOUT_MS)
+        connection.exec_driver_sql(f"PRAGMA busy_timeout={int(wait_ms)}")
+        connection.exec_driver_sql("BEGIN" if options.get(READ_ONLY_OPTION) else "BEGIN IMMEDIATE")
 
 
 def make_session_factory(url_or_engine: str | URL | Engine) -> sessionmaker[Session]:
@@ -107,13 +116,23 @@ def make_session_factory(url_or_engine: str | URL | Engine) -> sessionmaker[Sess
 
 @contextmanager
 def transaction(
-    factory: sessionmaker[Session], *, retry_s: float | None = None
+    factory: sessionmaker[Session],
+    *,
+    retry_s: float | None = None,
+    read_only: bool = False,
+    lock_wait_s: float | None = None,
 ) -> Iterator[Session]:
     """One session, one transaction: commit on success, roll back on error, always close.
 
     Connecting is retried for ``retry_s`` seconds (default ``DB_RETRY_S``); see the module notes.
+    On SQLite, ``read_only`` (for bodies that only read) never waits on a writer, and
+    ``lock_wait_s`` bounds each wait for the write lock (default ``SQLITE_BUSY_TIMEOUT_MS``).
     """
-    session, begun = _begin_with_retry(factory, DB_RETRY_S if retry_s is None else retry_s)
+    options: dict[str, Any] = {READ_ONLY_OPTION: read_only}
+    if lock_wait_s is not None:
+        options[LOCK_WAIT_MS_OPTION] = lock_wait_s * 1000
+    retry = DB_RETRY_S if retry_s is None else retry_s
+    session, begun = _begin_with_retry(factory, retry, options)
     with session, begun:
         yield session
 
@@ -139,7 +158,7 @@ def rerun_if_lost(
 
 
 def _begin_with_retry(
-    factory: sessionmaker[Session], retry_s: float
+    factory: sessionmaker[Session], retry_s: float, options: dict[str, Any]
 ) -> tuple[Session, SessionTransaction]:
     started = time.monotonic()
     pause = _FIRST_PAUSE_S
@@ -147,7 +166,7 @@ def _begin_with_retry(
         session = factory()
         try:
             begun = session.begin()
-            session.connection()
+            session.connection(execution_options=options)
             return session, begun
         except (OperationalError, InterfaceError) as exc:
             session.close()

@@ -175,7 +175,7 @@ def cancel_job(
 
 def job_spec(factory: sessionmaker[Session], *, job_id: int) -> dict[str, Any]:
     """The stored spec of a job ({} when the job is gone)."""
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         job = get_job(s, job_id=job_id)
         return dict(job.spec) if job is not None else {}
 
@@ -184,7 +184,7 @@ def data_version(factory: sessionmaker[Session]) -> tuple[Any, ...]:
     """A stamp of what the pages list, from one cheap query: the jobs' count, newest id, latest
     start and finish, and the models' count and newest id. It changes when a job is submitted,
     starts or ends and when a model is added or removed, so a read cached under it is fresh."""
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         jobs = s.execute(
             select(
                 func.count(Job.id),
@@ -254,7 +254,7 @@ def job_view(job: Job, result: ResultT | None = None) -> JobView[ResultT]:
 def job_rows(factory: sessionmaker[Session], *, limit: int = 200) -> list[JobView[None]]:
     """The newest `limit` jobs of every kind, as `job_view`s without their results (the Jobs
     page)."""
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         return [job_view(job) for job in list_jobs(s, limit=limit)]
 
 
@@ -285,7 +285,7 @@ def recent_jobs(
     kind's result model, typed as the kind's when `kind` is its `JobKindInfo`; None while it
     has none, or if it no longer reads)."""
     info = kind if isinstance(kind, JobKindInfo) else JOB_KINDS[kind]
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         return [
             job_view(job, info.read_result(job.result))
             for job in jobs_of(s, kind=info.kind, model_id=model_id, limit=limit)
@@ -295,7 +295,7 @@ def recent_jobs(
 def queue_state(factory: sessionmaker[Session], *, max_age_s: float) -> QueueState:
     """The queue now: the live workers (heartbeat at most `max_age_s` old, as on the Hardware
     page), the running jobs with their worker and start, the queued job ids, oldest first."""
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         live = tuple(w.hostname for w in live_workers(s, max_age_s=max_age_s))
         jobs = unfinished_jobs(s)
         running = tuple(

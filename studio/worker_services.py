@@ -3,6 +3,7 @@ many are live."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from optistudio.core.backends.inventory import int8_mode
 from optistudio.db.queries import list_workers, live_workers, release_orphaned_jobs
-from optistudio.db.session import transaction
+from optistudio.db.session import DatabaseUnavailable, transaction
+
+log = logging.getLogger(__name__)
+
+RELEASE_LOCK_WAIT_S = 1.0
+"""How long a page waits for the database's write lock to take a dead worker's jobs off
+"running" before it shows the page without (the next rerun tries again): a worker stopped in
+the middle of a write holds SQLite's lock, and the page must still say what it can read."""
 
 
 def offer_summary(hostname: str, inventory: dict[str, Any]) -> str:
@@ -26,7 +34,7 @@ def offer_summary(hostname: str, inventory: dict[str, Any]) -> str:
 def worker_rows(factory: sessionmaker[Session], *, max_age_s: float) -> list[dict[str, Any]]:
     """Every worker seen, with live / stale / stopped and what it offers."""
     now = datetime.now(UTC)
-    with transaction(factory) as s:
+    with transaction(factory, read_only=True) as s:
         rows = []
         for worker in list_workers(s):
             age = (now - worker.heartbeat_at).total_seconds()
@@ -63,8 +71,16 @@ def _gpu_summary(gpus: list[dict[str, Any]]) -> str:
 
 
 def check_workers(factory: sessionmaker[Session], *, max_age_s: float) -> int:
-    """How many workers are live. With none, jobs whose worker died come off "running" here
-    (``optistudio.db.queries.release_orphaned_jobs``): no worker is there to notice until one starts."""
-    with transaction(factory) as s:
-        release_orphaned_jobs(s, max_age_s=max_age_s)
-        return len(live_workers(s, max_age_s=max_age_s))
+    """How many workers are live, read without waiting on a writer. With none, jobs whose worker
+    died come off "running" here (``optistudio.db.queries.release_orphaned_jobs``): no worker is
+    there to notice until one starts. That write waits at most ``RELEASE_LOCK_WAIT_S`` for the
+    lock, and is left for the next call when a stalled writer holds it."""
+    with transaction(factory, read_only=True) as s:
+        live = len(live_workers(s, max_age_s=max_age_s))
+    if not live:
+        try:
+            with transaction(factory, retry_s=0, lock_wait_s=RELEASE_LOCK_WAIT_S) as s:
+                release_orphaned_jobs(s, max_age_s=max_age_s)
+        except DatabaseUnavailable as exc:
+            log.warning("left the dead workers' jobs for the next look: %s", exc)
+    return live
