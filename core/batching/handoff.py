@@ -25,7 +25,13 @@ from optistudio.core.batching.applicability import StackAxes
 from optistudio.core.batching.latency import LatencyProfile
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
-from optistudio.core.batching.probe_speed import bracketed, speed_beside
+from optistudio.core.batching.probe_speed import (
+    QUICK_REFERENCE_ROUNDS,
+    REFERENCE_ROUNDS,
+    REFERENCE_SECONDS,
+    bracketed,
+    speed_beside,
+)
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.trace import handoff_gaps_ms, runner_and_idle_ms
 from optistudio.core.model.info import TensorSpec
@@ -165,8 +171,9 @@ class ServingProbe:
     (optistudio.core.batching.probe_speed); None: the probe takes the machine as profiled."""
     time_scale: float = 1.0
     """How long each probe sends, as a share of its default length (SERVING_PROBE_SECONDS,
-    TIMER_PROBE_SECONDS, HANDOFF_SECONDS): 1 for a profile whose figures are used; a sweep
-    that checks what every job does with a model, not its figures, takes less."""
+    TIMER_PROBE_SECONDS, HANDOFF_SECONDS), and the bare timings beside it (REFERENCE_SECONDS):
+    1 for a profile whose figures are used; a sweep that checks what every job does with a
+    model, not its figures, takes less."""
 
 
 SERVING_PROBE_SHARE = 0.2
@@ -346,7 +353,7 @@ def serve_at(
     `seconds`, after `warm` requests answered (default: a full batch); returns the run and the
     machine's speed against the profile while it ran (bare timings before and after it,
     `probe_speed`; 1.0 without `probe.feeds`)."""
-    before = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
+    before = _speed(probe, profile)
     with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
         count = settings.max_batch_size if warm is None else warm
         warming = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(count)]
@@ -356,8 +363,23 @@ def serve_at(
             pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
-    after = speed_beside(probe.model, probe.feeds, profile) if probe.feeds else 1.0
+    after = _speed(probe, profile)
     return run, bracketed(before, after)
+
+
+def _speed(probe: ServingProbe, profile: LatencyProfile) -> float:
+    """The bare timing beside a probe (`speed_beside`), as long as the probe's `time_scale`
+    says, and one round at least in a shortened probe; 1.0 without `probe.feeds`."""
+    if not probe.feeds:
+        return 1.0
+    quick = probe.time_scale < 1
+    return speed_beside(
+        probe.model,
+        probe.feeds,
+        profile,
+        seconds=REFERENCE_SECONDS * probe.time_scale,
+        rounds=QUICK_REFERENCE_ROUNDS if quick else REFERENCE_ROUNDS,
+    )
 
 
 def served_extra_of(run: LoadRun, profile: LatencyProfile, speed: float = 1.0) -> float:

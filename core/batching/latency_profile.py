@@ -75,6 +75,8 @@ IDLE_GAPS_MS = (1.0, 20.0, 200.0)
 """Idle gaps a run of the smallest size is timed after (`idle_extras`)."""
 IDLE_TRIALS = 6
 """Paired runs per idle gap."""
+QUICK_IDLE_TRIALS = 3
+"""Paired runs per idle gap in a profile with shortened probes (`probe_time_scale` < 1)."""
 NOISE_ERRORS = 2.0
 """Standard errors an idle extra must stand from 0 to count (`beyond_noise`)."""
 _NO_PROFILE = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
@@ -116,7 +118,8 @@ def measure_latency_profile(
     in the order of PROBE_STEPS, each reporting its share of the progress. `info` is the
     model's card when the caller has read it (a worker, from the stored row): the file is then
     not inspected again (a rewrite with a free batch is, being another file).
-    `probe_time_scale` shortens (< 1) every serving probe (`ServingProbe.time_scale`): for a
+    `probe_time_scale` shortens (< 1) every serving probe and the bare timings beside it
+    (`ServingProbe.time_scale`), and pairs each idle gap QUICK_IDLE_TRIALS times: for a
     caller that checks what the profile does with a model, not its figures (the zoo's sweep).
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
@@ -276,7 +279,9 @@ def _time_instances(probing: Probing, progress: ProgressCallback | None) -> None
 
 
 def _time_idle(probing: Probing, progress: ProgressCallback | None) -> None:
-    probing.fields["idle_extra_ms"] = idle_extras(probing.model, probing.feeds[probing.sizes[0]])
+    trials = IDLE_TRIALS if probing.time_scale >= 1 else QUICK_IDLE_TRIALS
+    feed = probing.feeds[probing.sizes[0]]
+    probing.fields["idle_extra_ms"] = idle_extras(probing.model, feed, trials=trials)
 
 
 def _time_handoff(probing: Probing, progress: ProgressCallback | None) -> None:

@@ -29,6 +29,9 @@ from optistudio.core.batching.latency import LatencyProfile
 
 REFERENCE_ROUNDS = 3
 """Fewest rounds (one run per batch size) of a bare timing beside a probe."""
+QUICK_REFERENCE_ROUNDS = 1
+"""Fewest rounds beside a shortened probe (`ServingProbe.time_scale` < 1), whose figures are
+not used: the zoo's sweep."""
 REFERENCE_SECONDS = 0.15
 """Shortest bare timing beside a probe, each side."""
 REFERENCE_MAX_ROUNDS = 40
