@@ -11,12 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
-from browser import UI_TIMEOUT_MS, Studio, shot, upload
+from browser import UI_TIMEOUT_MS, Studio, last_id, shot, upload
 
 from optistudio.core.optimize.recipes import BUILTIN_RECIPES
 from tests.conftest import unloadable
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_studio]
 
 RECIPE = BUILTIN_RECIPES["int8_static"]
 YOUR_MACHINE = "on your machine"
@@ -43,11 +43,11 @@ def store_variant(settings: object, original: Path, made: Path) -> int:
 
 
 def test_a_file_the_studio_made_names_the_pass_the_users_own_their_machine(
-    studio: Studio, page, app_settings, tiny_model: Path, tmp_path: Path
+    studio: Studio, page, studio_settings, own_model, tiny_model: Path, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    made = unloadable(tmp_path / "int8.onnx")
+    made = own_model(unloadable(tmp_path / "int8.onnx"))
     page.goto(studio.url)
     expect(page.get_by_role("heading", name="Models")).to_be_visible(timeout=UI_TIMEOUT_MS)
     upload(page, made)  # as the user's own file: their machine is the place to check it
@@ -55,19 +55,21 @@ def test_a_file_the_studio_made_names_the_pass_the_users_own_their_machine(
     expect(refusal).to_contain_text("Model refused: ONNX Runtime could not load the model")
     expect(refusal).to_contain_text(YOUR_MACHINE)
 
-    variant = store_variant(app_settings, tiny_model, made)
+    variant = store_variant(studio_settings, own_model(tiny_model), made)
+    job = last_id(studio, "jobs") + 1
     page.goto(f"{studio.url}/models?model={variant}")
     page.get_by_role("button", name="Benchmark").click(timeout=UI_TIMEOUT_MS)
-    expect(page.get_by_text(re.compile(r"Benchmark job #1 submitted\."))).to_be_visible()
+    expect(page.get_by_text(re.compile(rf"Benchmark job #{job} submitted\."))).to_be_visible()
 
     page.goto(f"{studio.url}/jobs")
-    expect(page.get_by_text(re.compile(r"Job #1 · Benchmark · .* — failed"))).to_be_visible(
-        timeout=2 * UI_TIMEOUT_MS
-    )
-    error = page.locator("[data-testid='stAlertContentError']")
+    failed = re.compile(rf"Job #{job} · Benchmark · .* — failed")
+    expect(page.get_by_text(failed)).to_be_visible(timeout=2 * UI_TIMEOUT_MS)
+    card = page.get_by_test_id("stVerticalBlock")  # the innermost block holding the job line
+    card = card.filter(has_text=failed).last
+    error = card.locator("[data-testid='stAlertContentError']")
     passes = " + ".join(step.step for step in RECIPE.steps)
     expect(error).to_contain_text(f"The INT8 file the studio made with {passes} failed to load: ")
     expect(error).to_contain_text("This is a bug in Optistudio's pass, not your model")
-    expect(page.get_by_text(YOUR_MACHINE, exact=False)).to_have_count(0)
+    expect(card.get_by_text(YOUR_MACHINE, exact=False)).to_have_count(0)
     shot(page, "jobs-blame-the-pass")
     assert "Traceback" not in page.content()
