@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from optistudio.cli import build_parser
-from optistudio.cli.launcher import free_port, stack_env
+from optistudio.cli.launcher import ROOT_WARNING_FILTER, free_port, stack_env
 from optistudio.cli.stack_settings import STACK_SETTINGS
 from optistudio.cli.up import OPTIONS as OPTIONS_OF_UP
 from optistudio.cli.up import up_settings
@@ -173,3 +173,22 @@ def _worker_queues(database_url: str) -> list[list[str]]:
 
     with transaction(make_session_factory(database_url)) as s:
         return [list(w.queues) for w in live_workers(s, max_age_s=3600)]
+
+
+def test_the_workers_warning_filter_is_taken_and_hides_celerys_warning_to_root() -> None:
+    """The worker `up` starts runs with ROOT_WARNING_FILTER: Python takes it at start (no
+    "Invalid -W option ignored" on stderr) and it hides Celery's warning to root, no other."""
+    warn = (
+        "import warnings; from celery.platforms import ROOT_DISCOURAGED, SecurityWarning; "
+        "warnings.warn(SecurityWarning(ROOT_DISCOURAGED.format(uid=0, euid=0, gid=0, egid=0))); "
+        "warnings.warn(SecurityWarning('another warning'))"
+    )
+    env = os.environ | {"PYTHONWARNINGS": ROOT_WARNING_FILTER}
+    done = subprocess.run(
+        [sys.executable, "-c", warn], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Invalid -W option" not in done.stderr
+    assert "superuser privileges" not in done.stderr
+    assert "another warning" in done.stderr

@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 10.0
 START_TIMEOUT_S = 120.0
 PR_SET_PDEATHSIG = 1
+ROOT_WARNING_FILTER = "ignore:You're running the worker with superuser privileges"
+"""PYTHONWARNINGS for `up`'s worker: Celery's warning to root, by the start of its message. A
+filter by category (`ignore::celery.platforms.SecurityWarning`) is refused at interpreter start,
+before celery can be imported ("Invalid -W option ignored: invalid module name"), and printed by
+the worker and each pool process."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -248,7 +253,7 @@ def up(settings: Settings) -> int:
         started = datetime.now(UTC)
         # A local `make up` often runs as root (containers, CI); Celery's warning about it is
         # meant for deployments, which docker-compose.yml runs as an unprivileged user.
-        worker_env = env | {"PYTHONWARNINGS": "ignore::celery.platforms.SecurityWarning"}
+        worker_env = env | {"PYTHONWARNINGS": ROOT_WARNING_FILTER}
         stack.start("worker", worker_command(settings), worker_env)
         stack.start("studio", ui_command(settings, ui_port), env)
         url = f"http://{settings.host}:{ui_port}"
