@@ -87,7 +87,8 @@ test-zoo: install
 
 # The optional extras (LiteRT conversion, quantization-aware training, Core ML export, ONNX
 # Runtime GenAI loading a decoder's bundle) are large
-# (tensorflow, torch): only this target installs them, after the other suites have run. uv takes
+# (tensorflow, torch): only this target installs them, after the other suites have run (CI
+# installs them into a venv of their own, VENV=.venv/extras, and runs this beside the stacks). uv takes
 # them in about 20 s with an empty cache; torch==2.13.0 must be the CPU wheel that pip's
 # configuration points at (PIP_FIND_LINKS), which uv is told of; without it pip installs them.
 # Their tests convert and train on the CPU (nine of 10-17 s each): two pytest-xdist workers.
