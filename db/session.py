@@ -13,9 +13,9 @@ The price: every transaction takes the write lock, so a writer that stalls while
 snapshot and never waits on a writer. A caller that must not wait long for the lock (a page's
 best-effort write) passes ``lock_wait_s``; each BEGIN sets its own ``busy_timeout``.
 
-Availability: ``transaction`` opens its connection (and, on SQLite, takes the write lock) before
-the caller's code runs, and retries that step with a growing pause for up to ``retry_s``
-seconds, so a database that restarts or is briefly locked delays the caller instead of failing
+Availability: ``transaction`` opens its connection (and, on SQLite, unless read-only, takes the
+write lock) before the caller's code runs, and retries that step with a growing pause for up to
+``retry_s`` seconds, so a database that restarts or is briefly locked delays the caller instead of failing
 it. Only that step is retried: nothing of the caller's has run yet. Past the deadline it raises
 ``DatabaseUnavailable``; a connection lost in the middle of a transaction raises SQLAlchemy's
 own error, which ``is_unavailable`` also recognises. ``rerun_if_lost`` runs a body that only
