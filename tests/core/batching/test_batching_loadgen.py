@@ -94,3 +94,13 @@ def test_an_open_loop_holds_no_answered_request(tiny_model: Path) -> None:
 def test_a_run_needs_a_length() -> None:
     with pytest.raises(InvalidSpec, match="number of requests or a duration"):
         run_load(None, [row(1.0)], rate=10)  # type: ignore[arg-type]
+
+
+def test_the_send_schedule_is_known_before_the_run() -> None:
+    from optistudio.core.batching.loadgen import send_schedule
+
+    due = send_schedule("poisson", 400, seconds=0.1, seed=5)
+
+    assert len(due) > 10 and due.max() <= 0.1 and (np.diff(due) >= 0).all()
+    assert np.array_equal(due, _schedule("poisson", 400, len(due), 5))
+    assert np.array_equal(send_schedule("poisson", 400, requests=7, seed=5), due[:7])
