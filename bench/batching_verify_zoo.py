@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from optistudio.core.batching.latency_profile import measure_latency_profile
+from optistudio.core.batching.loadgen import send_schedule
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.batching.verify import measure_load
@@ -49,6 +50,7 @@ ALTERNATES = {
     },
     "without the heavy timed point": {"timed_load": []},
     "without the timed calls' spread": {"timed_calls": []},
+    "without the served checks": {"served_checks": []},
 }  # fmt: skip
 """Profile fields emptied for the same runs' other predictions: what each measurement adds."""
 
@@ -92,7 +94,10 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
     print(f"\n{entry.name}: batch-1 {profile.latency_ms(1):.2f} ms, ceiling {top:.0f} req/s, "
           f"profile steal {profile.environment.get('steal_share')}, timer wake-up late p50 "
           f"{np.median(late):.2f} / p99 {np.percentile(late, 99):.2f} ms "
-          f"({len(profile.timer_late_ms)} timed batches)")  # fmt: skip
+          f"({len(profile.timer_late_ms)} timed batches); simulator's error on its served probes "
+          f"with a timeout {profile.served_error(timed=True)}, without "
+          f"{profile.served_error(timed=False)} "
+          f"({[round(c.error, 2) for c in profile.served_checks]})")  # fmt: skip
     runs = [
         _verify(path, inputs, profile, settings, share * top, seconds, seed=round_, args=args)
         for round_ in range(args.rounds)
@@ -114,6 +119,8 @@ def _verify(path, inputs, profile, settings, rate, seconds, *, seed, args) -> di
         for name, emptied in ALTERNATES.items()
     }
     point = simulate(profile, settings, rate=rate, requests=5000)
+    schedule = send_schedule("poisson", rate, seconds=seconds, seed=seed)
+    on_schedule = simulate_band(profile, settings, rate=rate, arrivals=schedule.tolist())
     with ContentionMonitor() as machine:
         load = measure_load(
             path, settings, rate=rate, seconds=seconds, target=args.target, inputs=inputs,
@@ -133,13 +140,16 @@ def _verify(path, inputs, profile, settings, rate, seconds, *, seed, args) -> di
             }
             for name, other in others.items()
         },
+        "band_on_schedule": [on_schedule.p99_low_ms, on_schedule.p99_high_ms],
+        "inside_on_schedule": on_schedule.holds_p99(measured.p99_ms),
         "band_on_arrivals": [on_sent.p99_low_ms, on_sent.p99_high_ms],
         "inside_on_arrivals": on_sent.holds_p99(measured.p99_ms),
         "steal": machine.report.steal_share or 0.0, "load": os.getloadavg()[0],
     }  # fmt: skip
     print(f"  {rate:>9.1f} req/s: measured p99 {measured.p99_ms:8.2f} ms, predicted "
           f"{point.p99_ms:8.2f} [{band.p99_low_ms:.2f}-{band.p99_high_ms:.2f}]"
-          f"{'' if row['inside'] else '*'}, on its arrivals [{on_sent.p99_low_ms:.2f}-"
+          f"{'' if row['inside'] else '*'}, on its schedule [{on_schedule.p99_low_ms:.2f}-"
+          f"{on_schedule.p99_high_ms:.2f}]{'' if row['inside_on_schedule'] else '*'}, on its arrivals [{on_sent.p99_low_ms:.2f}-"
           f"{on_sent.p99_high_ms:.2f}]{'' if row['inside_on_arrivals'] else '*'}, steal "
           f"{row['steal']:.0%}, load {row['load']:.1f}", flush=True)  # fmt: skip
     for name, other in row["alternates"].items():
@@ -156,13 +166,15 @@ def _verdict(report: dict) -> None:
         return
     inside = sum(r["inside"] for r in runs)
     on_arrivals = sum(r["inside_on_arrivals"] for r in runs)
+    on_schedule = sum(r.get("inside_on_schedule", False) for r in runs)
     others = "; ".join(
         f"{name}: {sum(r['alternates'][name]['inside'] for r in runs)} of {len(runs)}"
         for name in ALTERNATES
     )
     print(f"\nverify zoo: {report['wall_seconds']} s, load average "
           f"{[round(x, 1) for x in report['load_average']]}; measured p99 inside the band "
-          f"predicted before the run: {inside} of {len(runs)}; on the runs' own arrivals: "
+          f"predicted before the run: {inside} of {len(runs)}; on the schedule the run was "
+          f"to send (known before it): {on_schedule} of {len(runs)}; on the runs' own arrivals: "
           f"{on_arrivals} of {len(runs)}; {others} (target: 9 of 10 on a quiet machine)")  # fmt: skip
     for name, model in report["models"].items():
         cells: dict[float, list[dict]] = {}

@@ -255,7 +255,20 @@ def band_line(predicted: LoadResult, band: Band) -> str:
         f"The band holds {band.level:.0%} of {band.draws} "
         f"simulated {length}Verify runs, each on the profile's runs resampled: what this "
         "profile knows, so a measured figure outside it says the profile did not describe the "
-        "run."
+        "run." + served_error_line(band)
+    )
+
+
+def served_error_line(band: Band) -> str:
+    """What the p99 band was stretched to hold, when it was: the simulator's own error on the
+    profile's served probes ('' when it was not)."""
+    if band.served_error is None:
+        return ""
+    direction = "slower" if band.served_error > 1 else "faster"
+    return (
+        f" Its p99 also spans the prediction x{band.served_error:.2f}: the profile's own "
+        f"serving probes ran {direction} than the simulator predicted for them (median "
+        "measured over simulated p99), so the band holds that error too."
     )
 
 

@@ -156,6 +156,16 @@ def measure_request_cost(
 
 
 @dataclass(frozen=True)
+class ServedRun:
+    """A serving probe's run through the real Pipeline: its settings, Poisson rate and what
+    it measured."""
+
+    settings: BatchingSettings
+    rate: float
+    run: LoadRun
+
+
+@dataclass(frozen=True)
 class ServingProbe:
     """What every serving probe serves and sends: the loaded model behind a Pipeline of max
     batch `max_batch_size` (timeout 0), its inputs and stacking axes, and the one-row
@@ -174,6 +184,10 @@ class ServingProbe:
     TIMER_PROBE_SECONDS, HANDOFF_SECONDS), and the bare timings beside it (REFERENCE_SECONDS):
     1 for a profile whose figures are used; a sweep that checks what every job does with a
     model, not its figures, takes less."""
+    served: list[ServedRun] | None = None
+    """Where `serve_at` keeps each run it serves, with its settings and rate, for the profile's
+    own check of the simulator against them (optistudio.core.batching.served_checks); None:
+    not kept."""
 
 
 SERVING_PROBE_SHARE = 0.2
@@ -364,6 +378,8 @@ def serve_at(
             warmup_share=0.0,
         )  # fmt: skip
     after = _speed(probe, profile)
+    if probe.served is not None:
+        probe.served.append(ServedRun(settings, rate, run))
     return run, bracketed(before, after)
 
 

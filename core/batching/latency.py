@@ -65,6 +65,31 @@ class Calibration(BaseModel):
     )
 
 
+CHECK_MIN_REQUESTS = 200
+"""Fewest requests a served probe must have answered to count in `LatencyProfile.served_error`:
+the p99 of fewer is little more than its slowest answer."""
+
+
+class ServedCheck(BaseModel):
+    """One of the profile's own serving probes replayed by the simulator once the profile was
+    whole: what the real Pipeline measured against what the simulator predicts for the same
+    settings on the probe's own send times (optistudio.core.batching.served_checks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate: float = Field(gt=0, description="The probe's Poisson rate (req/s).")
+    timeout_ms: float = Field(ge=0, description="Its batching timeout (ms).")
+    max_batch_size: int = Field(ge=1)
+    requests: int = Field(ge=0, description="Requests it answered.")
+    measured_p99_ms: float = Field(gt=0)
+    simulated_p99_ms: float = Field(gt=0)
+
+    @property
+    def error(self) -> float:
+        """Measured over simulated p99: above 1, the simulator predicted this run too fast."""
+        return self.measured_p99_ms / self.simulated_p99_ms
+
+
 QUICK_PROBE_SCALE = 0.25
 """The serving probes' length in a quick profile (a share of their full length): the profile
 takes about a third of the time (6 s instead of 16 s for a small model at max batch 4)."""
@@ -263,6 +288,12 @@ class LatencyProfile(BaseModel):
     calibration: Calibration | None = Field(
         default=None, description="Set when refitted from a Verify run; None as measured."
     )
+    served_checks: list[ServedCheck] = Field(
+        default_factory=list,
+        description="The profile's serving probes that kept up, each replayed by the simulator "
+        "on its own send times once the profile was whole (`served_error`). Empty in profiles "
+        "made before they were kept.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LatencyProfile:
@@ -325,6 +356,20 @@ class LatencyProfile(BaseModel):
         if any(len(row.slowdown) != len(self.batch_sizes) for row in self.instance_latency):
             raise ValueError("instance_latency needs one slowdown per batch size")
         return self
+
+    def served_error(self, *, timed: bool) -> float | None:
+        """How far the simulator was off on this profile's own served probes: the median of
+        measured over simulated p99 (`ServedCheck.error`) over the checks with a timeout (`timed`)
+        or without, each of at least CHECK_MIN_REQUESTS requests. None when no check counts, and
+        for a profile refitted from a Verify run (its Verify judges it instead)."""
+        if self.calibration is not None:
+            return None
+        errors = [
+            check.error
+            for check in self.served_checks
+            if (check.timeout_ms > 0) == timed and check.requests >= CHECK_MIN_REQUESTS
+        ]
+        return float(np.median(errors)) if errors else None
 
     def instance_counts(self) -> list[int]:
         """The instance counts this profile measured: 1 and each of `instance_latency`'s."""

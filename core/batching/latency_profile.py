@@ -24,7 +24,9 @@ ceiling lies at the largest batch); last, a light run with a batching timeout me
 the serving thread wakes when a timeout falls due (`timer_late_ms`,
 optistudio.core.batching.timer_wake), and what the runner call and the answers cost with
 batches that wait on a timer, at a light rate and at one where they fill (`timed_extra_ms`,
-`timed_delays_ms`, `timed_load`). The
+`timed_delays_ms`, `timed_load`). Then the whole profile replays each of those serving runs
+that kept up on its own send times (`served_checks`, optistudio.core.batching.served_checks):
+the simulator's error on this model, which the bands then hold. The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -47,6 +49,7 @@ from optistudio.core.batching.fixed_batch import Batchable, BatchRefused, batcha
 from optistudio.core.batching.handoff import (
     HANDOFF_UNMEASURED,
     SERVING_PROBE_SHARE,
+    ServedRun,
     ServingProbe,
     measure_handoff_gaps,
     measure_request_cost,
@@ -57,6 +60,7 @@ from optistudio.core.batching.handoff import (
 )
 from optistudio.core.batching.instances import instance_counts, measure_instances
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
+from optistudio.core.batching.served_checks import served_checks
 from optistudio.core.batching.settings import serving_target, with_serving_threads
 from optistudio.core.batching.timer_wake import measure_timed_under_load, measure_timer_lateness
 from optistudio.core.data.model_inputs import ModelInputs
@@ -171,6 +175,8 @@ class Probing:
     profile: LatencyProfile = field(default_factory=lambda: _NO_PROFILE)
     light: float = 0.0
     """The light serving probe's rate (req/s), once it ran."""
+    served: list[ServedRun] = field(default_factory=list)
+    """Every serving probe's run, for the profile's check of the simulator against them."""
 
     @property
     def max_batch_size(self) -> int:
@@ -181,7 +187,7 @@ class Probing:
         """The serving probes' Pipeline setup: max batch the largest size, timeout 0."""
         return ServingProbe(
             self.model, self.info.inputs, self.requests, self.max_batch_size, self.axes, self.feeds,
-            self.time_scale,
+            self.time_scale, self.served,
         )  # fmt: skip
 
 
@@ -358,12 +364,18 @@ def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
     probing.profile = profile.model_copy(update=update)
 
 
+def _check_served(probing: Probing, progress: ProgressCallback | None) -> None:
+    """The whole profile replays each serving probe that kept up (`served_checks`)."""
+    checks = served_checks(probing.profile, probing.served)
+    probing.profile = probing.profile.model_copy(update={"served_checks": checks})
+
+
 def _said(text: str) -> Callable[[Probing], str]:
     return lambda probing: text
 
 
 PROBE_STEPS: tuple[ProbeStep, ...] = (
-    ProbeStep("batch sizes", 0.84, _said(""), _time_sizes),
+    ProbeStep("batch sizes", 0.835, _said(""), _time_sizes),
     ProbeStep("instances", 0.05, _instances_message, _time_instances),
     ProbeStep(
         "idle gaps",
@@ -409,6 +421,12 @@ PROBE_STEPS: tuple[ProbeStep, ...] = (
             "serving with a timeout costs at a light and a heavy rate"
         ),
         _time_timer,
+    ),  # fmt: skip
+    ProbeStep(
+        "served checks",
+        0.005,
+        _said("the simulator against each serving probe, on the probe's own send times"),
+        _check_served,
     ),  # fmt: skip
 )
 """The profile's probes in the order they run, with their shares of the progress (sum 1)."""

@@ -141,6 +141,12 @@ class Band(BaseModel):
         default=None, description="The draws' median p99 (None in bands stored before)."
     )
     throughput: float | None = Field(default=None, description="The draws' median throughput.")
+    served_error: float | None = Field(
+        default=None,
+        description="The simulator's error on the profile's own served probes (measured over "
+        "simulated p99) the p99 band was stretched to hold (optistudio.core.batching."
+        "served_checks); None when it was not.",
+    )
 
     def holds_p99(self, p99_ms: float) -> bool:
         """Whether a measured p99 falls inside the band."""

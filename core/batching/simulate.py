@@ -69,9 +69,13 @@ the model's own spread at each size (the resampled runs), the hand-back's spread
 hand-back times resampled with replacement, their mean with them, and each batch's hand-back
 drawn from them), the timer's lateness (resampled likewise), and the finite run length (each draw as many Poisson arrivals as the Verify
 sends, with its own seed). A draw capped below the Verify's length has a looser p99, so the
-band is then wider than the Verify's own spread, never narrower. What it does not hold: a
-machine whose speed changes between profile and Verify (recalibration's part), and a load
-generator that falls behind its schedule (predict at the realised rate for that).
+band is then wider than the Verify's own spread, never narrower. Beyond the draws, the p99
+band holds the simulator's own error: a profile replays its serving probes once whole
+(optistudio.core.batching.served_checks) and the band of a setting of the same kind (with a
+batching timeout or without) stretches from its draws' range to that range times the probes'
+median measured-over-simulated p99 (`_widened`; `Band.served_error` records it). What it does
+not hold: a machine whose speed changes between profile and Verify (recalibration's part), and
+a load generator that falls behind its schedule (predict at the realised rate for that).
 """
 
 from __future__ import annotations
@@ -216,13 +220,16 @@ def simulate_band(
     seed: int = 0,
     overhead_ms: float | None = None,
     arrivals: Sequence[float] | None = None,
+    served_error: bool = True,
 ) -> Band:
     """The range of p50, p99 and throughput over `draws` simulated runs as long as a Verify of
     `seconds` (closed loop: the request cap), each on a resampled profile (module docstring).
     With `arrivals` (seconds, ascending: a run's own send times) every draw replays them, so the
     band holds what the profile does not know about the service, not the arrivals' luck; past
     `max_requests` / `draws` of them each draw replays a window of that many consecutive ones
-    from a seeded start (a shorter run: a looser band, never a narrower one)."""
+    from a seeded start (a shorter run: a looser band, never a narrower one). With
+    `served_error` the p99 band also holds the prediction moved by the simulator's error on the
+    profile's own served probes (`_widened`)."""
     if draws < 2 or not 0 < level < 1:
         raise InvalidSpec(f"A band needs at least two draws and a level in (0, 1), got {level}.")
     per_draw = max(BAND_MIN_REQUESTS, max_requests // draws)
@@ -239,7 +246,7 @@ def simulate_band(
         ]
     )
     low, middle, high = np.percentile(figures, [50 * (1 - level), 50, 50 * (1 + level)], axis=0)
-    return Band(
+    band = Band(
         p50_ms=float(middle[0]),
         p99_ms=float(middle[1]),
         throughput=float(middle[2]),
@@ -253,6 +260,24 @@ def simulate_band(
         draws=draws,
         requests=per_draw,
         seconds=seconds if process != "closed" else None,
+    )
+    return _widened(band, profile, settings) if served_error else band
+
+
+def _widened(band: Band, profile: LatencyProfile, settings: BatchingSettings) -> Band:
+    """`band` stretched to hold its p99 moved by the simulator's error on the profile's own
+    served probes of the same kind, with a batching timeout or without
+    (`LatencyProfile.served_error`, optistudio.core.batching.served_checks), that error
+    recorded in `Band.served_error`; `band` as it is when there is none."""
+    error = profile.served_error(timed=settings.timeout_ms > 0)
+    if error is None:
+        return band
+    return band.model_copy(
+        update={
+            "p99_low_ms": min(band.p99_low_ms, band.p99_low_ms * error),
+            "p99_high_ms": max(band.p99_high_ms, band.p99_high_ms * error),
+            "served_error": round(error, 4),
+        }
     )
 
 

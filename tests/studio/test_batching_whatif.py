@@ -246,3 +246,23 @@ def test_the_rate_sweep_shows_error_bars() -> None:
     p99 = next(t for t in figures.sweep_figure(frame, 300).data if t.name == "p99 (ms)")
     assert p99.error_y.array is not None and len(p99.error_y.array) == whatif.SWEEP_POINTS
     assert max(p99.error_y.array) > 0
+
+
+def test_a_band_that_holds_the_served_probes_error_says_so() -> None:
+    from optistudio.core.batching.latency import ServedCheck
+
+    check = ServedCheck(
+        rate=300, timeout_ms=2, max_batch_size=8, requests=500, measured_p99_ms=6.0,
+        simulated_p99_ms=4.0,
+    )  # fmt: skip
+    profile = noisy_runs_profile().model_copy(update={"served_checks": [check]})
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=2)
+    predicted = whatif.predict(profile, settings, rate=600)
+
+    line = whatif.band_line(predicted, whatif.predict_band(profile, settings, rate=600, seconds=5))
+    untimed = whatif.predict_band(
+        profile, BatchingSettings(max_batch_size=8, timeout_ms=0), rate=600, seconds=5
+    )
+
+    assert "x1.50" in line and "ran slower than the simulator predicted" in line
+    assert whatif.served_error_line(untimed) == ""

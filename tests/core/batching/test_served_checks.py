@@ -1,0 +1,136 @@
+"""The simulator checked against the profile's own served probes (`served_checks`), and bands
+that hold its error (`simulate_band`): a profile whose probes measured a p99 1.5x the simulated
+one bands settings of the same kind (with a timeout or without) up to 1.5x its own top, and
+only those; a refitted profile, a check of too few requests, and a run that did not keep up
+widen nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from optistudio.core.batching.handoff import ServedRun
+from optistudio.core.batching.latency import (
+    CHECK_MIN_REQUESTS,
+    Calibration,
+    LatencyProfile,
+    ServedCheck,
+)
+from optistudio.core.batching.latency_profile import measure_latency_profile
+from optistudio.core.batching.loadgen import LoadRun
+from optistudio.core.batching.results import BatchRecord, summarize
+from optistudio.core.batching.served_checks import served_checks
+from optistudio.core.batching.settings import BatchingSettings
+from optistudio.core.batching.simulate import simulate, simulate_band
+
+TIMED = BatchingSettings(max_batch_size=8, timeout_ms=2.0)
+UNTIMED = BatchingSettings(max_batch_size=8, timeout_ms=0.0)
+
+
+def _check(error: float, *, timeout_ms: float = 2.0, requests: int = 500) -> ServedCheck:
+    return ServedCheck(
+        rate=300.0, timeout_ms=timeout_ms, max_batch_size=8, requests=requests,
+        measured_p99_ms=4.0 * error, simulated_p99_ms=4.0,
+    )  # fmt: skip
+
+
+def _profile(*checks: ServedCheck) -> LatencyProfile:
+    return LatencyProfile(
+        batch_sizes=[1, 2, 4, 8], mean_ms=[1.0, 1.4, 2.2, 3.8], served_checks=list(checks)
+    )
+
+
+def test_the_error_is_the_median_of_the_checks_of_its_kind_with_enough_requests() -> None:
+    profile = _profile(
+        _check(1.5), _check(1.2), _check(3.0, requests=CHECK_MIN_REQUESTS - 1),
+        _check(0.8, timeout_ms=0.0),
+    )  # fmt: skip
+
+    assert profile.served_error(timed=True) == pytest.approx(1.35)
+    assert profile.served_error(timed=False) == pytest.approx(0.8)
+    assert _profile(_check(1.5)).served_error(timed=False) is None
+    assert _profile().served_error(timed=True) is None
+
+
+def test_a_refitted_profile_is_judged_by_its_verify_not_by_its_probes() -> None:
+    refitted = _profile(_check(1.5)).model_copy(
+        update={"calibration": Calibration(verify="Verify #3", batches=40, p50_moved={})}
+    )
+
+    assert refitted.served_error(timed=True) is None
+
+
+@pytest.mark.parametrize("error", [1.5, 0.7])
+def test_a_band_of_the_same_kind_holds_the_prediction_moved_by_the_error(error: float) -> None:
+    profile = _profile(_check(error))
+
+    plain = simulate_band(profile, TIMED, rate=900, seconds=2, served_error=False)
+    band = simulate_band(profile, TIMED, rate=900, seconds=2)
+
+    assert band.served_error == pytest.approx(error)
+    assert band.p99_low_ms == pytest.approx(min(plain.p99_low_ms, plain.p99_low_ms * error))
+    assert band.p99_high_ms == pytest.approx(max(plain.p99_high_ms, plain.p99_high_ms * error))
+    assert band.p99_ms == plain.p99_ms  # the headline stays the simulator's
+    assert (band.p50_low_ms, band.p50_high_ms) == (plain.p50_low_ms, plain.p50_high_ms)
+
+
+def test_a_band_of_the_other_kind_is_not_widened() -> None:
+    profile = _profile(_check(1.5))
+
+    band = simulate_band(profile, UNTIMED, rate=900, seconds=2)
+
+    assert band.served_error is None
+    assert band == simulate_band(profile, UNTIMED, rate=900, seconds=2, served_error=False)
+
+
+def _run(profile: LatencyProfile, settings: BatchingSettings, rate: float, *, slower: float):
+    """A served run of 400 Poisson requests whose every answer took `slower` x what the
+    simulator gives them on the same send times."""
+    gaps = np.random.default_rng(4).exponential(1 / rate, 400)
+    sent = np.cumsum(gaps) - gaps[0]
+    twin = simulate(profile, settings, arrivals=sent, warmup_share=0.0)
+    started = sent + 0.001
+    finished = sent + (twin.p99_ms / 1000) * slower * np.linspace(0.2, 1.0, len(sent))
+    result = summarize(
+        sent.tolist(), started.tolist(), finished.tolist(), [1] * len(sent), rate=rate,
+        warmup_share=0.0,
+    )  # fmt: skip
+    batch = BatchRecord(0, 1, 1, 0.0, 0.0, 0.0, 0.001)
+    return LoadRun(result=result, sent_ms=(sent * 1000).tolist(), batches=[batch])
+
+
+def test_each_kept_up_run_is_replayed_on_its_own_send_times() -> None:
+    profile = _profile()
+    kept = ServedRun(TIMED, 300.0, _run(profile, TIMED, 300.0, slower=2.0))
+    saturated_run = _run(profile, UNTIMED, 300.0, slower=2.0)
+    saturated_run.result = saturated_run.result.model_copy(update={"saturated": True})
+    silent = ServedRun(UNTIMED, 300.0, LoadRun(result=kept.run.result, sent_ms=kept.run.sent_ms))
+
+    checks = served_checks(profile, [kept, ServedRun(UNTIMED, 300.0, saturated_run), silent])
+
+    assert len(checks) == 1  # the saturated run and the one with no batch are left out
+    check = checks[0]
+    sent = [ms / 1000 for ms in kept.run.sent_ms]
+    assert check.simulated_p99_ms == pytest.approx(
+        simulate(profile, TIMED, arrivals=sent, warmup_share=0.0).p99_ms, rel=1e-3
+    )
+    assert check.measured_p99_ms == pytest.approx(kept.run.result.p99_ms, rel=1e-3)
+    assert (check.timeout_ms, check.max_batch_size, check.requests) == (2.0, 8, 400)
+    assert check.error > 1.0
+
+
+def test_a_profile_keeps_a_check_for_its_serving_probes(tiny_model: Path) -> None:
+    profile = measure_latency_profile(
+        tiny_model, max_batch_size=4, min_seconds=0.02, instances=[1], probe_time_scale=0.1
+    )
+
+    assert profile.served_checks
+    assert {check.timeout_ms > 0 for check in profile.served_checks} == {True, False}
+    assert all(
+        check.max_batch_size == 4 and check.measured_p99_ms > 0 and check.simulated_p99_ms > 0
+        for check in profile.served_checks
+    )
+    stored = LatencyProfile.model_validate_json(profile.model_dump_json())
+    assert stored.served_checks == profile.served_checks
