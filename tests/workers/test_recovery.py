@@ -333,6 +333,25 @@ def test_queued_jobs_the_broker_does_not_hold_are_sent_again_once(factory) -> No
     assert resend_missing_jobs(factory, max_age_s=30, in_broker=lambda: held_now, send=sent) == []
 
 
+def test_a_task_a_worker_was_taking_is_not_sent_again(factory, monkeypatch) -> None:
+    """A message a worker is taking off the queue is for a moment in neither the queue nor the
+    unacked hash: only a task missing from a second look too is lost."""
+    from optistudio.workers import recovery
+
+    monkeypatch.setattr(recovery, "SECOND_LOOK_S", 0.0)
+    taking = queued_job(factory, "being-taken", 60)
+    lost = queued_job(factory, "lost-by-redis", 60)
+    add_worker(factory)
+    looks = iter([set(), {"being-taken"}])
+    sent = Sent()
+
+    outcomes = resend_missing_jobs(factory, max_age_s=30, in_broker=lambda: next(looks), send=sent)
+
+    assert outcomes == [(lost, "cpu")]
+    assert job(factory, taking).celery_task_id == "being-taken"
+    assert next(looks, "no third look") == "no third look"
+
+
 def test_an_unknown_broker_resends_only_jobs_never_sent(factory) -> None:
     queued_job(factory, "maybe-held", 60)
     unsent = queued_job(factory, None, 60)
