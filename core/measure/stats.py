@@ -16,8 +16,8 @@ interval exists.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -83,11 +83,15 @@ def median_interval(values: Sequence[float], *, confidence: float) -> tuple[floa
 
 
 def _order_rank(n: int, alpha: float) -> int:
-    """The largest k <= n / 2 with 2 P(Binomial(n, 1/2) <= k - 1) <= alpha; 0 when none."""
-    k, below = 0, 0
+    """The largest k <= n / 2 with 2 P(Binomial(n, 1/2) <= k - 1) <= alpha; 0 when none.
+    In exact integers: 2^n passes a float's range past n = 1023 (a resolve of many rounds)."""
+    share = Fraction(alpha)
+    limit = share.numerator * 2**n  # 2 below / 2^n > alpha  <=>  2 below den > num 2^n
+    k, below, term = 0, 0, 1  # term = C(n, k)
     while k < n // 2:
-        below += math.comb(n, k)  # below = 2^n P(N <= k)
-        if 2 * below > alpha * 2**n:
+        below += term  # below = 2^n P(N <= k)
+        if 2 * below * share.denominator > limit:
             break
         k += 1
+        term = term * (n - k + 1) // k
     return k

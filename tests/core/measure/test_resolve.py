@@ -3,6 +3,7 @@ of models whose run time the test sets (busy-waits), pinned or beside a busy cor
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -251,3 +252,15 @@ def test_real_models_resolve_on_their_backend(tmp_path: Path) -> None:
     assert found.interval.verdict == FASTER
     assert found.interval.high < 0.5
     assert found.threads == 1 or not found.busy  # one-thread rounds whenever the machine is busy
+
+
+def test_median_interval_takes_thousands_of_values() -> None:
+    """2^n passes a float's range past n = 1023: a resolve of many rounds reached it (the
+    zoo's ppocr_cls, 2026-12-06). Its ranks follow the normal approximation there."""
+    n = 3000
+    values = np.random.default_rng(2).permutation(np.arange(1.0, n + 1))
+
+    low, high = median_interval(values, confidence=0.95) or (0.0, 0.0)
+
+    expected = n / 2 - 1.96 * math.sqrt(n) / 2  # the normal approximation of the lower rank
+    assert abs(low - expected) <= 2 and high == n + 1 - low
