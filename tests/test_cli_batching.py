@@ -234,3 +234,27 @@ def test_a_broken_profile_file_is_refused_naming_what_is_wrong(
     error = json.loads(run.stdout)["error"]
     assert "serving_delays_load needs the light probe's rate and delays" in error["message"]
     assert "batching latency-profile MODEL --out" in error["hint"] and broken.exists()
+
+
+def test_simulate_says_when_its_band_holds_the_served_probes_error(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    from optistudio.core.batching.latency import ServedCheck
+
+    check = ServedCheck(
+        rate=300, timeout_ms=2, max_batch_size=4, requests=500, measured_p99_ms=6.0,
+        simulated_p99_ms=4.0,
+    )  # fmt: skip
+    profile = LatencyProfile(batch_sizes=[1, 2, 4], mean_ms=[0.5, 0.7, 1.1], served_checks=[check])
+    profile_file = tmp_path / "profile.json"
+    profile_file.write_text(profile.model_dump_json())
+    args = ("batching", "simulate", str(tiny_model), "--profile", str(profile_file))
+    timed = (*args, "--max-batch-size", "4", "--timeout-ms", "2", "--rate", "500")
+
+    printed = optistudio(*timed, data_dir=tmp_path)
+    as_json = json.loads(optistudio(*timed, "--json", data_dir=tmp_path).stdout)
+
+    assert printed.returncode == 0, printed.stderr
+    assert "its p99 also spans the prediction x1.50" in printed.stdout
+    assert as_json["band"]["served_error"] == 1.5
+    assert as_json["p99_high_ms"] == as_json["band"]["p99_high_ms"]

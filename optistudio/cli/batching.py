@@ -12,7 +12,8 @@ recommend searches instances x max batch size x timeout under --p99-budget-ms at
 Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings; a
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
-resampled), a measurement its realised arrival rate (realised_rate) beside the offered one, and
+resampled; its p99 stretched to hold the simulator's error on the profile's own serving probes,
+band.served_error), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
 (optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
@@ -620,6 +621,12 @@ def _print_band(payload: dict[str, Any]) -> None:
             f"{payload['p99_low_ms']:.2f}-{payload['p99_high_ms']:.2f} ms, throughput "
             f"{payload['throughput_low']:.1f}-{payload['throughput_high']:.1f} req/s"
         )
+        error = payload["band"].get("served_error")
+        if error is not None:
+            print(
+                f"  its p99 also spans the prediction x{error:.2f}: the profile's own serving "
+                "probes measured that over what the simulator predicted for them"
+            )
     if payload.get("realised_rate") and payload.get("offered_rate"):
         print(
             f"arrivals: {payload['realised_rate']:.1f} req/s realised of "
