@@ -9,7 +9,8 @@ interleaved by rate. Every run is judged as the page judges it: its measured p99
 predicted before it ran (at the offered rate), inside the band on its own send times (the
 arrivals' luck taken out), and, to show what each of the timer probes' measurements does,
 inside the band of the same profile without them (ALTERNATES: the timer's lateness, the
-serving costs with a timeout, the heavy timed point). Beside it, the machine's own repeatability: per cell, the largest over the
+serving costs with a timeout, the heavy timed point, the served checks, the machine's pace
+beside the probes). Beside it, the machine's own repeatability: per cell, the largest over the
 smallest measured p99 of its rounds, against the band's top over its bottom. A model that cannot
 be built or profiled here is skipped, saying why.
 
@@ -51,6 +52,8 @@ ALTERNATES = {
     "without the heavy timed point": {"timed_load": []},
     "without the timed calls' spread": {"timed_calls": []},
     "without the served checks": {"served_checks": []},
+    "without the machine's pace": {"probe_speeds": []},  # before 2026-12-06's evening
+    "without either": {"served_checks": [], "probe_speeds": []},
 }  # fmt: skip
 """Profile fields emptied for the same runs' other predictions: what each measurement adds."""
 
@@ -97,7 +100,8 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
           f"({len(profile.timer_late_ms)} timed batches); simulator's error on its served probes "
           f"with a timeout {profile.served_error(timed=True)}, without "
           f"{profile.served_error(timed=False)} "
-          f"({[round(c.error, 2) for c in profile.served_checks]})")  # fmt: skip
+          f"({[round(c.error, 2) for c in profile.served_checks]}); machine's speed beside "
+          f"the probes {profile.probe_speeds}")  # fmt: skip
     runs = [
         _verify(path, inputs, profile, settings, share * top, seconds, seed=round_, args=args)
         for round_ in range(args.rounds)
@@ -105,7 +109,7 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
     ]
     return {
         "ceiling": top, "batch1_ms": profile.latency_ms(1), "runs": runs,
-        "timer_late_ms": profile.timer_late_ms,
+        "timer_late_ms": profile.timer_late_ms, "probe_speeds": profile.probe_speeds,
     }  # fmt: skip
 
 

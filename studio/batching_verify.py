@@ -21,7 +21,7 @@ from optistudio.core.batching.trace import slowdown_of
 from optistudio.core.batching.verify_gap import speed_gap_note
 from optistudio.core.batching.verify_policy import VerifyPrediction
 from optistudio.services.jobresults import BatchingVerifyJobResult, VerifyBatches
-from optistudio.studio.batching_whatif import FIGURES, served_error_line, three_digits
+from optistudio.studio.batching_whatif import FIGURES, pace_line, served_error_line, three_digits
 from optistudio.studio.formatting import readable_frame
 from optistudio.studio.job_view import JobView
 
@@ -177,7 +177,7 @@ def band_verdict(predicted: LoadResult, band: Band, measured: LoadResult) -> tup
     return (
         f"Measured p99 {three_digits(measured.p99_ms)} ms lies {where} the predicted band "
         f"{bounds} ms (±{band.p99_width(predicted.p99_ms):.0%} of the predicted "
-        f"{three_digits(predicted.p99_ms)} ms)." + served_error_line(band),
+        f"{three_digits(predicted.p99_ms)} ms)." + served_error_line(band) + pace_line(band),
         inside,
     )
 

@@ -62,6 +62,8 @@ SPEED_STEP = 0.05
 """The change in model speed the page shows the predicted p99 under."""
 KNEE = 0.25
 """A p99 that grows by more than this with the model SPEED_STEP slower: the settings' knee."""
+PACE_SHOWN = 0.02
+"""Narrowest range of paces (`Band.paces`) the band's sentence names: less is the timer's noise."""
 FIGURES = {
     "throughput": "throughput (req/s)",
     "p50_ms": "p50 (ms)",
@@ -255,7 +257,20 @@ def band_line(predicted: LoadResult, band: Band) -> str:
         f"The band holds {band.level:.0%} of {band.draws} "
         f"simulated {length}Verify runs, each on the profile's runs resampled: what this "
         "profile knows, so a measured figure outside it says the profile did not describe the "
-        "run." + served_error_line(band)
+        "run." + served_error_line(band) + pace_line(band)
+    )
+
+
+def pace_line(band: Band) -> str:
+    """The paces the band's draws ran the model at, when the profile kept the machine's speed
+    beside its serving probes and it moved ('' otherwise)."""
+    if not band.paces or band.paces[1] - band.paces[0] < PACE_SHOWN:
+        return ""
+    low, high = band.paces
+    return (
+        f" It also holds the model at {low:.2f}-{high:.2f}x its profiled time: the machine's "
+        "speed moved that much beside the profile's own serving probes, and a Verify minutes "
+        "later meets such a pace too."
     )
 
 

@@ -236,7 +236,7 @@ def test_a_broken_profile_file_is_refused_naming_what_is_wrong(
     assert "batching latency-profile MODEL --out" in error["hint"] and broken.exists()
 
 
-def test_simulate_says_when_its_band_holds_the_served_probes_error(
+def test_simulate_says_when_its_band_holds_the_served_probes_error_and_paces(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     from optistudio.core.batching.latency import ServedCheck
@@ -245,7 +245,10 @@ def test_simulate_says_when_its_band_holds_the_served_probes_error(
         rate=300, timeout_ms=2, max_batch_size=4, requests=500, measured_p99_ms=6.0,
         simulated_p99_ms=4.0,
     )  # fmt: skip
-    profile = LatencyProfile(batch_sizes=[1, 2, 4], mean_ms=[0.5, 0.7, 1.1], served_checks=[check])
+    profile = LatencyProfile(
+        batch_sizes=[1, 2, 4], mean_ms=[0.5, 0.7, 1.1], served_checks=[check],
+        probe_speeds=[1.1, 0.95],
+    )  # fmt: skip
     profile_file = tmp_path / "profile.json"
     profile_file.write_text(profile.model_dump_json())
     args = ("batching", "simulate", str(tiny_model), "--profile", str(profile_file))
@@ -257,4 +260,6 @@ def test_simulate_says_when_its_band_holds_the_served_probes_error(
     assert printed.returncode == 0, printed.stderr
     assert "its p99 also spans the prediction x1.50" in printed.stdout
     assert as_json["band"]["served_error"] == 1.5
+    assert "its draws ran the model at 0.95-1.10x its profiled time" in printed.stdout
+    assert as_json["band"]["paces"] == [0.95, 1.1]
     assert as_json["p99_high_ms"] == as_json["band"]["p99_high_ms"]

@@ -163,6 +163,9 @@ class ServedRun:
     settings: BatchingSettings
     rate: float
     run: LoadRun
+    speed: float = 1.0
+    """The machine's speed against the profile while it ran (`probe_speed.bracketed`; > 1
+    slower); 1.0 for a probe without bare timings beside it."""
 
 
 @dataclass(frozen=True)
@@ -377,10 +380,10 @@ def serve_at(
             pipeline, probe.requests, process="poisson", rate=rate, seconds=seconds, seed=seed,
             warmup_share=0.0,
         )  # fmt: skip
-    after = _speed(probe, profile)
+    speed = bracketed(before, _speed(probe, profile))
     if probe.served is not None:
-        probe.served.append(ServedRun(settings, rate, run))
-    return run, bracketed(before, after)
+        probe.served.append(ServedRun(settings, rate, run, speed))
+    return run, speed
 
 
 def _speed(probe: ServingProbe, profile: LatencyProfile) -> float:

@@ -83,6 +83,13 @@ class ServedCheck(BaseModel):
     requests: int = Field(ge=0, description="Requests it answered.")
     measured_p99_ms: float = Field(gt=0)
     simulated_p99_ms: float = Field(gt=0)
+    speed: float = Field(
+        default=1.0,
+        gt=0,
+        description="The machine's speed against the profile while the probe ran (> 1 slower, "
+        "optistudio.core.batching.probe_speed): the simulation ran the model at it, so the "
+        "error is the simulator's, not the machine's.",
+    )
 
     @property
     def error(self) -> float:
@@ -294,6 +301,13 @@ class LatencyProfile(BaseModel):
         "on its own send times once the profile was whole (`served_error`). Empty in profiles "
         "made before they were kept.",
     )
+    probe_speeds: list[float] = Field(
+        default_factory=list,
+        description="The machine's speed against the profile's timings over each of its serving "
+        "probes, in the order they ran (> 1 slower; optistudio.core.batching.probe_speed): how "
+        "far the machine's pace moved within seconds, which a Verify minutes later meets too "
+        "(`paces`). Empty in profiles made before they were kept.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LatencyProfile:
@@ -350,6 +364,8 @@ class LatencyProfile(BaseModel):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
             raise ValueError(f"idle gaps must be longer than {IDLE_FLOOR_MS} ms")
+        if any(speed <= 0 for speed in self.probe_speeds):
+            raise ValueError("probe_speeds must be positive")
         counts = [row.instances for row in self.instance_latency]
         if counts != sorted(set(counts)):
             raise ValueError("instance_latency's instance counts must be distinct and ascending")
@@ -370,6 +386,11 @@ class LatencyProfile(BaseModel):
             if (check.timeout_ms > 0) == timed and check.requests >= CHECK_MIN_REQUESTS
         ]
         return float(np.median(errors)) if errors else None
+
+    def paces(self) -> list[float]:
+        """The speeds a band draws the model's pace from (optistudio.core.batching.simulate):
+        the profile's own timings (1.0) and each of `probe_speeds`; [] when it kept none."""
+        return [1.0, *self.probe_speeds] if self.probe_speeds else []
 
     def instance_counts(self) -> list[int]:
         """The instance counts this profile measured: 1 and each of `instance_latency`'s."""

@@ -26,7 +26,9 @@ optistudio.core.batching.timer_wake), and what the runner call and the answers c
 batches that wait on a timer, at a light rate and at one where they fill (`timed_extra_ms`,
 `timed_delays_ms`, `timed_load`). Then the whole profile replays each of those serving runs
 that kept up on its own send times (`served_checks`, optistudio.core.batching.served_checks):
-the simulator's error on this model, which the bands then hold. The
+the simulator's error on this model, which the bands then hold; and it keeps the machine's
+speed over each probe (`probe_speeds`): how far the pace moved within seconds, which the bands
+hold too. The
 environment record adds the share of CPU time the hypervisor stole and the cores other processes
 used meanwhile (`steal_share`, `other_cores`): a profile taken while a neighbour VM took 30 % of
 the cores describes a slower machine than the one served later, or a faster one.
@@ -365,9 +367,13 @@ def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
 
 
 def _check_served(probing: Probing, progress: ProgressCallback | None) -> None:
-    """The whole profile replays each serving probe that kept up (`served_checks`)."""
+    """The whole profile replays each serving probe that kept up (`served_checks`), and keeps
+    the machine's speed over every probe (`probe_speeds`)."""
     checks = served_checks(probing.profile, probing.served)
-    probing.profile = probing.profile.model_copy(update={"served_checks": checks})
+    speeds = [round(served.speed, 4) for served in probing.served]
+    probing.profile = probing.profile.model_copy(
+        update={"served_checks": checks, "probe_speeds": speeds}
+    )
 
 
 def _said(text: str) -> Callable[[Probing], str]:

@@ -147,6 +147,12 @@ class Band(BaseModel):
         "simulated p99) the p99 band was stretched to hold (optistudio.core.batching."
         "served_checks); None when it was not.",
     )
+    paces: list[float] | None = Field(
+        default=None,
+        description="The slowest and fastest pace (model time over the profile's) the draws ran "
+        "the model at, from the machine's speed beside the profile's serving probes "
+        "(`LatencyProfile.paces`); None when the profile kept none.",
+    )
 
     def holds_p99(self, p99_ms: float) -> bool:
         """Whether a measured p99 falls inside the band."""

@@ -73,9 +73,14 @@ band is then wider than the Verify's own spread, never narrower. Beyond the draw
 band holds the simulator's own error: a profile replays its serving probes once whole
 (optistudio.core.batching.served_checks) and the band of a setting of the same kind (with a
 batching timeout or without) stretches from its draws' range to that range times the probes'
-median measured-over-simulated p99 (`_widened`; `Band.served_error` records it). What it does
-not hold: a machine whose speed changes between profile and Verify (recalibration's part), and
-a load generator that falls behind its schedule (predict at the realised rate for that).
+median measured-over-simulated p99 (`_widened`; `Band.served_error` records it). And the machine's pace: the
+profile keeps how fast the bare model ran beside each of its serving probes against its own
+timings (`LatencyProfile.probe_speeds`, optistudio.core.batching.probe_speed: on 2 quiet cores,
+2026-12-06, 0.96-1.30x within one profile, while the same model's 8-s Verify runs minutes later
+ran at 1.03-1.18x), and each draw runs the model at a pace drawn from those and 1.0
+(`Band.paces` records their range). What it does not hold: a machine whose speed moves further
+between profile and Verify than it moved during the profile (recalibration's part), and a load
+generator that falls behind its schedule (predict at the realised rate for that).
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ from optistudio.core.errors import InvalidSpec
 Process = Literal["poisson", "constant", "closed"]
 BAND_DRAWS = 40
 """Simulated runs behind a band: its 1 % and 99 % points lie within one draw of each end."""
+PACE_STREAM = 7
+"""The seed stream a band draw's pace comes from, apart from its resampling's."""
 BAND_LEVEL = 0.98
 """The share of draws a band spans by default (module docstring: what a Verify then lands in)."""
 BAND_REQUESTS = 60_000
@@ -260,6 +267,7 @@ def simulate_band(
         draws=draws,
         requests=per_draw,
         seconds=seconds if process != "closed" else None,
+        paces=[min(profile.paces()), max(profile.paces())] if profile.paces() else None,
     )
     return _widened(band, profile, settings) if served_error else band
 
@@ -293,9 +301,15 @@ def _band_draw(
     overhead_ms: float | None,
     arrivals: Sequence[float] | None = None,
 ) -> tuple[float, float, float]:
-    """p50, p99 and throughput of one draw: its own resampled profile and seeds."""
+    """p50, p99 and throughput of one draw: its own resampled profile, the model at a pace
+    drawn from the profile's (`LatencyProfile.paces`, from a stream of its own: a profile
+    without them draws as before) and seeds."""
     rng = np.random.default_rng([seed, draw])
     drawn = resampled(profile, rng)
+    paces = profile.paces()
+    if paces:
+        pace = float(np.random.default_rng([seed, draw, PACE_STREAM]).choice(paces))
+        drawn = drawn.scaled(pace) if pace != 1.0 else drawn
     if arrivals is not None and len(arrivals) > requests:
         start = int(rng.integers(0, len(arrivals) - requests + 1))
         window = np.asarray(arrivals[start : start + requests], dtype=np.float64)

@@ -317,6 +317,7 @@ def _verdicts_now(kind: JobKind) -> dict[str, Any]:
         later |= {"timed_calls": []}  # and every runner call's extra
         later |= {"probe_time_scale": 1.0}  # a full profile: quick ones came later
         later |= {"served_checks": []}  # the simulator against its own probes, later still
+        later |= {"probe_speeds": []}  # and the machine's speed beside each probe
         return {"profile": STORED[kind]["profile"] | later}
     if kind is JobKind.video:  # decoding, detector boxes, totals' p50/p99, threads came later
         served = {"batched_rewrite": "", "instances": 1, "batch_refused": ""}  # fixed batches

@@ -2,7 +2,8 @@
 that hold its error (`simulate_band`): a profile whose probes measured a p99 1.5x the simulated
 one bands settings of the same kind (with a timeout or without) up to 1.5x its own top, and
 only those; a refitted profile, a check of too few requests, and a run that did not keep up
-widen nothing."""
+widen nothing. Each probe is replayed at the machine's speed beside it, and the bands' draws
+run the model at the paces those speeds span (`LatencyProfile.probe_speeds`)."""
 
 from __future__ import annotations
 
@@ -132,5 +133,48 @@ def test_a_profile_keeps_a_check_for_its_serving_probes(tiny_model: Path) -> Non
         check.max_batch_size == 4 and check.measured_p99_ms > 0 and check.simulated_p99_ms > 0
         for check in profile.served_checks
     )
+    assert profile.probe_speeds and all(speed > 0 for speed in profile.probe_speeds)
+    assert len(profile.probe_speeds) >= len(profile.served_checks)
     stored = LatencyProfile.model_validate_json(profile.model_dump_json())
     assert stored.served_checks == profile.served_checks
+    assert stored.probe_speeds == profile.probe_speeds
+
+
+def test_a_probe_is_replayed_with_the_model_at_the_machines_speed_then() -> None:
+    profile = _profile()
+    run = _run(profile, TIMED, 300.0, slower=1.0)
+
+    check = served_checks(profile, [ServedRun(TIMED, 300.0, run, speed=1.5)])[0]
+
+    sent = [ms / 1000 for ms in run.sent_ms]
+    at_speed = simulate(profile.scaled(1.5), TIMED, arrivals=sent, warmup_share=0.0)
+    assert check.speed == 1.5
+    assert check.simulated_p99_ms == pytest.approx(at_speed.p99_ms, rel=1e-3)
+    assert check.simulated_p99_ms > simulate(
+        profile, TIMED, arrivals=sent, warmup_share=0.0
+    ).p99_ms
+
+
+def test_a_band_runs_its_draws_at_the_paces_the_machine_had_beside_the_probes() -> None:
+    plain = _profile()
+    paced = plain.model_copy(update={"probe_speeds": [0.7, 1.5]})
+
+    before = simulate_band(plain, UNTIMED, rate=1200, seconds=2)
+    band = simulate_band(paced, UNTIMED, rate=1200, seconds=2)
+
+    assert (before.paces, band.paces) == (None, [0.7, 1.5])
+    assert band.p99_high_ms > before.p99_high_ms
+    assert band.p99_low_ms < before.p99_low_ms
+
+
+def test_paces_of_one_draw_the_band_a_profile_without_them_draws() -> None:
+    plain = _profile()
+    still = plain.model_copy(update={"probe_speeds": [1.0, 1.0]})
+
+    before = simulate_band(plain, TIMED, rate=900, seconds=2)
+    band = simulate_band(still, TIMED, rate=900, seconds=2)
+
+    assert band.paces == [1.0, 1.0]
+    assert band.model_copy(update={"paces": None}) == before
+    with pytest.raises(ValueError, match="probe_speeds"):
+        LatencyProfile.model_validate({**plain.model_dump(), "probe_speeds": [0.0]})
