@@ -92,6 +92,7 @@ def run_int8_nncf_ov(
         "format": "OpenVINO IR (.xml + .bin)",
         **fake_quantize_details(quantized),
         "preset": config.preset,
+        "fast_bias_correction": config.fast_bias_correction,
         "model_type": config.model_type,
         "opset": opset,
         "calibration": {
