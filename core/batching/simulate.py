@@ -305,11 +305,9 @@ def _band_draw(
     drawn from the profile's (`LatencyProfile.paces`, from a stream of its own: a profile
     without them draws as before) and seeds."""
     rng = np.random.default_rng([seed, draw])
-    drawn = resampled(profile, rng)
     paces = profile.paces()
-    if paces:
-        pace = float(np.random.default_rng([seed, draw, PACE_STREAM]).choice(paces))
-        drawn = drawn.scaled(pace) if pace != 1.0 else drawn
+    pace = float(np.random.default_rng([seed, draw, PACE_STREAM]).choice(paces)) if paces else 1.0
+    drawn = resampled(profile, rng, pace=pace)
     if arrivals is not None and len(arrivals) > requests:
         start = int(rng.integers(0, len(arrivals) - requests + 1))
         window = np.asarray(arrivals[start : start + requests], dtype=np.float64)
@@ -321,18 +319,23 @@ def _band_draw(
     return result.p50_ms, result.p99_ms, result.throughput
 
 
-def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfile:
+def resampled(
+    profile: LatencyProfile, rng: np.random.Generator, *, pace: float = 1.0
+) -> LatencyProfile:
     """The profile with its run sequence block-bootstrapped (blocks of BLOCK_RUNS consecutive
     runs drawn with replacement) and its means, p50/p99 and quantiles recomputed from the draw;
     a batch size the draw missed keeps its figures. Its hand-back times are drawn with
-    replacement too, and `handoff_ms` moves with their mean. A profile without runs is
-    returned as is."""
+    replacement too, and `handoff_ms` moves with their mean. With `pace` every model time is
+    that many times as long (`LatencyProfile.scaled`, in the same copy). A profile without runs
+    is returned as is (scaled by `pace`)."""
     runs = profile.runs
     if not runs:
-        return profile
+        return profile.scaled(pace) if pace != 1.0 else profile
     block = min(BLOCK_RUNS, len(runs))
     starts = rng.integers(0, len(runs) - block + 1, size=-(-len(runs) // block))
     drawn = [runs[start + k] for start in starts for k in range(block)][: len(runs)]
+    if pace != 1.0:
+        drawn = [(size, ms * pace) for size, ms in drawn]
     by_size: dict[int, list[float]] = {}
     for size, ms in drawn:
         by_size.setdefault(size, []).append(ms)
@@ -342,12 +345,12 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     )
     update: dict[str, Any] = {
         "runs": drawn,
-        "mean_ms": [float(np.mean(r)) if r else profile.mean_ms[i] for r, i in rows],
+        "mean_ms": [float(np.mean(r)) if r else profile.mean_ms[i] * pace for r, i in rows],
     }
     for name, percent in (("p50_ms", 50), ("p99_ms", 99)):
         if getattr(profile, name):
             update[name] = [
-                float(np.percentile(r, percent)) if r else getattr(profile, name)[i]
+                float(np.percentile(r, percent)) if r else getattr(profile, name)[i] * pace
                 for r, i in rows
             ]
     gaps = profile.handoff_gaps_ms
@@ -358,7 +361,9 @@ def resampled(profile: LatencyProfile, rng: np.random.Generator) -> LatencyProfi
     update |= _resampled_serving(profile, rng)
     if quantile_points is not None:
         update["quantiles_ms"] = [
-            np.percentile(r, quantile_points).tolist() if r else profile.quantiles_ms[i]
+            np.percentile(r, quantile_points).tolist()
+            if r
+            else [ms * pace for ms in profile.quantiles_ms[i]]
             for r, i in rows
         ]
     return profile.model_copy(update=update)

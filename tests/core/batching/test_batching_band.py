@@ -134,6 +134,24 @@ def test_resampling_keeps_runs_in_blocks_and_refits_the_means() -> None:
     assert drawn.mean_ms[0] != profile.mean_ms[0]
 
 
+def test_a_paced_draw_is_the_draw_with_every_model_time_scaled() -> None:
+    runs = [(size, float(ms)) for ms in range(1, 33) for size in (1, 4)]
+    profile = LatencyProfile(
+        batch_sizes=[1, 4, 8], mean_ms=[16.5, 16.5, 40.0], p50_ms=[16, 16, 40],
+        p99_ms=[32, 32, 60], runs=runs,
+    )  # fmt: skip
+
+    paced = resampled(profile, np.random.default_rng(5), pace=1.5)
+    scaled = resampled(profile, np.random.default_rng(5)).scaled(1.5)
+
+    for name in ("mean_ms", "p50_ms", "p99_ms"):  # size 8, never drawn, is scaled too
+        assert getattr(paced, name) == pytest.approx(getattr(scaled, name))
+    assert [s for s, _ in paced.runs] == [s for s, _ in scaled.runs]
+    assert [ms for _, ms in paced.runs] == pytest.approx([ms for _, ms in scaled.runs])
+    bare = LatencyProfile(batch_sizes=[1], mean_ms=[2.0])
+    assert resampled(bare, np.random.default_rng(0), pace=1.5).mean_ms == [3.0]
+
+
 def test_a_profile_without_runs_is_banded_by_the_run_length_alone() -> None:
     profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[1.0, 3.0])
 
