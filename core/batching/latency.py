@@ -15,6 +15,7 @@ the profile as one of N instances sees it, which the simulator and the ceiling t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -301,7 +302,7 @@ class LatencyProfile(BaseModel):
         "on its own send times once the profile was whole (`served_error`). Empty in profiles "
         "made before they were kept.",
     )
-    probe_speeds: list[float] = Field(
+    probe_speeds: list[Annotated[float, Field(gt=0)]] = Field(
         default_factory=list,
         description="The machine's speed against the profile's timings over each of its serving "
         "probes, in the order they ran (> 1 slower; optistudio.core.batching.probe_speed): how "
@@ -364,8 +365,6 @@ class LatencyProfile(BaseModel):
             raise ValueError("idle gaps must be distinct and ascending")
         if any(gap <= IDLE_FLOOR_MS for gap, _ in self.idle_extra_ms):
             raise ValueError(f"idle gaps must be longer than {IDLE_FLOOR_MS} ms")
-        if any(speed <= 0 for speed in self.probe_speeds):
-            raise ValueError("probe_speeds must be positive")
         counts = [row.instances for row in self.instance_latency]
         if counts != sorted(set(counts)):
             raise ValueError("instance_latency's instance counts must be distinct and ascending")
