@@ -51,6 +51,9 @@ def _at(precision: Precision, recipe: Recipe) -> Recipe:
     return recipe.model_copy(update={"backend": "openvino", "precision": precision})
 
 
+CAREFUL_CALIBRATION: dict[str, Any] = {"preset": "mixed", "fast_bias_correction": False}
+"""int8_nncf_ov's options in int8_nncf_ov_careful: asymmetric activations, exact bias correction."""
+
 BUILTIN_RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
@@ -146,7 +149,7 @@ BUILTIN_RECIPES |= {
         _recipe(
             "int8_nncf_ov_careful",
             "INT8 NNCF on the OpenVINO model, calibrated with care",
-            ("int8_nncf_ov", {"preset": "mixed", "fast_bias_correction": False}),
+            ("int8_nncf_ov", CAREFUL_CALIBRATION),
         ),
         # The same with NNCF's accuracy control against the run's judge: Auto adds it when
         # int8_nncf_ov was faster but out of budget (optistudio.core.optimize.accuracy_offer).
@@ -223,7 +226,7 @@ BUILTIN_RECIPES |= {
             _recipe(
                 "int8_nncf_ov_careful_bf16",
                 "INT8 NNCF on the OpenVINO model, calibrated with care, the rest in BF16",
-                ("int8_nncf_ov", {"preset": "mixed", "fast_bias_correction": False}),
+                ("int8_nncf_ov", CAREFUL_CALIBRATION),
             ),
         ),
         _at(
