@@ -51,8 +51,13 @@ def _at(precision: Precision, recipe: Recipe) -> Recipe:
     return recipe.model_copy(update={"backend": "openvino", "precision": precision})
 
 
-CAREFUL_CALIBRATION: dict[str, Any] = {"preset": "mixed", "fast_bias_correction": False}
-"""int8_nncf_ov's options in int8_nncf_ov_careful: asymmetric activations, exact bias correction."""
+CAREFUL_CALIBRATION: dict[str, Any] = {
+    "preset": "mixed",
+    "fast_bias_correction": False,
+    "activation_ranges": "global",
+}
+"""int8_nncf_ov's options in int8_nncf_ov_careful: asymmetric activations, exact bias correction,
+activation ranges that clip no calibration sample."""
 
 BUILTIN_RECIPES: dict[str, Recipe] = {
     r.name: r
@@ -142,10 +147,10 @@ BUILTIN_RECIPES |= {
             "INT8 NNCF transformer on the OpenVINO model",
             ("int8_nncf_ov", {"model_type": "transformer"}),
         ),
-        # The same with asymmetric activations (the mixed preset) and NNCF's exact bias
-        # correction: a choice of calibration by name, not one Auto adds (docs/BENCHMARKS.md,
-        # issue 41, 2026-12-06: it kept the task where the default did not on 1 of 5 models,
-        # no faster than the accuracy-controlled search there).
+        # The same with asymmetric activations (the mixed preset), NNCF's exact bias correction
+        # and activation ranges that clip no calibration sample: Auto adds it when int8_nncf_ov
+        # was faster but out of budget, before the accuracy-controlled search
+        # (optistudio.core.optimize.accuracy_offer).
         _recipe(
             "int8_nncf_ov_careful",
             "INT8 NNCF on the OpenVINO model, calibrated with care",

@@ -101,6 +101,7 @@ from optistudio.core.numerics.evaluators.recognize import (
 )
 from optistudio.core.optimize.accuracy_offer import (
     offer_accuracy_control,
+    offer_careful_calibration,
     same_search,
     searched_without_a_file,
 )
@@ -356,22 +357,26 @@ def _add_placement(
 def _add_accuracy_control(
     making: Making, spec: OptimizeSpec, variants: list[VariantResult], report: ProgressCallback
 ) -> None:
-    """Auto's accuracy-controlled NNCF INT8 on the OpenVINO model appended to `variants` when
-    int8_nncf_ov was faster but out of budget (optistudio.core.optimize.accuracy_offer)."""
+    """Auto's carefully calibrated NNCF INT8 on the OpenVINO model, then its accuracy-controlled
+    one where that missed too, appended to `variants` when int8_nncf_ov was faster but out of
+    budget (optistudio.core.optimize.accuracy_offer)."""
     if AUTO not in spec.recipes:
         return
-    for offered in offer_accuracy_control(variants):
-        (named,) = _run_recipes(spec.model_copy(update={"recipes": [offered.name]}), making.info)
-        recipe = with_settings(
-            named.model_copy(update={"steps": offered.steps}), spec.pass_settings
-        )
-        backend = _backend_of(recipe, spec)
-        searched = searched_without_a_file(recipe, backend, variants)
-        if searched is not None:
-            variants.append(same_search(recipe, backend, searched))
-            continue
-        share = scaled(report, 1.0, 1.0, prefix=f"{recipe.label}: ")
-        variants.append(making.variant(recipe, share, made_earlier(recipe, backend, variants)))
+    for offer in (offer_careful_calibration, offer_accuracy_control):
+        for offered in offer(variants):
+            asked = spec.model_copy(update={"recipes": [offered.name]})
+            (named,) = _run_recipes(asked, making.info)
+            recipe = with_settings(
+                named.model_copy(update={"steps": offered.steps}), spec.pass_settings
+            )
+            backend = _backend_of(recipe, spec)
+            searched = searched_without_a_file(recipe, backend, variants)
+            if searched is not None:
+                variants.append(same_search(recipe, backend, searched))
+                continue
+            share = scaled(report, 1.0, 1.0, prefix=f"{recipe.label}: ")
+            earlier = made_earlier(recipe, backend, variants)
+            variants.append(making.variant(recipe, share, earlier))
 
 
 def _add_static_shapes(

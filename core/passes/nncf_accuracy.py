@@ -135,6 +135,7 @@ def _controlled(
     ignored: list[str],
 ) -> Any:
     options = quantize_options(config.model_copy(update={"ignored_types": ignored}))
+    advanced = options.pop("advanced_parameters", None)  # the same, by another keyword here
     restorer = nncf.AdvancedAccuracyRestorerParameters(
         max_num_iterations=config.max_iterations,
         ranking_subset_size=config.ranking_subset_size,
@@ -147,6 +148,7 @@ def _controlled(
         judged.validate,
         max_drop=MAX_DROP,
         drop_type=nncf.DropType.ABSOLUTE,
+        advanced_quantization_parameters=advanced,
         advanced_accuracy_restorer_parameters=restorer,
         **options,
     )

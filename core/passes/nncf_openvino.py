@@ -93,6 +93,7 @@ def run_int8_nncf_ov(
         **fake_quantize_details(quantized),
         "preset": config.preset,
         "fast_bias_correction": config.fast_bias_correction,
+        "activation_ranges": config.activation_ranges,
         "model_type": config.model_type,
         "opset": opset,
         "calibration": {

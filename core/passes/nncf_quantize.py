@@ -77,6 +77,13 @@ class NncfConfig(BaseModel):
         description="Correct each quantized layer's output mean with one cheap pass; off uses "
         "NNCF's slower, more exact bias correction.",
     )
+    activation_ranges: Literal["mean", "global"] = Field(
+        "mean",
+        description="How each activation's range is taken from the calibration samples: mean "
+        "(NNCF's default) averages the min and max each calibration batch saw, so it clips "
+        "the extremes of single samples and depends on how samples are batched; global takes "
+        "the min and max over all of them, so no value seen in calibration is clipped.",
+    )
     model_type: Literal["default", "transformer"] = Field(
         "default",
         description="transformer keeps attention's sensitive ops (softmax, layer norm, ...) in "
@@ -109,6 +116,7 @@ def run_int8_nncf(model: Path, out: Path, config: NncfConfig, context: PassConte
     details = {
         **_qdq_details(out),
         "preset": config.preset,
+        "activation_ranges": config.activation_ranges,
         "model_type": config.model_type,
         "opset": opset,
         "calibration": {
@@ -188,6 +196,21 @@ def quantize_options(config: NncfConfig) -> dict[str, Any]:
         "model_type": nncf.ModelType.TRANSFORMER if config.model_type == "transformer" else None,
         # validate=False: a type the model lacks is a warning of ours, not NNCF's error.
         "ignored_scope": nncf.IgnoredScope(types=list(config.ignored_types), validate=False),
+        **_activation_ranges(nncf, config.activation_ranges),
+    }
+
+
+def _activation_ranges(nncf: Any, ranges: str) -> dict[str, Any]:
+    """NNCF's advanced parameters for `ranges` (NncfConfig.activation_ranges); none for its
+    default."""
+    if ranges == "mean":
+        return {}
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+    return {
+        "advanced_parameters": nncf.AdvancedQuantizationParameters(
+            activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX
+        )
     }
 
 

@@ -1,6 +1,8 @@
-"""Auto's rule for adding int8_nncf_ov_ac (optistudio.core.optimize.accuracy_offer), and the
-step that adds it (optistudio.core.optimize.run._add_accuracy_control) on a model whose plain
-NNCF INT8 breaks the judge (tests.core.passes.test_nncf_accuracy)."""
+"""Auto's rules for adding int8_nncf_ov_careful, then int8_nncf_ov_ac
+(optistudio.core.optimize.accuracy_offer), and the step that adds them
+(optistudio.core.optimize.run._add_accuracy_control) on a model whose plain NNCF INT8 breaks the
+judge (tests.core.passes.test_nncf_accuracy): its outliers break the careful calibration too, so
+the accuracy control follows."""
 
 from __future__ import annotations
 
@@ -10,8 +12,17 @@ import pytest
 
 from optistudio.core.measure.compare import FASTER, NO_DIFFERENCE, SLOWER, ComparisonSpec
 from optistudio.core.model.intake import inspect_model
-from optistudio.core.optimize.accuracy_offer import offer_accuracy_control
-from optistudio.core.optimize.recipes import BUILTIN_RECIPES, get_recipe, on_backend
+from optistudio.core.optimize.accuracy_offer import (
+    offer_accuracy_control,
+    offer_careful_calibration,
+)
+from optistudio.core.optimize.recipes import (
+    BUILTIN_RECIPES,
+    CAREFUL_CALIBRATION,
+    RecipeStep,
+    get_recipe,
+    on_backend,
+)
 from optistudio.core.optimize.run import Judging, Making, OptimizeSpec, _add_accuracy_control
 from optistudio.core.optimize.spec import UnsteadyTiming
 from optistudio.core.optimize.variant import StepReport, VariantResult
@@ -24,6 +35,51 @@ OV = "openvino"
 
 def _ov(name: str, verdict: str, *, within: bool = True) -> VariantResult:
     return judged(name, verdict, within=within, backend=OV)  # type: ignore[arg-type]
+
+
+def _careful(verdict: str, *, within: bool = True) -> VariantResult:
+    variant = _ov("int8_nncf_ov_careful", verdict, within=within)
+    assert [s.config for s in variant.recipe.steps] == [CAREFUL_CALIBRATION]
+    return variant
+
+
+@pytest.mark.parametrize(
+    ("variants", "offered"),
+    [
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False)], ["int8_nncf_ov_careful"], id="missed"
+        ),
+        pytest.param([_ov("int8_nncf_ov", FASTER)], [], id="int8-nncf-ov-pays"),
+        pytest.param([_ov("int8_nncf_ov", SLOWER, within=False)], [], id="slower-and-out"),
+        pytest.param(
+            [
+                _ov("int8_nncf_ov", FASTER, within=False),
+                _ov("int8_nncf_ov_bf16", FASTER, within=False),
+            ],
+            ["int8_nncf_ov_careful", "int8_nncf_ov_careful_bf16"],
+            id="both-precisions-missed",
+        ),
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False), _careful(SLOWER, within=False)],
+            [],
+            id="already-careful",
+        ),
+        pytest.param([_ov("int8_nncf", FASTER, within=False)], [], id="nncf-on-the-onnx-graph"),
+    ],
+)
+def test_auto_offers_the_careful_calibration_first_where_nncf_defaults_missed(
+    variants: list[VariantResult], offered: list[str]
+) -> None:
+    assert [recipe.name for recipe in offer_careful_calibration(variants)] == offered
+
+
+def test_the_careful_offer_keeps_the_missed_variants_flavour() -> None:
+    (recipe,) = offer_careful_calibration([_ov("int8_nncf_ov_transformer", FASTER, within=False)])
+
+    assert recipe.steps == [
+        RecipeStep(step="int8_nncf_ov", config={"model_type": "transformer", **CAREFUL_CALIBRATION})
+    ]
+    assert (recipe.backend, recipe.precision) == (OV, None)
 
 
 @pytest.mark.parametrize(
@@ -57,6 +113,14 @@ def _ov(name: str, verdict: str, *, within: bool = True) -> VariantResult:
             [_ov("int8_nncf_ov", FASTER, within=False), _ov("int8_nncf_ov_ac", SLOWER)],
             [],
             id="already-controlled",
+        ),
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False), _careful(FASTER)], [], id="careful-pays"
+        ),
+        pytest.param(
+            [_ov("int8_nncf_ov", FASTER, within=False), _careful(FASTER, within=False)],
+            ["int8_nncf_ov_ac"],
+            id="careful-missed-too",
         ),
     ],
 )
@@ -108,7 +172,11 @@ def test_auto_adds_the_controlled_int8_and_judges_it_as_every_variant(
     if recipes != ["auto"]:
         assert len(variants) == 1
         return
-    added = variants[-1]
+    careful, added = variants[1:]
+    assert careful.recipe.name.split("@")[0] == "int8_nncf_ov_careful"
+    assert careful.status == "made" and careful.judged, careful.error
+    assert careful.steps[0].details["activation_ranges"] == "global"
+    assert not careful.within_budget, careful.budget_note  # the outliers break it too
     assert added.recipe.name.split("@")[0] == "int8_nncf_ov_ac"
     assert (added.status, added.backend, added.precision) == ("made", OV, "int8"), added.error
     assert added.within_budget, added.budget_note
@@ -131,7 +199,11 @@ def test_the_bf16_twin_is_not_searched_again_when_the_search_kept_no_file(
 
     _add_accuracy_control(made, spec, variants, ignore_progress)
 
-    searched, twin = variants[2:]
+    assert [v.recipe.name.split("@")[0] for v in variants[2:4]] == [
+        "int8_nncf_ov_careful",
+        "int8_nncf_ov_careful_bf16",
+    ]
+    searched, twin = variants[4:]
     assert searched.recipe.name.split("@")[0] == "int8_nncf_ov_ac"
     assert searched.status == "not_applicable" and searched.steps == [], searched.error
     assert twin.recipe.name.split("@")[0] == "int8_nncf_ov_ac_bf16"

@@ -1,6 +1,7 @@
 """int8_nncf_ov_careful: NNCF's INT8 on the OpenVINO model with asymmetric activations (the
-mixed preset) and NNCF's exact bias correction, a choice of calibration by name; Auto does not
-add it (docs/BENCHMARKS.md, issue 41)."""
+mixed preset), NNCF's exact bias correction and activation ranges that clip no calibration
+sample, a choice of calibration by name; Auto adds it only after NNCF's defaults missed
+(tests.core.optimize.test_accuracy_offer), not among its first candidates."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from optistudio.core.optimize.run import OptimizeSpec, _make_all, _run_recipes
 from optistudio.core.progress import ignore_progress
 from tests.core.optimize.test_accuracy_offer import _making
 
-CAREFUL = {"preset": "mixed", "fast_bias_correction": False}
+CAREFUL = {"preset": "mixed", "fast_bias_correction": False, "activation_ranges": "global"}
 
 
 def test_it_resolves_by_name_with_its_bf16_twin_and_auto_leaves_it_out(tmp_path: Path) -> None:
@@ -39,3 +40,4 @@ def test_a_named_run_quantizes_with_the_careful_options_and_judges_it(tmp_path: 
     assert variant.judged and variant.verdict is not None
     (step,) = variant.steps
     assert step.details["preset"] == "mixed" and step.details["fast_bias_correction"] is False
+    assert step.details["activation_ranges"] == "global"

@@ -3,6 +3,7 @@ old and new opsets, as a pass, as Auto's candidate and through an optimization r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -288,3 +289,41 @@ def test_a_graph_openvino_cannot_infer_dynamically_is_quantized_at_the_samples_s
 
     assert report.output.suffix == ".xml" and report.output.is_file()
     assert any("reshaped to the calibration samples' shapes (x 1x16)" in w for w in report.warnings)
+
+
+class ScaledImages(RandomImages):
+    """Calibration rows whose scales differ tenfold: one row's extremes are not another's."""
+
+    def batches(self) -> Iterator[dict[str, np.ndarray]]:
+        for batch in super().batches():
+            scales = np.linspace(1.0, 10.0, len(batch[self.name]), dtype=np.float32)
+            yield {self.name: batch[self.name] * scales[:, None, None, None]}
+
+
+def _input_range_top(ir: Path) -> float:
+    """The upper input bound of the FakeQuantize on the model's input, as NNCF set it."""
+    import openvino as ov
+
+    for op in ov.Core().read_model(str(ir)).get_ordered_ops():
+        if op.get_type_name() == "FakeQuantize":
+            if op.input_value(0).get_node().get_type_name() == "Parameter":
+                return float(np.max(op.input_value(2).get_node().get_data()))
+    raise AssertionError("no FakeQuantize on the input")
+
+
+def test_global_activation_ranges_clip_no_calibration_sample_where_nncfs_mean_does(
+    tmp_path: Path,
+) -> None:
+    model = build_cnn(tmp_path, opset=13)
+    source = ScaledImages(batches=2)
+    largest = max(float(np.abs(b["x"]).max()) for b in source.batches())
+    tops = {}
+    for ranges in ("mean", "global"):
+        context = PassContext(work_dir=tmp_path / ranges, calibration=source)
+        options = NncfOpenVinoConfig(subset_size=16, activation_ranges=ranges)
+        report = run_int8_nncf_ov(model, tmp_path / ranges / "out.onnx", options, context)
+        assert report.details["activation_ranges"] == ranges
+        tops[ranges] = _input_range_top(report.output)
+
+    assert tops["global"] >= largest * 0.999  # the widest row fits
+    assert tops["mean"] < largest * 0.9  # the mean of the rows' ranges clips the widest
