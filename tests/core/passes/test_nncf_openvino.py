@@ -305,9 +305,9 @@ def _input_range_top(ir: Path) -> float:
     import openvino as ov
 
     for op in ov.Core().read_model(str(ir)).get_ordered_ops():
-        if op.get_type_name() == "FakeQuantize":
-            if op.input_value(0).get_node().get_type_name() == "Parameter":
-                return float(np.max(op.input_value(2).get_node().get_data()))
+        source = op.input_value(0).get_node().get_type_name() if op.get_input_size() else ""
+        if op.get_type_name() == "FakeQuantize" and source == "Parameter":
+            return float(np.max(op.input_value(2).get_node().get_data()))
     raise AssertionError("no FakeQuantize on the input")
 
 
