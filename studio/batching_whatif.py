@@ -279,11 +279,13 @@ def served_error_line(band: Band) -> str:
     profile's served probes ('' when it was not)."""
     if band.served_error is None:
         return ""
-    direction = "slower" if band.served_error > 1 else "faster"
+    low, high = band.served_error_range or (band.served_error, band.served_error)
+    span = f"x{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"x{low:.2f}-{high:.2f}"
+    direction = "slower" if low > 1 else "faster" if high < 1 else "slower and faster"
     return (
-        f" Its p99 also spans the prediction x{band.served_error:.2f}: the profile's own "
-        f"serving probes ran {direction} than the simulator predicted for them (median "
-        "measured over simulated p99), so the band holds that error too."
+        f" Its p99 also spans the prediction {span}: the profile's own serving probes ran "
+        f"{direction} than the simulator predicted for them (measured over simulated p99, "
+        "each probe), so the band holds that error too."
     )
 
 

@@ -374,17 +374,22 @@ class LatencyProfile(BaseModel):
 
     def served_error(self, *, timed: bool) -> float | None:
         """How far the simulator was off on this profile's own served probes: the median of
-        measured over simulated p99 (`ServedCheck.error`) over the checks with a timeout (`timed`)
-        or without, each of at least CHECK_MIN_REQUESTS requests. None when no check counts, and
-        for a profile refitted from a Verify run (its Verify judges it instead)."""
+        `served_errors`; None when none counts."""
+        errors = self.served_errors(timed=timed)
+        return float(np.median(errors)) if errors else None
+
+    def served_errors(self, *, timed: bool) -> list[float]:
+        """The simulator's error on each of this profile's own served probes, ascending:
+        measured over simulated p99 (`ServedCheck.error`) of the checks with a timeout (`timed`)
+        or without, each of at least CHECK_MIN_REQUESTS requests. [] when none counts, and for
+        a profile refitted from a Verify run (its Verify judges it instead)."""
         if self.calibration is not None:
-            return None
-        errors = [
+            return []
+        return sorted(
             check.error
             for check in self.served_checks
             if (check.timeout_ms > 0) == timed and check.requests >= CHECK_MIN_REQUESTS
-        ]
-        return float(np.median(errors)) if errors else None
+        )
 
     def paces(self) -> list[float]:
         """The speeds a band draws the model's pace from (optistudio.core.batching.simulate):

@@ -143,9 +143,15 @@ class Band(BaseModel):
     throughput: float | None = Field(default=None, description="The draws' median throughput.")
     served_error: float | None = Field(
         default=None,
-        description="The simulator's error on the profile's own served probes (measured over "
-        "simulated p99) the p99 band was stretched to hold (optistudio.core.batching."
-        "served_checks); None when it was not.",
+        description="The median of the simulator's errors on the profile's own served probes "
+        "(measured over simulated p99) the p99 band was stretched to hold (optistudio.core."
+        "batching.served_checks); None when it was not.",
+    )
+    served_error_range: list[float] | None = Field(
+        default=None,
+        description="The lowest and highest of those errors, one per served probe of the "
+        "setting's kind: the p99 band's bottom was stretched by the lowest where below 1, its "
+        "top by the highest where above 1; None when it was not (or stored before).",
     )
     paces: list[float] | None = Field(
         default=None,

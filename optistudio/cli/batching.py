@@ -12,8 +12,8 @@ recommend searches instances x max batch size x timeout under --p99-budget-ms at
 Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the settings; a
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
-resampled; its p99 stretched to hold the simulator's error on the profile's own serving probes,
-band.served_error; the model's paces its draws ran at, from the machine's speed beside those
+resampled; its p99 stretched to hold the simulator's errors on the profile's own serving
+probes, band.served_error_range and their median band.served_error; the model's paces its draws ran at, from the machine's speed beside those
 probes, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
@@ -624,8 +624,10 @@ def _print_band(payload: dict[str, Any]) -> None:
         )
         error = payload["band"].get("served_error")
         if error is not None:
+            low, high = payload["band"].get("served_error_range") or (error, error)
+            span = f"x{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"x{low:.2f}-{high:.2f}"
             print(
-                f"  its p99 also spans the prediction x{error:.2f}: the profile's own serving "
+                f"  its p99 also spans the prediction {span}: the profile's own serving "
                 "probes measured that over what the simulator predicted for them"
             )
         paces = payload["band"].get("paces")

@@ -266,6 +266,10 @@ def test_a_band_that_holds_the_served_probes_error_says_so() -> None:
 
     assert "x1.50" in line and "ran slower than the simulator predicted" in line
     assert whatif.served_error_line(untimed) == ""
+    faster = check.model_copy(update={"measured_p99_ms": 3.6})
+    both = profile.model_copy(update={"served_checks": [check, faster]})
+    ranged = whatif.served_error_line(whatif.predict_band(both, settings, rate=600, seconds=5))
+    assert "x0.90-1.50" in ranged and "ran slower and faster than" in ranged
 
 
 def test_a_band_drawn_at_the_machines_paces_says_so() -> None:

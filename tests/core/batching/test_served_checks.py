@@ -1,7 +1,7 @@
 """The simulator checked against the profile's own served probes (`served_checks`), and bands
-that hold its error (`simulate_band`): a profile whose probes measured a p99 1.5x the simulated
+that hold its errors (`simulate_band`): a profile whose probes measured a p99 1.5x the simulated
 one bands settings of the same kind (with a timeout or without) up to 1.5x its own top, and
-only those; a refitted profile, a check of too few requests, and a run that did not keep up
+only those; probes that erred 0.9x and 1.3x stretch both ends; a refitted profile, a check of too few requests, and a run that did not keep up
 widen nothing. Each probe is replayed at the machine's speed beside it, and the bands' draws
 run the model at the paces those speeds span (`LatencyProfile.probe_speeds`)."""
 
@@ -55,12 +55,28 @@ def test_the_error_is_the_median_of_the_checks_of_its_kind_with_enough_requests(
     assert _profile().served_error(timed=True) is None
 
 
+def test_a_band_holds_the_prediction_moved_by_each_checks_error_of_its_kind() -> None:
+    profile = _profile(
+        _check(0.9), _check(1.02), _check(1.3), _check(2.0, requests=CHECK_MIN_REQUESTS - 1),
+        _check(0.5, timeout_ms=0.0),
+    )  # fmt: skip
+
+    plain = simulate_band(profile, TIMED, rate=900, seconds=2, served_error=False)
+    band = simulate_band(profile, TIMED, rate=900, seconds=2)
+
+    assert profile.served_errors(timed=True) == pytest.approx([0.9, 1.02, 1.3])
+    assert band.served_error_range == pytest.approx([0.9, 1.3])
+    assert band.served_error == pytest.approx(1.02)
+    assert band.p99_low_ms == pytest.approx(plain.p99_low_ms * 0.9)
+    assert band.p99_high_ms == pytest.approx(plain.p99_high_ms * 1.3)
+
+
 def test_a_refitted_profile_is_judged_by_its_verify_not_by_its_probes() -> None:
     refitted = _profile(_check(1.5)).model_copy(
         update={"calibration": Calibration(verify="Verify #3", batches=40, p50_moved={})}
     )
 
-    assert refitted.served_error(timed=True) is None
+    assert refitted.served_error(timed=True) is None and refitted.served_errors(timed=True) == []
 
 
 @pytest.mark.parametrize("error", [1.5, 0.7])
@@ -71,6 +87,7 @@ def test_a_band_of_the_same_kind_holds_the_prediction_moved_by_the_error(error: 
     band = simulate_band(profile, TIMED, rate=900, seconds=2)
 
     assert band.served_error == pytest.approx(error)
+    assert band.served_error_range == pytest.approx([error, error])
     assert band.p99_low_ms == pytest.approx(min(plain.p99_low_ms, plain.p99_low_ms * error))
     assert band.p99_high_ms == pytest.approx(max(plain.p99_high_ms, plain.p99_high_ms * error))
     assert band.p99_ms == plain.p99_ms  # the headline stays the simulator's
