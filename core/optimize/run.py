@@ -35,8 +35,9 @@ The report's headline says so in one line and names the fastest variant left out
 (optistudio.core.optimize.headline). Where full static INT8 on ONNX Runtime was measured and
 none paid, Auto also makes int8_placed, INT8 only on the nodes where it is faster
 (optistudio.core.optimize.placement_offer). Where NNCF's INT8 on the OpenVINO model was faster but
-out of budget, Auto also makes int8_nncf_ov_ac, the same INT8 with NNCF's accuracy control
-against this run's own judge (optistudio.core.optimize.accuracy_offer; the judge reaches the pass
+out of budget, Auto also makes int8_nncf_ov_careful, the same INT8 calibrated with care, and
+where that misses too int8_nncf_ov_ac, the same INT8 with NNCF's accuracy control against this
+run's own judge (optistudio.core.optimize.accuracy_offer; the judge reaches the pass
 as PassContext.judge, optistudio.core.optimize.variant_judge). Auto's QAT note counts as misses
 only the INT8 variants that were judged and timed; one that failed outright is named with its
 error. Where Auto's pick runs on OpenVINO and the model has a dynamic input dim, Auto also makes
