@@ -130,8 +130,8 @@ QUICK_PASS_SETTINGS = {
 default, for a user's run): Auto still adds it where it would, and it either keeps the task in
 a few reversions or says it could not in that time; the sweep holds its outcome, not its speed.
 Likewise the careful calibration Auto adds before that search runs with NNCF's fast bias
-correction in the sweep (its exact one cost the sweep 60 s, 43 of them on PP-OCR's direction
-classifier); every other option of it stays."""
+correction in the sweep (with its exact one the sweep took 361 s against 302 s without the
+offer, one run each; docs/DEVELOPMENT.md); every other option of it stays."""
 FULL = Budgets(
     quick=False,
     bench={
