@@ -15,9 +15,9 @@ careful calibration on 3 % (budget 5 %) at the same speed; the mean of per-sampl
 takes by default clipped what single samples reached.
 
 The accuracy control's rule reads the variants already made (the careful ones with them): an
-int8_nncf_ov variant was judged and timed, was
-significantly faster than the original, and missed the budget; none of them both paid and kept
-the budget (then nothing is to be won back), and no accuracy-controlled variant is there yet.
+int8_nncf_ov variant was judged and timed, was significantly faster than the original, and
+missed the budget; none of them both paid and kept the budget (then nothing is to be won
+back), and no accuracy-controlled variant is there yet.
 The one offered takes the missed variant's options (its flavour, preset) and its inference
 precision: int8_nncf_ov_ac for one at the passes' precision, int8_nncf_ov_ac_bf16 for the
 variant whose rest ran in BF16 (timed on the same file, quantized once).
