@@ -54,8 +54,8 @@ def offer_careful_calibration(variants: Sequence[VariantResult]) -> list[Recipe]
     """The carefully calibrated recipes Auto adds before the accuracy control (module
     docstring): where an int8_nncf_ov variant calibrated as NNCF does by default was faster and
     out of budget, none paid, and none was calibrated with care yet; [] otherwise."""
-    made = [v for v in variants if _steps(v) == [QUANTIZE_PASS] and v.judged]
-    if any(_careful(v) for v in made) or any(v.within_budget and v.verdict == FASTER for v in made):
+    made = _quantized(variants)
+    if any(_careful(v) for v in made) or _one_paid(made):
         return []
     offered: dict[str, Recipe] = {}
     for variant in made:
@@ -70,6 +70,16 @@ def offer_careful_calibration(variants: Sequence[VariantResult]) -> list[Recipe]
     return sorted(offered.values(), key=lambda r: r.precision is not None)
 
 
+def _quantized(variants: Sequence[VariantResult]) -> list[VariantResult]:
+    """The judged int8_nncf_ov variants (calibrated by default or with care)."""
+    return [v for v in variants if _steps(v) == [QUANTIZE_PASS] and v.judged]
+
+
+def _one_paid(made: Sequence[VariantResult]) -> bool:
+    """Whether one of them both kept the budget and was significantly faster."""
+    return any(v.within_budget and v.verdict == FASTER for v in made)
+
+
 def _careful(variant: VariantResult) -> bool:
     (step,) = variant.recipe.steps
     return CAREFUL_CALIBRATION.items() <= step.config.items()
@@ -79,8 +89,8 @@ def offer_accuracy_control(variants: Sequence[VariantResult]) -> list[Recipe]:
     """The accuracy-controlled recipes Auto adds (module docstring); [] when none applies."""
     if any(_steps(v) == [CONTROLLED_PASS] for v in variants):
         return []
-    made = [v for v in variants if _steps(v) == [QUANTIZE_PASS] and v.judged]
-    if any(v.within_budget and v.verdict == FASTER for v in made):
+    made = _quantized(variants)
+    if _one_paid(made):
         return []
     missed = [v for v in made if v.verdict == FASTER and not v.within_budget]
     offered: dict[str, Recipe] = {}
