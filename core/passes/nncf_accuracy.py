@@ -45,6 +45,7 @@ from optistudio.core.passes.judging import VariantJudge, Verdict
 from optistudio.core.passes.nncf_openvino import (
     NncfOpenVinoConfig,
     fake_quantize_details,
+    front_end_scope,
     openvino_and_nncf,
     openvino_model,
     openvino_types,
@@ -96,12 +97,13 @@ def run_int8_nncf_ov_ac(
     proto = onnx.load(model, load_external_data=False)
     converted, opset, warnings = openvino_model(ov, model, proto)
     ignored = openvino_types(config.ignored_types)
+    front, front_details = front_end_scope(converted, config, warnings)
     samples = CalibrationSamples(source, proto, config.subset_size, context)
     judged = JudgedRuns(judge, proto, deadline=time.monotonic() + config.time_limit_s)
     context.progress(0.0, "quantizing with NNCF, then reverting layers until the judge passes")
     with nncf_errors(), contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
         quantized = quantized_reshaping(
-            lambda graph: _controlled(nncf, graph, samples, judged, config, ignored),
+            lambda graph: _controlled(nncf, graph, samples, judged, config, ignored, front),
             converted,
             samples,
             warnings,
@@ -116,6 +118,7 @@ def run_int8_nncf_ov_ac(
     details = {
         "format": "OpenVINO IR (.xml + .bin)",
         **fake_quantize_details(quantized),
+        **front_details,
         **judged.summary(),
         "worst_cosine_kept": round(final.worst_cosine, 4),
         "judge": final.note,
@@ -133,8 +136,9 @@ def _controlled(
     judged: JudgedRuns,
     config: NncfAccuracyConfig,
     ignored: list[str],
+    front: list[str],
 ) -> Any:
-    options = quantize_options(config.model_copy(update={"ignored_types": ignored}))
+    options = quantize_options(config.model_copy(update={"ignored_types": ignored}), front)
     advanced = options.pop("advanced_parameters", None)  # the same, by another keyword here
     restorer = nncf.AdvancedAccuracyRestorerParameters(
         max_num_iterations=config.max_iterations,

@@ -54,13 +54,54 @@ OPENVINO_TYPES = {
 
 
 class NncfOpenVinoConfig(NncfConfig):
-    """Options of int8_nncf_ov: int8_nncf's, op types as OpenVINO names them."""
+    """Options of int8_nncf_ov: int8_nncf's, op types as OpenVINO names them, and the front end."""
 
     ignored_types: list[str] = Field(
         default_factory=list,
         description="Op types kept in float, as OpenVINO names them (Convolution, MatMul, "
         "Add, ...); the ONNX names Conv, ConvTranspose, Gemm, Mul, Sub and Div are translated.",
     )
+    float_front_end: bool = Field(
+        False,
+        description="Keep in float every op that feeds a Log: a spectrum computed in the graph "
+        "(STFT convolutions, magnitudes, powers), whose values span decades that INT8's 256 "
+        "steps cannot hold before the log compresses them. The layers after the log are "
+        "quantized as usual.",
+    )
+
+
+def log_front_end(model: Any) -> list[str]:
+    """The friendly names of the ops of an OpenVINO model that feed a Log, directly or through
+    others (its inputs and constants included), in graph order; [] without a Log."""
+    stack = [op for op in model.get_ops() if op.get_type_name() == "Log"]
+    upstream: set[str] = set()
+    while stack:
+        for port in stack.pop().inputs():
+            source = port.get_source_output().get_node()
+            if source.get_friendly_name() not in upstream:
+                upstream.add(source.get_friendly_name())
+                stack.append(source)
+    return [
+        op.get_friendly_name()
+        for op in model.get_ordered_ops()
+        if op.get_friendly_name() in upstream
+    ]
+
+
+def front_end_scope(
+    model: Any, config: NncfOpenVinoConfig, warnings: list[str]
+) -> tuple[list[str], dict[str, Any]]:
+    """The op names `config` keeps in float on the converted `model` (its log front end, where
+    asked), and the step's details about it: how many ops feed a Log (so a run can tell a model
+    with a front end) and how many were kept in float; a warning where one was asked and the
+    model has none."""
+    front = log_front_end(model)
+    if config.float_front_end and not front:
+        warnings.append(
+            "float_front_end: the model has no Log op, so no front end was kept in float."
+        )
+    kept = front if config.float_front_end else []
+    return kept, {"log_front_end_ops": len(front), "float_front_end": len(kept)}
 
 
 def run_int8_nncf_ov(
@@ -73,8 +114,9 @@ def run_int8_nncf_ov(
     converted, opset, warnings = openvino_model(ov, model, proto)
     ignored = openvino_types(config.ignored_types)
     warnings += _absent_types(converted, ignored)
+    front, front_details = front_end_scope(converted, config, warnings)
     samples = CalibrationSamples(source, proto, config.subset_size, context)
-    options = quantize_options(config.model_copy(update={"ignored_types": ignored}))
+    options = quantize_options(config.model_copy(update={"ignored_types": ignored}), front)
     context.progress(0.0, "calibrating with NNCF on the OpenVINO model")
     with nncf_errors(), contextlib.redirect_stdout(sys.stderr):  # NNCF's progress bars
         quantized = quantized_reshaping(
@@ -95,6 +137,7 @@ def run_int8_nncf_ov(
         "fast_bias_correction": config.fast_bias_correction,
         "activation_ranges": config.activation_ranges,
         "model_type": config.model_type,
+        **front_details,
         "opset": opset,
         "calibration": {
             "samples": samples.used,

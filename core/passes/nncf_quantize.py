@@ -33,7 +33,7 @@ import itertools
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -186,7 +186,8 @@ def default_opset(proto: onnx.ModelProto) -> int | None:
     return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def quantize_options(config: NncfConfig) -> dict[str, Any]:
+def quantize_options(config: NncfConfig, ignored_names: Sequence[str] = ()) -> dict[str, Any]:
+    """nncf.quantize's keywords for `config`, with the ops named `ignored_names` kept in float."""
     import nncf
 
     return {
@@ -195,7 +196,9 @@ def quantize_options(config: NncfConfig) -> dict[str, Any]:
         "fast_bias_correction": config.fast_bias_correction,
         "model_type": nncf.ModelType.TRANSFORMER if config.model_type == "transformer" else None,
         # validate=False: a type the model lacks is a warning of ours, not NNCF's error.
-        "ignored_scope": nncf.IgnoredScope(types=list(config.ignored_types), validate=False),
+        "ignored_scope": nncf.IgnoredScope(
+            names=list(ignored_names), types=list(config.ignored_types), validate=False
+        ),
         **_activation_ranges(nncf, config.activation_ranges),
     }
 
