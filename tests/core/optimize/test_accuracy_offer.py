@@ -130,6 +130,33 @@ def test_auto_offers_accuracy_control_only_when_nncf_int8_on_openvino_was_faster
     assert [recipe.name for recipe in offer_accuracy_control(variants)] == offered
 
 
+def _with_front_end(variant: VariantResult, *, ops: int, kept: int = 0) -> VariantResult:
+    """`variant` as its int8_nncf_ov step reported a model with `ops` ops feeding a Log."""
+    details = {"log_front_end_ops": ops, "float_front_end": kept}
+    variant.steps = [StepReport(step="int8_nncf_ov", details=details, warnings=[])]
+    return variant
+
+
+@pytest.mark.parametrize(
+    ("ops", "kept", "front"),
+    [
+        pytest.param(34, 0, {"float_front_end": True}, id="a-quantized-log-front-end"),
+        pytest.param(0, 0, {}, id="no-log"),
+        pytest.param(34, 34, {}, id="front-end-already-in-float"),
+    ],
+)
+def test_both_offers_keep_a_log_front_end_in_float_where_the_missed_variant_quantized_one(
+    ops: int, kept: int, front: dict[str, bool]
+) -> None:
+    missed = _with_front_end(_ov("int8_nncf_ov", FASTER, within=False), ops=ops, kept=kept)
+
+    (careful,) = offer_careful_calibration([missed])
+    (controlled,) = offer_accuracy_control([missed])
+
+    assert [s.config for s in careful.steps] == [{**CAREFUL_CALIBRATION, **front}]
+    assert [(s.step, s.config) for s in controlled.steps] == [("int8_nncf_ov_ac", front)]
+
+
 def test_the_offer_keeps_the_missed_variants_options() -> None:
     (recipe,) = offer_accuracy_control([_ov("int8_nncf_ov_transformer", FASTER, within=False)])
 
