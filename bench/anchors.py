@@ -113,6 +113,11 @@ class ModelResult:
     """Auto / the fastest anchor in budget; None without Auto or without such an anchor."""
     ratio_judged: float | None = None
     """Auto / the fastest anchor in budget by both rules (the cosine and Auto's judge)."""
+    ratio_spread: tuple[float, float] | None = None
+    """The same ratio round by round (that anchor's block over Auto's in each round): the second
+    lowest and second highest (with 6 rounds or more). A spread that holds 1.0 is a tie on this
+    machine: the rounds do not say which is faster."""
+    ratio_judged_spread: tuple[float, float] | None = None
 
 
 def judged_and_calibration(
@@ -329,6 +334,8 @@ def measure(model: ZooModel, args: argparse.Namespace) -> ModelResult:
             entry.speedup, entry.spread = measured[entry.name]
     result.ratio = _ratio(result.entries)
     result.ratio_judged = _ratio(result.entries, both=True)
+    result.ratio_spread = _ratio_spread(result.entries, medians)
+    result.ratio_judged_spread = _ratio_spread(result.entries, medians, both=True)
     return result
 
 
@@ -379,6 +386,30 @@ def _ratio(entries: list[Entry], *, both: bool = False) -> float | None:
     return auto.speedup / max(anchors) if auto and auto.speedup and anchors else None
 
 
+def _ratio_spread(
+    entries: list[Entry], medians: dict[str, list[float]], *, both: bool = False
+) -> tuple[float, float] | None:
+    """Auto / the fastest anchor in budget round by round: the second lowest and second highest
+    of (anchor's block median / Auto's) over the rounds; Auto's blocks are ONNX Runtime FP32's
+    where it kept the original (not timed twice)."""
+    anchors = [
+        e
+        for e in entries
+        if e.name != "auto" and (e.in_both if both else e.in_budget) and e.speedup
+    ]
+    auto = medians.get("auto", medians["ort_fp32"])
+    if not anchors or not any(e.name == "auto" and e.speedup for e in entries):
+        return None
+    fastest = max(anchors, key=lambda e: e.speedup or 0.0)
+    anchor = medians.get(fastest.name, medians["ort_fp32"])
+    ratios = sorted(a / m for a, m in zip(anchor, auto, strict=True))
+    return (ratios[1], ratios[-2]) if len(ratios) >= 6 else None
+
+
+def _spread(spread: tuple[float, float] | None) -> str:
+    return f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else ""
+
+
 def table(results: list[ModelResult]) -> str:
     lines = [
         "| model | contender | speedup vs ORT FP32 (rounds' spread) | worst cosine | in budget "
@@ -397,9 +428,10 @@ def table(results: list[ModelResult]) -> str:
             )
         if result.ratio is not None:
             judged = f"{result.ratio_judged:.2f}" if result.ratio_judged is not None else "—"
+            judged += _spread(result.ratio_judged_spread) if result.ratio_judged else ""
             lines.append(
                 f"| {result.model} | **Auto / fastest anchor** (cosine rule; judged as Auto: "
-                f"{judged}) | {result.ratio:.2f} | | | |"
+                f"{judged}) | {result.ratio:.2f}{_spread(result.ratio_spread)} | | | |"
             )
     return "\n".join(lines)
 
