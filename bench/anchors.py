@@ -17,7 +17,9 @@ is the median over rounds of FP32 / model. An anchor counts only where its worst
 cosine against FP32 on the judged inputs is >= 0.99 (the studio's default budget): the judged
 inputs are random (seed 0), the calibration inputs random too (seed 1), as a new user without
 data gets. The last column is Auto / the fastest anchor in budget (>= 1.0: Auto at least as
-fast).
+fast), with the same ratio's second lowest and second highest over the rounds (that anchor's
+block over Auto's, round by round): a spread that holds 1.0 is a tie on this machine, as where
+Auto's pick is the anchor's own quantization.
 
 Auto judges its own variants in the task's terms on built-in real samples (a regression's
 relative error on speech-like audio, top-1 on photographs), which random inputs' cosine cannot
