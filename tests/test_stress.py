@@ -15,12 +15,13 @@ CORES = sorted(os.sched_getaffinity(0))
 
 pytestmark = pytest.mark.skipif(len(CORES) < 2, reason="beside needs two cores")
 
-# The neighbour: its cores at the start, then (once the busy run has written `ran`) its cores
-# when they change, for up to 20 s.
+# The neighbour: its cores at the start (then `started`), then (once the busy run has written
+# `ran`) its cores when they change, for up to 20 s.
 NEIGHBOUR = """
 import os, pathlib, sys, time
 folder = pathlib.Path(sys.argv[1])
 print("start", sorted(os.sched_getaffinity(0)), flush=True)
+(folder / "started").touch()
 while not (folder / "ran").exists():
     time.sleep(0.05)
 deadline = time.monotonic() + 20
@@ -29,10 +30,15 @@ while len(os.sched_getaffinity(0)) == 1 and time.monotonic() < deadline:
 print("end", sorted(os.sched_getaffinity(0)), flush=True)
 sys.exit(int(sys.argv[2]))
 """
-# The command: its cores, once per run; the second run (busy) writes `ran`.
+# The command: its cores, once per run; the second run (busy) writes `ran`. It waits for the
+# neighbour's start first: on a loaded machine both trivial runs could end, and the neighbour be
+# given every core, before its Python had started and read its cores (CI, 2026-12-07).
 COMMAND = """
-import os, pathlib, sys
+import os, pathlib, sys, time
 folder = pathlib.Path(sys.argv[1])
+deadline = time.monotonic() + 60
+while not (folder / "started").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
 run = "busy" if (folder / "pinned").exists() else "pinned"
 (folder / run).write_text(str(sorted(os.sched_getaffinity(0))))
 if run == "busy":
