@@ -72,8 +72,9 @@ def offer_careful_calibration(variants: Sequence[VariantResult]) -> list[Recipe]
         missed = variant.verdict == FASTER and not variant.within_budget
         if missed and name is not None and name not in offered:
             (step,) = variant.recipe.steps
-            config = {**step.config, **CAREFUL_CALIBRATION, **front_end(variant)}
-            offered[name] = BUILTIN_RECIPES[name].model_copy(
+            front = front_end(variant)
+            config = {**step.config, **CAREFUL_CALIBRATION, **front}
+            offered[name] = _labelled(BUILTIN_RECIPES[name], front).model_copy(
                 update={"steps": [RecipeStep(step=QUANTIZE_PASS, config=config)]}
             )
     return sorted(offered.values(), key=lambda r: r.precision is not None)
@@ -114,9 +115,19 @@ def controlled(variant: VariantResult, name: str) -> Recipe:
     """Recipe `name` with the options of the variant's int8_nncf_ov step (model_type, ...),
     its log front end kept in float where the model computes one (`front_end`)."""
     (step,) = variant.recipe.steps
-    recipe = BUILTIN_RECIPES[name]
-    config = {**step.config, **front_end(variant)}
+    front = front_end(variant)
+    recipe = _labelled(BUILTIN_RECIPES[name], front)
+    config = {**step.config, **front}
     return recipe.model_copy(update={"steps": [RecipeStep(step=CONTROLLED_PASS, config=config)]})
+
+
+FRONT_END_LABEL = ", log front end in float"
+"""Added to an offered recipe's label where it keeps the log front end in float."""
+
+
+def _labelled(recipe: Recipe, front: dict[str, bool]) -> Recipe:
+    """`recipe` whose label says so where `front` keeps the log front end in float."""
+    return recipe.model_copy(update={"label": recipe.label + FRONT_END_LABEL}) if front else recipe
 
 
 def front_end(variant: VariantResult) -> dict[str, bool]:

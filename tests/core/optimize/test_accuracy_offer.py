@@ -13,6 +13,7 @@ import pytest
 from optistudio.core.measure.compare import FASTER, NO_DIFFERENCE, SLOWER, ComparisonSpec
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.optimize.accuracy_offer import (
+    FRONT_END_LABEL,
     offer_accuracy_control,
     offer_careful_calibration,
 )
@@ -155,6 +156,8 @@ def test_both_offers_keep_a_log_front_end_in_float_where_the_missed_variant_quan
 
     assert [s.config for s in careful.steps] == [{**CAREFUL_CALIBRATION, **front}]
     assert [(s.step, s.config) for s in controlled.steps] == [("int8_nncf_ov_ac", front)]
+    for recipe in (careful, controlled):  # the label says so, as the variant is shown
+        assert recipe.label.endswith(FRONT_END_LABEL) is bool(front)
 
 
 def test_the_offer_keeps_the_missed_variants_options() -> None:
