@@ -130,6 +130,13 @@ def _labelled(recipe: Recipe, front: dict[str, bool]) -> Recipe:
     return recipe.model_copy(update={"label": recipe.label + FRONT_END_LABEL}) if front else recipe
 
 
+def as_offered(named: Recipe, offered: Recipe) -> Recipe:
+    """`named` (the offered recipe's name resolved for its backend, 'INT8 ... on openvino') with
+    the offer's steps and label, the backend's part of the label kept."""
+    resolved = named.label.removeprefix(BUILTIN_RECIPES[offered.name].label)
+    return named.model_copy(update={"steps": offered.steps, "label": offered.label + resolved})
+
+
 def front_end(variant: VariantResult) -> dict[str, bool]:
     """{"float_front_end": True} where the missed variant's quantization found ops feeding a Log
     (a spectrum computed in the graph: optistudio.core.passes.nncf_openvino.log_front_end) and

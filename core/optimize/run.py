@@ -101,6 +101,7 @@ from optistudio.core.numerics.evaluators.recognize import (
     read_task,
 )
 from optistudio.core.optimize.accuracy_offer import (
+    as_offered,
     offer_accuracy_control,
     offer_careful_calibration,
     same_search,
@@ -367,9 +368,7 @@ def _add_accuracy_control(
         for offered in offer(variants):
             asked = spec.model_copy(update={"recipes": [offered.name]})
             (named,) = _run_recipes(asked, making.info)
-            recipe = with_settings(
-                named.model_copy(update={"steps": offered.steps}), spec.pass_settings
-            )
+            recipe = with_settings(as_offered(named, offered), spec.pass_settings)
             backend = _backend_of(recipe, spec)
             searched = searched_without_a_file(recipe, backend, variants)
             if searched is not None:

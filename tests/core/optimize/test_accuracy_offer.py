@@ -14,6 +14,7 @@ from optistudio.core.measure.compare import FASTER, NO_DIFFERENCE, SLOWER, Compa
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.optimize.accuracy_offer import (
     FRONT_END_LABEL,
+    as_offered,
     offer_accuracy_control,
     offer_careful_calibration,
 )
@@ -158,6 +159,8 @@ def test_both_offers_keep_a_log_front_end_in_float_where_the_missed_variant_quan
     assert [(s.step, s.config) for s in controlled.steps] == [("int8_nncf_ov_ac", front)]
     for recipe in (careful, controlled):  # the label says so, as the variant is shown
         assert recipe.label.endswith(FRONT_END_LABEL) is bool(front)
+        shown = as_offered(on_backend(BUILTIN_RECIPES[recipe.name], OV), recipe)
+        assert shown.label == f"{recipe.label} on {OV}" and shown.steps == recipe.steps
 
 
 def test_the_offer_keeps_the_missed_variants_options() -> None:
