@@ -20,8 +20,8 @@ audio-to-MIDI net's constant-Q transform), both offers keep the ops that feed th
 compresses them, and the convolutions after the log carry most of the time. Measured on DNSMOS
 (docs/BENCHMARKS.md, issue 41, 2026-12-07): NNCF's defaults moved its scores by 34 %, the same
 with the front end in float by 2 % at the same speed (3.6x over ONNX Runtime FP32), and the
-accuracy control from there reverted 2 of 10 quantizers (2.9x, 38 s) where from the defaults it
-reverted 15 of 18 (2.2x, 13 minutes).
+accuracy control from there reverted 2 of 10 quantizers (2.9x, a search of 38 s) where from the
+defaults it reverted 15 of 18 (2.2x, in an Auto run of 13 minutes against 8.5).
 
 The accuracy control's rule reads the variants already made (the careful ones with them): an
 int8_nncf_ov variant was judged and timed, was significantly faster than the original, and
