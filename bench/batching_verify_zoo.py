@@ -110,6 +110,7 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
     return {
         "ceiling": top, "batch1_ms": profile.latency_ms(1), "runs": runs,
         "timer_late_ms": profile.timer_late_ms, "probe_speeds": profile.probe_speeds,
+        "profile": profile.model_dump(mode="json"),
     }  # fmt: skip
 
 

@@ -306,8 +306,9 @@ class LatencyProfile(BaseModel):
         default_factory=list,
         description="The machine's speed against the profile's timings over each of its serving "
         "probes, in the order they ran (> 1 slower; optistudio.core.batching.probe_speed): how "
-        "far the machine's pace moved within seconds, which a Verify minutes later meets too "
-        "(`paces`). Empty in profiles made before they were kept.",
+        "far the machine's pace moved within seconds, which a Verify minutes later meets too, "
+        "either way of the profile's own timings (`paces`). Empty in profiles made before they "
+        "were kept.",
     )
 
     @model_validator(mode="after")
@@ -393,8 +394,16 @@ class LatencyProfile(BaseModel):
 
     def paces(self) -> list[float]:
         """The speeds a band draws the model's pace from (optistudio.core.batching.simulate):
-        the profile's own timings (1.0) and each of `probe_speeds`; [] when it kept none."""
-        return [1.0, *self.probe_speeds] if self.probe_speeds else []
+        the profile's own timings (1.0), each of `probe_speeds`, and each one's inverse; [] when
+        it kept none. The inverses: the profile's timings are one moment of the pace that moved
+        beside its probes, not the machine's usual one, so a probe that ran s times as slow as
+        they did says they may have been caught s times as slow, and a Verify later runs 1/s
+        of them (on 2 quiet cores, 2026-12-07: a PP-OCR recognizer profiled while the probes
+        beside it ran 1.04-1.16x slower, then served 7-15 % faster than the profile in one
+        Verify round, under a band drawn from the slow side alone; docs/BENCHMARKS.md)."""
+        if not self.probe_speeds:
+            return []
+        return [1.0, *self.probe_speeds, *(1.0 / speed for speed in self.probe_speeds)]
 
     def instance_counts(self) -> list[int]:
         """The instance counts this profile measured: 1 and each of `instance_latency`'s."""

@@ -78,8 +78,10 @@ the machine's pace: the
 profile keeps how fast the bare model ran beside each of its serving probes against its own
 timings (`LatencyProfile.probe_speeds`, optistudio.core.batching.probe_speed: on 2 quiet cores,
 2026-12-06, 0.97-1.24x within one profile, while a BERT-style encoder's 8-s Verify runs minutes
-later ran at 1.03-1.15x its profile), and each draw runs the model at a pace drawn from those and 1.0
-(`Band.paces` records their range). What it does not hold: a machine whose speed moves further
+later ran at 1.03-1.15x its profile), and each draw runs the model at a pace drawn from those,
+their inverses and 1.0 (`LatencyProfile.paces`: the profile's own timings are one moment of that
+moving pace, so the machine may run as much faster than them as the probes ran slower;
+`Band.paces` records their range). What it does not hold: a machine whose speed moves further
 between profile and Verify than it moved during the profile (recalibration's part), and a load
 generator that falls behind its schedule (predict at the realised rate for that).
 """

@@ -14,7 +14,7 @@ prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
 resampled; its p99 stretched to hold the simulator's errors on the profile's own serving
 probes, band.served_error_range and their median band.served_error; the model's paces its draws ran at, from the machine's speed beside those
-probes, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
+probes and its inverse, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
 (optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
@@ -634,7 +634,8 @@ def _print_band(payload: dict[str, Any]) -> None:
         if paces and paces[1] > paces[0]:
             print(
                 f"  its draws ran the model at {paces[0]:.2f}-{paces[1]:.2f}x its profiled time: "
-                "the machine's speed beside the profile's own serving probes"
+                "the machine's speed beside the profile's own serving probes, either way of "
+                "the profile's own timings"
             )
     if payload.get("realised_rate") and payload.get("offered_rate"):
         print(

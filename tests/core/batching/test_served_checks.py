@@ -179,9 +179,23 @@ def test_a_band_runs_its_draws_at_the_paces_the_machine_had_beside_the_probes() 
     before = simulate_band(plain, UNTIMED, rate=1200, seconds=2)
     band = simulate_band(paced, UNTIMED, rate=1200, seconds=2)
 
-    assert (before.paces, band.paces) == (None, [0.7, 1.5])
+    assert before.paces is None
+    assert band.paces == pytest.approx([1 / 1.5, 1.5])  # each speed and its inverse
     assert band.p99_high_ms > before.p99_high_ms
     assert band.p99_low_ms < before.p99_low_ms
+
+
+def test_a_band_holds_the_machine_as_much_faster_as_the_probes_ran_slower() -> None:
+    plain = _profile()
+    slow = plain.model_copy(update={"probe_speeds": [1.3, 1.3]})  # every probe ran slower
+
+    assert slow.paces() == pytest.approx([1.0, 1.3, 1.3, 1 / 1.3, 1 / 1.3])
+    before = simulate_band(plain, UNTIMED, rate=1200, seconds=2)
+    band = simulate_band(slow, UNTIMED, rate=1200, seconds=2)
+
+    assert band.paces == pytest.approx([1 / 1.3, 1.3])
+    assert band.p99_low_ms < before.p99_low_ms  # the faster side reaches the bottom too
+    assert band.p99_high_ms > before.p99_high_ms
 
 
 def test_paces_of_one_draw_the_band_a_profile_without_them_draws() -> None:
