@@ -268,7 +268,8 @@ def pace_line(band: Band) -> str:
         return ""
     low, high = band.paces
     return (
-        f" It also holds the model at {low:.2f}-{high:.2f}x its profiled time: the machine's "
+        f" It also holds the model and its serving threads at {low:.2f}-{high:.2f}x their "
+        "profiled time: the machine's "
         "speed moved that much beside the profile's own serving probes, either way of the "
         "profile's own timings (one moment of that pace), and a Verify minutes later meets "
         "such a pace too."

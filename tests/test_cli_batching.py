@@ -260,6 +260,6 @@ def test_simulate_says_when_its_band_holds_the_served_probes_error_and_paces(
     assert printed.returncode == 0, printed.stderr
     assert "its p99 also spans the prediction x1.50" in printed.stdout
     assert as_json["band"]["served_error"] == 1.5
-    assert "its draws ran the model at 0.91-1.10x its profiled time" in printed.stdout
+    assert "its draws ran the model and its serving threads at 0.91-1.10x" in printed.stdout
     assert as_json["band"]["paces"] == pytest.approx([1 / 1.1, 1.1])  # 1.1's inverse below 0.95
     assert as_json["p99_high_ms"] == as_json["band"]["p99_high_ms"]

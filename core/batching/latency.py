@@ -492,6 +492,48 @@ class LatencyProfile(BaseModel):
         sizes = {*self.batch_sizes, *(size for size, _ in self.runs)}
         return self.scaled_by(dict.fromkeys(sizes, factor))
 
+    def runtime_scaled(self, factor: float) -> LatencyProfile:
+        """The same profile with the runtime's own costs `factor` times as long: the hand-back,
+        the extras per runner call (idle, served, under load, with a timeout), the serving
+        delays, the machinery's time per request and the timer's lateness; the model's
+        latencies and every rate stay. With `scaled`, a machine `factor` times as slow
+        (`at_pace`): the serving threads run on the same cores as the model."""
+        if factor <= 0:
+            raise ValueError(f"a speed factor must be positive, got {factor}")
+
+        def times(values: list[float]) -> list[float]:
+            return [ms * factor for ms in values]
+
+        return self.model_copy(
+            update={
+                "handoff_ms": None if self.handoff_ms is None else self.handoff_ms * factor,
+                "handoff_gaps_ms": times(self.handoff_gaps_ms),
+                "idle_extra_ms": [(gap, ms * factor) for gap, ms in self.idle_extra_ms],
+                "served_extra_ms": self.served_extra_ms * factor,
+                "served_extra_load": [(rate, ms * factor) for rate, ms in self.served_extra_load],
+                "serving_delays_ms": times(self.serving_delays_ms),
+                "serving_delays_load": [
+                    (rate, times(delays)) for rate, delays in self.serving_delays_load
+                ],
+                "request_ms": self.request_ms * factor,
+                "timer_late_ms": times(self.timer_late_ms),
+                "timed_extra_ms": (
+                    None if self.timed_extra_ms is None else self.timed_extra_ms * factor
+                ),
+                "timed_delays_ms": times(self.timed_delays_ms),
+                "timed_load": [
+                    (rate, extra * factor, times(delays), batch)
+                    for rate, extra, delays, batch in self.timed_load
+                ],
+                "timed_calls": [(rows, ms * factor) for rows, ms in self.timed_calls],
+            }
+        )
+
+    def at_pace(self, factor: float) -> LatencyProfile:
+        """The profile on a machine `factor` times as slow as when it was made: the model's
+        latencies (`scaled`) and the runtime's own costs (`runtime_scaled`) alike."""
+        return self.scaled(factor).runtime_scaled(factor)
+
     def scaled_by(self, factors: Mapping[int, float]) -> LatencyProfile:
         """Every latency of the model at each batch size times that size's factor (the
         runtime's costs per batch stay): a refit, one of N busy instances, a slower model."""

@@ -78,8 +78,9 @@ the machine's pace: the
 profile keeps how fast the bare model ran beside each of its serving probes against its own
 timings (`LatencyProfile.probe_speeds`, optistudio.core.batching.probe_speed: on 2 quiet cores,
 2026-12-06, 0.97-1.24x within one profile, while a BERT-style encoder's 8-s Verify runs minutes
-later ran at 1.03-1.15x its profile), and each draw runs the model at a pace drawn from those,
-their inverses and 1.0 (`LatencyProfile.paces`: the profile's own timings are one moment of that
+later ran at 1.03-1.15x its profile), and each draw runs the model, and the runtime's own costs
+with it (the serving threads share its cores: `LatencyProfile.at_pace`), at a pace drawn from
+those, their inverses and 1.0 (`LatencyProfile.paces`: the profile's own timings are one moment of that
 moving pace, so the machine may run as much faster than them as the probes ran slower;
 `Band.paces` records their range). What it does not hold: a machine whose speed moves further
 between profile and Verify than it moved during the profile (recalibration's part), and a load
@@ -336,12 +337,13 @@ def resampled(
     """The profile with its run sequence block-bootstrapped (blocks of BLOCK_RUNS consecutive
     runs drawn with replacement) and its means, p50/p99 and quantiles recomputed from the draw;
     a batch size the draw missed keeps its figures. Its hand-back times are drawn with
-    replacement too, and `handoff_ms` moves with their mean. With `pace` every model time is
-    that many times as long (`LatencyProfile.scaled`, in the same copy). A profile without runs
-    is returned as is (scaled by `pace`)."""
+    replacement too, and `handoff_ms` moves with their mean. With `pace` every time is that
+    many times as long, the model's and the runtime's own (`LatencyProfile.at_pace`): the
+    machine's pace moves the serving threads on its cores as it moves the model. A profile
+    without runs is returned as is (at `pace`)."""
     runs = profile.runs
     if not runs:
-        return profile.scaled(pace) if pace != 1.0 else profile
+        return profile.at_pace(pace) if pace != 1.0 else profile
     block = min(BLOCK_RUNS, len(runs))
     starts = rng.integers(0, len(runs) - block + 1, size=-(-len(runs) // block))
     drawn = [runs[start + k] for start in starts for k in range(block)][: len(runs)]
@@ -377,7 +379,8 @@ def resampled(
             else [ms * pace for ms in profile.quantiles_ms[i]]
             for r, i in rows
         ]
-    return profile.model_copy(update=update)
+    drawn_profile = profile.model_copy(update=update)
+    return drawn_profile.runtime_scaled(pace) if pace != 1.0 else drawn_profile
 
 
 def _resampled_serving(profile: LatencyProfile, rng: np.random.Generator) -> dict[str, Any]:

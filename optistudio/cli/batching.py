@@ -13,8 +13,8 @@ Each prints one JSON object with --json: throughput, p50_ms, p99_ms and the sett
 prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
 resampled; its p99 stretched to hold the simulator's errors on the profile's own serving
-probes, band.served_error_range and their median band.served_error; the model's paces its draws ran at, from the machine's speed beside those
-probes and its inverse, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
+probes, band.served_error_range and their median band.served_error; the paces its draws ran the model and the serving threads at, from the machine's speed
+beside those probes and its inverse, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
 (optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
@@ -633,7 +633,8 @@ def _print_band(payload: dict[str, Any]) -> None:
         paces = payload["band"].get("paces")
         if paces and paces[1] > paces[0]:
             print(
-                f"  its draws ran the model at {paces[0]:.2f}-{paces[1]:.2f}x its profiled time: "
+                f"  its draws ran the model and its serving threads at {paces[0]:.2f}-"
+                f"{paces[1]:.2f}x their profiled time: "
                 "the machine's speed beside the profile's own serving probes, either way of "
                 "the profile's own timings"
             )

@@ -280,7 +280,7 @@ def test_a_band_drawn_at_the_machines_paces_says_so() -> None:
 
     line = whatif.band_line(predicted, whatif.predict_band(moved, settings, rate=600, seconds=5))
 
-    assert "It also holds the model at 0.81-1.24x its profiled time" in line
+    assert "It also holds the model and its serving threads at 0.81-1.24x their" in line
     assert "either way of the profile's own timings" in line
     assert whatif.pace_line(whatif.predict_band(still, settings, rate=600, seconds=5)) == ""
     assert whatif.pace_line(whatif.predict_band(noisy_runs_profile(), settings, rate=600)) == ""

@@ -209,3 +209,44 @@ def test_paces_of_one_draw_the_band_a_profile_without_them_draws() -> None:
     assert band.model_copy(update={"paces": None}) == before
     with pytest.raises(ValueError, match="probe_speeds"):
         LatencyProfile.model_validate({**plain.model_dump(), "probe_speeds": [0.0]})
+
+
+def test_a_machine_at_a_pace_runs_its_serving_threads_at_that_pace_too() -> None:
+    profile = _profile().model_copy(
+        update={
+            "handoff_ms": 0.2, "handoff_gaps_ms": [0.1, 0.3], "idle_extra_ms": [(20.0, 0.1)],
+            "served_extra_ms": 0.05, "served_extra_load": [(100.0, 0.05), (900.0, 0.4)],
+            "serving_delays_ms": [0.1], "serving_delays_load": [(900.0, [0.3])],
+            "request_ms": 0.02, "timer_late_ms": [0.2], "timed_rate": 300.0,
+            "timed_extra_ms": 0.1, "timed_delays_ms": [0.2], "timed_calls": [(4, 0.3)],
+            "timed_load": [(800.0, 0.5, [0.4], 6.0)],
+        }
+    )  # fmt: skip
+
+    slow = profile.at_pace(2.0)
+
+    assert slow.mean_ms == [2 * ms for ms in profile.mean_ms]
+    assert (slow.handoff_ms, slow.handoff_gaps_ms) == (0.4, [0.2, 0.6])
+    assert slow.idle_extra_ms == [(20.0, 0.2)]  # the idle gap is the input, not a cost
+    assert (slow.served_extra_ms, slow.served_extra_load) == (0.1, [(100.0, 0.1), (900.0, 0.8)])
+    assert (slow.serving_delays_ms, slow.serving_delays_load) == ([0.2], [(900.0, [0.6])])
+    assert (slow.request_ms, slow.timer_late_ms, slow.timed_extra_ms) == (0.04, [0.4], 0.2)
+    assert (slow.timed_delays_ms, slow.timed_calls) == ([0.4], [(4, 0.6)])
+    assert slow.timed_load == [(800.0, 1.0, [0.8], 6.0)]
+    assert slow.timed_rate == 300.0  # rates are the load's, not the machine's
+    assert profile.runtime_scaled(2.0).mean_ms == profile.mean_ms
+    with pytest.raises(ValueError, match="positive"):
+        profile.runtime_scaled(0.0)
+
+
+def test_a_band_drawn_at_a_slower_pace_holds_serving_threads_that_fall_behind() -> None:
+    # the serving machinery, not the model, sets this ceiling: 1 / 0.2 ms = 5,000 req/s
+    capped = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.02, 0.05], request_ms=0.2)
+    paced = capped.model_copy(update={"probe_speeds": [1.3]})  # one probe ran 1.3x slower
+
+    plain = simulate_band(capped, UNTIMED, rate=4200, seconds=2)
+    band = simulate_band(paced, UNTIMED, rate=4200, seconds=2)
+
+    # at 1.3x the machinery passes 3,850 req/s: the queue grows for the whole draw
+    assert band.p99_high_ms > 10 * plain.p99_high_ms
+    assert band.p99_low_ms <= plain.p99_low_ms
