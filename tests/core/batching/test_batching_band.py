@@ -205,3 +205,34 @@ def test_a_long_runs_arrivals_are_banded_in_windows_of_the_request_cap() -> None
     band = simulate_band(profile, SETTINGS, rate=50, arrivals=sent, max_requests=4000, draws=10)
 
     assert band.requests == 400 and band.p99_low_ms < band.p99_high_ms
+
+
+def test_a_band_past_the_ceiling_holds_the_queue_a_whole_verify_grows() -> None:
+    # 1 ms a batch of up to 8: 8,000 req/s at most; sent 10 % faster for a 10-s Verify, each
+    # draw stops far short of its 88,000 requests and its queue's growth is carried over
+    fast = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0])
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=1_000_000)
+    rate, seconds = 8_800.0, 10.0
+
+    band = simulate_band(fast, settings, rate=rate, seconds=seconds)
+    whole = simulate(fast, settings, rate=rate, requests=int(rate * seconds))
+    short = simulate(fast, settings, rate=rate, requests=band.requests)
+
+    assert band.requests < rate * seconds / 10 and short.saturated
+    assert whole.p99_ms > 20 * short.p99_ms  # what a short draw alone would have held
+    assert band.p99_low_ms <= whole.p99_ms <= band.p99_high_ms
+    assert band.p99_ms == pytest.approx(whole.p99_ms, rel=0.2)
+    assert band.p50_ms == pytest.approx(whole.p50_ms, rel=0.2)
+
+
+def test_a_full_queue_bounds_the_growth_a_band_carries_over() -> None:
+    fast = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0])
+    capped = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=400)
+    rate, seconds = 8_800.0, 10.0
+
+    band = simulate_band(fast, capped, rate=rate, seconds=seconds)
+    whole = simulate(fast, capped, rate=rate, requests=int(rate * seconds))
+
+    # 400 waiting requests at 8,000 req/s: 50 ms of queue at most, however long the run
+    assert whole.rejected and band.p99_high_ms < 1000 * 400 / 8000 * 1.1 + 1
+    assert band.p99_ms == pytest.approx(whole.p99_ms, rel=0.05)
