@@ -69,7 +69,9 @@ the model's own spread at each size (the resampled runs), the hand-back's spread
 hand-back times resampled with replacement, their mean with them, and each batch's hand-back
 drawn from them), the timer's lateness (resampled likewise), and the finite run length (each draw as many Poisson arrivals as the Verify
 sends, with its own seed). A draw capped below the Verify's length has a looser p99, so the
-band is then wider than the Verify's own spread, never narrower. Beyond the draws, the p99
+band is then wider than the Verify's own spread, never narrower; except where its queue kept
+growing, which a longer run grows further: such a draw's p50 and p99 are carried over the
+Verify's length (`_grown`). Beyond the draws, the p99
 band holds the simulator's own error: a profile replays its serving probes once whole
 (optistudio.core.batching.served_checks) and the band of a setting of the same kind (with a
 batching timeout or without) stretches from its draws' range to that range times each probe's
