@@ -207,12 +207,16 @@ def test_a_long_runs_arrivals_are_banded_in_windows_of_the_request_cap() -> None
     assert band.requests == 400 and band.p99_low_ms < band.p99_high_ms
 
 
+FAST = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0])
+"""1 ms a batch of up to 8 rows: 8,000 req/s at most."""
+PAST_CEILING = (8_800.0, 10.0)
+"""10 % past FAST's ceiling for a 10-s Verify: 88,000 requests, far more than a band's draw."""
+
+
 def test_a_band_past_the_ceiling_holds_the_queue_a_whole_verify_grows() -> None:
-    # 1 ms a batch of up to 8: 8,000 req/s at most; sent 10 % faster for a 10-s Verify, each
-    # draw stops far short of its 88,000 requests and its queue's growth is carried over
-    fast = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0])
+    # each draw stops far short of the run's requests and its queue's growth is carried over
+    fast, (rate, seconds) = FAST, PAST_CEILING
     settings = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=1_000_000)
-    rate, seconds = 8_800.0, 10.0
 
     band = simulate_band(fast, settings, rate=rate, seconds=seconds)
     whole = simulate(fast, settings, rate=rate, requests=int(rate * seconds))
@@ -226,9 +230,8 @@ def test_a_band_past_the_ceiling_holds_the_queue_a_whole_verify_grows() -> None:
 
 
 def test_a_full_queue_bounds_the_growth_a_band_carries_over() -> None:
-    fast = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0])
+    fast, (rate, seconds) = FAST, PAST_CEILING
     capped = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=400)
-    rate, seconds = 8_800.0, 10.0
 
     band = simulate_band(fast, capped, rate=rate, seconds=seconds)
     whole = simulate(fast, capped, rate=rate, requests=int(rate * seconds))
