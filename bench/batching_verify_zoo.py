@@ -15,14 +15,21 @@ smallest measured p99 of its rounds, against the band's top over its bottom. A m
 be built or profiled here is skipped, saying why.
 
 Target (issue 44): the measured p99 inside the predicted band in at least 9 of 10 runs on a
-quiet machine. Every figure moves with the neighbours' load: each run prints the CPU time the
-hypervisor stole and the load average, and before each model and after the last the machine's
-own pace (`machine_pace`: a plain Python loop's speed over short windows, which moves where
-no steal is reported).
+quiet machine: the verdict counts all runs, and apart the runs for which the studio's own
+contention monitor (`ContentionMonitor`, the flag every result carries) flagged neither the
+profile nor the run. Every figure moves with the neighbours' load: each run prints the CPU time
+the hypervisor stole and the load average, and before each model and after the last the
+machine's own pace (`machine_pace`: a plain Python loop's speed over short windows, which moves
+where no steal is reported). Each run also says where its time went (`_stalls`, `_run_pace`):
+the model's pace against its profile, overall and by second, the longest runner call, the
+longest time a request waited while no batch ran, how late the sender sent, and Python's full
+collections.
 """
 
 from __future__ import annotations
 
+import gc
+import itertools
 import json
 import os
 import tempfile
@@ -36,10 +43,11 @@ from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import send_schedule
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate, simulate_band
+from optistudio.core.batching.trace import overall_slowdown
 from optistudio.core.batching.verify import measure_load
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import OptistudioError
-from optistudio.core.machine.contention import ContentionMonitor
+from optistudio.core.machine.contention import ContentionMonitor, assess, usable_cores
 from optistudio.core.machine.environment import fingerprint
 
 VERIFY_MAX_BATCH = 8
@@ -152,6 +160,12 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
           f"{profile.served_error(timed=False)} "
           f"({[round(c.error, 2) for c in profile.served_checks]}); machine's speed beside "
           f"the probes {profile.probe_speeds}")  # fmt: skip
+    contended, reasons = assess(
+        profile.environment.get("other_cores") or 0.0, usable_cores(),
+        profile.environment.get("steal_share"), [],
+    )  # fmt: skip
+    if contended:
+        print(f"{entry.name}: profiled under contention ({'; '.join(reasons)})")
     runs = [
         _verify(path, inputs, profile, settings, share * top, seconds, seed=round_, args=args)
         for round_ in range(args.rounds)
@@ -159,6 +173,7 @@ def _model(entry: Any, folder: Path, seconds: float, args: Any) -> dict:
     ]
     return {
         "ceiling": top, "batch1_ms": profile.latency_ms(1), "runs": runs,
+        "profile_contended": contended, "profile_contention": reasons,
         "timer_late_ms": profile.timer_late_ms, "probe_speeds": profile.probe_speeds,
         "profile": profile.model_dump(mode="json"),
     }  # fmt: skip
@@ -176,12 +191,13 @@ def _verify(path, inputs, profile, settings, rate, seconds, *, seed, args) -> di
     point = simulate(profile, settings, rate=rate, requests=5000)
     schedule = send_schedule("poisson", rate, seconds=seconds, seed=seed)
     on_schedule = simulate_band(profile, settings, rate=rate, arrivals=schedule.tolist())
-    with ContentionMonitor() as machine:
+    with ContentionMonitor() as machine, _Collections() as collections:
         load = measure_load(
             path, settings, rate=rate, seconds=seconds, target=args.target, inputs=inputs,
             seed=seed,
         )  # fmt: skip
     measured = load.result
+    stalls = _stalls(load, schedule, collections.full_ms) | _run_pace(load.batches, profile)
     sent = [ms / 1000 for ms in load.sent_ms]
     on_sent = simulate_band(profile, settings, rate=rate, arrivals=sent)
     row = {
@@ -195,22 +211,99 @@ def _verify(path, inputs, profile, settings, rate, seconds, *, seed, args) -> di
             }
             for name, other in others.items()
         },
+        "band_paces": band.paces,
         "band_on_schedule": [on_schedule.p99_low_ms, on_schedule.p99_high_ms],
         "inside_on_schedule": on_schedule.holds_p99(measured.p99_ms),
         "band_on_arrivals": [on_sent.p99_low_ms, on_sent.p99_high_ms],
         "inside_on_arrivals": on_sent.holds_p99(measured.p99_ms),
         "steal": machine.report.steal_share or 0.0, "load": os.getloadavg()[0],
+        "contended": machine.report.contended, "contention": machine.report.reasons,
+        "stalls": stalls,
     }  # fmt: skip
     print(f"  {rate:>9.1f} req/s: measured p99 {measured.p99_ms:8.2f} ms, predicted "
           f"{point.p99_ms:8.2f} [{band.p99_low_ms:.2f}-{band.p99_high_ms:.2f}]"
           f"{'' if row['inside'] else '*'}, on its schedule [{on_schedule.p99_low_ms:.2f}-"
           f"{on_schedule.p99_high_ms:.2f}]{'' if row['inside_on_schedule'] else '*'}, on its arrivals [{on_sent.p99_low_ms:.2f}-"
           f"{on_sent.p99_high_ms:.2f}]{'' if row['inside_on_arrivals'] else '*'}, steal "
-          f"{row['steal']:.0%}, load {row['load']:.1f}", flush=True)  # fmt: skip
+          f"{row['steal']:.0%}, load {row['load']:.1f}"
+          f"{' (contended)' if row['contended'] else ''}", flush=True)  # fmt: skip
+    print(f"  {'':>15} {_stalls_text(stalls)}", flush=True)
     for name, other in row["alternates"].items():
         print(f"  {'':>15} {name}: [{other['band'][0]:.2f}-{other['band'][1]:.2f}]"
               f"{'' if other['inside'] else '*'}", flush=True)  # fmt: skip
     return row
+
+
+class _Collections:
+    """Python's full (generation 2) collections while it is open, each in ms: they stop every
+    thread of the process, the sender's and the serving threads' alike."""
+
+    def __init__(self) -> None:
+        self.full_ms: list[float] = []
+        self._began = 0.0
+
+    def _timed(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        elif info["generation"] == 2:
+            self.full_ms.append((time.perf_counter() - self._began) * 1000)
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self._timed)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._timed)
+
+
+def _stalls(load: Any, schedule: np.ndarray, full_ms: list[float]) -> dict:
+    """Where a run's time went when it went wrong, from its own records: the longest runner
+    call (the model itself slow), the longest time no batch ran while a request waited (the
+    serving threads held up), how late the sender sent against its schedule (the sending
+    thread held up), and Python's full collections (every thread held up)."""
+    batches = sorted(load.batches, key=lambda b: b.run_start)
+    runner = max(((b.run_end - b.run_start) * 1000 for b in batches), default=0.0)
+    waiting = 0.0
+    for before, after in itertools.pairwise(batches):
+        if after.oldest < before.run_end:  # a request waited while nothing ran
+            waiting = max(waiting, (after.run_start - before.run_end) * 1000)
+    sent = np.asarray(load.sent_ms) / 1000  # served requests only: all of them, or unmatched
+    late = float(np.max(sent - schedule) * 1000) if len(sent) == len(schedule) else float("nan")
+    return {
+        "longest_runner_ms": round(runner, 2), "longest_idle_with_queue_ms": round(waiting, 2),
+        "sender_late_ms": round(late, 2), "full_collections_ms": [round(x, 1) for x in full_ms],
+    }  # fmt: skip
+
+
+PACE_SECOND = 1.0
+"""The window of a Verify run's own pace (`_run_pace`): as long as the slow spells seen."""
+
+
+def _run_pace(batches: list, profile: Any) -> dict:
+    """The model's own pace during the run, from its runner calls against the profile's
+    timings for the same batches (`overall_slowdown`, > 1 slower): over the whole run and in
+    its slowest and fastest PACE_SECOND windows holding at least ten batches. Beside the
+    band's paces (`Band.paces`) it says whether the machine moved further during the run
+    than anything the profile saw."""
+    windows: dict[int, list] = {}
+    for batch in batches:
+        windows.setdefault(int(batch.run_start // PACE_SECOND), []).append(batch)
+    paces = [overall_slowdown(w, profile) for w in windows.values() if len(w) >= 10]
+    return {
+        "run_pace": round(overall_slowdown(batches, profile), 3),
+        "slowest_second": round(max(paces, default=float("nan")), 3),
+        "fastest_second": round(min(paces, default=float("nan")), 3),
+    }
+
+
+def _stalls_text(stalls: dict) -> str:
+    full = stalls["full_collections_ms"]
+    return (f"the model at {stalls['run_pace']:.2f}x its profiled time ("
+            f"{stalls['fastest_second']:.2f}-{stalls['slowest_second']:.2f}x by second); "
+            f"longest runner call {stalls['longest_runner_ms']:.1f} ms, longest idle with a "
+            f"request waiting {stalls['longest_idle_with_queue_ms']:.1f} ms, sender up to "
+            f"{stalls['sender_late_ms']:.1f} ms late, {len(full)} full collections"
+            f"{f' (longest {max(full):.0f} ms)' if full else ''}")  # fmt: skip
 
 
 def _verdict(report: dict) -> None:
@@ -220,6 +313,10 @@ def _verdict(report: dict) -> None:
         print("\nverify zoo: no run")
         return
     inside = sum(r["inside"] for r in runs)
+    quiet = [
+        r for m in report["models"].values() if not m.get("profile_contended")
+        for r in m.get("runs", []) if not r.get("contended")
+    ]  # fmt: skip
     on_arrivals = sum(r["inside_on_arrivals"] for r in runs)
     on_schedule = sum(r.get("inside_on_schedule", False) for r in runs)
     others = "; ".join(
@@ -228,7 +325,9 @@ def _verdict(report: dict) -> None:
     )
     print(f"\nverify zoo: {report['wall_seconds']} s, load average "
           f"{[round(x, 1) for x in report['load_average']]}; measured p99 inside the band "
-          f"predicted before the run: {inside} of {len(runs)}; on the schedule the run was "
+          f"predicted before the run: {inside} of {len(runs)}, {sum(r['inside'] for r in quiet)} "
+          f"of the {len(quiet)} on a quiet machine (neither the profile nor the run flagged "
+          f"contended by the studio's monitor); on the schedule the run was "
           f"to send (known before it): {on_schedule} of {len(runs)}; on the runs' own arrivals: "
           f"{on_arrivals} of {len(runs)}; {others} (target: 9 of 10 on a quiet machine)")  # fmt: skip
     for name, model in report["models"].items():
