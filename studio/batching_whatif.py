@@ -257,7 +257,22 @@ def band_line(predicted: LoadResult, band: Band) -> str:
         f"The band holds {band.level:.0%} of {band.draws} "
         f"simulated {length}Verify runs, each on the profile's runs resampled: what this "
         "profile knows, so a measured figure outside it says the profile did not describe the "
-        "run." + served_error_line(band) + pace_line(band)
+        "run." + served_error_line(band) + pace_line(band) + saturated_line(band)
+    )
+
+
+def saturated_line(band: Band) -> str:
+    """How many of the band's draws could not keep up with the rate, when any could not: the
+    setting lies past its ceiling at their paces, and the band's top is a growing queue's wait
+    ('' otherwise, and for bands stored before it was kept)."""
+    if not band.saturated_share:
+        return ""
+    count = round(band.saturated_share * band.draws)
+    return (
+        f" In {count} of its {band.draws} draws the queue kept growing through the run (the "
+        "model, at the slower of the paces the profile saw, could not keep up with this rate): "
+        f"that is where the band's top of {three_digits(band.p99_high_ms)} ms comes from. A "
+        "lower rate, a larger max batch or another instance leaves room for such a pace."
     )
 
 

@@ -263,3 +263,26 @@ def test_simulate_says_when_its_band_holds_the_served_probes_error_and_paces(
     assert "its draws ran the model and its serving threads at 0.91-1.10x" in printed.stdout
     assert as_json["band"]["paces"] == pytest.approx([1 / 1.1, 1.1])  # 1.1's inverse below 0.95
     assert as_json["p99_high_ms"] == as_json["band"]["p99_high_ms"]
+    assert as_json["band"]["saturated_share"] == 0.0  # 500 req/s, far below its ceiling
+    assert "the queue kept growing" not in printed.stdout
+
+
+def test_simulate_says_in_how_many_draws_the_queue_kept_growing(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    # 1 ms a batch of 8: 8,000 req/s at most; at 7,000 only the draws at 1.3x cannot keep up
+    profile = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0], probe_speeds=[1.3])
+    profile_file = tmp_path / "profile.json"
+    profile_file.write_text(profile.model_dump_json())
+    args = (
+        "batching", "simulate", str(tiny_model), "--profile", str(profile_file),
+        "--max-batch-size", "8", "--timeout-ms", "0", "--rate", "7000",
+    )  # fmt: skip
+
+    printed = optistudio(*args, data_dir=tmp_path)
+    band = json.loads(optistudio(*args, "--json", data_dir=tmp_path).stdout)["band"]
+
+    assert printed.returncode == 0, printed.stderr
+    assert 0 < band["saturated_share"] < 1
+    growing = round(band["saturated_share"] * band["draws"])
+    assert f"in {growing} of its {band['draws']} draws the queue kept growing" in printed.stdout

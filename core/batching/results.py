@@ -159,6 +159,12 @@ class Band(BaseModel):
         "the model at, from the machine's speed beside the profile's serving probes "
         "(`LatencyProfile.paces`); None when the profile kept none.",
     )
+    saturated_share: float | None = Field(
+        default=None,
+        description="The share of the draws whose queue kept growing through the run (arrivals "
+        "past what that draw served): the setting lies past its ceiling at those draws' paces, "
+        "and the band's top is a growing queue's wait; None in bands stored before.",
+    )
 
     def holds_p99(self, p99_ms: float) -> bool:
         """Whether a measured p99 falls inside the band."""

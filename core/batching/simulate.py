@@ -114,7 +114,15 @@ BAND_LEVEL = 0.98
 BAND_REQUESTS = 60_000
 """Most requests simulated for one band, all draws together (about 0.6 s on 2 quiet cores)."""
 BAND_MIN_REQUESTS = 200
-"""Fewest requests per draw: a p99 of fewer is little more than the maximum."""
+"""Fewest requests per draw where no run length says how many a Verify sends (a closed loop, or
+no `seconds`): a p99 of fewer is little more than the maximum."""
+BAND_FEWEST = 10
+"""Fewest requests per draw of an open-loop band for a Verify that sends fewer than
+BAND_MIN_REQUESTS: as many as it sends, since its own p99 is then little more than its
+slowest answer, and a longer draw's p99 varies less than that. Drawn at 200 requests, the
+bands of a PP-OCR recognizer's 8-s Verify runs at 7-23 req/s (60-190 requests) were narrower
+than the runs: 7 of 48 measured p99s fell below them, 3 below bands drawn as long as the runs
+(2026-12-07, docs/BENCHMARKS.md)."""
 BLOCK_RUNS = 16
 """Consecutive profile runs kept together when the profile is resampled."""
 WARMUP_SHARE = 0.1
@@ -249,7 +257,7 @@ def simulate_band(
         raise InvalidSpec(f"A band needs at least two draws and a level in (0, 1), got {level}.")
     per_draw = max(BAND_MIN_REQUESTS, max_requests // draws)
     if rate and seconds and process != "closed":
-        per_draw = max(BAND_MIN_REQUESTS, min(per_draw, int(rate * seconds)))
+        per_draw = max(BAND_FEWEST, min(per_draw, int(rate * seconds)))
     span_s = seconds if rate and seconds and process != "closed" else None
     if arrivals is not None:
         per_draw = min(len(arrivals), max(BAND_MIN_REQUESTS, max_requests // draws))
@@ -263,7 +271,9 @@ def simulate_band(
             for i in range(draws)
         ]
     )
-    low, middle, high = np.percentile(figures, [50 * (1 - level), 50, 50 * (1 + level)], axis=0)
+    low, middle, high = np.percentile(
+        figures[:, :3], [50 * (1 - level), 50, 50 * (1 + level)], axis=0
+    )
     band = Band(
         p50_ms=float(middle[0]),
         p99_ms=float(middle[1]),
@@ -279,6 +289,7 @@ def simulate_band(
         requests=per_draw,
         seconds=seconds if process != "closed" else None,
         paces=[min(profile.paces()), max(profile.paces())] if profile.paces() else None,
+        saturated_share=round(float(figures[:, 3].mean()), 4),
     )
     return _widened(band, profile, settings) if served_error else band
 
@@ -320,8 +331,8 @@ def _band_draw(
     overhead_ms: float | None,
     arrivals: Sequence[float] | None = None,
     span_s: float | None = None,
-) -> tuple[float, float, float]:
-    """p50, p99 and throughput of one draw: its own resampled profile, the model at a pace
+) -> tuple[float, float, float, float]:
+    """p50, p99, throughput and whether its queue kept growing (1.0 or 0.0) of one draw: its own resampled profile, the model at a pace
     drawn from the profile's (`LatencyProfile.paces`, from a stream of its own: a profile
     without them draws as before) and seeds; a draw whose queue kept growing over fewer
     requests than the run of `span_s` seconds sends has its p50 and p99 grown to that run's
@@ -339,7 +350,7 @@ def _band_draw(
         seed=int(rng.integers(2**31)), overhead_ms=overhead_ms, arrivals=arrivals,
     )  # fmt: skip
     p50, p99 = _grown(result, requests, span_s, settings.max_queue)
-    return p50, p99, result.throughput
+    return p50, p99, result.throughput, float(result.saturated)
 
 
 def _grown(

@@ -14,7 +14,8 @@ prediction also its band (p50_low_ms/p50_high_ms, p99_low_ms/p99_high_ms,
 throughput_low/throughput_high: 1 %-99 % over runs as long as a --seconds Verify on the profile
 resampled; its p99 stretched to hold the simulator's errors on the profile's own serving
 probes, band.served_error_range and their median band.served_error; the paces its draws ran the model and the serving threads at, from the machine's speed
-beside those probes and its inverse, band.paces), a measurement its realised arrival rate (realised_rate) beside the offered one, and
+beside those probes and its inverse, band.paces; the share of draws whose queue kept growing,
+band.saturated_share), a measurement its realised arrival rate (realised_rate) beside the offered one, and
 verify with --profile whether the measured p99 falls inside the predicted band; with
 --recalibrate OUT it also writes the profile refitted from the run's own batches
 (optistudio.core.batching.recalibrate; a saturated run's refit is not adopted: OUT gets the
@@ -637,6 +638,14 @@ def _print_band(payload: dict[str, Any]) -> None:
                 f"{paces[1]:.2f}x their profiled time: "
                 "the machine's speed beside the profile's own serving probes, either way of "
                 "the profile's own timings"
+            )
+        share = payload["band"].get("saturated_share")
+        if share:
+            draws = payload["band"]["draws"]
+            print(
+                f"  in {round(share * draws)} of its {draws} draws the queue kept growing "
+                "through the run: at the slower paces this rate is past the ceiling, and the "
+                "band's top is that queue's wait"
             )
     if payload.get("realised_rate") and payload.get("offered_rate"):
         print(

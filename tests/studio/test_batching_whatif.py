@@ -284,3 +284,18 @@ def test_a_band_drawn_at_the_machines_paces_says_so() -> None:
     assert "either way of the profile's own timings" in line
     assert whatif.pace_line(whatif.predict_band(still, settings, rate=600, seconds=5)) == ""
     assert whatif.pace_line(whatif.predict_band(noisy_runs_profile(), settings, rate=600)) == ""
+
+
+def test_a_band_whose_slow_draws_pass_the_ceiling_says_how_many() -> None:
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=1_000_000)
+    paced = LatencyProfile(batch_sizes=[1, 8], mean_ms=[0.5, 1.0], probe_speeds=[1.3])
+
+    near = whatif.predict_band(paced, settings, rate=7_000, seconds=10)
+    half = whatif.predict_band(paced, settings, rate=4_000, seconds=10)
+    line = whatif.band_line(whatif.predict(paced, settings, rate=7_000), near)
+
+    count = round(near.saturated_share * near.draws)
+    assert 0 < count < near.draws
+    assert f"In {count} of its {near.draws} draws the queue kept growing" in line
+    assert f"the band's top of {whatif.three_digits(near.p99_high_ms)} ms" in line
+    assert whatif.saturated_line(half) == ""

@@ -112,6 +112,20 @@ def test_the_band_lies_around_the_point_and_is_ordered() -> None:
     assert band.requests == 500 and band.draws == BAND_DRAWS and band.seconds == 10
 
 
+def test_a_verify_of_few_requests_is_banded_at_its_own_length() -> None:
+    # 8 req/s for 8 s: 64 requests, whose p99 is little more than the slowest answer; a band
+    # drawn at 200 requests a draw (what a 25-s run sends) varies less than such a run
+    truth = runner()
+    runs = [simulate(truth, SETTINGS, rate=8, requests=64, seed=1000 + i).p99_ms for i in range(60)]
+
+    own = simulate_band(truth, SETTINGS, rate=8, seconds=8)
+    longer = simulate_band(truth, SETTINGS, rate=8, seconds=25)
+
+    assert own.requests == 64 and longer.requests == 200
+    assert sum(own.holds_p99(p99) for p99 in runs) >= 0.85 * len(runs)
+    assert sum(longer.holds_p99(p99) for p99 in runs) < sum(own.holds_p99(p99) for p99 in runs)
+
+
 def test_a_longer_verify_gets_a_narrower_band() -> None:
     profile = profiled(np.random.default_rng(2))
 
@@ -227,6 +241,21 @@ def test_a_band_past_the_ceiling_holds_the_queue_a_whole_verify_grows() -> None:
     assert band.p99_low_ms <= whole.p99_ms <= band.p99_high_ms
     assert band.p99_ms == pytest.approx(whole.p99_ms, rel=0.2)
     assert band.p50_ms == pytest.approx(whole.p50_ms, rel=0.2)
+    assert band.saturated_share == 1.0  # every draw's queue grew: the band says so
+
+
+def test_a_band_counts_the_draws_a_slower_pace_tips_past_the_ceiling() -> None:
+    # 7,000 req/s against FAST's 8,000: a draw at pace 1.0 or faster keeps up, one at 1.3x
+    # (6,150 req/s at most) cannot; at half the ceiling even 1.3x keeps up
+    settings = BatchingSettings(max_batch_size=8, timeout_ms=0, max_queue=1_000_000)
+    paced = FAST.model_copy(update={"probe_speeds": [1.3]})  # paces 1.0, 1.3 and 1/1.3
+
+    near = simulate_band(paced, settings, rate=7_000, seconds=10)
+    half = simulate_band(paced, settings, rate=4_000, seconds=10)
+
+    assert 0 < near.saturated_share < 1  # the slow draws only
+    assert near.p99_high_ms > 10 * near.p99_low_ms
+    assert half.saturated_share == 0.0
 
 
 def test_a_full_queue_bounds_the_growth_a_band_carries_over() -> None:
