@@ -97,6 +97,16 @@ def test_tritonclient_reads_health_and_metadata(served: KServeServer) -> None:
     client.close()
 
 
+def test_the_server_serves_with_the_heap_set_aside_until_it_stops(served: KServeServer) -> None:
+    import gc
+
+    assert gc.get_freeze_count() > 0  # collections walk only what serving allocated
+    served.stop()
+    assert gc.get_freeze_count() == 0
+    served.stop()  # idempotent: the heap is not unfrozen twice
+    assert gc.get_freeze_count() == 0
+
+
 def test_concurrent_requests_leave_in_one_batch_each_with_its_own_rows(
     served: KServeServer, tiny_model: Path
 ) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optistudio.core.batching.collector import frozen_heap
 from optistudio.core.batching.pipeline import Pipeline, Response
 from optistudio.core.batching.results import BatchRecord, LoadResult, summarize
 from optistudio.core.batching.simulate import Process
@@ -114,18 +115,21 @@ def run_load(
     seed: int = 0,
     warmup_share: float = 0.1,
 ) -> LoadRun:
-    """Drive `pipeline` with requests cycling through `feeds`; waits for every answer."""
+    """Drive `pipeline` with requests cycling through `feeds`; waits for every answer. The
+    heap alive before the run is kept out of Python's collections during it (`frozen_heap`),
+    as `optistudio serve` keeps it while it serves."""
     if not feeds:
         raise InvalidSpec("The load generator needs at least one request to send.")
     if requests is None and seconds is None:
         raise InvalidSpec("Give a number of requests or a duration in seconds.")
-    recorder = _Recorder()
-    batches = pipeline.record_batches()
-    if process == "closed":
-        _closed_loop(pipeline, feeds, recorder, clients, requests, seconds)
-    else:
-        _open_loop(pipeline, feeds, recorder, process, rate, requests, seconds, seed)
-    run = _finish(recorder, rate if process != "closed" else None, warmup_share)
+    with frozen_heap():
+        recorder = _Recorder()
+        batches = pipeline.record_batches()
+        if process == "closed":
+            _closed_loop(pipeline, feeds, recorder, clients, requests, seconds)
+        else:
+            _open_loop(pipeline, feeds, recorder, process, rate, requests, seconds, seed)
+        run = _finish(recorder, rate if process != "closed" else None, warmup_share)
     run.batches = [_on_run_clock(record, recorder.origin) for record in batches]
     return run
 

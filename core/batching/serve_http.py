@@ -25,6 +25,7 @@ import re
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import ExitStack
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from optistudio.core.batching import kserve
+from optistudio.core.batching.collector import frozen_heap
 from optistudio.core.batching.pipeline_optimizer import PipelineOptimizer
 from optistudio.core.errors import (
     InvalidSpec,
@@ -139,6 +141,7 @@ class KServeServer:
         self.httpd.daemon_threads = True
         self.httpd.kserve = self  # type: ignore[attr-defined]  # the handler's way back
         self._thread: threading.Thread | None = None
+        self._held = ExitStack()  # what `start` holds until `stop`
         self._started = time.perf_counter()
         self._stopped: float | None = None
 
@@ -150,7 +153,10 @@ class KServeServer:
         return f"http://{shown}:{port}"
 
     def start(self) -> KServeServer:
-        """Serve from a background thread; returns at once."""
+        """Serve from a background thread; returns at once. Until `stop` the heap alive now is
+        kept out of Python's collections (`frozen_heap`): a full collection holds every
+        serving thread for as long as it walks the process."""
+        self._held.enter_context(frozen_heap())
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, name="kserve-http", daemon=True
         )
@@ -165,6 +171,7 @@ class KServeServer:
         if self._thread is not None:
             self.httpd.shutdown()
             self._thread.join()
+            self._held.close()
         self.httpd.server_close()
 
     def report(self) -> ServeReport:
