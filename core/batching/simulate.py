@@ -262,15 +262,11 @@ def simulate_band(
     if arrivals is not None:
         per_draw = min(len(arrivals), max(BAND_MIN_REQUESTS, max_requests // draws))
         span_s = float(arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else None
-    figures = np.array(
-        [
-            _band_draw(
-                profile, settings, rate, process, clients, per_draw, seed, i, overhead_ms,
-                arrivals, span_s,
-            )  # fmt: skip
-            for i in range(draws)
-        ]
-    )
+    figures = np.array([  # a row per draw: p50, p99, throughput, whether its queue grew
+        _band_draw(profile, settings, rate, process, clients, per_draw, seed, i, overhead_ms,
+                   arrivals, span_s)
+        for i in range(draws)
+    ])  # fmt: skip
     low, middle, high = np.percentile(
         figures[:, :3], [50 * (1 - level), 50, 50 * (1 + level)], axis=0
     )
