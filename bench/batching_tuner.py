@@ -127,7 +127,8 @@ def _rounds(
                     margin=margin,
                 )  # fmt: skip
                 served_rate = rate if rate is not None else advice.predicted.throughput
-                key = (advice.settings.max_batch_size, advice.settings.timeout_ms, served_rate)
+                chosen = advice.settings
+                key = (chosen.max_batch_size, chosen.timeout_ms, chosen.instances, served_rate)
                 if key not in measured_picks:  # the same pick at the same rate: measured once
                     run = measure_load(
                         model, advice.settings, rate=served_rate, seconds=args.seconds,
@@ -142,7 +143,7 @@ def _rounds(
                 if advice.feasible:  # an infeasible budget is said so, and promises nothing
                     held[margin].append(ok)
                 slower = "-" if advice.p99_slower_ms is None else f"{advice.p99_slower_ms:.1f}"
-                pick = f"b{key[0]} t{key[1]:g}"
+                pick = f"b{key[0]} t{key[1]:g}" + (f" x{key[2]}" if key[2] > 1 else "")
                 print(
                     f"{name:<15}{round_:<6}{scenario:<16}{budget:>8g}{margin:>8.0%}{pick:>12}"
                     f"{served_rate:>7.0f}{advice.predicted.p99_ms:>10.1f}{slower:>9}{p99:>10.1f}"

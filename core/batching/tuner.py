@@ -19,7 +19,12 @@ p99 under the budget is the middle of what Verify runs measure, and half of them
 it, so the best candidates are checked in turn and one whose band's top passes the budget
 gives way to the next. Without a rate ("max throughput"), each
 candidate's highest Poisson rate whose point p99 fits the budget with the model `margin`
-slower is found by bisection, and the highest wins (its band is not checked there).
+slower is found by bisection; then the best of those rates are held to the Verify band in
+turn (at most BAND_CHECKS settings): where the band's top at that rate passes the budget, the
+rate is lowered (BAND_STEPS bisection steps on the band) until it fits, and the setting that
+sustains the highest such rate wins. Near a setting's knee the point p99 is still under the
+budget while a Verify's queue already grows in some draws; the rate a user is told a setting
+sustains is one its Verify keeps within the budget, not the knee.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ DEFAULT_TIMEOUTS_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 BISECTION_STEPS = 7
 BAND_CHECKS = 6
 """Most feasible candidates whose Verify band the tuner checks against the budget, best first."""
+BAND_STEPS = 5
+"""Bisection steps on the band when a "max throughput" rate is lowered until its band fits."""
 DEFAULT_MARGIN = 0.10
 """How much slower than profiled the model may run before a recommended setting's p99 leaves
 the budget (the runner ran 0.88-1.20x its profiled speed under load on this project's 2-core
@@ -127,6 +134,8 @@ def recommend(
     ]
     if rate is not None:
         candidates = search.served_within(candidates, grid, rate)
+    else:
+        candidates = search.held_rates(candidates, grid)
     chosen = _choose(candidates, grid, rate, p99_budget_ms, margin)
     notes = [profile.instances_note(n) for n in counts]
     if profile.batch_refused:
@@ -201,6 +210,62 @@ class _Search:
                 break
         return checked
 
+    def held_rates(
+        self, candidates: list[Candidate], grid: list[BatchingSettings]
+    ) -> list[Candidate]:
+        """ "Max throughput": the feasible candidates by their point rate, best first (at most
+        BAND_CHECKS), each moved to the highest rate whose Verify band stays within the budget;
+        one whose point rate cannot beat the best rate held so far ends the search. A candidate
+        whose band cannot stay within the budget above that best rate keeps its point rate, the
+        band's top there, and is no longer feasible."""
+        order = sorted(
+            (i for i, c in enumerate(candidates) if c.feasible),
+            key=lambda i: (-candidates[i].rate, candidates[i].predicted.p99_ms),
+        )
+        checked, best = list(candidates), 0.0
+        for i in order[:BAND_CHECKS]:
+            if candidates[i].rate <= best:
+                break
+            top = self.band_top(grid[i], candidates[i].rate)
+            held, held_top = (
+                (candidates[i].rate, top)
+                if top <= self.budget
+                else self.lowered(grid[i], best, candidates[i].rate)
+            )
+            if held is None:
+                update = {"p99_band_high_ms": top, "feasible": False}
+                checked[i] = candidates[i].model_copy(update=update)
+                continue
+            at_held = self.at_rate(grid[i], held)
+            checked[i] = at_held.model_copy(update={"p99_band_high_ms": held_top})
+            best = max(best, held) if at_held.feasible else best
+        return checked
+
+    def lowered(
+        self, settings: BatchingSettings, floor: float, rate: float
+    ) -> tuple[float | None, float | None]:
+        """The highest rate in (floor, rate) whose Verify band's top is within the budget, by
+        BAND_STEPS bisection steps, and that top; (None, None) when none is found (at once when
+        the band at a `floor` above 0 already passes the budget: nothing here beats it)."""
+        if floor > 0 and self.band_top(settings, floor) > self.budget:
+            return None, None
+        low, high, held, held_top = floor, rate, None, None
+        for _ in range(BAND_STEPS):
+            middle = (low + high) / 2
+            top = self.band_top(settings, middle)
+            if top <= self.budget:
+                low, held, held_top = middle, middle, top
+            else:
+                high = middle
+        return held, held_top
+
+    def band_top(self, settings: BatchingSettings, rate: float) -> float:
+        """The top of a Verify's p99 band at `rate` with the model `margin` slower."""
+        return simulate_band(
+            self.slower or self.profile, settings, rate=rate, seconds=VERIFY_SECONDS,
+            seed=self.seed,
+        ).p99_high_ms  # fmt: skip
+
     def best_rate(self, settings: BatchingSettings) -> Candidate:
         """The highest Poisson rate whose p99 fits the budget with the model `margin` slower
         (bisection on that one simulation; the pick is then simulated as profiled too)."""
@@ -226,11 +291,7 @@ def _choose(
 ) -> Recommendation:
     feasible = [i for i, c in enumerate(candidates) if c.feasible]
     if rate is None:
-        pool = feasible or range(len(candidates))
-        pick = max(
-            pool,
-            key=lambda i: (candidates[i].predicted.throughput, -candidates[i].predicted.p99_ms),
-        )
+        pick = _most_throughput(candidates)
     elif feasible:
         pick = max(
             feasible, key=lambda i: (candidates[i].capacity, -candidates[i].predicted.p99_ms)
@@ -249,6 +310,21 @@ def _choose(
     )
 
 
+def _most_throughput(candidates: list[Candidate]) -> int:
+    """The feasible candidate held to its band with the highest throughput; with none, the
+    checked one whose band came closest to the budget; with none checked, the highest."""
+    banded = [i for i, c in enumerate(candidates) if c.p99_band_high_ms is not None]
+    held = [i for i in banded if candidates[i].feasible]
+    if held:
+        return max(
+            held,
+            key=lambda i: (candidates[i].predicted.throughput, -candidates[i].predicted.p99_ms),
+        )
+    if banded:
+        return min(banded, key=lambda i: candidates[i].p99_band_high_ms or 0.0)
+    return max(range(len(candidates)), key=lambda i: candidates[i].predicted.throughput)
+
+
 def _reason(
     chosen: Candidate,
     candidates: list[Candidate],
@@ -256,41 +332,68 @@ def _reason(
     budget: float,
     margin: float,
 ) -> str:
-    setting = setting_line(chosen)
-    p99, total = chosen.predicted.p99_ms, len(candidates)
+    if not chosen.feasible:
+        return _missed(chosen, candidates, rate, budget, margin)
+    setting, p99, total = setting_line(chosen), chosen.predicted.p99_ms, len(candidates)
     feasible = sum(c.feasible for c in candidates)
     share = f"{margin:.0%}"
-    if not chosen.feasible:
-        load = f"{_rate(rate)} req/s" if rate is not None else "any rate tried"
-        knees = sum(c.p99_slower_ms is not None and not c.feasible for c in candidates)
-        tight = (
-            f" {knees} meet it only at exactly the profiled speed and leave it with the model "
-            f"{share} slower (no headroom; lower the speed margin only if the serving machine "
-            "is as quiet as the profile's)."
-            if knees
-            else ""
-        )
-        return (
-            f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}"
-            f"{f' with the model {share} slower than profiled' if margin else ''}; the lowest "
-            f"p99 is {p99:.1f} ms ({setting}).{tight} Add instances, lower the rate, or raise "
-            "the budget."
-        )
     slower = (
         f" ({chosen.p99_slower_ms:.1f} ms with the model {share} slower)"
         if chosen.p99_slower_ms is not None
         else ""
     )
+    band = (
+        f"; a {VERIFY_SECONDS:g}-s Verify's p99 band reaches {chosen.p99_band_high_ms:.1f} ms"
+        if chosen.p99_band_high_ms is not None
+        else ""
+    )
     if rate is None:
         return (
-            f"{setting} sustains the most: {chosen.predicted.throughput:.0f} req/s with p99 "
-            f"{p99:.1f} ms{slower} <= {budget:g} ms ({feasible} of {total} settings meet the "
-            "budget)."
+            f"{setting} sustains the most: {_rate(chosen.predicted.throughput)} req/s with p99 "
+            f"{p99:.1f} ms{slower}{band}, within {budget:g} ms. That rate is the highest at "
+            "which the band stays within the budget: past it, near the setting's knee, some "
+            f"Verify runs' queues would grow ({feasible} of {total} settings meet the budget "
+            "at some rate)."
         )
     return (
         f"{feasible} of {total} settings keep up with {_rate(rate)} req/s within p99 {budget:g} ms"
         f"{f' even with the model {share} slower' if margin else ''}; {setting} has the most "
-        f"headroom (up to {chosen.capacity:.0f} req/s) at p99 {p99:.1f} ms{slower}."
+        f"headroom (up to {chosen.capacity:.0f} req/s) at p99 {p99:.1f} ms{slower}{band}."
+    )
+
+
+def _missed(
+    chosen: Candidate,
+    candidates: list[Candidate],
+    rate: float | None,
+    budget: float,
+    margin: float,
+) -> str:
+    """Why no setting was feasible: the closest one, and what to change."""
+    setting, p99, total = setting_line(chosen), chosen.predicted.p99_ms, len(candidates)
+    share = f"{margin:.0%}"
+    load = f"{_rate(rate)} req/s" if rate is not None else "any rate tried"
+    slower = f" with the model {share} slower than profiled" if margin else ""
+    if chosen.p99_band_high_ms is not None and chosen.p99_band_high_ms > budget >= p99:
+        return (
+            f"No setting of {total} tried keeps p99 within {budget:g} ms across a "
+            f"{VERIFY_SECONDS:g}-s Verify's band at {load}{slower}: the closest, {setting}, has "
+            f"a predicted p99 of {p99:.1f} ms at {_rate(chosen.rate)} req/s, but its band "
+            f"reaches {chosen.p99_band_high_ms:.1f} ms: some of its Verify runs would miss the "
+            "budget. Add instances, lower the rate, or raise the budget."
+        )
+    knees = sum(c.p99_slower_ms is not None and c.p99_slower_ms > budget for c in candidates)
+    tight = (
+        f" {knees} meet it only at exactly the profiled speed and leave it with the model "
+        f"{share} slower (no headroom; lower the speed margin only if the serving machine "
+        "is as quiet as the profile's)."
+        if knees
+        else ""
+    )
+    return (
+        f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}{slower}; the "
+        f"lowest p99 is {p99:.1f} ms ({setting}).{tight} Add instances, lower the rate, or "
+        "raise the budget."
     )
 
 

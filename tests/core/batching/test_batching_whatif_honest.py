@@ -11,7 +11,7 @@ import pytest
 
 from optistudio.core.backends import LoadedModel
 from optistudio.core.batching.handoff import served_extra_of
-from optistudio.core.batching.latency import LatencyProfile
+from optistudio.core.batching.latency import LatencyProfile, ServedCheck
 from optistudio.core.batching.latency_profile import PROBE_STEPS, beyond_noise
 from optistudio.core.batching.loadgen import LoadRun
 from optistudio.core.batching.probe_speed import SPEED_LIMITS, bracketed, speed_beside, speed_of
@@ -208,3 +208,47 @@ def test_the_recommended_setting_keeps_its_budget_across_a_verifys_band(
         assert band.p99_high_ms <= budget
     else:
         assert all(c.predicted.p99_ms <= budget < c.p99_band_high_ms for c in checked)
+
+
+def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_the_budget() -> None:
+    profile, budget = _spread_profile(), 60.0
+    kwargs = {"max_batch_size": 8, "timeouts_ms": (0.0, 2.0, 10.0)}
+
+    advice = recommend(profile, p99_budget_ms=budget, rate=None, **kwargs)
+
+    assert advice.feasible
+    chosen = (advice.settings.max_batch_size, advice.settings.timeout_ms)
+    (picked,) = [
+        c
+        for c in advice.candidates
+        if c.feasible
+        and c.p99_band_high_ms is not None
+        and (c.max_batch_size, c.timeout_ms) == chosen
+    ]
+    assert picked.predicted == advice.predicted
+    slower = profile.scaled(1 + advice.margin)
+    band = simulate_band(slower, advice.settings, rate=picked.rate, seconds=VERIFY_SECONDS)
+    assert band.p99_high_ms <= budget
+    # the point prediction alone would have sent some settings past their band's top
+    passed = [c for c in advice.candidates if not c.feasible and c.p99_band_high_ms is not None]
+    assert any(c.predicted.p99_ms <= budget < c.p99_band_high_ms for c in passed)
+    assert f"a {VERIFY_SECONDS:g}-s Verify's p99 band reaches" in advice.reason
+
+
+def test_most_throughput_says_so_when_no_rate_keeps_a_verifys_band_within_the_budget() -> None:
+    check = {"timeout_ms": 0.0, "max_batch_size": 8, "requests": 500}
+    checks = [  # the simulator missed the profile's own probes threefold: bands carry that
+        ServedCheck(rate=20.0, measured_p99_ms=30.0, simulated_p99_ms=10.0, **check),
+        ServedCheck(rate=40.0, measured_p99_ms=36.0, simulated_p99_ms=12.0, **check),
+    ]
+    profile = PROFILE.model_copy(update={"served_checks": checks})
+    budget = 15.0  # above the point p99 at light rates (about 10 ms), below three times it
+
+    advice = recommend(
+        profile, p99_budget_ms=budget, rate=None, max_batch_size=8, timeouts_ms=(0.0,)
+    )
+
+    assert not advice.feasible
+    assert advice.predicted.p99_ms <= budget
+    assert "Verify's band at any rate tried" in advice.reason
+    assert "some of its Verify runs would miss the budget" in advice.reason
