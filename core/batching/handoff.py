@@ -191,6 +191,9 @@ class ServingProbe:
     """Where `serve_at` keeps each run it serves, with its settings and rate, for the profile's
     own check of the simulator against them (optistudio.core.batching.served_checks); None:
     not kept."""
+    instances: list[LoadedModel] | None = None
+    """The sessions the Pipeline serves through, one per instance (None: `model` alone); the
+    bare timings beside a probe time `model`."""
 
 
 SERVING_PROBE_SHARE = 0.2
@@ -269,13 +272,16 @@ def measure_served_extra_under_load(
     cores with a queue that only grows, and its batches were as large as they go, so their
     extra says what saturation costs, not what a rate the runtime can serve does (a 10 ms
     PP-OCR classifier served at 80 % of its ceiling under the studio's load read 57 ms extra
-    per call, which would have made every prediction saturate)."""
+    per call, which would have made every prediction saturate). With `probe.instances`, the
+    same for that many sessions behind one Pipeline (`InstanceLatency.served_load`), each
+    call's extra against the profile at that count (`at_instances`)."""
     run, rate, speed = serve_share(probe, profile, SERVING_LOAD_SHARE, seed=seed)
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
-    extra = round(served_extra_of(run, profile, speed), 4)
-    return round(rate, 3), extra, serving_delays(run, profile)
+    own = profile.at_instances(len(probe.instances or [probe.model]))
+    extra = round(served_extra_of(run, own, speed), 4)
+    return round(rate, 3), extra, serving_delays(run, own)
 
 
 SATURATION_SHARE = 1.3
@@ -304,31 +310,49 @@ def measure_saturation(
     too few steady batches ran; and when the ceiling lies at a smaller batch than the full ones
     (a model slower per row in larger batches: a PP-OCR classifier served 58 rows/s in batches
     of 16 and 111 at batch 1), since an extra per call timed on the largest batches would
-    slow the small ones out of all proportion."""
-    run, _, speed = serve_share(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
+    slow the small ones out of all proportion; and when it kept KEPT_PACE of the rate sent
+    (no queue grew: its pace is not the runtime's). With `probe.instances`, the same for that many sessions
+    behind one Pipeline (`InstanceLatency.saturation`): the pace is theirs together, the
+    extra each one's per call, against the profile at that count (`at_instances`)."""
+    count = len(probe.instances or [probe.model])
+    run, rate, speed = serve_share(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
     sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
-    steady = [b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending]
-    if len(steady) < SATURATION_BATCHES + 1:
+    steady = sorted(
+        (b for b in run.batches if 0.2 * sending <= b.run_start and b.run_end <= sending),
+        key=lambda batch: batch.run_end,
+    )
+    if len(steady) < count * SATURATION_BATCHES + 1:
         return None
     span = steady[-1].run_end - steady[0].run_end
     rows = sum(batch.rows for batch in steady[1:])
     pace = rows / span if span > 0 else 0.0
     size = round(rows / (len(steady) - 1))
-    top, best = profile.ceiling(probe.max_batch_size, with_handoff=True)
+    if pace >= KEPT_PACE * rate:  # it kept up with its sender: no queue, not its pace
+        return None
+    top, best = profile.ceiling(probe.max_batch_size, with_handoff=True, instances=count)
     # the batches' own pace by the profile, at the rate served: what the point would correct
     # (at the machine's speed during the probe: a slower spell is not the runtime's cost)
-    model_ms = speed * profile.latency_ms(size)
+    model_ms = speed * profile.at_instances(count).latency_ms(size)
     own_ms = model_ms + (profile.handoff_ms or 0.0) + profile.served_extra_at(top)
-    if pace <= 0 or best < size or pace >= KEPT_PACE * 1000.0 * size / own_ms:
+    if pace <= 0 or best < size or pace >= KEPT_PACE * 1000.0 * count * size / own_ms:
         return None
-    extra = 1000.0 * size / pace - model_ms - (profile.handoff_ms or 0.0)
+    extra = 1000.0 * count * size / pace - model_ms - (profile.handoff_ms or 0.0)
     return round(pace, 3), round(max(extra, 0.0), 4)
 
 
-def probe_rate(profile: LatencyProfile, max_batch_size: int, share: float) -> float:
+def probe_rate(
+    profile: LatencyProfile, max_batch_size: int, share: float, instances: int = 1
+) -> float:
     """The rate (req/s) a serving probe sends at: `share` of the profile's ceiling with its
-    runtime costs."""
-    return share * profile.ceiling(max_batch_size, with_handoff=True)[0]
+    runtime costs, for `instances` instances, but past one instance of no more than one
+    instance's ceiling: they share the serving threads, and a sender far past what those pass
+    takes the cores from them and times itself (on 2 cores a 0.2 ms MLP's two instances, sent
+    1.3 times their ceiling by the profile, 32,000 req/s, served 5,000 rows/s; sent 14,500,
+    12,900)."""
+    top = profile.ceiling(max_batch_size, with_handoff=True, instances=instances)[0]
+    if instances > 1:
+        top = min(top, profile.ceiling(max_batch_size, with_handoff=True)[0])
+    return share * top
 
 
 def serve_share(
@@ -346,8 +370,11 @@ def serve_share(
     takes it (its default when None). Returns the run, its rate, and the machine's speed
     against the profile while it ran (bare timings before and after it, `probe_speed`; 1.0
     without `probe.feeds`)."""
-    rate = probe_rate(profile, probe.max_batch_size, share)
-    settings = BatchingSettings(max_batch_size=probe.max_batch_size, timeout_ms=timeout_ms)
+    count = len(probe.instances or [probe.model])
+    rate = probe_rate(profile, probe.max_batch_size, share, count)
+    settings = BatchingSettings(
+        max_batch_size=probe.max_batch_size, timeout_ms=timeout_ms, instances=count
+    )
     if max_queue is not None:
         settings = settings.model_copy(update={"max_queue": max_queue})
     low, high = (limit * probe.time_scale for limit in SERVING_PROBE_SECONDS)
@@ -371,7 +398,8 @@ def serve_at(
     machine's speed against the profile while it ran (bare timings before and after it,
     `probe_speed`; 1.0 without `probe.feeds`)."""
     before = _speed(probe, profile)
-    with Pipeline([probe.model.run], probe.inputs, settings, axes=probe.axes) as pipeline:
+    runners = [model.run for model in probe.instances or [probe.model]]
+    with Pipeline(runners, probe.inputs, settings, axes=probe.axes) as pipeline:
         count = settings.max_batch_size if warm is None else warm
         warming = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(count)]
         for future in warming:

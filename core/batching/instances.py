@@ -56,6 +56,43 @@ class InstanceLatency(BaseModel):
     )
     mean_ms: list[float] = Field(description="Per batch size, the mean latency measured (ms).")
     runs: int = Field(ge=0, description="Runs timed, all instances together.")
+    served_load: tuple[float, float] | None = Field(
+        default=None,
+        description="(request rate req/s, extra ms per runner call): these instances served "
+        "at once behind the real Pipeline at the heavy probe's share of their ceiling "
+        "(optistudio.core.batching.handoff.measure_served_extra_under_load), the extra each "
+        "call took beyond the latency above. Where the instances and the serving threads "
+        "outnumber the cores, the threads wait for one, so the runner's return and every "
+        "answer are later than with one instance. None: it fell behind, or not measured "
+        "(profiles made before it).",
+    )
+    serving_delays_ms: list[float] = Field(
+        default_factory=list,
+        description="Per request of that run, its latency beyond its queue wait and its "
+        "batch's runner call (as `LatencyProfile.serving_delays_ms`). Empty where not measured.",
+    )
+    saturation: tuple[float, float] | None = Field(
+        default=None,
+        description="(rows/s, extra ms per runner call): the pace these instances served at "
+        "behind the real Pipeline with its queue never empty, and the extra per call that "
+        "makes their predicted ceiling that pace (optistudio.core.batching.handoff."
+        "measure_saturation), where it fell short of what their latencies give; they share "
+        "the serving threads, the GIL and the cores with them. None: kept that pace, or not "
+        "measured (profiles made before it).",
+    )
+
+
+def served_row(table: list[InstanceLatency], instances: int) -> InstanceLatency | None:
+    """The row whose served measurements `instances` instances are predicted with: that
+    count's, else the largest measured count below it that has them (more instances share the
+    same serving threads, so they serve no better than fewer did); None for one instance or
+    none served."""
+    below = [
+        row
+        for row in table
+        if 1 < row.instances <= instances and (row.served_load or row.saturation)
+    ]
+    return max(below, key=lambda row: row.instances) if below else None
 
 
 def instance_counts(cores: int | None = None) -> list[int]:

@@ -20,7 +20,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from optistudio.core.batching.instances import InstanceLatency, instance_factors, instances_note
+from optistudio.core.batching.instances import (
+    InstanceLatency,
+    instance_factors,
+    instances_note,
+    served_row,
+)
 
 QUANTILE_COUNT = 101
 """Percentiles kept per batch size: 0, 1, ..., 100."""
@@ -84,6 +89,7 @@ class ServedCheck(BaseModel):
     requests: int = Field(ge=0, description="Requests it answered.")
     measured_p99_ms: float = Field(gt=0)
     simulated_p99_ms: float = Field(gt=0)
+    instances: int = Field(default=1, ge=1, description="Instances it served through.")
     speed: float = Field(
         default=1.0,
         gt=0,
@@ -379,18 +385,22 @@ class LatencyProfile(BaseModel):
         errors = self.served_errors(timed=timed)
         return float(np.median(errors)) if errors else None
 
-    def served_errors(self, *, timed: bool) -> list[float]:
+    def served_errors(self, *, timed: bool, instances: int = 1) -> list[float]:
         """The simulator's error on each of this profile's own served probes, ascending:
-        measured over simulated p99 (`ServedCheck.error`) of the checks with a timeout (`timed`)
-        or without, each of at least CHECK_MIN_REQUESTS requests. [] when none counts, and for
-        a profile refitted from a Verify run (its Verify judges it instead)."""
+        measured over simulated p99 (`ServedCheck.error`) of the one-instance checks with a
+        timeout (`timed`) or without, and for `instances` past one also every check served
+        with that many instances (or the most measured below it) whatever its timeout: those
+        hold what sharing the cores with more sessions costs. Each of at least
+        CHECK_MIN_REQUESTS requests. [] when none counts, and for a profile refitted from a
+        Verify run (its Verify judges it instead)."""
         if self.calibration is not None:
             return []
-        return sorted(
-            check.error
-            for check in self.served_checks
-            if (check.timeout_ms > 0) == timed and check.requests >= CHECK_MIN_REQUESTS
-        )
+        counted = [c for c in self.served_checks if c.requests >= CHECK_MIN_REQUESTS]
+        errors = [c.error for c in counted if c.instances == 1 and (c.timeout_ms > 0) == timed]
+        served = [c.instances for c in counted if 1 < c.instances <= instances]
+        if served:
+            errors += [c.error for c in counted if c.instances == max(served)]
+        return sorted(errors)
 
     def paces(self) -> list[float]:
         """The speeds a band draws the model's pace from (optistudio.core.batching.simulate):
@@ -409,16 +419,52 @@ class LatencyProfile(BaseModel):
         """The instance counts this profile measured: 1 and each of `instance_latency`'s."""
         return [1, *(row.instances for row in self.instance_latency)]
 
-    def at_instances(self, instances: int) -> LatencyProfile:
+    def at_instances(self, instances: int, *, served: bool = True) -> LatencyProfile:
         """The profile as one of `instances` busy instances sees it: every latency of the
-        model times that count's slowdown per batch size (the runtime's costs per batch stay);
+        model times that count's slowdown per batch size, and with `served` the runtime's
+        costs as that many instances were served at (`served_as`; else one instance's stay);
         without the table of measured counts it is itself (`instances_note` says how an
-        unmeasured count is taken)."""
+        unmeasured count is taken). A profile refitted from a Verify run keeps its refitted
+        serving costs."""
         factors = instance_factors(self.instance_latency, len(self.batch_sizes), instances)
         if factors is None:
             return self
         by_size = dict(zip(self.batch_sizes, factors, strict=True))
-        return self.scaled_by(by_size).model_copy(update={"instance_latency": []})
+        scaled = self.scaled_by(by_size).model_copy(update={"instance_latency": []})
+        row = served_row(self.instance_latency, instances)
+        if row is None or not served or self.calibration is not None:
+            return scaled
+        return scaled.served_as(row)
+
+    def served_as(self, row: InstanceLatency) -> LatencyProfile:
+        """The profile with `row`'s served measurements in place of one instance's above the
+        light rate: its heavy point (extra per call, serving delays) and its saturation point.
+        One instance's heavy and saturation points go where the row has a heavy point: they
+        were served with a core to spare for the serving threads."""
+        light = self.light_rate()
+        if row.served_load is None or light is None or row.served_load[0] <= light:
+            return self.with_saturation(row.saturation)
+        first = self.served_extra_load[0] if self.served_extra_load else None
+        load = [first or (round(light, 3), self.served_extra_ms), row.served_load]
+        delays = [(row.served_load[0], row.serving_delays_ms)] if row.serving_delays_ms else []
+        update = {"served_extra_load": load, "serving_delays_load": delays}
+        return self.model_copy(update=update).with_saturation(row.saturation)
+
+    def with_saturation(self, point: tuple[float, float] | None) -> LatencyProfile:
+        """The profile with a saturation probe's point (pace, extra) last in
+        `served_extra_load`. A point at or above that pace goes (its probe sent faster than
+        the runtime serves and only just kept up); a profile with no point above its light
+        one gets the light one before it, so the extra grows between the two. Itself when the
+        point's extra is no larger than the last point's (the profile already predicts that
+        pace) or there is no light rate."""
+        light = self.light_rate()
+        if point is None or light is None or point[0] <= light:
+            return self
+        load = [(rate, extra) for rate, extra in self.served_extra_load if rate < point[0]]
+        load = load or [(round(light, 3), self.served_extra_ms)]
+        if point[1] <= load[-1][1]:
+            return self
+        return self.model_copy(update={"served_extra_load": [*load, point]})
 
     def instances_note(self, instances: int) -> str:
         """How `instances` instances are predicted when this profile did not measure that

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,11 @@ from optistudio.core.batching.handoff import (
     measure_serving,
     probe_rate,
 )
-from optistudio.core.batching.instances import instance_counts, measure_instances
+from optistudio.core.batching.instances import (
+    InstanceLatency,
+    instance_counts,
+    measure_instances,
+)
 from optistudio.core.batching.latency import HANDOFF_GAPS, QUANTILE_COUNT, LatencyProfile
 from optistudio.core.batching.served_checks import served_checks
 from optistudio.core.batching.settings import serving_target, with_serving_threads
@@ -348,9 +352,35 @@ def _serve_heavy(probing: Probing, progress: ProgressCallback | None) -> None:
 
 
 def _serve_saturated(probing: Probing, progress: ProgressCallback | None) -> None:
-    probing.profile = with_saturation(
-        probing.profile, measure_saturation(probing.probe(), probing.profile)
+    probing.profile = probing.profile.with_saturation(
+        measure_saturation(probing.probe(), probing.profile)
     )
+
+
+def _serve_instances(probing: Probing, progress: ProgressCallback | None) -> None:
+    """Each measured instance count served as a setting with that many instances is: its
+    sessions at once behind one Pipeline, at the heavy probe's share of their ceiling
+    (`InstanceLatency.served_load`, `serving_delays_ms`) and past it (`saturation`)."""
+    rows = probing.profile.instance_latency
+    probing.profile = probing.profile.model_copy(
+        update={"instance_latency": [_served(probing, row) for row in rows]}
+    )
+
+
+def _served(probing: Probing, row: InstanceLatency) -> InstanceLatency:
+    served = with_serving_threads(probing.given, row.instances)
+    backend = get_backend(probing.backend)
+    sessions = [backend.load(probing.path, served) for _ in range(row.instances)]
+    try:
+        probe = replace(probing.probe(), instances=sessions)
+        heavy = measure_served_extra_under_load(probe, probing.profile)
+        update: dict[str, object] = {"saturation": measure_saturation(probe, probing.profile)}
+        if heavy is not None:
+            update |= {"served_load": heavy[:2], "serving_delays_ms": heavy[2]}
+        return row.model_copy(update=update)
+    finally:
+        for session in sessions:
+            session.close()
 
 
 def _time_timer(probing: Probing, progress: ProgressCallback | None) -> None:
@@ -381,7 +411,7 @@ def _said(text: str) -> Callable[[Probing], str]:
 
 
 PROBE_STEPS: tuple[ProbeStep, ...] = (
-    ProbeStep("batch sizes", 0.835, _said(""), _time_sizes),
+    ProbeStep("batch sizes", 0.83, _said(""), _time_sizes),
     ProbeStep("instances", 0.05, _instances_message, _time_instances),
     ProbeStep(
         "idle gaps",
@@ -420,6 +450,17 @@ PROBE_STEPS: tuple[ProbeStep, ...] = (
         _serve_saturated,
     ),  # fmt: skip
     ProbeStep(
+        "instances served",
+        0.005,
+        lambda probing: (
+            f"{probing.profile.instance_counts()[1:]} instances served at a heavy rate and "
+            "with their queue never empty"
+            if probing.profile.instance_latency
+            else ""
+        ),
+        _serve_instances,
+    ),  # fmt: skip
+    ProbeStep(
         "timer wake-up",
         0.01,
         _said(
@@ -442,22 +483,6 @@ SERVING_UNMEASURED = {
     "served_extra_ms": "the light serving probe served no batch, so the runtime's extra cost "
     "per batch and per answer could not be measured here; predictions add none"
 }
-
-
-def with_saturation(profile: LatencyProfile, point: tuple[float, float] | None) -> LatencyProfile:
-    """`profile` with the saturation probe's point (pace, extra) last in `served_extra_load`.
-    A heavy point at or above that pace goes (its probe sent faster than the runtime serves
-    and only just kept up); a profile with no heavy point gets the light one before it, so the
-    extra grows between the two. Nothing changes when the point's extra is no larger than
-    the last point's (the profile already predicts that pace) or there is no light rate."""
-    light = profile.light_rate()
-    if point is None or light is None or point[0] <= light:
-        return profile
-    load = [(rate, extra) for rate, extra in profile.served_extra_load if rate < point[0]]
-    load = load or [(round(light, 3), profile.served_extra_ms)]
-    if point[1] <= load[-1][1]:
-        return profile
-    return profile.model_copy(update={"served_extra_load": [*load, point]})
 
 
 def idle_extras(

@@ -253,10 +253,11 @@ def recalibrate_at_instances(
     profile: LatencyProfile, trace: Trace, *, instances: int, **kwargs: Any
 ) -> LatencyProfile:
     """`recalibrate` for a run served by `instances` instances: its batches are judged against
-    the profile as one of that many sees it (`at_instances`), and the refit's moves are carried
+    the profile as one of that many sees it (`at_instances`, its latencies: the refit's serving
+    costs are the run's own), and the refit's moves are carried
     back to the one-instance figures, the table of instance slowdowns kept. The other arguments
     as `recalibrate`'s."""
-    seen = profile.at_instances(instances)
+    seen = profile.at_instances(instances, served=False)
     refit = recalibrate(seen, trace, **kwargs)
     if seen is profile:
         return refit

@@ -51,6 +51,7 @@ def served_checks(profile: LatencyProfile, runs: Sequence[ServedRun]) -> list[Se
                 rate=round(served.rate, 3),
                 timeout_ms=served.settings.timeout_ms,
                 max_batch_size=served.settings.max_batch_size,
+                instances=served.settings.instances,
                 requests=result.completed,
                 measured_p99_ms=round(result.p99_ms, 4),
                 simulated_p99_ms=round(simulated.p99_ms, 4),

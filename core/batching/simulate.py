@@ -301,7 +301,7 @@ def _widened(band: Band, profile: LatencyProfile, settings: BatchingSettings) ->
     batchable models (2026-12-07) the probes' errors with a timeout spread 0.95-1.36 within one
     profile, and a median alone held 19-22 of 30 Verify runs where their range would have held
     23-27 of the same runs (docs/BENCHMARKS.md)."""
-    errors = profile.served_errors(timed=settings.timeout_ms > 0)
+    errors = profile.served_errors(timed=settings.timeout_ms > 0, instances=settings.instances)
     if not errors:
         return band
     low, high = errors[0], errors[-1]
@@ -336,7 +336,8 @@ def _band_draw(
     rng = np.random.default_rng([seed, draw])
     paces = profile.paces()
     pace = float(np.random.default_rng([seed, draw, PACE_STREAM]).choice(paces)) if paces else 1.0
-    drawn = resampled(profile, rng, pace=pace)
+    # as one of its instances sees it first, so that count's own serving sets are drawn too
+    drawn = resampled(profile.at_instances(settings.instances), rng, pace=pace)
     if arrivals is not None and len(arrivals) > requests:
         start = int(rng.integers(0, len(arrivals) - requests + 1))
         window = np.asarray(arrivals[start : start + requests], dtype=np.float64)

@@ -165,6 +165,63 @@ def test_the_tuner_keeps_one_instance_where_two_serve_less() -> None:
     assert advice.settings.instances == 1
 
 
+def served_two(extra_ms: float, pace: float) -> LatencyProfile:
+    """Two instances as fast as one when timed bare, served slower: `extra_ms` per call at
+    80 req/s, and a saturation pace of `pace` rows/s (their serving threads had no core)."""
+    row = InstanceLatency(
+        instances=2, threads=1, slowdown=[1.0], mean_ms=[10.0], runs=100,
+        served_load=(80.0, extra_ms), serving_delays_ms=[2.0] * 20,
+        saturation=(pace, 1000.0 * 2 / pace - 10.0),
+    )  # fmt: skip
+    return profile_of(10.0).model_copy(
+        update={
+            "instance_latency": [row], "serving_delays_ms": [0.1] * 20,
+            "serving_delays_rate": 20.0, "served_extra_load": [(20.0, 0.2)],
+        }
+    )  # fmt: skip
+
+
+def test_instances_are_predicted_with_the_serving_costs_they_were_served_at() -> None:
+    profile = served_two(4.0, 90.0)
+
+    two = profile.at_instances(2)
+
+    assert two.served_extra_load == [
+        (20.0, 0.2),
+        (80.0, 4.0),
+        (90.0, pytest.approx(2000 / 90 - 10)),
+    ]
+    assert two.serving_delays_load == [(80.0, [2.0] * 20)]
+    assert profile.at_instances(4).served_extra_load == two.served_extra_load  # none better
+    assert profile.at_instances(2, served=False).served_extra_load == [(20.0, 0.2)]
+    assert profile.at_instances(1) is profile
+    assert profile.ceiling(1, with_handoff=True, instances=2)[0] == pytest.approx(90.0, rel=0.01)
+    bare = profile.model_copy(update={"instance_latency": [
+        profile.instance_latency[0].model_copy(
+            update={"served_load": None, "serving_delays_ms": [], "saturation": None}
+        )
+    ]})  # fmt: skip
+    assert bare.ceiling(1, with_handoff=True, instances=2)[0] == pytest.approx(200.0)  # as timed
+    slower, plain = (
+        simulate(p, at(2), rate=60.0, requests=3000, seed=1).p99_ms for p in (profile, bare)
+    )
+    assert slower > plain
+
+
+def test_the_tuner_keeps_one_instance_where_two_served_less_than_timed() -> None:
+    kwargs = {"p99_budget_ms": 300.0, "max_batch_size": 1, "timeouts_ms": (0.0,)}
+
+    timed_only = recommend(
+        served_two(4.0, 90.0).model_copy(update={"instance_latency": [
+            InstanceLatency(instances=2, threads=1, slowdown=[1.0], mean_ms=[10.0], runs=100)
+        ]}), requests=2000, **kwargs,
+    )  # fmt: skip
+    served = recommend(served_two(4.0, 70.0), requests=2000, **kwargs)
+
+    assert timed_only.settings.instances == 2  # bare, two look twice as fast
+    assert served.settings.instances == 1  # served, two passed 70 rows/s, one alone about 98
+
+
 def test_a_refused_fixed_batch_gets_an_instances_recommendation() -> None:
     profile = profile_of(10.0, {2: 1.2}).model_copy(
         update={"batch_refused": "ReduceMean reduces over the batch."}

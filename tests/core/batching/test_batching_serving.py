@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,8 +25,9 @@ from optistudio.core.batching.handoff import (
     measure_serving,
     serving_delays,
 )
+from optistudio.core.batching.instances import InstanceLatency
 from optistudio.core.batching.latency import QUICK_PROBE_SCALE, LatencyProfile
-from optistudio.core.batching.latency_profile import measure_latency_profile, with_saturation
+from optistudio.core.batching.latency_profile import measure_latency_profile
 from optistudio.core.batching.loadgen import LoadRun, run_load
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.recalibrate import calibration_line, recalibrate
@@ -357,7 +359,7 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
     pace, extra = point
     assert 0 < pace < 510  # sleep(4 ms) never takes less than 4 ms: 500 rows/s at most
     assert extra == pytest.approx(2000 / pace - 1.5 - 0.1, abs=0.01)
-    saturated = with_saturation(profiled, point)
+    saturated = profiled.with_saturation(point)
     if pace > 250.0:  # faster than the light probe's rate: the point joins, the light one first
         assert saturated.served_extra_load == [(250.0, 0.0), point]
         assert saturated.ceiling(2, with_handoff=True)[0] == pytest.approx(pace, rel=0.02)
@@ -371,6 +373,33 @@ def test_the_saturation_probe_times_the_pace_the_runtime_serves_at() -> None:
     assert measure_saturation(SLOW_PROBE, slow) is None
 
 
+@pytest.mark.timing
+def test_two_instances_saturate_behind_one_pipeline_at_their_own_pace() -> None:
+    """Two runners of 4 ms a call behind one Pipeline, profiled at 1-1.5 ms a batch alone and
+    as one of two: sent 1.3x one instance's ceiling (1,625 rows/s; not 1.3x the 2,500 two would
+    give), their queue grows, and the pace is theirs together: full batches of 2 on each, at
+    most 1,000 rows/s; the extra is each one's per call against the profile at two."""
+    row = InstanceLatency(instances=2, threads=1, slowdown=[1.0, 1.0], mean_ms=[1.0, 1.5], runs=10)
+    profiled = LatencyProfile(
+        batch_sizes=[1, 2], mean_ms=[1.0, 1.5], handoff_ms=0.1, serving_delays_ms=[0.1],
+        serving_delays_rate=250.0, instance_latency=[row],
+    )  # fmt: skip
+    probe = replace(SLOW_PROBE, instances=[_SlowWhenServed(), _SlowWhenServed()])
+
+    point = next(
+        filter(None, (measure_saturation(probe, profiled, seed=s) for s in (9, 10, 11))), None
+    )
+
+    assert point is not None
+    pace, extra = point
+    assert 0 < pace < 1010
+    assert extra == pytest.approx(4000 / pace - 1.5 - 0.1, abs=0.01)
+    served = row.model_copy(update={"saturation": point})
+    two = profiled.model_copy(update={"instance_latency": [served]})
+    if pace > 250.0:  # past the light rate: the two are predicted at that pace
+        assert two.ceiling(2, with_handoff=True, instances=2)[0] == pytest.approx(pace, rel=0.02)
+
+
 def test_a_heavy_point_past_the_saturation_pace_gives_way() -> None:
     profile = TEN_MS.model_copy(
         update={
@@ -378,6 +407,6 @@ def test_a_heavy_point_past_the_saturation_pace_gives_way() -> None:
             "served_extra_load": [(20.0, 0.5), (95.0, 1.0)],
         }
     )  # fmt: skip
-    assert with_saturation(profile, (80.0, 2.5)).served_extra_load == [(20.0, 0.5), (80.0, 2.5)]
-    assert with_saturation(profile, (99.0, 0.8)) == profile  # no dearer than the last point
-    assert with_saturation(profile, None) == profile
+    assert profile.with_saturation((80.0, 2.5)).served_extra_load == [(20.0, 0.5), (80.0, 2.5)]
+    assert profile.with_saturation((99.0, 0.8)) == profile  # no dearer than the last point
+    assert profile.with_saturation(None) == profile

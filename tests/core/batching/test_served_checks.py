@@ -55,6 +55,26 @@ def test_the_error_is_the_median_of_the_checks_of_its_kind_with_enough_requests(
     assert _profile().served_error(timed=True) is None
 
 
+def test_more_instances_take_their_own_probes_errors_beside_one_instances() -> None:
+    two = _check(3.0, timeout_ms=0.0).model_copy(update={"instances": 2})
+    profile = _profile(_check(1.2), _check(0.9, timeout_ms=0.0), two)
+
+    assert profile.served_errors(timed=True) == [pytest.approx(1.2)]  # one instance's only
+    assert profile.served_errors(timed=True, instances=2) == [
+        pytest.approx(1.2), pytest.approx(3.0)
+    ]  # fmt: skip
+    assert profile.served_errors(timed=False, instances=4) == [
+        pytest.approx(0.9),
+        pytest.approx(3.0),
+    ]  # fmt: skip  (four served no better than the two measured)
+    one, both = (
+        simulate_band(profile, UNTIMED.model_copy(update={"instances": n}), rate=200.0)
+        for n in (1, 2)
+    )
+    assert both.served_error_range == [pytest.approx(0.9), pytest.approx(3.0)]
+    assert one.served_error_range == [pytest.approx(0.9), pytest.approx(0.9)]
+
+
 def test_a_band_holds_the_prediction_moved_by_each_checks_error_of_its_kind() -> None:
     profile = _profile(
         _check(0.9), _check(1.02), _check(1.3), _check(2.0, requests=CHECK_MIN_REQUESTS - 1),
@@ -167,9 +187,7 @@ def test_a_probe_is_replayed_with_the_model_at_the_machines_speed_then() -> None
     at_speed = simulate(profile.scaled(1.5), TIMED, arrivals=sent, warmup_share=0.0)
     assert check.speed == 1.5
     assert check.simulated_p99_ms == pytest.approx(at_speed.p99_ms, rel=1e-3)
-    assert check.simulated_p99_ms > simulate(
-        profile, TIMED, arrivals=sent, warmup_share=0.0
-    ).p99_ms
+    assert check.simulated_p99_ms > simulate(profile, TIMED, arrivals=sent, warmup_share=0.0).p99_ms
 
 
 def test_a_band_runs_its_draws_at_the_paces_the_machine_had_beside_the_probes() -> None:
