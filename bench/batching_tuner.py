@@ -62,6 +62,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--zoo", action="store_true", help="the verify zoo's models (docstring)")
     parser.add_argument("--models", help="with --zoo: zoo models, comma-separated")
+    parser.add_argument(
+        "--instances", help="instance counts the tuner may pick, comma-separated (default: its own)"
+    )
     args = parser.parse_args()
     target = RunTarget(threads=args.threads, spin_wait=False)
     started = time.time()
@@ -107,6 +110,7 @@ def _rounds(
 ) -> None:
     """`--rounds` fresh profiles of one model, each scenario's pick per margin in `held` served
     for `--seconds`; whether each held its budget is appended to `held`."""
+    counts = [int(n) for n in args.instances.split(",")] if args.instances else None
     for round_ in range(args.rounds):
         profile = measure_latency_profile(
             model, max_batch_size=MAX_BATCH, inputs=inputs,
@@ -124,7 +128,7 @@ def _rounds(
                 rate = share * ceiling if share else None
                 advice = recommend(
                     profile, p99_budget_ms=budget, rate=rate, max_batch_size=MAX_BATCH,
-                    margin=margin,
+                    margin=margin, instances=counts,
                 )  # fmt: skip
                 served_rate = rate if rate is not None else advice.predicted.throughput
                 chosen = advice.settings

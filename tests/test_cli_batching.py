@@ -89,7 +89,9 @@ def test_profile_then_simulate_and_recommend_from_the_saved_profile(
     advice = json.loads(run.stdout)
     assert advice["feasible"] and advice["p99_ms"] <= budget and advice["candidates"]
     assert advice["margin"] == 0.1  # the budget holds with the model 10 % slower too
-    assert {c["instances"] for c in advice["candidates"]} == {1, 2}  # the counts profiled
+    counts = {c["instances"] for c in advice["candidates"]}  # the counts profiled, but one
+    assert 1 in counts and counts <= {1, 2}  # that fills every core here (and says so)
+    assert 2 in counts or "2 instances were not searched" in advice["reason"]
     chosen = [c for c in advice["candidates"] if c["feasible"]]
     assert chosen and all(c["p99_slower_ms"] <= budget for c in chosen)
 

@@ -19,7 +19,12 @@ and stay). For a count that was not measured (`instance_factors`):
     predicts N instances as N independent copies of the one measured (f = 1), and says so.
 The factors are measured with every instance busy, the case that sets a ceiling and a tail; a
 lightly loaded instance runs beside idle ones and may be faster, so they are conservative at
-low rates.
+low rates. Bare timings leave out what serving costs once the sessions and the serving threads
+outnumber the cores: the threads wait for a core, and the runner's return and every answer with
+them. So the profile also serves each measured count behind one Pipeline, at a heavy rate and
+past its ceiling (`InstanceLatency.served_load`, `serving_delays_ms`, `saturation`), and a
+prediction at that count takes those costs in place of one instance's
+(`LatencyProfile.served_as`).
 """
 
 from __future__ import annotations

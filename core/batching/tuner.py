@@ -1,7 +1,9 @@
 """Recommend batching settings from a latency profile, by simulation.
 
 Candidates are every instance count the profile measured (1, 2, 4, ... up to the cores:
-`LatencyProfile.instance_counts`; like Triton Model Analyzer's instance groups) crossed with
+`LatencyProfile.instance_counts`; like Triton Model Analyzer's instance groups) but those whose
+sessions' threads fill every core, which leave none for the serving threads (`searched_counts`;
+`instances` overrides), crossed with
 every max batch size in 1, 2, 4, ... up to the limit and a ladder of timeouts (the eager
 threshold stays as given). Each count is simulated at the latencies measured with that many
 instances busy at once, so more instances win only where the machine serves more with them. A
@@ -115,7 +117,7 @@ def recommend(
     base = base or BatchingSettings()
     if profile.batch_refused:
         max_batch_size, timeouts_ms = 1, (0.0,)
-    counts = sorted(set(instances or profile.instance_counts()))
+    counts, left_out = searched_counts(profile, instances)
     grid = [
         base.model_copy(
             update={
@@ -137,7 +139,7 @@ def recommend(
     else:
         candidates = search.held_rates(candidates, grid)
     chosen = _choose(candidates, grid, rate, p99_budget_ms, margin)
-    notes = [profile.instances_note(n) for n in counts]
+    notes = [profile.instances_note(n) for n in counts] + [left_out]
     if profile.batch_refused:
         notes.insert(0, f"Only max batch 1 was tried: {profile.batch_refused}")
     if profile.unmeasured:  # a cost the predictions leave out is said, not hidden
@@ -146,6 +148,41 @@ def recommend(
         reason = " ".join([chosen.reason, *(note for note in notes if note)])
         chosen = chosen.model_copy(update={"reason": reason})
     return chosen
+
+
+def searched_counts(
+    profile: LatencyProfile, instances: Sequence[int] | None = None
+) -> tuple[list[int], str]:
+    """The instance counts the search tries, and a sentence on those it leaves out ('' none):
+    `instances` when given; else the profile's measured counts but those whose sessions'
+    threads fill every core the profile ran on. Those leave no core for the serving threads,
+    which then take one from a session mid-batch: on 2 cores the zoo's picks of 2 instances
+    ran 1.3-2.6x slower per call than profiled and 6 of 10 missed their budget, where the same
+    searches kept to one instance held 11 of 11 (docs/BENCHMARKS.md)."""
+    if instances:
+        return sorted(set(instances)), ""
+    cores = _profiled_cores(profile)
+    threads = {row.instances: row.threads for row in profile.instance_latency}
+    full = [n for n in threads if cores and n * threads[n] >= cores]
+    kept = [n for n in profile.instance_counts() if n not in full]
+    if not full:
+        return kept, ""
+    named = ", ".join(map(str, full))
+    return kept, (
+        f"{named} instances were not searched: with their intra-op threads they fill the "
+        f"{cores} cores the profile ran on and leave none for the serving threads, so served "
+        "they run slower than profiled (the What-if predicts them from the profile's served "
+        "probes; verify one before choosing it)."
+    )
+
+
+def _profiled_cores(profile: LatencyProfile) -> int | None:
+    """How many cores the profile's process could run on (None where it does not say)."""
+    affinity = profile.environment.get("affinity")
+    if isinstance(affinity, list) and affinity:
+        return len(affinity)
+    cores = profile.environment.get("logical_cores")
+    return cores if isinstance(cores, int) and cores > 0 else None
 
 
 def capacity(profile: LatencyProfile, settings: BatchingSettings) -> float:

@@ -222,6 +222,28 @@ def test_the_tuner_keeps_one_instance_where_two_served_less_than_timed() -> None
     assert served.settings.instances == 1  # served, two passed 70 rows/s, one alone about 98
 
 
+@pytest.mark.parametrize(("cores", "searched"), [(2, [1]), (4, [1, 2]), (None, [1, 2, 4])])
+def test_the_tuner_leaves_out_instances_that_leave_no_core_for_the_serving_threads(
+    cores: int | None, searched: list[int]
+) -> None:
+    profile = profile_of(10.0, {2: 1.2, 4: 1.6}).model_copy(
+        update={"environment": {"affinity": list(range(cores))} if cores else {}}
+    )
+    kwargs = {"p99_budget_ms": 200.0, "rate": 120.0, "max_batch_size": 1, "requests": 2000}
+
+    advice = recommend(profile, **kwargs)
+    asked = recommend(profile, instances=[1, 2, 4], **kwargs)
+
+    assert sorted({c.instances for c in advice.candidates}) == searched
+    assert sorted({c.instances for c in asked.candidates}) == [1, 2, 4]
+    left_out = [n for n in (2, 4) if n not in searched]
+    if left_out:
+        assert f"{', '.join(map(str, left_out))} instances were not searched" in advice.reason
+        assert f"fill the {cores} cores the profile ran on" in advice.reason
+    else:
+        assert "not searched" not in advice.reason
+
+
 def test_a_refused_fixed_batch_gets_an_instances_recommendation() -> None:
     profile = profile_of(10.0, {2: 1.2}).model_copy(
         update={"batch_refused": "ReduceMean reduces over the batch."}
