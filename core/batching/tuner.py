@@ -158,7 +158,7 @@ def searched_counts(
     threads fill every core the profile ran on. Those leave no core for the serving threads,
     which then take one from a session mid-batch: on 2 cores the zoo's picks of 2 instances
     ran 1.3-2.6x slower per call than profiled and 6 of 10 missed their budget, where the same
-    searches kept to one instance held 11 of 11 (docs/BENCHMARKS.md)."""
+    searches kept to one instance held 20 of 20 over two runs (docs/BENCHMARKS.md)."""
     if instances:
         return sorted(set(instances)), ""
     cores = _profiled_cores(profile)
