@@ -74,7 +74,8 @@ class Candidate(BaseModel):
     p99_band_high_ms: float | None = Field(
         default=None,
         description="The top of the p99 band a Verify of VERIFY_SECONDS at the rate would land "
-        "in (None: not checked). A setting whose band's top passes the budget is not feasible.",
+        'in ("max throughput": with the model `margin` slower; None: not checked). A setting '
+        "whose band's top passes the budget is not feasible.",
     )
 
 

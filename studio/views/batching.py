@@ -374,7 +374,10 @@ def best_settings(profile: LatencyProfile, rate: float) -> None:
             st.info("Set a p99 budget and press **Find best settings**.")
             return
     else:
-        with st.spinner("Simulating every instance count x max batch size x timeout..."):
+        with st.spinner(
+            "Simulating instance counts x max batch sizes x timeouts, then holding the best to "
+            "a Verify's p99 band (up to a minute for Max throughput)..."
+        ):
             advice = recommend(
                 profile,
                 p99_budget_ms=budget,
