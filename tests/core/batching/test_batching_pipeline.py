@@ -13,7 +13,6 @@ from batching_helpers import Recorder, build_double_model, row
 
 from optistudio.core.backends import SessionOptions
 from optistudio.core.batching.applicability import StackAxes
-from optistudio.core.batching.instances import instance_counts
 from optistudio.core.batching.latency import QUICK_PROBE_SCALE
 from optistudio.core.batching.pipeline import Pipeline
 from optistudio.core.batching.settings import BatchingSettings, serving_threads, settings_from
@@ -298,12 +297,12 @@ def test_served_and_profiled_models_do_not_spin_unless_asked(
         assert pipe.infer(row(1.0)).outputs[0][0][0] == 2.0
     with Pipeline.load(double, BatchingSettings(), options=SessionOptions(spin_wait=True)):
         pass
-    profile_module.measure_latency_profile(
+    profile = profile_module.measure_latency_profile(
         double, max_batch_size=2, min_runs=2, min_seconds=0.01, probe_time_scale=QUICK_PROBE_SCALE
     )
 
     # then each instance count past one served: its sessions with their share of the threads
-    served = [count for count in instance_counts() if count > 1]
+    served = [row.instances for row in profile.instance_latency]  # the counts it measured
     assert [options.spin_wait for options in loaded] == [False, True, False] + [False] * sum(served)
     assert [options.threads for options in loaded] == [serving_threads()] * 3 + [
         serving_threads(count) for count in served for _ in range(count)
