@@ -195,6 +195,11 @@ class ServingProbe:
     """The sessions the Pipeline serves through, one per instance (None: `model` alone); the
     bare timings beside a probe time `model`."""
 
+    @property
+    def sessions(self) -> list[LoadedModel]:
+        """The sessions it serves through: `instances`, or `model` alone."""
+        return self.instances or [self.model]
+
 
 SERVING_PROBE_SHARE = 0.2
 """The light rate the serving probe sends at, as a share of the runtime's ceiling."""
@@ -279,7 +284,7 @@ def measure_served_extra_under_load(
     served = run.result
     if not run.batches or served.throughput < KEPT_UP * (served.realised_rate or rate):
         return None
-    own = profile.at_instances(len(probe.instances or [probe.model]))
+    own = profile.at_instances(len(probe.sessions))
     extra = round(served_extra_of(run, own, speed), 4)
     return round(rate, 3), extra, serving_delays(run, own)
 
@@ -314,7 +319,7 @@ def measure_saturation(
     (no queue grew: its pace is not the runtime's). With `probe.instances`, the same for that many sessions
     behind one Pipeline (`InstanceLatency.saturation`): the pace is theirs together, the
     extra each one's per call, against the profile at that count (`at_instances`)."""
-    count = len(probe.instances or [probe.model])
+    count = len(probe.sessions)
     run, rate, speed = serve_share(probe, profile, SATURATION_SHARE, seed=seed, max_queue=1_000_000)
     sending = run.sent_ms[-1] / 1000 if run.sent_ms else 0.0
     steady = sorted(
@@ -370,7 +375,7 @@ def serve_share(
     takes it (its default when None). Returns the run, its rate, and the machine's speed
     against the profile while it ran (bare timings before and after it, `probe_speed`; 1.0
     without `probe.feeds`)."""
-    count = len(probe.instances or [probe.model])
+    count = len(probe.sessions)
     rate = probe_rate(profile, probe.max_batch_size, share, count)
     settings = BatchingSettings(
         max_batch_size=probe.max_batch_size, timeout_ms=timeout_ms, instances=count
@@ -398,7 +403,7 @@ def serve_at(
     machine's speed against the profile while it ran (bare timings before and after it,
     `probe_speed`; 1.0 without `probe.feeds`)."""
     before = _speed(probe, profile)
-    runners = [model.run for model in probe.instances or [probe.model]]
+    runners = [model.run for model in probe.sessions]
     with Pipeline(runners, probe.inputs, settings, axes=probe.axes) as pipeline:
         count = settings.max_batch_size if warm is None else warm
         warming = [pipeline.submit(probe.requests[i % len(probe.requests)]) for i in range(count)]
