@@ -41,6 +41,7 @@ from optistudio.core.batching.results import LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import VERIFY_SECONDS, simulate, simulate_band
 from optistudio.core.errors import InvalidSpec
+from optistudio.core.progress import ProgressCallback, ignore_progress, scaled
 
 DEFAULT_TIMEOUTS_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 BISECTION_STEPS = 7
@@ -48,6 +49,9 @@ BAND_CHECKS = 6
 """Most feasible candidates whose Verify band the tuner checks against the budget, best first."""
 BAND_STEPS = 5
 """Bisection steps on the band when a "max throughput" rate is lowered until its band fits."""
+GRID_SHARE = 0.4
+"""The share of `recommend`'s progress the point search takes; the band checks take the rest
+(each band is 40 simulated Verify runs: on the zoo's profiles they took most of the time)."""
 DEFAULT_MARGIN = 0.10
 """How much slower than profiled the model may run before a recommended setting's p99 leaves
 the budget (the runner ran 0.88-1.20x its profiled speed under load on this project's 2-core
@@ -105,15 +109,19 @@ def recommend(
     seed: int = 0,
     margin: float = DEFAULT_MARGIN,
     instances: Sequence[int] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Recommendation:
     """Search instances x max batch size x timeout under a p99 budget (see the module
-    docstring); `instances` defaults to the counts the profile measured."""
+    docstring); `instances` defaults to the counts the profile measured. `progress` hears
+    each setting simulated, then each Verify band checked (max throughput: up to a minute
+    on 2 cores)."""
     if p99_budget_ms <= 0 or (rate is not None and rate <= 0):
         raise InvalidSpec("The p99 budget and the arrival rate must be positive.")
     if not 0 <= margin < 1:
         raise InvalidSpec(
             f"The speed margin must be a share from 0 to below 1 (0.1 = 10 %), got {margin}."
         )
+    report = progress or ignore_progress
     search = _Search(profile, p99_budget_ms, requests, seed, margin)
     base = base or BatchingSettings()
     if profile.batch_refused:
@@ -132,14 +140,20 @@ def recommend(
         for b in default_batch_sizes(max_batch_size)
         for t in timeouts_ms
     ]
-    candidates = [
-        search.at_rate(s, rate) if rate is not None else search.best_rate(s) for s in grid
-    ]
+    candidates = []
+    for done, settings in enumerate(grid, 1):
+        candidates.append(
+            search.at_rate(settings, rate) if rate is not None else search.best_rate(settings)
+        )
+        report(GRID_SHARE * done / len(grid), f"Simulated {done} of {len(grid)} settings")
+    search.progress = scaled(report, GRID_SHARE, 1.0)
     if rate is not None:
         candidates = search.served_within(candidates, grid, rate)
     else:
         candidates = search.held_rates(candidates, grid)
-    chosen = _choose(candidates, grid, rate, p99_budget_ms, margin)
+    report(1.0, "Done")
+    advice = _advice(left_out)
+    chosen = _choose(candidates, grid, rate, p99_budget_ms, margin, advice)
     notes = [profile.instances_note(n) for n in counts] + [left_out]
     if profile.batch_refused:
         notes.insert(0, f"Only max batch 1 was tried: {profile.batch_refused}")
@@ -200,6 +214,8 @@ class _Search:
     ) -> None:
         self.profile, self.budget, self.requests, self.seed = profile, budget, requests, seed
         self.slower = profile.scaled(1 + margin) if margin else None
+        self.progress: ProgressCallback = ignore_progress
+        self.bands = 0
 
     def at_rate(self, settings: BatchingSettings, rate: float) -> Candidate:
         predicted = self.simulate(self.profile, settings, rate)
@@ -238,11 +254,9 @@ class _Search:
         )
         checked = list(candidates)
         for i in order[:BAND_CHECKS]:
-            band = simulate_band(
-                self.profile, grid[i], rate=rate, seconds=VERIFY_SECONDS, seed=self.seed
-            )
-            within = band.p99_high_ms <= self.budget
-            update = {"p99_band_high_ms": band.p99_high_ms, "feasible": within}
+            top = self.band_top(self.profile, grid[i], rate, most=BAND_CHECKS)
+            within = top <= self.budget
+            update = {"p99_band_high_ms": top, "feasible": within}
             checked[i] = candidates[i].model_copy(update=update)
             if within:
                 break
@@ -264,7 +278,7 @@ class _Search:
         for i in order[:BAND_CHECKS]:
             if candidates[i].rate <= best:
                 break
-            top = self.band_top(grid[i], candidates[i].rate)
+            top = self.slower_top(grid[i], candidates[i].rate)
             held, held_top = (
                 (candidates[i].rate, top)
                 if top <= self.budget
@@ -285,24 +299,38 @@ class _Search:
         """The highest rate in (floor, rate) whose Verify band's top is within the budget, by
         BAND_STEPS bisection steps, and that top; (None, None) when none is found (at once when
         the band at a `floor` above 0 already passes the budget: nothing here beats it)."""
-        if floor > 0 and self.band_top(settings, floor) > self.budget:
+        if floor > 0 and self.slower_top(settings, floor) > self.budget:
             return None, None
         low, high, held, held_top = floor, rate, None, None
         for _ in range(BAND_STEPS):
             middle = (low + high) / 2
-            top = self.band_top(settings, middle)
+            top = self.slower_top(settings, middle)
             if top <= self.budget:
                 low, held, held_top = middle, middle, top
             else:
                 high = middle
         return held, held_top
 
-    def band_top(self, settings: BatchingSettings, rate: float) -> float:
+    def slower_top(self, settings: BatchingSettings, rate: float) -> float:
         """The top of a Verify's p99 band at `rate` with the model `margin` slower."""
-        return simulate_band(
-            self.slower or self.profile, settings, rate=rate, seconds=VERIFY_SECONDS,
-            seed=self.seed,
-        ).p99_high_ms  # fmt: skip
+        most = BAND_CHECKS * (BAND_STEPS + 2)  # each held setting: its rate, a floor, the steps
+        return self.band_top(self.slower or self.profile, settings, rate, most=most)
+
+    def band_top(
+        self, profile: LatencyProfile, settings: BatchingSettings, rate: float, *, most: int
+    ) -> float:
+        """The top of a Verify's p99 band at `rate` for `profile`, said to `progress` as one
+        of at most `most` band checks."""
+        top = simulate_band(
+            profile, settings, rate=rate, seconds=VERIFY_SECONDS, seed=self.seed
+        ).p99_high_ms
+        self.bands += 1
+        self.progress(
+            min(self.bands / most, 1.0),
+            f"Held {setting_line(settings)} to a Verify's p99 band at {_rate(rate)} req/s "
+            f"(band check {self.bands}, at most {most})",
+        )
+        return top
 
     def best_rate(self, settings: BatchingSettings) -> Candidate:
         """The highest Poisson rate whose p99 fits the budget with the model `margin` slower
@@ -326,6 +354,7 @@ def _choose(
     rate: float | None,
     budget: float,
     margin: float,
+    advice: str,
 ) -> Recommendation:
     feasible = [i for i, c in enumerate(candidates) if c.feasible]
     if rate is None:
@@ -343,7 +372,7 @@ def _choose(
         p99_slower_ms=chosen.p99_slower_ms,
         feasible=chosen.feasible,
         margin=margin,
-        reason=_reason(chosen, candidates, rate, budget, margin),
+        reason=_reason(chosen, candidates, rate, budget, margin, advice),
         candidates=candidates,
     )
 
@@ -369,9 +398,10 @@ def _reason(
     rate: float | None,
     budget: float,
     margin: float,
+    advice: str,
 ) -> str:
     if not chosen.feasible:
-        return _missed(chosen, candidates, rate, budget, margin)
+        return _missed(chosen, candidates, rate, budget, margin, advice)
     setting, p99, total = setting_line(chosen), chosen.predicted.p99_ms, len(candidates)
     feasible = sum(c.feasible for c in candidates)
     share = f"{margin:.0%}"
@@ -406,8 +436,9 @@ def _missed(
     rate: float | None,
     budget: float,
     margin: float,
+    advice: str,
 ) -> str:
-    """Why no setting was feasible: the closest one, and what to change."""
+    """Why no setting was feasible: the closest one, and what to change (`advice`)."""
     setting, p99, total = setting_line(chosen), chosen.predicted.p99_ms, len(candidates)
     share = f"{margin:.0%}"
     load = f"{_rate(rate)} req/s" if rate is not None else "any rate tried"
@@ -418,7 +449,7 @@ def _missed(
             f"{VERIFY_SECONDS:g}-s Verify's band at {load}{slower}: the closest, {setting}, has "
             f"a predicted p99 of {p99:.1f} ms at {_rate(chosen.rate)} req/s, but its band "
             f"reaches {chosen.p99_band_high_ms:.1f} ms: some of its Verify runs would miss the "
-            "budget. Add instances, lower the rate, or raise the budget."
+            f"budget. {advice}"
         )
     knees = sum(c.p99_slower_ms is not None and c.p99_slower_ms > budget for c in candidates)
     tight = (
@@ -430,9 +461,20 @@ def _missed(
     )
     return (
         f"No setting of {total} tried keeps p99 within {budget:g} ms at {load}{slower}; the "
-        f"lowest p99 is {p99:.1f} ms ({setting}).{tight} Add instances, lower the rate, or "
-        "raise the budget."
+        f"lowest p99 is {p99:.1f} ms ({setting}).{tight} {advice}"
     )
+
+
+def _advice(left_out: str) -> str:
+    """What to change where no setting meets the budget: more instances only where the
+    search left none out for filling the cores (`searched_counts`); there more instances
+    need a machine with more cores."""
+    if left_out:
+        return (
+            "Lower the rate, raise the budget, or serve on a machine with more cores (here more "
+            "instances leave no core for the serving threads)."
+        )
+    return "Add instances, lower the rate, or raise the budget."
 
 
 def setting_line(setting: Candidate | BatchingSettings) -> str:

@@ -374,17 +374,20 @@ def best_settings(profile: LatencyProfile, rate: float) -> None:
             st.info("Set a p99 budget and press **Find best settings**.")
             return
     else:
-        with st.spinner(
-            "Simulating instance counts x max batch sizes x timeouts, then holding the best to "
-            "a Verify's p99 band (up to a minute for Max throughput)..."
-        ):
-            advice = recommend(
-                profile,
-                p99_budget_ms=budget,
-                rate=rate if mode.startswith("At") else None,
-                max_batch_size=profile.batch_sizes[-1],
-                margin=margin / 100,
-            )
+        bar = st.progress(
+            0.0,
+            text="Simulating instance counts x max batch sizes x timeouts, then holding the "
+            "best to a Verify's p99 band (up to a minute for Max throughput)...",
+        )
+        advice = recommend(
+            profile,
+            p99_budget_ms=budget,
+            rate=rate if mode.startswith("At") else None,
+            max_batch_size=profile.batch_sizes[-1],
+            margin=margin / 100,
+            progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message),
+        )
+        bar.empty()
         st.session_state["batching_advice"] = advice
     (st.success if advice.feasible else st.warning)(advice.reason)
     st.plotly_chart(batching_figures.candidates_figure(advice), width="stretch", key="candidates")

@@ -244,6 +244,23 @@ def test_the_tuner_leaves_out_instances_that_leave_no_core_for_the_serving_threa
         assert "not searched" not in advice.reason
 
 
+@pytest.mark.parametrize(("cores", "more_cores"), [(2, True), (None, False)])
+def test_where_no_setting_fits_the_advice_adds_instances_only_where_none_were_left_out(
+    cores: int | None, more_cores: bool
+) -> None:
+    profile = profile_of(10.0, {2: 1.2, 4: 1.6}).model_copy(
+        update={"environment": {"affinity": list(range(cores))} if cores else {}}
+    )
+
+    advice = recommend(
+        profile, p99_budget_ms=200.0, rate=1000.0, max_batch_size=1, requests=2000
+    )  # 10 ms a request: no count of these keeps up with 1,000 req/s
+
+    assert not advice.feasible
+    assert ("serve on a machine with more cores" in advice.reason) is more_cores
+    assert ("Add instances" in advice.reason) is not more_cores
+
+
 def test_a_refused_fixed_batch_gets_an_instances_recommendation() -> None:
     profile = profile_of(10.0, {2: 1.2}).model_copy(
         update={"batch_refused": "ReduceMean reduces over the batch."}

@@ -214,9 +214,22 @@ def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_th
     profile, budget = _spread_profile(), 60.0
     kwargs = {"max_batch_size": 8, "timeouts_ms": (0.0, 2.0, 10.0)}
 
-    advice = recommend(profile, p99_budget_ms=budget, rate=None, **kwargs)
+    heard: list[tuple[float, str]] = []
+
+    advice = recommend(
+        profile,
+        p99_budget_ms=budget,
+        rate=None,
+        progress=lambda *said: heard.append(said),
+        **kwargs,
+    )
 
     assert advice.feasible
+    fractions = [fraction for fraction, _ in heard]
+    assert fractions == sorted(fractions) and fractions[0] > 0 and fractions[-1] == 1.0
+    assert "Simulated 12 of 12 settings" in [message for _, message in heard]  # 4 sizes x 3
+    banded = sum(c.p99_band_high_ms is not None for c in advice.candidates)
+    assert sum("Verify's p99 band" in message for _, message in heard) >= banded > 0
     chosen = (advice.settings.max_batch_size, advice.settings.timeout_ms)
     (picked,) = [
         c
