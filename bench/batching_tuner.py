@@ -74,13 +74,18 @@ def main() -> None:
         f"{'model':<15}{'round':<6}{'scenario':<16}{'budget':>8}{'margin':>8}{'pick':>12}"
         f"{'rate':>7}{'pred p99':>10}{'+margin':>9}{'meas p99':>10}{'held':>6}{'slow':>6}"
     )
-    held: dict[float, list[bool]] = (
+    held: dict[float, list[tuple[bool, bool]]] = (
         {DEFAULT_MARGIN: []} if args.zoo else {0.0: [], DEFAULT_MARGIN: []}
     )
     for name, model, inputs in _models(args):
         _rounds(name, model, inputs, args, target, held)
     for margin, oks in held.items():
-        print(f"margin {margin:.0%}: the budget held in {sum(oks)} of {len(oks)} served picks")
+        steady = [ok for ok, calm in oks if calm]
+        print(
+            f"margin {margin:.0%}: the budget held in {sum(ok for ok, _ in oks)} of {len(oks)} "
+            f"served picks, {sum(steady)} of the {len(steady)} whose profile read the machine's "
+            "own pace steady (no pace note)"
+        )
     print(f"wall {time.time() - started:.0f} s")
 
 
@@ -106,10 +111,11 @@ def _rounds(
     inputs: ModelInputs,
     args: argparse.Namespace,
     target: RunTarget,
-    held: dict[float, list[bool]],
+    held: dict[float, list[tuple[bool, bool]]],
 ) -> None:
     """`--rounds` fresh profiles of one model, each scenario's pick per margin in `held` served
-    for `--seconds`; whether each held its budget is appended to `held`."""
+    for `--seconds`; whether each held its budget, and whether its profile read the machine
+    steady (optistudio.core.machine.pace), is appended to `held`."""
     counts = [int(n) for n in args.instances.split(",")] if args.instances else None
     for round_ in range(args.rounds):
         profile = measure_latency_profile(
@@ -117,6 +123,11 @@ def _rounds(
             min_seconds=args.profile_seconds, target=target,
         )  # fmt: skip
         ceiling = profile.ceiling(MAX_BATCH, with_handoff=True)[0]
+        pace = profile.environment.get("machine_pace") or {}
+        calm = not profile.pace_note()
+        print(f"{name} round {round_}: the machine's own pace while profiling: slowest window "
+              f"{pace.get('spread', 1.0):.2f}x the fastest, {pace.get('slow_share', 0.0):.0%} "
+              f"slow ({'steady' if calm else 'moved: the pick says so'})", flush=True)  # fmt: skip
         latency = profile.latency_ms(MAX_BATCH)
         if args.zoo:  # a fast model's batch takes less than serving one request costs
             one = BatchingSettings(max_batch_size=1, timeout_ms=0)
@@ -145,7 +156,7 @@ def _rounds(
                 p99, slow = measured_picks[key]
                 ok = advice.feasible and p99 <= budget
                 if advice.feasible:  # an infeasible budget is said so, and promises nothing
-                    held[margin].append(ok)
+                    held[margin].append((ok, calm))
                 slower = "-" if advice.p99_slower_ms is None else f"{advice.p99_slower_ms:.1f}"
                 pick = f"b{key[0]} t{key[1]:g}" + (f" x{key[2]}" if key[2] > 1 else "")
                 print(

@@ -17,7 +17,8 @@ be built or profiled here is skipped, saying why.
 Target (issue 44): the measured p99 inside the predicted band in at least 9 of 10 runs on a
 quiet machine: the verdict counts all runs, and apart the runs for which the studio's own
 contention monitor (`ContentionMonitor`, the flag every result carries) flagged neither the
-profile nor the run. Every figure moves with the neighbours' load: each run prints the CPU time
+profile nor the run, and the runs of the models whose machine read steady before and after
+them (`_steady`: its own pace, below; the monitor does not see a vCPU slowed without steal). Every figure moves with the neighbours' load: each run prints the CPU time
 the hypervisor stole and the load average, and before each model and after the last the
 machine's own pace (`machine_pace`: a plain Python loop's speed over short windows, which moves
 where no steal is reported). Each run also says where its time went (`_stalls`, `_run_pace`):
@@ -49,6 +50,14 @@ from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.errors import OptistudioError
 from optistudio.core.machine.contention import ContentionMonitor, assess, usable_cores
 from optistudio.core.machine.environment import fingerprint
+from optistudio.core.machine.pace import (
+    SLOW_WINDOW,
+    UNSTEADY_SHARE,
+    WINDOW_S,
+    pace_summary,
+    read_pace,
+    unsteady,
+)
 
 VERIFY_MAX_BATCH = 8
 VERIFY_TIMEOUT_MS = 2.0
@@ -70,46 +79,37 @@ ALTERNATES = {
 
 PACE_SECONDS = 4.0
 """How long the machine's own pace is read before each model and after the last."""
-PACE_WINDOW_S = 0.15
-"""One reading: the median loop time over this long, as the probes' bare timings take it."""
 
 
 def machine_pace(seconds: float = PACE_SECONDS) -> dict:
-    """How steady the CPU itself ran: a plain Python loop (no model, no I/O) timed over
-    `seconds`, its median per PACE_WINDOW_S window over the fastest window's. A hypervisor
-    can halve a vCPU's speed for a second or two without reporting steal (a busy sibling
-    thread, a clock): on 2026-12-07 this machine's windows read 1.00-2.14x within 12 s at
-    0 % steal, as far as any band's paces can reach. Returns the windows' spread (slowest over
-    fastest), the share of windows over 1.25x, and their count."""
+    """How steady the CPU itself ran (optistudio.core.machine.pace): a plain Python loop (no
+    model, no I/O) timed over `seconds` in WINDOW_S windows. A hypervisor can halve a vCPU's
+    speed for a second or two without reporting steal (a busy sibling thread, a clock): on
+    2026-12-07 this machine's windows read 1.00-2.14x within 12 s at 0 % steal, as far as any
+    band's paces can reach. Returns the windows' spread (slowest over fastest), the share of
+    windows over SLOW_WINDOW, and their count."""
+    return pace_summary(read_pace(seconds))
 
-    def loop() -> int:
-        total = 0
-        for i in range(20_000):
-            total += i * i
-        return total
 
-    windows: list[float] = []
-    spent: list[float] = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter()
-        loop()
-        spent.append(time.perf_counter() - start)
-        if sum(spent) >= PACE_WINDOW_S:
-            windows.append(float(np.median(spent)))
-            spent = []
-    fastest = min(windows) if windows else 1.0
-    ratios = [w / fastest for w in windows]
+def _steady(report: dict) -> set[str]:
+    """The models whose machine read steady (`unsteady`: at most UNSTEADY_SHARE of windows
+    slow) before them and after them (before the next model, or after the last)."""
+    names = list(report["models"])
+    after = [*(report["models"][name].get("pace") for name in names[1:]), report.get("pace_after")]
     return {
-        "spread": round(max(ratios, default=1.0), 3),
-        "slow_share": round(float(np.mean([r > 1.25 for r in ratios])) if ratios else 0.0, 3),
-        "windows": len(ratios),
+        name
+        for name, later in zip(names, after, strict=True)
+        if report["models"][name].get("pace") is not None
+        and later is not None
+        and not unsteady(report["models"][name]["pace"])
+        and not unsteady(later)
     }
 
 
 def _pace_text(pace: dict) -> str:
-    return (f"machine's own pace (a Python loop, {PACE_WINDOW_S:g}-s windows): slowest "
-            f"{pace['spread']:.2f}x the fastest, {pace['slow_share']:.0%} of windows over 1.25x")  # fmt: skip
+    return (f"machine's own pace (a Python loop, {WINDOW_S:g}-s windows): slowest "
+            f"{pace['spread']:.2f}x the fastest, {pace['slow_share']:.0%} of windows over "
+            f"{SLOW_WINDOW:g}x")  # fmt: skip
 
 
 def run(args: Any, zoo_models: Any) -> dict:
@@ -317,6 +317,8 @@ def _verdict(report: dict) -> None:
         r for m in report["models"].values() if not m.get("profile_contended")
         for r in m.get("runs", []) if not r.get("contended")
     ]  # fmt: skip
+    steady_models = _steady(report)
+    steady = [r for name in steady_models for r in report["models"][name].get("runs", [])]
     on_arrivals = sum(r["inside_on_arrivals"] for r in runs)
     on_schedule = sum(r.get("inside_on_schedule", False) for r in runs)
     others = "; ".join(
@@ -327,7 +329,10 @@ def _verdict(report: dict) -> None:
           f"{[round(x, 1) for x in report['load_average']]}; measured p99 inside the band "
           f"predicted before the run: {inside} of {len(runs)}, {sum(r['inside'] for r in quiet)} "
           f"of the {len(quiet)} on a quiet machine (neither the profile nor the run flagged "
-          f"contended by the studio's monitor); on the schedule the run was "
+          f"contended by the studio's monitor), {sum(r['inside'] for r in steady)} of the "
+          f"{len(steady)} on a steady one (the machine's own pace read steady before and after "
+          f"the model: at most {UNSTEADY_SHARE:.0%} of its {WINDOW_S:g}-s windows over "
+          f"{SLOW_WINDOW:g}x the fastest); on the schedule the run was "
           f"to send (known before it): {on_schedule} of {len(runs)}; on the runs' own arrivals: "
           f"{on_arrivals} of {len(runs)}; {others} (target: 9 of 10 on a quiet machine)")  # fmt: skip
     for name, model in report["models"].items():

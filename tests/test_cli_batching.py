@@ -112,6 +112,8 @@ def test_a_profile_without_a_rate_predicts_at_a_stated_share_of_its_ceiling(
     assert "No --rate: predicted at 70% of the ceiling served through" in profiled["rate_note"]
     assert profiled["throughput"] > 0 and not profiled.get("overloaded")
     assert profiled["quick_note"] is None and profiled["profile"]["probe_time_scale"] == 1
+    pace = profiled["profile"]["environment"]["machine_pace"]  # read before and after
+    assert pace["windows"] >= 2 and (profiled["pace_note"] is None) is (pace["slow_share"] <= 0.05)
 
 
 def test_simulate_without_a_rate_says_it_needs_one(tiny_model: Path, tmp_path: Path) -> None:

@@ -75,8 +75,9 @@ def latency_profile_job(
         message += f" {profile.unmeasured_note()}"
     if profile.batched_rewrite:
         message += f" {profile.batched_rewrite}"
-    if profile.quick_note():
-        message += f" {profile.quick_note()}"
+    for note in (profile.quick_note(), profile.pace_note()):
+        if note:
+            message += f" {note}"
     return Done(message, result, environment=profile.environment)
 
 

@@ -26,6 +26,7 @@ from optistudio.core.batching.instances import (
     instances_note,
     served_row,
 )
+from optistudio.core.machine.pace import WINDOW_S, unsteady
 
 QUANTILE_COUNT = 101
 """Percentiles kept per batch size: 0, 1, ..., 100."""
@@ -492,6 +493,22 @@ class LatencyProfile(BaseModel):
             f"A quick profile: its serving probes ran {self.probe_time_scale:.0%} of their full "
             "length, so its serving figures rest on fewer requests and Verify lands outside the "
             "band more often; profile at full length before trusting a p99."
+        )
+
+    def pace_note(self) -> str:
+        """A sentence where the machine's own pace moved while this profile ran (its
+        `environment["machine_pace"]`, optistudio.core.machine.pace); empty where it held
+        steady or was not read (profiles made before it)."""
+        pace = self.environment.get("machine_pace")
+        if not isinstance(pace, dict) or not unsteady(pace):
+            return ""
+        return (
+            f"This machine's own speed moved while the profile ran: a plain loop, read before "
+            f"and after the probes, ran up to {pace['spread']:.1f}x as long in "
+            f"{pace['slow_share']:.0%} of its {WINDOW_S:g}-s windows (a neighbour on the host "
+            "that the CPU's steal counter does not show). A Verify may run the model slower "
+            "than any pace the band holds; profile again when the machine is steady, or "
+            "Verify more than once before trusting a p99."
         )
 
     def typical_ms(self, batch_size: int) -> float:

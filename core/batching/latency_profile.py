@@ -72,6 +72,7 @@ from optistudio.core.batching.timer_wake import measure_timed_under_load, measur
 from optistudio.core.data.model_inputs import ModelInputs
 from optistudio.core.machine.contention import ContentionMonitor
 from optistudio.core.machine.environment import fingerprint
+from optistudio.core.machine.pace import pace_summary, read_pace
 from optistudio.core.model.info import ModelInfo
 from optistudio.core.model.intake import inspect_model
 from optistudio.core.progress import ProgressCallback, scaled
@@ -89,6 +90,11 @@ QUICK_IDLE_TRIALS = 3
 """Paired runs per idle gap in a profile with shortened probes (`probe_time_scale` < 1)."""
 NOISE_ERRORS = 2.0
 """Standard errors an idle extra must stand from 0 to count (`beyond_noise`)."""
+PACE_SECONDS = 1.5
+"""How long the machine's own pace is read before the probes and again after them
+(optistudio.core.machine.pace; `LatencyProfile.pace_note`)."""
+QUICK_PACE_SHARE = 0.3
+"""The least share of PACE_SECONDS a quick profile reads (a few windows each side)."""
 _NO_PROFILE = LatencyProfile(batch_sizes=[1], mean_ms=[1.0])
 """`Probing.profile` until the timing steps have made the real one."""
 
@@ -131,6 +137,8 @@ def measure_latency_profile(
     `probe_time_scale` shortens (< 1) every serving probe and the bare timings beside it
     (`ServingProbe.time_scale`), and pairs each idle gap QUICK_IDLE_TRIALS times: for a
     caller that checks what the profile does with a model, not its figures (the zoo's sweep).
+    Before the probes and after them the machine's own pace is read (PACE_SECONDS each, a
+    plain loop: `environment["machine_pace"]`, `LatencyProfile.pace_note`).
 
     Raises InvalidSpec when requests cannot stack (`stack_axes`); `progress` may raise
     optistudio.core.errors.Cancelled to stop.
@@ -141,18 +149,22 @@ def measure_latency_profile(
     )
     probing.min_runs, probing.min_seconds = min_runs, min_seconds * len(probing.sizes)
     probing.instances, probing.time_scale = instances, probe_time_scale
+    pace_seconds = PACE_SECONDS * min(1.0, max(probe_time_scale, QUICK_PACE_SHARE))
     monitor = ContentionMonitor()
     monitor.start()
+    paces = read_pace(pace_seconds)
     try:
         run_probe_steps(probing, progress)
     finally:
         probing.model.close()
+    paces += read_pace(pace_seconds)
     machine = monitor.stop()
     profile = probing.profile
     environment = {
         **profile.environment,
         "steal_share": machine.steal_share,
         "other_cores": round(machine.other_cores, 3),
+        "machine_pace": pace_summary(paces),
     }
     return profile.model_copy(
         update={"environment": environment, "probe_time_scale": probe_time_scale}

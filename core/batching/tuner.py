@@ -159,6 +159,7 @@ def recommend(
         notes.insert(0, f"Only max batch 1 was tried: {profile.batch_refused}")
     if profile.unmeasured:  # a cost the predictions leave out is said, not hidden
         notes.append(profile.unmeasured_note())
+    notes.append(profile.pace_note())  # a machine that moved: the margin may not cover it
     if any(notes):
         reason = " ".join([chosen.reason, *(note for note in notes if note)])
         chosen = chosen.model_copy(update={"reason": reason})

@@ -258,6 +258,7 @@ def _instances(profile: Any, settings: Any) -> dict[str, Any]:
         "batched_rewrite": profile.batched_rewrite or None,
         "batch_refused": profile.batch_refused or None,
         "quick_note": profile.quick_note() or None,
+        "pace_note": profile.pace_note() or None,
     }
 
 
@@ -598,7 +599,7 @@ def _print_summary(payload: dict[str, Any]) -> None:
 
 def _print_measured(payload: dict[str, Any]) -> None:
     """Notes on what ran, then throughput and latency, or the overload that left none."""
-    for said in ("batched_rewrite", "quick_note", "rate_note"):
+    for said in ("batched_rewrite", "quick_note", "pace_note", "rate_note"):
         if payload.get(said):
             print(payload[said])
     if payload.get("overloaded"):

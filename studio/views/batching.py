@@ -200,8 +200,9 @@ def show_latency_profile_job(
     with st.expander(f"Profile job #{job.id} · {job.message}", expanded=False):
         st.plotly_chart(batching_figures.profile_figure(profile), width="stretch", key="profile")
     st.caption(whatif.handoff_line(profile))
-    if profile.quick_note():
-        st.warning(profile.quick_note())
+    for note in (profile.quick_note(), profile.pace_note()):
+        if note:
+            st.warning(note)
     return profile, LATENCY_PROFILE.parse_spec(job.spec), job.id
 
 

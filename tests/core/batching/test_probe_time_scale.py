@@ -35,10 +35,15 @@ def _sent_seconds(monkeypatch: pytest.MonkeyPatch, sends: float = 1.0) -> dict[s
 
 
 def _asked(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
-    """What the bare timings beside the probes ("bare": (seconds, rounds)) and the idle gaps'
-    pairs ("idle": trials) were asked for."""
-    asked: dict[str, list[Any]] = {"bare": [], "idle": []}
-    bare, idle = handoff.speed_beside, latency_profile.idle_extras
+    """What the bare timings beside the probes ("bare": (seconds, rounds)), the idle gaps'
+    pairs ("idle": trials) and the machine's own pace before and after them ("pace":
+    seconds) were asked for."""
+    asked: dict[str, list[Any]] = {"bare": [], "idle": [], "pace": []}
+    bare, idle, pace = handoff.speed_beside, latency_profile.idle_extras, latency_profile.read_pace
+
+    def reading(seconds: float) -> list[float]:
+        asked["pace"].append(seconds)
+        return pace(seconds)
 
     def timing(*args: Any, seconds: float, rounds: int, **kw: Any) -> float:
         asked["bare"].append((seconds, rounds))
@@ -50,6 +55,7 @@ def _asked(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
     monkeypatch.setattr(handoff, "speed_beside", timing)
     monkeypatch.setattr(latency_profile, "idle_extras", pairs)
+    monkeypatch.setattr(latency_profile, "read_pace", reading)
     return asked
 
 
@@ -74,6 +80,9 @@ def test_a_shorter_scale_shortens_every_probe_that_sends(
         for seconds, rounds in asked["bare"]
     )
     assert asked["idle"] == [latency_profile.QUICK_IDLE_TRIALS]
+    quick_pace = latency_profile.PACE_SECONDS * latency_profile.QUICK_PACE_SHARE
+    assert asked["pace"] == [pytest.approx(quick_pace)] * 2
+    assert profile.environment["machine_pace"]["windows"] >= 2  # one window each side at least
 
 
 def test_by_default_the_serving_probes_send_their_full_length(
@@ -90,6 +99,7 @@ def test_by_default_the_serving_probes_send_their_full_length(
     defaults = (probe_speed.REFERENCE_SECONDS, probe_speed.REFERENCE_ROUNDS)
     assert asked["bare"] and set(asked["bare"]) == {defaults}
     assert asked["idle"] == [latency_profile.IDLE_TRIALS]
+    assert asked["pace"] == [latency_profile.PACE_SECONDS] * 2
 
 
 def test_a_profile_stored_before_quick_profiles_reads_as_a_full_one() -> None:
