@@ -10,7 +10,9 @@ instances busy at once, so more instances win only where the machine serves more
 model whose batch is fixed at 1 and whose rewrite was refused (`batch_refused`) is swept over
 instances alone, at max batch 1 (a timeout has nothing to wait for there). With an expected arrival rate, a
 candidate is feasible when the simulated queue keeps up and its p99 is within the budget, both
-as profiled and with the model `margin` slower (default 10 %): served under load the model runs
+as profiled and with the model `margin` slower (default 10 %; the runtime's own costs with it,
+as a machine that much slower runs them: `LatencyProfile.at_pace`, as the band's paces do,
+since the serving threads share the model's cores): served under load the model runs
 a few percent off its profiled speed (on a 2-core machine 0.88-1.20x from run to run), and near a
 setting's knee that is most of its tail, so a setting that only fits the budget at exactly the
 profiled speed would miss it when measured. Among the feasible ones the one with the highest
@@ -214,7 +216,7 @@ class _Search:
         self, profile: LatencyProfile, budget: float, requests: int, seed: int, margin: float
     ) -> None:
         self.profile, self.budget, self.requests, self.seed = profile, budget, requests, seed
-        self.slower = profile.scaled(1 + margin) if margin else None
+        self.slower = profile.at_pace(1 + margin) if margin else None
         self.progress: ProgressCallback = ignore_progress
         self.bands = 0
 

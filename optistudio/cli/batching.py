@@ -150,7 +150,8 @@ def _add_recommend_flags(batching: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_MARGIN_PERCENT,
         help="recommend: the budget must also hold with the model this many percent slower "
-        "than profiled (default %(default)g; 0 trusts the profile exactly)",
+        "than profiled, the serving threads on its cores with it (default %(default)g; 0 "
+        "trusts the profile exactly)",
     )
 
 

@@ -360,7 +360,8 @@ def best_settings(profile: LatencyProfile, rate: float) -> None:
         50,
         round(DEFAULT_MARGIN * 100),
         key="batching_margin",
-        help="The budget must also hold with the model this much slower than profiled. Served "
+        help="The budget must also hold with the model this much slower than profiled (and "
+        "the serving threads with it: they share its cores). Served "
         "under load, a model runs a few percent off its profiled speed (0.88-1.20x from run to "
         "run on a 2-core machine), and near a setting's knee that is most of its p99: a setting "
         "that fits only at exactly the profiled speed will miss when measured. 0 trusts the "
