@@ -30,7 +30,8 @@ def test_select_share_open_elsewhere_download_revoke_and_export(
     bench_save(make_model("wide.onnx", features=64), tmp_path / "data")
 
     page.goto(f"{studio.url}/compare")
-    expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
+    heading = page.get_by_role("heading", name="Stored results side by side")
+    expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)  # the studio's first page: imports
     pick(page, r"#1 tiny .*batch 1 ")
     pick(page, r"#2 wide .*batch 1 ")
     expect(page.get_by_role("heading", name="Error vs p50 latency")).to_be_visible()

@@ -28,7 +28,8 @@ def test_delete_a_model_and_a_job_and_the_share_link_says_so(
     bench_save(tiny_model, data)  # model #1, its result job #1
     bench_save(make_model("wide.onnx", features=64), data)  # model #2, job #2
     page.goto(f"{studio.url}/compare")
-    expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
+    heading = page.get_by_role("heading", name="Stored results side by side")
+    expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)  # the studio's first page: imports
     pick(page, "#1 tiny")
     pick(page, "#2 wide")
     expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=UI_TIMEOUT_MS)

@@ -46,7 +46,8 @@ def test_built_in_samples_are_named_on_the_optimize_page_and_in_the_exports(
     shot(page, "optimize-built-in-samples")
 
     page.goto(f"{studio.url}/compare")
-    expect(page.get_by_role("heading", name="Stored results side by side")).to_be_visible()
+    heading = page.get_by_role("heading", name="Stored results side by side")
+    expect(heading).to_be_visible(timeout=UI_TIMEOUT_MS)  # the studio's first page: imports
     labels = {name: f"#{job_id} classifier · {label}" for name, label in RECIPES.items()}
     pick(page, f"#{job_id} classifier [fp32] · original, optimize run")
     pick(page, labels["graph"])
