@@ -149,7 +149,13 @@ def measure_latency_profile(
     )
     probing.min_runs, probing.min_seconds = min_runs, min_seconds * len(probing.sizes)
     probing.instances, probing.time_scale = instances, probe_time_scale
-    pace_seconds = PACE_SECONDS * min(1.0, max(probe_time_scale, QUICK_PACE_SHARE))
+    return _watched(probing, progress)
+
+
+def _watched(probing: Probing, progress: ProgressCallback | None) -> LatencyProfile:
+    """The probe steps run under the contention monitor, the machine's own pace read before
+    and after them; the profile with what both saw in its environment."""
+    pace_seconds = PACE_SECONDS * min(1.0, max(probing.time_scale, QUICK_PACE_SHARE))
     monitor = ContentionMonitor()
     monitor.start()
     paces = read_pace(pace_seconds)
@@ -167,7 +173,7 @@ def measure_latency_profile(
         "machine_pace": pace_summary(paces),
     }
     return profile.model_copy(
-        update={"environment": environment, "probe_time_scale": probe_time_scale}
+        update={"environment": environment, "probe_time_scale": probing.time_scale}
     )
 
 

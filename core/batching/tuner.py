@@ -129,19 +129,7 @@ def recommend(
     if profile.batch_refused:
         max_batch_size, timeouts_ms = 1, (0.0,)
     counts, left_out = searched_counts(profile, instances)
-    grid = [
-        base.model_copy(
-            update={
-                "instances": n,
-                "max_batch_size": b,
-                "timeout_ms": t,
-                "preferred_batch_sizes": [],
-            }
-        )
-        for n in counts
-        for b in default_batch_sizes(max_batch_size)
-        for t in timeouts_ms
-    ]
+    grid = _grid(base, counts, max_batch_size, timeouts_ms)
     candidates = []
     for done, settings in enumerate(grid, 1):
         candidates.append(
@@ -154,18 +142,44 @@ def recommend(
     else:
         candidates = search.held_rates(candidates, grid)
     report(1.0, "Done")
-    advice = _advice(left_out)
-    chosen = _choose(candidates, grid, rate, p99_budget_ms, margin, advice)
-    notes = [profile.instances_note(n) for n in counts] + [left_out]
-    if profile.batch_refused:
-        notes.insert(0, f"Only max batch 1 was tried: {profile.batch_refused}")
-    if profile.unmeasured:  # a cost the predictions leave out is said, not hidden
-        notes.append(profile.unmeasured_note())
-    notes.append(profile.pace_note())  # a machine that moved: the margin may not cover it
-    if any(notes):
-        reason = " ".join([chosen.reason, *(note for note in notes if note)])
-        chosen = chosen.model_copy(update={"reason": reason})
+    chosen = _choose(candidates, grid, rate, p99_budget_ms, margin, _advice(left_out))
+    notes = _notes(profile, counts, left_out)
+    if notes:
+        chosen = chosen.model_copy(update={"reason": " ".join([chosen.reason, *notes])})
     return chosen
+
+
+def _grid(
+    base: BatchingSettings, counts: list[int], max_batch_size: int, timeouts: Sequence[float]
+) -> list[BatchingSettings]:
+    """Every setting searched: `base` at each instance count x max batch size x timeout."""
+    return [
+        base.model_copy(
+            update={
+                "instances": n,
+                "max_batch_size": b,
+                "timeout_ms": t,
+                "preferred_batch_sizes": [],
+            }
+        )
+        for n in counts
+        for b in default_batch_sizes(max_batch_size)
+        for t in timeouts
+    ]
+
+
+def _notes(profile: LatencyProfile, counts: list[int], left_out: str) -> list[str]:
+    """What the reason adds after its choice: the batch refused, how each searched count is
+    predicted, the counts left out, the costs the predictions leave out and a machine whose
+    own pace moved while profiling (the margin may not cover it)."""
+    notes = [
+        f"Only max batch 1 was tried: {profile.batch_refused}" if profile.batch_refused else "",
+        *(profile.instances_note(n) for n in counts),
+        left_out,
+        profile.unmeasured_note() if profile.unmeasured else "",
+        profile.pace_note(),
+    ]
+    return [note for note in notes if note]
 
 
 def searched_counts(
