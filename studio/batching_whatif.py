@@ -61,7 +61,8 @@ SWEEP_REQUESTS = 4000
 SPEED_STEP = 0.05
 """The change in model speed the page shows the predicted p99 under."""
 KNEE = 0.25
-"""A p99 that grows by more than this with the model SPEED_STEP slower: the settings' knee."""
+"""A p99 that grows by more than this with the machine SPEED_STEP slower (the model and the
+serving costs): the settings' knee."""
 PACE_SHOWN = 0.02
 """Narrowest range of paces (`Band.paces`) the band's sentence names: less is the timer's noise."""
 FIGURES = {
@@ -315,7 +316,8 @@ def speed_note(
     profile: LatencyProfile, settings: BatchingSettings, *, rate: float, p99_ms: float
 ) -> tuple[str, bool]:
     """What the predicted p99 (`p99_ms`: one long simulated run's at `rate`) becomes
-    if the model runs SPEED_STEP slower or faster than profiled, and whether that moves it past
+    if the machine runs SPEED_STEP slower or faster than profiled (the model's latencies and the
+    runtime's own costs alike: `simulate_speed_moves`), and whether that moves it past
     KNEE (then the settings have no headroom, and one measurement of them is as uncertain as
     the machine's speed)."""
     slower, faster = simulate_speed_moves(
@@ -329,8 +331,8 @@ def speed_note(
         worse = _moved(slower.p99_ms, rise, up=True)
     better = _moved(faster.p99_ms, faster.p99_ms / p99_ms - 1, up=False)
     line = (
-        f"Against the p99 of one long simulated run, {p99_ms:.2f} ms: with the model {step} slower than "
-        f"profiled, {worse}; {step} faster, {better}."
+        f"Against the p99 of one long simulated run, {p99_ms:.2f} ms: with the model and the "
+        f"serving costs {step} slower than profiled, {worse}; {step} faster, {better}."
     )
     if rise <= KNEE:
         return line, False

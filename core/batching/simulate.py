@@ -220,12 +220,14 @@ def _load_rate(
 def simulate_speed_moves(
     profile: LatencyProfile, settings: BatchingSettings, *, step: float = 0.05, **kwargs: Any
 ) -> tuple[LoadResult, LoadResult]:
-    """The prediction with the model `step` slower, and `step` faster, than profiled; the other
-    arguments as `simulate`'s. Near a setting's knee a few percent of model speed (another load
-    on the machine, clocks) is most of the tail: then a p99 predicted, or measured once, holds
-    only as well as the machine's speed does, and the setting has no headroom."""
-    slower = simulate(profile.scaled(1 + step), settings, **kwargs)
-    faster = simulate(profile.scaled(1 - step), settings, **kwargs)
+    """The prediction on a machine `step` slower, and `step` faster, than profiled: the model's
+    latencies and the runtime's own costs alike (`LatencyProfile.at_pace`, as the tuner's margin
+    and the band's paces take it: the serving threads share the model's cores); the other
+    arguments as `simulate`'s. Near a setting's knee a few percent of the machine's speed
+    (another load on it, clocks) is most of the tail: then a p99 predicted, or measured once,
+    holds only as well as the machine's speed does, and the setting has no headroom."""
+    slower = simulate(profile.at_pace(1 + step), settings, **kwargs)
+    faster = simulate(profile.at_pace(1 - step), settings, **kwargs)
     return slower, faster
 
 

@@ -20,8 +20,8 @@ capacity (instances * max_b b / (latency_N(b) + the profile's hand-back time per
 headroom for bursts) wins, ties going to the lower p99, once the p99 band of a Verify at that
 rate (optistudio.core.batching.simulate.simulate_band) stays within the budget too: a point
 p99 under the budget is the middle of what Verify runs measure, and half of them land above
-it, so the best candidates are checked in turn and one whose band's top passes the budget
-gives way to the next. Without a rate ("max throughput"), each
+it, so the best candidates are checked in turn and one whose band's top (with the model
+`margin` slower, as the point check) passes the budget gives way to the next. Without a rate ("max throughput"), each
 candidate's highest Poisson rate whose point p99 fits the budget with the model `margin`
 slower is found by bisection; then the best of those rates are held to the Verify band in
 turn (at most BAND_CHECKS settings): where the band's top at that rate passes the budget, the
@@ -262,7 +262,8 @@ class _Search:
         self, candidates: list[Candidate], grid: list[BatchingSettings], rate: float
     ) -> list[Candidate]:
         """The candidates, the feasible ones checked in the order `_choose` prefers them
-        (at most BAND_CHECKS) until one's p99 band for a Verify at `rate` stays within the
+        (at most BAND_CHECKS) until one's p99 band for a Verify at `rate`, with the model
+        `margin` slower as the point check and "max throughput" take it, stays within the
         budget: those whose band's top passes it are no longer feasible. A point p99 under the
         budget is the middle of what a Verify measures; half of those runs land above it."""
         order = sorted(
@@ -271,7 +272,7 @@ class _Search:
         )
         checked = list(candidates)
         for i in order[:BAND_CHECKS]:
-            top = self.band_top(self.profile, grid[i], rate, most=BAND_CHECKS)
+            top = self.band_top(self.slower or self.profile, grid[i], rate, most=BAND_CHECKS)
             within = top <= self.budget
             update = {"p99_band_high_ms": top, "feasible": within}
             checked[i] = candidates[i].model_copy(update=update)

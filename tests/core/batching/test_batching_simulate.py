@@ -259,6 +259,17 @@ def test_a_slower_model_is_the_md1_queue_at_the_higher_load() -> None:
     assert slower.p99_ms > 1.2 * simulate(ONE_MS, NO_BATCHING, rate=800, requests=60_000).p99_ms
 
 
+def test_the_speed_moves_slow_the_serving_costs_with_the_model() -> None:
+    profile = ONE_MS.model_copy(update={"handoff_ms": 0.4})
+    kwargs = {"rate": 600.0, "requests": 20_000, "seed": 3}
+
+    slower, faster = simulate_speed_moves(profile, NO_BATCHING, step=0.1, **kwargs)
+
+    assert slower == simulate(profile.at_pace(1.1), NO_BATCHING, **kwargs)
+    assert faster == simulate(profile.at_pace(0.9), NO_BATCHING, **kwargs)
+    assert slower.p99_ms > simulate(profile.scaled(1.1), NO_BATCHING, **kwargs).p99_ms
+
+
 def test_scaling_a_profile_scales_the_model_not_the_runtime() -> None:
     profile = LatencyProfile(
         batch_sizes=[1, 2], mean_ms=[2.0, 3.0], p50_ms=[2.0, 3.0], p99_ms=[4.0, 5.0],

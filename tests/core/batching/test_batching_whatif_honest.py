@@ -210,6 +210,25 @@ def test_the_recommended_setting_keeps_its_budget_across_a_verifys_band(
         assert all(c.predicted.p99_ms <= budget < c.p99_band_high_ms for c in checked)
 
 
+def test_the_band_a_pick_at_a_rate_is_held_to_is_the_one_with_the_model_margin_slower() -> None:
+    profile, rate, budget, margin = _spread_profile(), 100.0, 105.0, 0.1
+
+    advice = recommend(
+        profile, p99_budget_ms=budget, rate=rate, max_batch_size=8, margin=margin,
+        timeouts_ms=(0.0, 2.0, 10.0),
+    )  # fmt: skip
+
+    assert advice.feasible
+    (picked,) = [c for c in advice.candidates if c.feasible and c.p99_band_high_ms is not None]
+    slower = simulate_band(
+        profile.at_pace(1 + margin), advice.settings, rate=rate, seconds=VERIFY_SECONDS
+    )
+    as_profiled = simulate_band(profile, advice.settings, rate=rate, seconds=VERIFY_SECONDS)
+    assert picked.p99_band_high_ms == pytest.approx(slower.p99_high_ms)
+    assert slower.p99_high_ms <= budget
+    assert as_profiled.p99_high_ms < slower.p99_high_ms  # the stricter of the two was asked
+
+
 def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_the_budget() -> None:
     profile, budget = _spread_profile(), 60.0
     kwargs = {"max_batch_size": 8, "timeouts_ms": (0.0, 2.0, 10.0)}
@@ -239,7 +258,7 @@ def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_th
         and (c.max_batch_size, c.timeout_ms) == chosen
     ]
     assert picked.predicted == advice.predicted
-    slower = profile.scaled(1 + advice.margin)
+    slower = profile.at_pace(1 + advice.margin)  # the model and the serving costs alike
     band = simulate_band(slower, advice.settings, rate=picked.rate, seconds=VERIFY_SECONDS)
     assert band.p99_high_ms <= budget
     # the point prediction alone would have sent some settings past their band's top
