@@ -429,7 +429,9 @@ def _reason(
         else ""
     )
     band = (
-        f"; a {VERIFY_SECONDS:g}-s Verify's p99 band reaches {chosen.p99_band_high_ms:.1f} ms"
+        f"; a {VERIFY_SECONDS:g}-s Verify's p99 band"
+        f"{f' with the model {share} slower' if margin else ''} reaches "
+        f"{chosen.p99_band_high_ms:.1f} ms"
         if chosen.p99_band_high_ms is not None
         else ""
     )

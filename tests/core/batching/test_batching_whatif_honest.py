@@ -227,6 +227,9 @@ def test_the_band_a_pick_at_a_rate_is_held_to_is_the_one_with_the_model_margin_s
     assert picked.p99_band_high_ms == pytest.approx(slower.p99_high_ms)
     assert slower.p99_high_ms <= budget
     assert as_profiled.p99_high_ms < slower.p99_high_ms  # the stricter of the two was asked
+    assert f"Verify's p99 band with the model 10% slower reaches {slower.p99_high_ms:.1f} ms" in (
+        advice.reason
+    )
 
 
 def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_the_budget() -> None:
@@ -264,7 +267,9 @@ def test_the_most_throughput_pick_runs_at_a_rate_its_verify_band_keeps_within_th
     # the point prediction alone would have sent some settings past their band's top
     passed = [c for c in advice.candidates if not c.feasible and c.p99_band_high_ms is not None]
     assert any(c.predicted.p99_ms <= budget < c.p99_band_high_ms for c in passed)
-    assert f"a {VERIFY_SECONDS:g}-s Verify's p99 band reaches" in advice.reason
+    assert f"a {VERIFY_SECONDS:g}-s Verify's p99 band with the model 10% slower reaches" in (
+        advice.reason
+    )
 
 
 def test_most_throughput_says_so_when_no_rate_keeps_a_verifys_band_within_the_budget() -> None:
