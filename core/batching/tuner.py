@@ -21,14 +21,14 @@ headroom for bursts) wins, ties going to the lower p99, once the p99 band of a V
 rate (optistudio.core.batching.simulate.simulate_band) stays within the budget too: a point
 p99 under the budget is the middle of what Verify runs measure, and half of them land above
 it, so the best candidates are checked in turn and one whose band's top (with the model
-`margin` slower, as the point check) passes the budget gives way to the next. Without a rate ("max throughput"), each
-candidate's highest Poisson rate whose point p99 fits the budget with the model `margin`
-slower is found by bisection; then the best of those rates are held to the Verify band in
-turn (at most BAND_CHECKS settings): where the band's top at that rate passes the budget, the
-rate is lowered (BAND_STEPS bisection steps on the band) until it fits, and the setting that
-sustains the highest such rate wins. Near a setting's knee the point p99 is still under the
-budget while a Verify's queue already grows in some draws; the rate a user is told a setting
-sustains is one its Verify keeps within the budget, not the knee.
+`margin` slower, as the point check) passes the budget gives way to the next. Without a rate
+("max throughput"), each candidate's highest Poisson rate whose point p99 fits the budget
+with the model `margin` slower is found by bisection; then the best of those rates are held to
+the Verify band in turn (at most BAND_CHECKS settings): where the band's top at that rate
+passes the budget, the rate is lowered (BAND_STEPS bisection steps on the band) until it fits,
+and the setting that sustains the highest such rate wins. Near a setting's knee the point p99
+is still under the budget while a Verify's queue already grows in some draws; the rate a user
+is told a setting sustains is one its Verify keeps within the budget, not the knee.
 """
 
 from __future__ import annotations
