@@ -31,11 +31,11 @@ from optistudio.core.batching.recalibrate import (
     calibration_line,
     recalibrate_at_instances,
     saturated_refit,
+    served_slowdown,
 )
 from optistudio.core.batching.results import Band, LoadResult
 from optistudio.core.batching.simulate import simulate, simulate_band
 from optistudio.core.batching.specs import BatchingVerifySpec
-from optistudio.core.batching.trace import overall_slowdown
 from optistudio.core.errors import InvalidSpec
 
 PREDICT_REQUESTS = 5000
@@ -63,7 +63,9 @@ class VerifyPrediction(BaseModel):
         default=None, description="The band of `on_arrivals` (every draw on those send times)."
     )
     slowdown: float = Field(
-        description="The run's runner time over what the profile predicted for its batches."
+        description="The run's runner time, less what the profile expects serving to add to it "
+        "(idle and served extras), over the profile's bare latency for its batches "
+        "(`served_slowdown`)."
     )
     calibrated: LatencyProfile = Field(
         description="The profile refitted by this run (the profile in use, unchanged, when the "
@@ -188,7 +190,9 @@ def refit_after(
         arrivals_band=(
             simulate_band(profile, settings, seconds=spec.seconds, **replayed) if sent else None
         ),
-        slowdown=overall_slowdown(run.batches, profile.at_instances(settings.instances)),
+        slowdown=served_slowdown(
+            profile.at_instances(settings.instances), run, timeout_ms=settings.timeout_ms
+        ),
         calibrated=calibrated,
         not_adopted=not_adopted,
         recalibrated=(

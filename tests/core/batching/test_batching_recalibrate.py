@@ -8,10 +8,17 @@ import numpy as np
 import pytest
 
 from optistudio.core.batching.latency import QUANTILE_COUNT, LatencyProfile
-from optistudio.core.batching.recalibrate import calibration_line, recalibrate, saturated_refit
+from optistudio.core.batching.loadgen import LoadRun
+from optistudio.core.batching.recalibrate import (
+    calibration_line,
+    recalibrate,
+    saturated_refit,
+    served_slowdown,
+)
 from optistudio.core.batching.results import BatchRecord, LoadResult
 from optistudio.core.batching.settings import BatchingSettings
 from optistudio.core.batching.simulate import simulate
+from optistudio.core.batching.trace import overall_slowdown
 from optistudio.core.errors import InvalidSpec
 
 SIZES = [1, 2, 4, 8]
@@ -166,3 +173,28 @@ def test_a_timed_runs_refit_leaves_the_timer_probes_extra_to_serving() -> None:
 
     assert timed.latency_ms(largest) / profile.latency_ms(largest) == pytest.approx(1.0, abs=0.04)
     assert untimed.latency_ms(largest) / profile.latency_ms(largest) > 1.3
+
+
+def served_trace(profile: LatencyProfile, factor: float, count: int) -> list[BatchRecord]:
+    """Batches of 1, one after another on one instance with 50-ms idle gaps, each taking the
+    profile's latency times `factor` plus what the profile expects serving to add to it: the
+    idle extra after its gap (none for the first) and the served extra."""
+    batches, now, gap_ms = [], 0.0, 50.0
+    for k in range(count):
+        idle = profile.idle_extra(gap_ms) if k else 0.0
+        run = (profile.latency_ms(1) * factor + idle + profile.served_extra_ms) / 1000
+        batches.append(BatchRecord(0, 1, 1, now, now, now, now + run))
+        now += run + gap_ms / 1000
+    return batches
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.5])
+def test_the_served_slowdown_takes_off_what_serving_is_expected_to_add(factor: float) -> None:
+    profile = measured_profile().model_copy(
+        update={"idle_extra_ms": [(20.0, 4.0)], "served_extra_ms": 3.0}
+    )  # a batch-1 call after an idle gap: 10 ms bare, 17 ms served as the profile expects
+    batches = served_trace(profile, factor, 200)
+    run = LoadRun(result=_served(saturated=False), batches=batches)
+
+    assert served_slowdown(profile, run) == pytest.approx(factor, rel=0.01)
+    assert overall_slowdown(batches, profile) > factor + 0.5  # the bare ratio counts them as slow

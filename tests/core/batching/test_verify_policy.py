@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from optistudio.core.batching import verify_policy
 from optistudio.core.batching.latency import QUANTILE_COUNT, LatencyProfile
@@ -92,6 +93,19 @@ def test_a_refit_is_adopted_from_a_run_the_profile_did_not_keep_up_with() -> Non
     assert slower.calibrated.latency_ms(2) > profile.latency_ms(2) * 1.2
     assert slower.slowdown > 1.2
     assert slower.predicted == before.predicted and slower.profile_job == 10
+
+
+def test_a_run_that_took_what_serving_adds_reads_as_the_profiles_own_speed() -> None:
+    spec = _spec()
+    profile = _profile().model_copy(update={"served_extra_ms": 0.5 * BASE_MS[2]})
+    before = verify_policy.predict_before(spec, 10, profile)
+    assert before is not None
+
+    served = verify_policy.refit_after(  # 1.5x the bare batch-2 time: the served extra in it
+        spec, _run(1.5, saturated=False), before, 10, profile, verify="Verify #12"
+    )
+
+    assert served is not None and served.slowdown == pytest.approx(1.0, abs=0.05)
 
 
 def test_a_saturated_runs_refit_is_not_adopted_and_the_profile_stays() -> None:
