@@ -3,9 +3,10 @@
 A Verify measures how fast the runner went against the profile it was predicted from
 (`VerifyPrediction.slowdown`: its runner time, less what the profile expects serving to add,
 over the profile's for the same batches: optistudio.core.batching.recalibrate's
-`served_slowdown`). A model that ran s times slower than profiled makes every batch longer and the queue with it, so it
-explains a measured p99 *above* the prediction; s times faster explains one *below* it. It
-cannot explain a gap the other way, and a small speed change cannot explain a large gap:
+`served_slowdown`). A model that ran s times slower than profiled makes every batch longer and
+the queue with it, so it explains a measured p99 *above* the prediction; s times faster explains
+one *below* it. It cannot explain a gap the other way, and a small speed change cannot explain a
+large gap:
 
 - |s - 1| <= SPEED_DRIFT: the model ran as profiled; the speed explains nothing (no note).
 - the direction: sign(s - 1) must be sign(measured - predicted); otherwise the note says the
@@ -54,9 +55,8 @@ def speed_gap_note(
             f"{ran}, which moves the p99 the way it went ({measured_p99_ms:.3g} ms measured, "
             f"{predicted_p99_ms:.3g} predicted) but the profile refitted to this run's own "
             f"runner times predicts {at_run_speed_p99_ms:.3g} ms: the speed accounts for about "
-            f"{max(share, 0):.0%} of "
-            "the gap, the rest comes from elsewhere (what serving costs beside the model's "
-            "runs, or the arrivals)."
+            f"{max(share, 0):.0%} of the gap, the rest comes from elsewhere (what serving costs "
+            "beside the model's runs, or the arrivals)."
         )
     return (
         f"{ran}, so predicted and measured describe different machines (other load on it, "
